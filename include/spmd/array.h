@@ -1,0 +1,115 @@
+// spmd::Array: an immutable, reference-counted n-d array handle (JAX's jax.Array). Arrays are
+// cheap to copy; every operation returns a new Array. C++ scalars convert implicitly to weakly
+// typed 0-d arrays, like Python scalars in JAX: `x + 1.0` keeps x's float dtype.
+#pragma once
+
+#include <spmd/dtype.h>
+#include <spmd/shape.h>
+
+#include <concepts>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace spmd {
+
+struct ArrayImpl;
+
+template <class T>
+concept Scalar = std::is_arithmetic_v<T> || std::is_same_v<T, bfloat16_t> ||
+                 std::is_same_v<T, float16_t>;
+
+class Array {
+ public:
+  // An empty handle; any use other than assignment raises ValueError.
+  Array() = default;
+  // Weakly typed scalars (int → int32, floating → float32; 64-bit with x64). bool is strong.
+  Array(bool v);
+  Array(int v);
+  Array(long v);
+  Array(long long v);
+  Array(unsigned v);
+  Array(float v);
+  Array(double v);
+
+  const Shape& shape() const;
+  DType dtype() const;
+  bool weak_type() const;
+  int ndim() const;
+  int64_t size() const;
+  int64_t nbytes() const;
+  int64_t itemsize() const;
+  bool valid() const { return impl_ != nullptr; }
+
+  // The single element as T (converted as by astype). Raises unless size() == 1.
+  template <Scalar T>
+  T item() const {
+    T out;
+    copy_to_host(dtype_of_v<T>, &out, "item", /*require_scalar=*/true);
+    return out;
+  }
+  // All elements in row-major order, converted to T as by astype.
+  template <Scalar T>
+  std::vector<T> to_vector() const {
+    std::vector<T> out(size_t(size()));
+    copy_to_host(dtype_of_v<T>, out.data(), "to_vector", false);
+    return out;
+  }
+  // std::vector<bool> has no data(); elements come out as bytes.
+  template <std::same_as<bool> T>
+  std::vector<bool> to_vector() const {
+    std::vector<uint8_t> bytes(size_t(size()));
+    copy_to_host(DType::bool_, bytes.data(), "to_vector", false);
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  }
+
+  // Methods mirroring jax.Array's.
+  Array astype(DType t) const;
+  Array reshape(const Shape& new_shape) const;  // one dim may be -1
+  Array T() const;
+  Array transpose(const Axes& axes = {}) const;
+  Array flatten() const;
+  Array ravel() const { return flatten(); }
+  Array squeeze(const Axes& axes = {}) const;
+  Array sum(const Axes& axes = {}, bool keepdims = false) const;
+  Array prod(const Axes& axes = {}, bool keepdims = false) const;
+  Array max(const Axes& axes = {}, bool keepdims = false) const;
+  Array min(const Axes& axes = {}, bool keepdims = false) const;
+  Array mean(const Axes& axes = {}, bool keepdims = false) const;
+  Array var(const Axes& axes = {}, bool keepdims = false) const;
+  Array std(const Axes& axes = {}, bool keepdims = false) const;
+  Array all(const Axes& axes = {}, bool keepdims = false) const;
+  Array any(const Axes& axes = {}, bool keepdims = false) const;
+  Array argmax(int axis) const;
+  Array argmin(int axis) const;
+  Array cumsum(int axis) const;
+  Array clip(const Array& lo, const Array& hi) const;
+  Array dot(const Array& other) const;
+  Array swapaxes(int a, int b) const;
+  // x[i]: the sub-array at index i of axis 0 (negative i counts from the end).
+  Array operator[](int64_t i) const;
+
+  // Blocks until the value is computed (values are computed eagerly today, so this returns
+  // at once; it stays for code written against asynchronous devices).
+  const Array& block_until_ready() const;
+
+  // Internal: the implementation record.
+  const std::shared_ptr<ArrayImpl>& impl() const { return impl_; }
+  explicit Array(std::shared_ptr<ArrayImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  void copy_to_host(DType target, void* out, const char* api, bool require_scalar) const;
+  const ArrayImpl& checked() const;
+  std::shared_ptr<ArrayImpl> impl_;
+};
+
+// NumPy's str(x): "[0 1 4 9]", "[0.         0.16666667 0.33333334 0.5       ]".
+std::ostream& operator<<(std::ostream& os, const Array& x);
+std::string str(const Array& x);
+// JAX's repr(x): "Array([0, 1, 4], dtype=int32)".
+std::string repr(const Array& x);
+
+}  // namespace spmd

@@ -1,0 +1,20 @@
+// Process-wide settings, mirroring jax.config: 64-bit types and the random-number mode.
+#pragma once
+
+namespace spmd::config {
+
+// JAX's jax_enable_x64. Off by default: 64-bit requests become 32-bit types.
+void enable_x64(bool on);
+bool x64_enabled();
+
+// JAX's jax_threefry_partitionable (default true since JAX 0.5). False gives the older
+// "stable" derivation of split and random bits.
+void set_threefry_partitionable(bool on);
+bool threefry_partitionable();
+
+// Worker threads kernels may use on this process (default: hardware concurrency, or env
+// SPMD_NUM_THREADS).
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace spmd::config

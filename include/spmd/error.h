@@ -1,0 +1,42 @@
+// The exceptions spmd throws for user mistakes. Messages start with the API in brackets and say
+// what was expected and what was got: "[reshape] cannot reshape array of shape (2, 3) into shape (4,)".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace spmd {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Shapes that do not fit together (broadcasting, reshape, matmul dims).
+class ShapeError : public Error {
+  using Error::Error;
+};
+// A dtype the operation does not accept.
+class TypeError : public Error {
+  using Error::Error;
+};
+// A value that is out of its allowed range or otherwise invalid.
+class ValueError : public Error {
+  using Error::Error;
+};
+// An index or axis out of range.
+class IndexError : public Error {
+  using Error::Error;
+};
+class AxisError : public IndexError {
+  using IndexError::IndexError;
+};
+// Reading or writing files.
+class IOError : public Error {
+  using Error::Error;
+};
+// Reading a traced (abstract) value as if it were concrete.
+class ConcretizationError : public Error {
+  using Error::Error;
+};
+
+}  // namespace spmd

@@ -1,0 +1,96 @@
+// spmd::lax: the primitive-level operations of jax.lax — exact shapes, no implicit broadcasting
+// or promotion beyond what each primitive defines.
+#pragma once
+
+#include <spmd/array.h>
+
+#include <optional>
+#include <vector>
+
+namespace spmd::lax {
+
+// Contracting and batch dimensions of dot_general, as ((lhs_contract, rhs_contract),
+// (lhs_batch, rhs_batch)).
+struct DotDimensionNumbers {
+  std::vector<int64_t> lhs_contracting;
+  std::vector<int64_t> rhs_contracting;
+  std::vector<int64_t> lhs_batch;
+  std::vector<int64_t> rhs_batch;
+  bool operator==(const DotDimensionNumbers&) const = default;
+};
+
+Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
+                  std::optional<DType> preferred_element_type = std::nullopt);
+Array dot(const Array& lhs, const Array& rhs,
+          std::optional<DType> preferred_element_type = std::nullopt);
+
+// iota along `dimension` of `shape` (a 1-D iota when shape has one dim).
+Array iota(DType dtype, int64_t size);
+Array broadcasted_iota(DType dtype, const Shape& shape, int dimension);
+Array convert_element_type(const Array& x, DType new_dtype);
+// Reinterprets the bits; equal itemsize keeps the shape.
+Array bitcast_convert_type(const Array& x, DType new_dtype);
+Array broadcast_in_dim(const Array& x, const Shape& shape,
+                       const std::vector<int64_t>& broadcast_dimensions);
+Array reshape(const Array& x, const Shape& new_sizes);
+Array transpose(const Array& x, const std::vector<int64_t>& permutation);
+Array squeeze(const Array& x, const std::vector<int64_t>& dimensions);
+Array expand_dims(const Array& x, const std::vector<int64_t>& dimensions);
+Array rev(const Array& x, const std::vector<int64_t>& dimensions);
+Array concatenate(const std::vector<Array>& xs, int64_t dimension);
+// Padding config per dim: (low, high, interior). Negative low/high crop.
+struct PadConfig {
+  int64_t low = 0, high = 0, interior = 0;
+};
+Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfig>& config);
+
+// Static slicing: start inclusive, limit exclusive, optional strides.
+Array slice(const Array& x, const std::vector<int64_t>& start_indices,
+            const std::vector<int64_t>& limit_indices, const std::vector<int64_t>& strides = {});
+Array slice_in_dim(const Array& x, int64_t start, int64_t limit, int64_t stride = 1,
+                   int axis = 0);
+Array index_in_dim(const Array& x, int64_t index, int axis = 0, bool keepdims = true);
+// Dynamic slicing: start indices are scalar integer arrays (or C++ ints) clamped so the slice
+// fits, as in XLA.
+Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices,
+                    const std::vector<int64_t>& slice_sizes);
+Array dynamic_update_slice(const Array& x, const Array& update,
+                           const std::vector<Array>& start_indices);
+Array dynamic_slice_in_dim(const Array& x, const Array& start, int64_t size, int axis = 0);
+Array dynamic_index_in_dim(const Array& x, const Array& index, int axis = 0, bool keepdims = true);
+
+// select_n(which, cases...): which is bool (2 cases) or int32.
+Array select_n(const Array& which, const std::vector<Array>& cases);
+Array select(const Array& pred, const Array& on_true, const Array& on_false);
+Array clamp(const Array& lo, const Array& x, const Array& hi);
+
+Array reduce_sum(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_prod(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_max(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_min(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_and(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_or(const Array& x, const std::vector<int64_t>& axes);
+Array argmax(const Array& x, int64_t axis, DType index_dtype = int32);
+Array argmin(const Array& x, int64_t axis, DType index_dtype = int32);
+Array cumsum(const Array& x, int64_t axis, bool reverse = false);
+Array cumprod(const Array& x, int64_t axis, bool reverse = false);
+Array cummax(const Array& x, int64_t axis, bool reverse = false);
+Array cummin(const Array& x, int64_t axis, bool reverse = false);
+
+// Sorts `operands` together along `dimension`, ordered lexicographically by the first
+// `num_keys` operands (jax.lax.sort). Stable.
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1,
+                        int num_keys = 1);
+
+// Elementwise primitives that jnp spells differently.
+Array integer_pow(const Array& x, int y);
+Array shift_left(const Array& x, const Array& y);
+Array shift_right_logical(const Array& x, const Array& y);
+Array shift_right_arithmetic(const Array& x, const Array& y);
+Array rem(const Array& x, const Array& y);  // C fmod semantics
+Array div(const Array& x, const Array& y);  // rounds toward zero for integers
+Array population_count(const Array& x);
+Array clz(const Array& x);
+Array stop_gradient(const Array& x);
+
+}  // namespace spmd::lax

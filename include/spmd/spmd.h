@@ -1,0 +1,12 @@
+// The whole public API of spmd.
+#pragma once
+
+#include <spmd/array.h>
+#include <spmd/config.h>
+#include <spmd/dtype.h>
+#include <spmd/error.h>
+#include <spmd/io.h>
+#include <spmd/lax.h>
+#include <spmd/ops.h>
+#include <spmd/random.h>
+#include <spmd/shape.h>

@@ -1,0 +1,83 @@
+// Element type conversion kernels.
+#include "backends/cpu/convert.h"
+
+#include "backends/cpu/parallel.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace spmd::cpu {
+namespace {
+
+template <class T>
+using Compute = std::conditional_t<std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>,
+                                   float, T>;
+
+template <class To, class From>
+To convert_one(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, bfloat16_t> || std::is_same_v<From, float16_t>) {
+    return convert_one<To>(float(v));
+  } else if constexpr (std::is_same_v<To, bfloat16_t> || std::is_same_v<To, float16_t>) {
+    if constexpr (std::is_same_v<From, double>) {
+      // Round once, directly from double, to avoid double rounding through float.
+      float f = float(v);
+      double err = v - double(f);
+      if (err != 0 && std::isfinite(v)) {
+        // Nudge the float toward v so the second rounding sees which side v was on.
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        if ((bits & 1u) == 0) {
+          f = std::nextafter(f, err > 0 ? INFINITY : -INFINITY);
+        }
+      }
+      return To(f);
+    } else {
+      return To(float(v));
+    }
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (std::isnan(v)) return To(0);
+    if (v <= From(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (v >= From(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return To(v);
+  } else {
+    return To(v);
+  }
+}
+
+template <class To, class From>
+void convert_typed(const From* in, To* out, int64_t n) {
+  parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = convert_one<To>(in[i]);
+  });
+}
+
+}  // namespace
+
+void convert(const void* in, DType from, void* out, DType to, int64_t n) {
+  if (from == to) {
+    std::memcpy(out, in, size_t(n) * size_t(itemsize(from)));
+    return;
+  }
+  dispatch_dtype(from, [&](auto f) {
+    using From = decltype(f);
+    dispatch_dtype(to, [&](auto t) {
+      using To = decltype(t);
+      convert_typed(static_cast<const From*>(in), static_cast<To*>(out), n);
+    });
+  });
+}
+
+double load_as_double(const void* in, DType t, int64_t index) {
+  return dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    return double(Compute<T>(static_cast<const T*>(in)[index]));
+  });
+}
+
+}  // namespace spmd::cpu

@@ -1,0 +1,131 @@
+// A small fixed pool of worker threads for kernels. Workers sleep on a condition variable; the
+// caller takes a share of the work itself. Calls made while the pool is busy (another device
+// thread, or a kernel inside a kernel) run on the calling thread.
+#include "backends/cpu/parallel.h"
+
+#include <spmd/config.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spmd::cpu {
+namespace {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  int workers() const { return int(threads_.size()); }
+
+  // Runs chunk(i) for i in [0, chunks) on the workers and the caller. Returns false (running
+  // nothing) when the pool is already busy.
+  bool run(int chunks, const std::function<void(int)>& chunk) {
+    std::unique_lock busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    {
+      std::lock_guard lock(mu_);
+      job_ = &chunk;
+      chunks_ = chunks;
+      next_ = 0;
+      pending_ = chunks;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      int i;
+      {
+        std::lock_guard lock(mu_);
+        if (!job_ || next_ >= chunks_) return;
+        i = next_++;
+      }
+      try {
+        (*job_)(i);
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  void worker_loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_); });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex busy_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int chunks_ = 0, next_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+ThreadPool& pool() {
+  static ThreadPool p(std::max(0, config::num_threads() - 1));
+  return p;
+}
+
+thread_local bool t_inside_kernel = false;
+
+}  // namespace
+
+int max_threads() { return config::num_threads(); }
+
+void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int threads = std::min<int64_t>(max_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_grain)));
+  if (threads <= 1 || t_inside_kernel) {
+    fn(0, n);
+    return;
+  }
+  threads = std::min(threads, pool().workers() + 1);
+  const int64_t chunk = (n + threads - 1) / threads;
+  auto run_chunk = [&](int i) {
+    int64_t begin = int64_t(i) * chunk, end = std::min(n, begin + chunk);
+    bool was_inside = t_inside_kernel;
+    t_inside_kernel = true;
+    if (begin < end) fn(begin, end);
+    t_inside_kernel = was_inside;
+  };
+  if (!pool().run(threads, run_chunk)) fn(0, n);
+}
+
+}  // namespace spmd::cpu

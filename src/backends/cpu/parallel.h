@@ -1,0 +1,18 @@
+// Splitting a kernel's work across the process's worker threads. Small work stays on the
+// calling thread; workers sleep on a condition variable between jobs (no spinning).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace spmd::cpu {
+
+// Calls fn(begin, end) over disjoint ranges covering [0, n). Work below `min_grain` items per
+// thread runs on the calling thread alone. Returns when every range is done; an exception in
+// any range is rethrown here.
+void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// Threads parallel_for may use (config::num_threads()).
+int max_threads();
+
+}  // namespace spmd::cpu

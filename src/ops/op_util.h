@@ -1,0 +1,53 @@
+// Helpers shared by the op layer (src/ops/*.cpp): argument checks, JAX's implicit promotion
+// and rank broadcasting, axis canonicalisation and typed constants. Ops call these, then bind.
+#pragma once
+
+#include <spmd/array.h>
+#include <spmd/error.h>
+
+#include "core/array_impl.h"
+#include "prims/primitive.h"
+
+#include <string>
+#include <vector>
+
+namespace spmd::ops {
+
+// "[api] " prefix for error messages.
+std::string prefix(const char* api);
+
+// convert_element_type(x, t); a no-op when the dtype and weak type already match.
+Array convert(const Array& x, DType t, bool weak_type = false);
+// JAX's promote_dtypes: converts every argument to their common (possibly weak) dtype.
+std::vector<Array> promote_dtypes(const std::vector<Array>& xs);
+// promote_dtypes, then ints/bools to the default float type (jnp.promote_dtypes_inexact).
+std::vector<Array> promote_dtypes_inexact(const std::vector<Array>& xs);
+Array promote_inexact(const Array& x);
+// NumPy broadcasting of shapes; ShapeError naming `api` when incompatible.
+Shape broadcast_shapes(const char* api, const std::vector<Shape>& shapes);
+// Rank promotion only (JAX's _promote_shapes): lower-rank non-scalars get leading size-1 dims
+// via broadcast_in_dim; size-1 dims stay for the primitive to broadcast.
+std::vector<Array> promote_shapes(const char* api, const std::vector<Array>& xs);
+// Full broadcast to `shape` (broadcast_in_dim), no-op when equal.
+Array broadcast_to(const char* api, const Array& x, const Shape& shape);
+
+// Validated, non-negative, sorted axes; empty `axes` means all of them. Duplicates raise.
+std::vector<int64_t> canonicalize_axes(const char* api, const Axes& axes, int ndim);
+int canonicalize_axis(const char* api, int axis, int ndim);
+
+// A scalar constant with x's dtype and weak type (lax._const).
+Array constant_like(const Array& x, double value);
+// A 0-d array of the given dtype.
+Array scalar(double value, DType dtype, bool weak = false);
+
+// Applies a primitive by name.
+Array apply(const char* prim, std::initializer_list<Array> inputs, const Params& params = {});
+Array apply(const char* prim, const std::vector<Array>& inputs, const Params& params = {});
+std::vector<Array> apply_multi(const char* prim, const std::vector<Array>& inputs,
+                               const Params& params = {});
+
+// Type checks with JAX-style messages.
+void require_floating(const char* api, const Array& x);
+void require_integer_or_bool(const char* api, const Array& x);
+
+}  // namespace spmd::ops

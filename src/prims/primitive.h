@@ -1,0 +1,78 @@
+// The primitive registry. A primitive is the unit of extension: a name, a shape rule (output
+// types from input types and params) and a CPU kernel. Transformation rules (jvp, transpose,
+// batching, sharding) join these fields as the transformations arrive. Every operation reaches
+// the machine through bind().
+#pragma once
+
+#include "core/array_impl.h"
+#include "ir/params.h"
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spmd {
+
+// A kernel's view of one input or output: host data plus its type.
+struct Operand {
+  const void* data;
+  const AbstractValue* aval;
+  template <class T>
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
+};
+struct Result {
+  void* data;
+  const AbstractValue* aval;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+};
+struct KernelArgs {
+  std::span<const Operand> in;
+  std::span<const Result> out;
+  const Params& params;
+};
+
+using ShapeRule =
+    std::function<std::vector<AbstractValue>(std::span<const AbstractValue>, const Params&)>;
+using CpuKernel = std::function<void(const KernelArgs&)>;
+
+struct Primitive {
+  std::string name;
+  ShapeRule shape_rule;
+  CpuKernel cpu_kernel;
+};
+
+// The registry: families register their primitives in register_*_primitives (registry.cpp
+// lists the families). Lookup of an unknown name is an internal error.
+class PrimitiveRegistry {
+ public:
+  Primitive& define(std::string name, ShapeRule shape_rule, CpuKernel kernel);
+  const Primitive* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<Primitive>> prims_;
+};
+const PrimitiveRegistry& primitive_registry();
+const Primitive& primitive(std::string_view name);
+
+// Applies a primitive: inside an active trace it is recorded there, otherwise it runs now.
+std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs,
+                        const Params& params = {});
+Array bind1(const Primitive& p, std::span<const Array> inputs, const Params& params = {});
+inline Array bind1(const Primitive& p, std::initializer_list<Array> inputs,
+                   const Params& params = {}) {
+  return bind1(p, std::span<const Array>(inputs.begin(), inputs.size()), params);
+}
+
+// Runs a primitive's shape rule, as the tracer and bind do (exposed for tests).
+std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const AbstractValue> in,
+                                         const Params& params);
+
+}  // namespace spmd

@@ -1,0 +1,85 @@
+// The primitive registry and bind(), the one entry every operation goes through.
+#include "core/trace.h"
+#include "prims/families.h"
+#include "prims/primitive.h"
+
+#include <stdexcept>
+
+namespace spmd {
+
+Primitive& PrimitiveRegistry::define(std::string name, ShapeRule shape_rule, CpuKernel kernel) {
+  if (find(name)) throw std::logic_error("primitive '" + name + "' defined twice");
+  prims_.push_back(std::make_unique<Primitive>(
+      Primitive{std::move(name), std::move(shape_rule), std::move(kernel)}));
+  return *prims_.back();
+}
+
+const Primitive* PrimitiveRegistry::find(std::string_view name) const {
+  for (const auto& p : prims_)
+    if (p->name == name) return p.get();
+  return nullptr;
+}
+
+std::vector<std::string> PrimitiveRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& p : prims_) out.push_back(p->name);
+  return out;
+}
+
+const PrimitiveRegistry& primitive_registry() {
+  static const PrimitiveRegistry registry = [] {
+    PrimitiveRegistry r;
+    register_elementwise_primitives(r);
+    register_unary_math_primitives(r);
+    register_reduce_primitives(r);
+    register_shape_primitives(r);
+    register_indexing_primitives(r);
+    register_linalg_primitives(r);
+    register_random_primitives(r);
+    register_sort_primitives(r);
+    return r;
+  }();
+  return registry;
+}
+
+const Primitive& primitive(std::string_view name) {
+  const Primitive* p = primitive_registry().find(name);
+  if (!p) throw std::logic_error("unknown primitive '" + std::string(name) + "'");
+  return *p;
+}
+
+std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const AbstractValue> in,
+                                         const Params& params) {
+  return p.shape_rule(in, params);
+}
+
+std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const Params& params) {
+  if (Trace* trace = innermost_trace(inputs)) return trace->process_primitive(p, inputs, params);
+
+  // Eager evaluation on the host: types from the shape rule, then the kernel.
+  std::vector<AbstractValue> in_avals;
+  std::vector<Operand> operands;
+  in_avals.reserve(inputs.size());
+  for (const Array& x : inputs) in_avals.push_back(aval_of(x));
+  operands.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    operands.push_back({host_data(inputs[i], p.name.c_str()), &in_avals[i]});
+
+  std::vector<AbstractValue> out_avals = p.shape_rule(in_avals, params);
+  std::vector<Array> outputs;
+  std::vector<Result> results;
+  outputs.reserve(out_avals.size());
+  results.reserve(out_avals.size());
+  for (const AbstractValue& aval : out_avals) {
+    outputs.push_back(make_uninitialized(aval));
+    results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
+  }
+  p.cpu_kernel(KernelArgs{operands, results, params});
+  return outputs;
+}
+
+Array bind1(const Primitive& p, std::span<const Array> inputs, const Params& params) {
+  return std::move(bind(p, inputs, params).front());
+}
+
+}  // namespace spmd

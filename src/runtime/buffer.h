@@ -1,0 +1,28 @@
+// Device memory. A Buffer is one allocation on one device; CPU buffers are 64-byte aligned host
+// memory. Buffers are shared (shared_ptr) between arrays that alias them.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace spmd {
+
+class Buffer {
+ public:
+  // Uninitialised storage of `nbytes` (zero-size allowed).
+  static std::shared_ptr<Buffer> allocate(size_t nbytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  Buffer(void* data, size_t nbytes) : data_(data), nbytes_(nbytes) {}
+  void* data_;
+  size_t nbytes_;
+};
+
+}  // namespace spmd

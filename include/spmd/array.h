@@ -53,15 +53,16 @@ class Array {
   }
   // All elements in row-major order, converted to T as by astype.
   template <Scalar T>
+    requires(!std::is_same_v<T, bool>)
   std::vector<T> to_vector() const {
-    std::vector<T> out(size_t(size()));
+    std::vector<T> out(static_cast<size_t>(size()));
     copy_to_host(dtype_of_v<T>, out.data(), "to_vector", false);
     return out;
   }
   // std::vector<bool> has no data(); elements come out as bytes.
   template <std::same_as<bool> T>
   std::vector<bool> to_vector() const {
-    std::vector<uint8_t> bytes(size_t(size()));
+    std::vector<uint8_t> bytes(static_cast<size_t>(size()));
     copy_to_host(DType::bool_, bytes.data(), "to_vector", false);
     return std::vector<bool>(bytes.begin(), bytes.end());
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace spmd {
 
@@ -107,24 +108,29 @@ DType canonicalize_dtype(DType t);
 DType default_int_dtype();
 DType default_float_dtype();
 
-// Maps a C++ element type to its DType.
+// Maps a C++ element type to its DType (any integer type by size and signedness).
 template <class T>
-struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::bool_; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = DType::int8; };
-template <> struct dtype_of<int16_t> { static constexpr DType value = DType::int16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::int32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::int64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::uint8; };
-template <> struct dtype_of<uint16_t> { static constexpr DType value = DType::uint16; };
-template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::uint32; };
-template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::uint64; };
-template <> struct dtype_of<bfloat16_t> { static constexpr DType value = DType::bfloat16; };
-template <> struct dtype_of<float16_t> { static constexpr DType value = DType::float16; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::float64; };
+constexpr DType dtype_of_type() {
+  if constexpr (std::is_same_v<T, bool>) return DType::bool_;
+  else if constexpr (std::is_same_v<T, bfloat16_t>) return DType::bfloat16;
+  else if constexpr (std::is_same_v<T, float16_t>) return DType::float16;
+  else if constexpr (std::is_same_v<T, float>) return DType::float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::float64;
+  else {
+    static_assert(std::is_integral_v<T>, "no spmd dtype for this C++ type");
+    constexpr bool s = std::is_signed_v<T>;
+    if constexpr (sizeof(T) == 1) return s ? DType::int8 : DType::uint8;
+    else if constexpr (sizeof(T) == 2) return s ? DType::int16 : DType::uint16;
+    else if constexpr (sizeof(T) == 4) return s ? DType::int32 : DType::uint32;
+    else return s ? DType::int64 : DType::uint64;
+  }
+}
 template <class T>
-inline constexpr DType dtype_of_v = dtype_of<T>::value;
+struct dtype_of {
+  static constexpr DType value = dtype_of_type<T>();
+};
+template <class T>
+inline constexpr DType dtype_of_v = dtype_of_type<T>();
 
 // Calls f(T{}) with T the C++ element type of `t` (bfloat16_t/float16_t for the 16-bit floats).
 template <class F>

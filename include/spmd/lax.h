@@ -41,6 +41,7 @@ Array concatenate(const std::vector<Array>& xs, int64_t dimension);
 // Padding config per dim: (low, high, interior). Negative low/high crop.
 struct PadConfig {
   int64_t low = 0, high = 0, interior = 0;
+  bool operator==(const PadConfig&) const = default;
 };
 Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfig>& config);
 

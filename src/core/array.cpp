@@ -2,6 +2,7 @@
 #include <spmd/array.h>
 #include <spmd/config.h>
 #include <spmd/error.h>
+#include <spmd/lax.h>
 #include <spmd/ops.h>
 
 #include "backends/cpu/convert.h"

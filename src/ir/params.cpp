@@ -32,10 +32,6 @@ const ParamValue& Params::at(std::string_view name) const {
   throw std::logic_error("missing primitive parameter '" + std::string(name) + "'");
 }
 
-bool operator==(const lax::PadConfig& a, const lax::PadConfig& b) {
-  return a.low == b.low && a.high == b.high && a.interior == b.interior;
-}
-
 bool Params::operator==(const Params& other) const { return items_ == other.items_; }
 
 namespace {

@@ -48,6 +48,5 @@ class Params {
   std::vector<std::pair<std::string, ParamValue>> items_;
 };
 
-bool operator==(const lax::PadConfig& a, const lax::PadConfig& b);
 
 }  // namespace spmd

@@ -11,6 +11,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <memory>
 #include <vector>
 
 namespace spmd {
@@ -58,6 +60,7 @@ class PrimitiveRegistry {
 
  private:
   std::vector<std::unique_ptr<Primitive>> prims_;
+  std::unordered_map<std::string_view, Primitive*> by_name_;
 };
 const PrimitiveRegistry& primitive_registry();
 const Primitive& primitive(std::string_view name);

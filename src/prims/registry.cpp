@@ -11,13 +11,13 @@ Primitive& PrimitiveRegistry::define(std::string name, ShapeRule shape_rule, Cpu
   if (find(name)) throw std::logic_error("primitive '" + name + "' defined twice");
   prims_.push_back(std::make_unique<Primitive>(
       Primitive{std::move(name), std::move(shape_rule), std::move(kernel)}));
+  by_name_.emplace(prims_.back()->name, prims_.back().get());
   return *prims_.back();
 }
 
 const Primitive* PrimitiveRegistry::find(std::string_view name) const {
-  for (const auto& p : prims_)
-    if (p->name == name) return p.get();
-  return nullptr;
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 std::vector<std::string> PrimitiveRegistry::names() const {
@@ -79,7 +79,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
 }
 
 Array bind1(const Primitive& p, std::span<const Array> inputs, const Params& params) {
-  return std::move(bind(p, inputs, params).front());
+  return std::move(spmd::bind(p, inputs, params).front());
 }
 
 }  // namespace spmd

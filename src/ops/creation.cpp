@@ -1,0 +1,164 @@
+// Array creation: from C++ data, constants (zeros, ones, full), ranges (arange, linspace) and
+// eye. Fills are broadcast_in_dim of a scalar, as jnp.full is.
+#include <spmd/config.h>
+#include <spmd/lax.h>
+#include <spmd/ops.h>
+
+#include "backends/cpu/convert.h"
+#include "ops/op_util.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace spmd {
+namespace {
+
+void check_shape(const char* api, const Shape& shape) {
+  for (int64_t d : shape)
+    if (d < 0)
+      throw ValueError(ops::prefix(api) + "negative dimensions are not allowed, got shape " +
+                       shape.str());
+}
+
+Array from_host(const char* api, const void* data, DType from, size_t count, const Shape& shape) {
+  check_shape(api, shape);
+  if (int64_t(count) != shape.size())
+    throw ValueError(ops::prefix(api) + "got " + std::to_string(count) +
+                     " values for shape " + shape.str() + ", which holds " +
+                     std::to_string(shape.size()));
+  DType t = canonicalize_dtype(from);
+  Array out = make_uninitialized(AbstractValue{shape, t, false});
+  cpu::convert(data, from, out.impl()->buffer->data(), t, int64_t(count));
+  return out;
+}
+
+Array fill(const char* api, const Shape& shape, const Array& value, DType dtype) {
+  check_shape(api, shape);
+  Array v = ops::convert(value, canonicalize_dtype(dtype));
+  return ops::broadcast_to(api, v, shape);
+}
+
+}  // namespace
+
+template <Scalar T>
+Array array(const std::vector<T>& values, const Shape& shape) {
+  return from_host("array", values.data(), dtype_of_v<T>, values.size(), shape);
+}
+
+template <Scalar T>
+Array array(std::initializer_list<std::initializer_list<T>> rows) {
+  std::vector<T> flat;
+  size_t cols = rows.size() ? rows.begin()->size() : 0;
+  for (const auto& row : rows) {
+    if (row.size() != cols)
+      throw ValueError("[array] rows must have equal lengths, got " + std::to_string(cols) +
+                       " and " + std::to_string(row.size()));
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return array(flat, Shape{int64_t(rows.size()), int64_t(cols)});
+}
+
+#define SPMD_INSTANTIATE_ARRAY(T)                                        \
+  template Array array<T>(const std::vector<T>&, const Shape&);          \
+  template Array array<T>(std::initializer_list<std::initializer_list<T>>);
+SPMD_INSTANTIATE_ARRAY(int8_t)
+SPMD_INSTANTIATE_ARRAY(int16_t)
+SPMD_INSTANTIATE_ARRAY(int32_t)
+SPMD_INSTANTIATE_ARRAY(int64_t)
+SPMD_INSTANTIATE_ARRAY(long long)
+SPMD_INSTANTIATE_ARRAY(uint8_t)
+SPMD_INSTANTIATE_ARRAY(uint16_t)
+SPMD_INSTANTIATE_ARRAY(uint32_t)
+SPMD_INSTANTIATE_ARRAY(uint64_t)
+SPMD_INSTANTIATE_ARRAY(bfloat16_t)
+SPMD_INSTANTIATE_ARRAY(float16_t)
+SPMD_INSTANTIATE_ARRAY(float)
+SPMD_INSTANTIATE_ARRAY(double)
+#undef SPMD_INSTANTIATE_ARRAY
+
+Array array(const std::vector<bool>& values, const Shape& shape) {
+  std::vector<uint8_t> bytes(values.begin(), values.end());
+  return from_host("array", bytes.data(), bool_, bytes.size(), shape);
+}
+
+Array array_from_bytes(const void* bytes, DType t, const Shape& shape) {
+  check_shape("array_from_bytes", shape);
+  Array out = make_uninitialized(AbstractValue{shape, t, false});
+  std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
+  return out;
+}
+
+Array asarray(const Array& x, std::optional<DType> dtype) {
+  return dtype ? astype(x, *dtype) : x;
+}
+
+Array zeros(const Shape& shape, DType dtype) { return fill("zeros", shape, 0, dtype); }
+Array ones(const Shape& shape, DType dtype) { return fill("ones", shape, 1, dtype); }
+Array empty(const Shape& shape, DType dtype) { return fill("empty", shape, 0, dtype); }
+Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dtype) {
+  return fill("full", shape, fill_value, dtype.value_or(fill_value.dtype()));
+}
+Array zeros_like(const Array& x, std::optional<DType> dtype) {
+  return zeros(x.shape(), dtype.value_or(x.dtype()));
+}
+Array ones_like(const Array& x, std::optional<DType> dtype) {
+  return ones(x.shape(), dtype.value_or(x.dtype()));
+}
+Array full_like(const Array& x, const Array& fill_value, std::optional<DType> dtype) {
+  return full(x.shape(), fill_value, dtype.value_or(x.dtype()));
+}
+
+Array arange(int stop) { return arange(0, stop, 1); }
+Array arange(int start, int stop, int step) {
+  return arange(int64_t(start), int64_t(stop), int64_t(step), default_int_dtype());
+}
+Array arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
+  if (step == 0) throw ValueError("[arange] step must not be zero");
+  int64_t n = std::max<int64_t>(0, (stop - start + step + (step > 0 ? -1 : 1)) / step);
+  if (start == 0 && step == 1) return lax::iota(dtype, n);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + i * step;
+  return astype(array(v, Shape{n}), dtype);
+}
+Array arange(double stop) { return arange(0.0, stop, 1.0); }
+Array arange(float stop) { return arange(0.0, double(stop), 1.0); }
+Array arange(double start, double stop, double step) {
+  if (step == 0) throw ValueError("[arange] step must not be zero");
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    throw ValueError("[arange] arguments must be finite");
+  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((stop - start) / step)));
+  // NumPy fills start + i * delta in float64; jnp then converts to the default float.
+  std::vector<double> v(static_cast<size_t>(n));
+  double delta = (start + step) - start;
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * delta;
+  return astype(array(v, Shape{n}), default_float_dtype());
+}
+
+Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtype) {
+  if (num < 0) throw ValueError("[linspace] number of samples must be non-negative, got " +
+                                std::to_string(num));
+  DType t = canonicalize_dtype(dtype);
+  DType ct = is_floating(t) ? promote_types(t, float32) : default_float_dtype();
+  if (num == 0) return zeros({0}, t);
+  Array lo = ops::scalar(start, ct), hi = ops::scalar(stop, ct);
+  if (num == 1) return astype(lo.reshape({1}), t);
+  int64_t div = endpoint ? num - 1 : num;
+  // start·(1 − step) + stop·step with step = iota / div, as jnp.linspace computes it.
+  Array step = divide(lax::iota(ct, num), ops::scalar(double(div), ct));
+  Array out = add(multiply(lo, subtract(ops::scalar(1, ct), step)), multiply(hi, step));
+  if (endpoint)
+    out = concatenate({lax::slice(out, {0}, {num - 1}), hi.reshape({1})});
+  if (is_integer(t)) out = floor(out);
+  return astype(out, t);
+}
+
+Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
+  int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) throw ValueError("[eye] negative dimensions are not allowed");
+  Shape s{n, cols};
+  Array rows = lax::broadcasted_iota(int32, s, 0), c = lax::broadcasted_iota(int32, s, 1);
+  return astype(equal(add(rows, Array(int(k))), c), dtype);
+}
+Array identity(int64_t n, DType dtype) { return eye(n, std::nullopt, 0, dtype); }
+
+}  // namespace spmd

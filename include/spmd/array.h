@@ -19,8 +19,8 @@ namespace spmd {
 struct ArrayImpl;
 
 template <class T>
-concept Scalar = std::is_arithmetic_v<T> || std::is_same_v<T, bfloat16_t> ||
-                 std::is_same_v<T, float16_t>;
+concept Scalar =
+    std::is_arithmetic_v<T> || std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>;
 
 class Array {
  public:
@@ -53,8 +53,8 @@ class Array {
   }
   // All elements in row-major order, converted to T as by astype.
   template <Scalar T>
-    requires(!std::is_same_v<T, bool>)
-  std::vector<T> to_vector() const {
+  requires(!std::is_same_v<T, bool>) std::vector<T> to_vector()
+  const {
     std::vector<T> out(static_cast<size_t>(size()));
     copy_to_host(dtype_of_v<T>, out.data(), "to_vector", false);
     return out;

@@ -111,18 +111,27 @@ DType default_float_dtype();
 // Maps a C++ element type to its DType (any integer type by size and signedness).
 template <class T>
 constexpr DType dtype_of_type() {
-  if constexpr (std::is_same_v<T, bool>) return DType::bool_;
-  else if constexpr (std::is_same_v<T, bfloat16_t>) return DType::bfloat16;
-  else if constexpr (std::is_same_v<T, float16_t>) return DType::float16;
-  else if constexpr (std::is_same_v<T, float>) return DType::float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::float64;
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::bool_;
+  else if constexpr (std::is_same_v<T, bfloat16_t>)
+    return DType::bfloat16;
+  else if constexpr (std::is_same_v<T, float16_t>)
+    return DType::float16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::float64;
   else {
     static_assert(std::is_integral_v<T>, "no spmd dtype for this C++ type");
     constexpr bool s = std::is_signed_v<T>;
-    if constexpr (sizeof(T) == 1) return s ? DType::int8 : DType::uint8;
-    else if constexpr (sizeof(T) == 2) return s ? DType::int16 : DType::uint16;
-    else if constexpr (sizeof(T) == 4) return s ? DType::int32 : DType::uint32;
-    else return s ? DType::int64 : DType::uint64;
+    if constexpr (sizeof(T) == 1)
+      return s ? DType::int8 : DType::uint8;
+    else if constexpr (sizeof(T) == 2)
+      return s ? DType::int16 : DType::uint16;
+    else if constexpr (sizeof(T) == 4)
+      return s ? DType::int32 : DType::uint32;
+    else
+      return s ? DType::int64 : DType::uint64;
   }
 }
 template <class T>
@@ -136,19 +145,32 @@ inline constexpr DType dtype_of_v = dtype_of_type<T>();
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::bool_: return f(bool{});
-    case DType::int8: return f(int8_t{});
-    case DType::int16: return f(int16_t{});
-    case DType::int32: return f(int32_t{});
-    case DType::int64: return f(int64_t{});
-    case DType::uint8: return f(uint8_t{});
-    case DType::uint16: return f(uint16_t{});
-    case DType::uint32: return f(uint32_t{});
-    case DType::uint64: return f(uint64_t{});
-    case DType::bfloat16: return f(bfloat16_t{});
-    case DType::float16: return f(float16_t{});
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
+    case DType::bool_:
+      return f(bool{});
+    case DType::int8:
+      return f(int8_t{});
+    case DType::int16:
+      return f(int16_t{});
+    case DType::int32:
+      return f(int32_t{});
+    case DType::int64:
+      return f(int64_t{});
+    case DType::uint8:
+      return f(uint8_t{});
+    case DType::uint16:
+      return f(uint16_t{});
+    case DType::uint32:
+      return f(uint32_t{});
+    case DType::uint64:
+      return f(uint64_t{});
+    case DType::bfloat16:
+      return f(bfloat16_t{});
+    case DType::float16:
+      return f(float16_t{});
+    case DType::float32:
+      return f(float{});
+    case DType::float64:
+      return f(double{});
   }
   return f(float{});
 }

@@ -1,5 +1,6 @@
 // The exceptions spmd throws for user mistakes. Messages start with the API in brackets and say
-// what was expected and what was got: "[reshape] cannot reshape array of shape (2, 3) into shape (4,)".
+// what was expected and what was got: "[reshape] cannot reshape array of shape (2, 3) into shape
+// (4,)".
 #pragma once
 
 #include <stdexcept>

@@ -48,8 +48,7 @@ Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfi
 // Static slicing: start inclusive, limit exclusive, optional strides.
 Array slice(const Array& x, const std::vector<int64_t>& start_indices,
             const std::vector<int64_t>& limit_indices, const std::vector<int64_t>& strides = {});
-Array slice_in_dim(const Array& x, int64_t start, int64_t limit, int64_t stride = 1,
-                   int axis = 0);
+Array slice_in_dim(const Array& x, int64_t start, int64_t limit, int64_t stride = 1, int axis = 0);
 Array index_in_dim(const Array& x, int64_t index, int axis = 0, bool keepdims = true);
 // Dynamic slicing: start indices are scalar integer arrays (or C++ ints) clamped so the slice
 // fits, as in XLA.

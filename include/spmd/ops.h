@@ -35,8 +35,7 @@ Array ones(const Shape& shape, DType dtype = float32);
 Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dtype = std::nullopt);
 Array zeros_like(const Array& x, std::optional<DType> dtype = std::nullopt);
 Array ones_like(const Array& x, std::optional<DType> dtype = std::nullopt);
-Array full_like(const Array& x, const Array& fill_value,
-                std::optional<DType> dtype = std::nullopt);
+Array full_like(const Array& x, const Array& fill_value, std::optional<DType> dtype = std::nullopt);
 Array empty(const Shape& shape, DType dtype = float32);  // zero-filled, as in JAX
 // arange(8) is int32, arange(8.0f) / arange(8.0) float32 (float64 with x64).
 Array arange(int stop);
@@ -47,8 +46,7 @@ Array arange(double start, double stop, double step = 1.0);
 Array arange(float stop);
 Array linspace(double start, double stop, int64_t num = 50, bool endpoint = true,
                DType dtype = float32);
-Array eye(int64_t n, std::optional<int64_t> m = std::nullopt, int64_t k = 0,
-          DType dtype = float32);
+Array eye(int64_t n, std::optional<int64_t> m = std::nullopt, int64_t k = 0, DType dtype = float32);
 Array identity(int64_t n, DType dtype = float32);
 
 // ---- elementwise: unary -----------------------------------------------------------------------
@@ -159,7 +157,7 @@ Array isclose(const Array& a, const Array& b, double rtol = 1e-5, double atol = 
               bool equal_nan = false);
 
 // ---- shape manipulation -------------------------------------------------------------------------
-Array reshape(const Array& x, const Shape& new_shape);  // one dim may be -1
+Array reshape(const Array& x, const Shape& new_shape);   // one dim may be -1
 Array transpose(const Array& x, const Axes& axes = {});  // empty: reverse
 Array swapaxes(const Array& x, int axis1, int axis2);
 Array moveaxis(const Array& x, int source, int destination);

@@ -88,13 +88,27 @@ const ArrayImpl& Array::checked() const {
   return *impl_;
 }
 
-const Shape& Array::shape() const { return checked().aval.shape; }
-DType Array::dtype() const { return checked().aval.dtype; }
-bool Array::weak_type() const { return checked().aval.weak_type; }
-int Array::ndim() const { return shape().ndim(); }
-int64_t Array::size() const { return shape().size(); }
-int64_t Array::itemsize() const { return spmd::itemsize(dtype()); }
-int64_t Array::nbytes() const { return size() * itemsize(); }
+const Shape& Array::shape() const {
+  return checked().aval.shape;
+}
+DType Array::dtype() const {
+  return checked().aval.dtype;
+}
+bool Array::weak_type() const {
+  return checked().aval.weak_type;
+}
+int Array::ndim() const {
+  return shape().ndim();
+}
+int64_t Array::size() const {
+  return shape().size();
+}
+int64_t Array::itemsize() const {
+  return spmd::itemsize(dtype());
+}
+int64_t Array::nbytes() const {
+  return size() * itemsize();
+}
 
 void Array::copy_to_host(DType target, void* out, const char* api, bool require_scalar) const {
   const ArrayImpl& impl = checked();
@@ -110,27 +124,69 @@ const Array& Array::block_until_ready() const {
   return *this;
 }
 
-Array Array::astype(DType t) const { return spmd::astype(*this, t); }
-Array Array::reshape(const Shape& s) const { return spmd::reshape(*this, s); }
-Array Array::T() const { return spmd::transpose(*this); }
-Array Array::transpose(const Axes& axes) const { return spmd::transpose(*this, axes); }
-Array Array::flatten() const { return spmd::ravel(*this); }
-Array Array::squeeze(const Axes& axes) const { return spmd::squeeze(*this, axes); }
-Array Array::sum(const Axes& a, bool k) const { return spmd::sum(*this, a, k); }
-Array Array::prod(const Axes& a, bool k) const { return spmd::prod(*this, a, k); }
-Array Array::max(const Axes& a, bool k) const { return spmd::max(*this, a, k); }
-Array Array::min(const Axes& a, bool k) const { return spmd::min(*this, a, k); }
-Array Array::mean(const Axes& a, bool k) const { return spmd::mean(*this, a, k); }
-Array Array::var(const Axes& a, bool k) const { return spmd::var(*this, a, k); }
-Array Array::std(const Axes& a, bool k) const { return spmd::std(*this, a, k); }
-Array Array::all(const Axes& a, bool k) const { return spmd::all(*this, a, k); }
-Array Array::any(const Axes& a, bool k) const { return spmd::any(*this, a, k); }
-Array Array::argmax(int axis) const { return spmd::argmax(*this, axis); }
-Array Array::argmin(int axis) const { return spmd::argmin(*this, axis); }
-Array Array::cumsum(int axis) const { return spmd::cumsum(*this, axis); }
-Array Array::clip(const Array& lo, const Array& hi) const { return spmd::clip(*this, lo, hi); }
-Array Array::dot(const Array& other) const { return spmd::dot(*this, other); }
-Array Array::swapaxes(int a, int b) const { return spmd::swapaxes(*this, a, b); }
+Array Array::astype(DType t) const {
+  return spmd::astype(*this, t);
+}
+Array Array::reshape(const Shape& s) const {
+  return spmd::reshape(*this, s);
+}
+Array Array::T() const {
+  return spmd::transpose(*this);
+}
+Array Array::transpose(const Axes& axes) const {
+  return spmd::transpose(*this, axes);
+}
+Array Array::flatten() const {
+  return spmd::ravel(*this);
+}
+Array Array::squeeze(const Axes& axes) const {
+  return spmd::squeeze(*this, axes);
+}
+Array Array::sum(const Axes& a, bool k) const {
+  return spmd::sum(*this, a, k);
+}
+Array Array::prod(const Axes& a, bool k) const {
+  return spmd::prod(*this, a, k);
+}
+Array Array::max(const Axes& a, bool k) const {
+  return spmd::max(*this, a, k);
+}
+Array Array::min(const Axes& a, bool k) const {
+  return spmd::min(*this, a, k);
+}
+Array Array::mean(const Axes& a, bool k) const {
+  return spmd::mean(*this, a, k);
+}
+Array Array::var(const Axes& a, bool k) const {
+  return spmd::var(*this, a, k);
+}
+Array Array::std(const Axes& a, bool k) const {
+  return spmd::std(*this, a, k);
+}
+Array Array::all(const Axes& a, bool k) const {
+  return spmd::all(*this, a, k);
+}
+Array Array::any(const Axes& a, bool k) const {
+  return spmd::any(*this, a, k);
+}
+Array Array::argmax(int axis) const {
+  return spmd::argmax(*this, axis);
+}
+Array Array::argmin(int axis) const {
+  return spmd::argmin(*this, axis);
+}
+Array Array::cumsum(int axis) const {
+  return spmd::cumsum(*this, axis);
+}
+Array Array::clip(const Array& lo, const Array& hi) const {
+  return spmd::clip(*this, lo, hi);
+}
+Array Array::dot(const Array& other) const {
+  return spmd::dot(*this, other);
+}
+Array Array::swapaxes(int a, int b) const {
+  return spmd::swapaxes(*this, a, b);
+}
 
 Array Array::operator[](int64_t i) const {
   const Shape& s = shape();
@@ -153,6 +209,8 @@ std::string repr(const Array& x) {
                            impl.aval.weak_type);
 }
 
-std::ostream& operator<<(std::ostream& os, const Array& x) { return os << str(x); }
+std::ostream& operator<<(std::ostream& os, const Array& x) {
+  return os << str(x);
+}
 
 }  // namespace spmd

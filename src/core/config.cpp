@@ -21,11 +21,23 @@ int initial_threads() {
 std::atomic<int> g_threads{initial_threads()};
 }  // namespace
 
-void enable_x64(bool on) { g_x64 = on; }
-bool x64_enabled() { return g_x64; }
-void set_threefry_partitionable(bool on) { g_partitionable = on; }
-bool threefry_partitionable() { return g_partitionable; }
-void set_num_threads(int n) { g_threads = n > 0 ? n : 1; }
-int num_threads() { return g_threads; }
+void enable_x64(bool on) {
+  g_x64 = on;
+}
+bool x64_enabled() {
+  return g_x64;
+}
+void set_threefry_partitionable(bool on) {
+  g_partitionable = on;
+}
+bool threefry_partitionable() {
+  return g_partitionable;
+}
+void set_num_threads(int n) {
+  g_threads = n > 0 ? n : 1;
+}
+int num_threads() {
+  return g_threads;
+}
 
 }  // namespace spmd::config

@@ -32,7 +32,9 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {"float64", "f64", 8},
 }};
 
-const DTypeInfo& info(DType t) { return kInfo[size_t(t)]; }
+const DTypeInfo& info(DType t) {
+  return kInfo[size_t(t)];
+}
 
 // Lattice nodes: the 13 dtypes, then the weak (Python-scalar) int and float types.
 constexpr int kWeakInt = kNumDTypes;
@@ -40,27 +42,44 @@ constexpr int kWeakFloat = kNumDTypes + 1;
 constexpr int kNodes = kNumDTypes + 2;
 using NodeSet = uint32_t;
 
-int node(DType t) { return int(t); }
+int node(DType t) {
+  return int(t);
+}
 
 // Direct successors in JAX's promotion lattice.
 NodeSet successors(int n) {
   auto bit = [](auto... ts) { return ((NodeSet(1) << int(ts)) | ...); };
   switch (n) {
-    case int(DType::bool_): return NodeSet(1) << kWeakInt;
-    case kWeakInt: return bit(DType::uint8, DType::int8);
-    case int(DType::uint8): return bit(DType::int16, DType::uint16);
-    case int(DType::uint16): return bit(DType::int32, DType::uint32);
-    case int(DType::uint32): return bit(DType::int64, DType::uint64);
-    case int(DType::uint64): return NodeSet(1) << kWeakFloat;
-    case int(DType::int8): return bit(DType::int16);
-    case int(DType::int16): return bit(DType::int32);
-    case int(DType::int32): return bit(DType::int64);
-    case int(DType::int64): return NodeSet(1) << kWeakFloat;
-    case kWeakFloat: return bit(DType::bfloat16, DType::float16);
-    case int(DType::bfloat16): return bit(DType::float32);
-    case int(DType::float16): return bit(DType::float32);
-    case int(DType::float32): return bit(DType::float64);
-    default: return 0;
+    case int(DType::bool_):
+      return NodeSet(1) << kWeakInt;
+    case kWeakInt:
+      return bit(DType::uint8, DType::int8);
+    case int(DType::uint8):
+      return bit(DType::int16, DType::uint16);
+    case int(DType::uint16):
+      return bit(DType::int32, DType::uint32);
+    case int(DType::uint32):
+      return bit(DType::int64, DType::uint64);
+    case int(DType::uint64):
+      return NodeSet(1) << kWeakFloat;
+    case int(DType::int8):
+      return bit(DType::int16);
+    case int(DType::int16):
+      return bit(DType::int32);
+    case int(DType::int32):
+      return bit(DType::int64);
+    case int(DType::int64):
+      return NodeSet(1) << kWeakFloat;
+    case kWeakFloat:
+      return bit(DType::bfloat16, DType::float16);
+    case int(DType::bfloat16):
+      return bit(DType::float32);
+    case int(DType::float16):
+      return bit(DType::float32);
+    case int(DType::float32):
+      return bit(DType::float64);
+    default:
+      return 0;
   }
 }
 
@@ -91,14 +110,30 @@ int least_upper_bound(int a, int b) {
 
 }  // namespace
 
-int itemsize(DType t) { return info(t).itemsize; }
-std::string_view dtype_name(DType t) { return info(t).name; }
-std::string_view dtype_short(DType t) { return info(t).short_name; }
-bool is_bool(DType t) { return t == DType::bool_; }
-bool is_signed_integer(DType t) { return t >= DType::int8 && t <= DType::int64; }
-bool is_unsigned_integer(DType t) { return t >= DType::uint8 && t <= DType::uint64; }
-bool is_integer(DType t) { return is_signed_integer(t) || is_unsigned_integer(t); }
-bool is_floating(DType t) { return t >= DType::bfloat16; }
+int itemsize(DType t) {
+  return info(t).itemsize;
+}
+std::string_view dtype_name(DType t) {
+  return info(t).name;
+}
+std::string_view dtype_short(DType t) {
+  return info(t).short_name;
+}
+bool is_bool(DType t) {
+  return t == DType::bool_;
+}
+bool is_signed_integer(DType t) {
+  return t >= DType::int8 && t <= DType::int64;
+}
+bool is_unsigned_integer(DType t) {
+  return t >= DType::uint8 && t <= DType::uint64;
+}
+bool is_integer(DType t) {
+  return is_signed_integer(t) || is_unsigned_integer(t);
+}
+bool is_floating(DType t) {
+  return t >= DType::bfloat16;
+}
 
 DType dtype_from_name(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i)
@@ -110,15 +145,23 @@ DType dtype_from_name(std::string_view name) {
 DType canonicalize_dtype(DType t) {
   if (config::x64_enabled()) return t;
   switch (t) {
-    case DType::int64: return DType::int32;
-    case DType::uint64: return DType::uint32;
-    case DType::float64: return DType::float32;
-    default: return t;
+    case DType::int64:
+      return DType::int32;
+    case DType::uint64:
+      return DType::uint32;
+    case DType::float64:
+      return DType::float32;
+    default:
+      return t;
   }
 }
 
-DType default_int_dtype() { return config::x64_enabled() ? DType::int64 : DType::int32; }
-DType default_float_dtype() { return config::x64_enabled() ? DType::float64 : DType::float32; }
+DType default_int_dtype() {
+  return config::x64_enabled() ? DType::int64 : DType::int32;
+}
+DType default_float_dtype() {
+  return config::x64_enabled() ? DType::float64 : DType::float32;
+}
 
 PromotedType promote_weak(DType a, bool a_weak, DType b, bool b_weak) {
   auto to_node = [](DType t, bool weak) {
@@ -131,7 +174,9 @@ PromotedType promote_weak(DType a, bool a_weak, DType b, bool b_weak) {
   return {canonicalize_dtype(DType(n)), false};
 }
 
-DType promote_types(DType a, DType b) { return promote_weak(a, false, b, false).dtype; }
+DType promote_types(DType a, DType b) {
+  return promote_weak(a, false, b, false).dtype;
+}
 
 uint16_t float16_t::from_float(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);

@@ -37,7 +37,9 @@ std::string Shape::str() const {
   return s + ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.str(); }
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  return os << s.str();
+}
 
 int normalize_axis(int axis, int ndim, const char* api) {
   if (axis < -ndim || axis >= ndim)

@@ -32,10 +32,14 @@ const ParamValue& Params::at(std::string_view name) const {
   throw std::logic_error("missing primitive parameter '" + std::string(name) + "'");
 }
 
-bool Params::operator==(const Params& other) const { return items_ == other.items_; }
+bool Params::operator==(const Params& other) const {
+  return items_ == other.items_;
+}
 
 namespace {
-void mix(size_t& seed, size_t v) { seed ^= v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2); }
+void mix(size_t& seed, size_t v) {
+  seed ^= v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2);
+}
 
 size_t hash_value(const ParamValue& v) {
   size_t h = v.index();
@@ -48,10 +52,12 @@ size_t hash_value(const ParamValue& v) {
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           for (const auto& s : x) mix(h, std::hash<std::string>{}(s));
         } else if constexpr (std::is_same_v<T, lax::DotDimensionNumbers>) {
-          for (const auto* list : {&x.lhs_contracting, &x.rhs_contracting, &x.lhs_batch, &x.rhs_batch})
+          for (const auto* list :
+               {&x.lhs_contracting, &x.rhs_contracting, &x.lhs_batch, &x.rhs_batch})
             for (int64_t i : *list) mix(h, std::hash<int64_t>{}(i));
         } else if constexpr (std::is_same_v<T, std::vector<lax::PadConfig>>) {
-          for (const auto& p : x) mix(h, std::hash<int64_t>{}(p.low * 31 + p.high * 7 + p.interior));
+          for (const auto& p : x)
+            mix(h, std::hash<int64_t>{}(p.low * 31 + p.high * 7 + p.interior));
         } else if constexpr (std::is_same_v<T, DType>) {
           mix(h, size_t(x));
         } else {

@@ -19,9 +19,9 @@ struct NoneParam {
   bool operator==(const NoneParam&) const = default;
 };
 
-using ParamValue = std::variant<NoneParam, bool, int64_t, double, std::string, DType,
-                                std::vector<int64_t>, std::vector<std::string>,
-                                lax::DotDimensionNumbers, std::vector<lax::PadConfig>>;
+using ParamValue =
+    std::variant<NoneParam, bool, int64_t, double, std::string, DType, std::vector<int64_t>,
+                 std::vector<std::string>, lax::DotDimensionNumbers, std::vector<lax::PadConfig>>;
 
 class Params {
  public:
@@ -47,6 +47,5 @@ class Params {
  private:
   std::vector<std::pair<std::string, ParamValue>> items_;
 };
-
 
 }  // namespace spmd

@@ -23,9 +23,8 @@ void check_shape(const char* api, const Shape& shape) {
 Array from_host(const char* api, const void* data, DType from, size_t count, const Shape& shape) {
   check_shape(api, shape);
   if (int64_t(count) != shape.size())
-    throw ValueError(ops::prefix(api) + "got " + std::to_string(count) +
-                     " values for shape " + shape.str() + ", which holds " +
-                     std::to_string(shape.size()));
+    throw ValueError(ops::prefix(api) + "got " + std::to_string(count) + " values for shape " +
+                     shape.str() + ", which holds " + std::to_string(shape.size()));
   DType t = canonicalize_dtype(from);
   Array out = make_uninitialized(AbstractValue{shape, t, false});
   cpu::convert(data, from, out.impl()->buffer->data(), t, int64_t(count));
@@ -58,8 +57,8 @@ Array array(std::initializer_list<std::initializer_list<T>> rows) {
   return array(flat, Shape{int64_t(rows.size()), int64_t(cols)});
 }
 
-#define SPMD_INSTANTIATE_ARRAY(T)                                        \
-  template Array array<T>(const std::vector<T>&, const Shape&);          \
+#define SPMD_INSTANTIATE_ARRAY(T)                               \
+  template Array array<T>(const std::vector<T>&, const Shape&); \
   template Array array<T>(std::initializer_list<std::initializer_list<T>>);
 SPMD_INSTANTIATE_ARRAY(int8_t)
 SPMD_INSTANTIATE_ARRAY(int16_t)
@@ -92,9 +91,15 @@ Array asarray(const Array& x, std::optional<DType> dtype) {
   return dtype ? astype(x, *dtype) : x;
 }
 
-Array zeros(const Shape& shape, DType dtype) { return fill("zeros", shape, 0, dtype); }
-Array ones(const Shape& shape, DType dtype) { return fill("ones", shape, 1, dtype); }
-Array empty(const Shape& shape, DType dtype) { return fill("empty", shape, 0, dtype); }
+Array zeros(const Shape& shape, DType dtype) {
+  return fill("zeros", shape, 0, dtype);
+}
+Array ones(const Shape& shape, DType dtype) {
+  return fill("ones", shape, 1, dtype);
+}
+Array empty(const Shape& shape, DType dtype) {
+  return fill("empty", shape, 0, dtype);
+}
 Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dtype) {
   return fill("full", shape, fill_value, dtype.value_or(fill_value.dtype()));
 }
@@ -108,7 +113,9 @@ Array full_like(const Array& x, const Array& fill_value, std::optional<DType> dt
   return full(x.shape(), fill_value, dtype.value_or(x.dtype()));
 }
 
-Array arange(int stop) { return arange(0, stop, 1); }
+Array arange(int stop) {
+  return arange(0, stop, 1);
+}
 Array arange(int start, int stop, int step) {
   return arange(int64_t(start), int64_t(stop), int64_t(step), default_int_dtype());
 }
@@ -120,8 +127,12 @@ Array arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + i * step;
   return astype(array(v, Shape{n}), dtype);
 }
-Array arange(double stop) { return arange(0.0, stop, 1.0); }
-Array arange(float stop) { return arange(0.0, double(stop), 1.0); }
+Array arange(double stop) {
+  return arange(0.0, stop, 1.0);
+}
+Array arange(float stop) {
+  return arange(0.0, double(stop), 1.0);
+}
 Array arange(double start, double stop, double step) {
   if (step == 0) throw ValueError("[arange] step must not be zero");
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
@@ -135,8 +146,9 @@ Array arange(double start, double stop, double step) {
 }
 
 Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtype) {
-  if (num < 0) throw ValueError("[linspace] number of samples must be non-negative, got " +
-                                std::to_string(num));
+  if (num < 0)
+    throw ValueError("[linspace] number of samples must be non-negative, got " +
+                     std::to_string(num));
   DType t = canonicalize_dtype(dtype);
   DType ct = is_floating(t) ? promote_types(t, float32) : default_float_dtype();
   if (num == 0) return zeros({0}, t);
@@ -146,8 +158,7 @@ Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtyp
   // start·(1 − step) + stop·step with step = iota / div, as jnp.linspace computes it.
   Array step = divide(lax::iota(ct, num), ops::scalar(double(div), ct));
   Array out = add(multiply(lo, subtract(ops::scalar(1, ct), step)), multiply(hi, step));
-  if (endpoint)
-    out = concatenate({lax::slice(out, {0}, {num - 1}), hi.reshape({1})});
+  if (endpoint) out = concatenate({lax::slice(out, {0}, {num - 1}), hi.reshape({1})});
   if (is_integer(t)) out = floor(out);
   return astype(out, t);
 }
@@ -159,6 +170,8 @@ Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
   Array rows = lax::broadcasted_iota(int32, s, 0), c = lax::broadcasted_iota(int32, s, 1);
   return astype(equal(add(rows, Array(int(k))), c), dtype);
 }
-Array identity(int64_t n, DType dtype) { return eye(n, std::nullopt, 0, dtype); }
+Array identity(int64_t n, DType dtype) {
+  return eye(n, std::nullopt, 0, dtype);
+}
 
 }  // namespace spmd

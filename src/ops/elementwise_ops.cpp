@@ -31,7 +31,9 @@ Array binary_inexact(const char* prim, const char* api, const Array& x, const Ar
 Array unary_inexact(const char* prim, const Array& x) {
   return ops::apply(prim, {ops::promote_inexact(x)});
 }
-bool is_int_like(const Array& x) { return !is_floating(x.dtype()); }
+bool is_int_like(const Array& x) {
+  return !is_floating(x.dtype());
+}
 void reject_bool(const char* api, const Array& x) {
   if (is_bool(x.dtype()))
     throw TypeError(ops::prefix(api) + "not supported for boolean arrays; use logical_" +
@@ -45,17 +47,23 @@ Array negative(const Array& x) {
   reject_bool("negative", x);
   return ops::apply("neg", {x});
 }
-Array positive(const Array& x) { return x; }
+Array positive(const Array& x) {
+  return x;
+}
 Array abs(const Array& x) {
   if (is_bool(x.dtype()) || is_unsigned_integer(x.dtype())) return x;
   return ops::apply("abs", {x});
 }
 Array sign(const Array& x) {
-  if (is_bool(x.dtype())) return x;
+  if (is_bool(x.dtype())) throw TypeError("[sign] does not accept dtype bool");
   return ops::apply("sign", {x});
 }
-Array floor(const Array& x) { return is_int_like(x) ? x : ops::apply("floor", {x}); }
-Array ceil(const Array& x) { return is_int_like(x) ? x : ops::apply("ceil", {x}); }
+Array floor(const Array& x) {
+  return is_int_like(x) ? x : ops::apply("floor", {x});
+}
+Array ceil(const Array& x) {
+  return is_int_like(x) ? x : ops::apply("ceil", {x});
+}
 Array round(const Array& x) {
   return is_int_like(x) ? x : ops::apply("round", {x}, Params{{"rounding_method", int64_t(1)}});
 }
@@ -63,14 +71,30 @@ Array trunc(const Array& x) {
   if (is_int_like(x)) return x;
   return where(less(x, constant_like(x, 0)), ceil(x), floor(x));
 }
-Array sqrt(const Array& x) { return unary_inexact("sqrt", x); }
-Array rsqrt(const Array& x) { return unary_inexact("rsqrt", x); }
-Array cbrt(const Array& x) { return unary_inexact("cbrt", x); }
-Array exp(const Array& x) { return unary_inexact("exp", x); }
-Array exp2(const Array& x) { return unary_inexact("exp2", x); }
-Array expm1(const Array& x) { return unary_inexact("expm1", x); }
-Array log(const Array& x) { return unary_inexact("log", x); }
-Array log1p(const Array& x) { return unary_inexact("log1p", x); }
+Array sqrt(const Array& x) {
+  return unary_inexact("sqrt", x);
+}
+Array rsqrt(const Array& x) {
+  return unary_inexact("rsqrt", x);
+}
+Array cbrt(const Array& x) {
+  return unary_inexact("cbrt", x);
+}
+Array exp(const Array& x) {
+  return unary_inexact("exp", x);
+}
+Array exp2(const Array& x) {
+  return unary_inexact("exp2", x);
+}
+Array expm1(const Array& x) {
+  return unary_inexact("expm1", x);
+}
+Array log(const Array& x) {
+  return unary_inexact("log", x);
+}
+Array log1p(const Array& x) {
+  return unary_inexact("log1p", x);
+}
 Array log2(const Array& x) {
   Array f = ops::promote_inexact(x);
   return ops::apply("div", {ops::apply("log", {f}), ops::apply("log", {constant_like(f, 2)})});
@@ -79,18 +103,42 @@ Array log10(const Array& x) {
   Array f = ops::promote_inexact(x);
   return ops::apply("div", {ops::apply("log", {f}), ops::apply("log", {constant_like(f, 10)})});
 }
-Array sin(const Array& x) { return unary_inexact("sin", x); }
-Array cos(const Array& x) { return unary_inexact("cos", x); }
-Array tan(const Array& x) { return unary_inexact("tan", x); }
-Array arcsin(const Array& x) { return unary_inexact("asin", x); }
-Array arccos(const Array& x) { return unary_inexact("acos", x); }
-Array arctan(const Array& x) { return unary_inexact("atan", x); }
-Array sinh(const Array& x) { return unary_inexact("sinh", x); }
-Array cosh(const Array& x) { return unary_inexact("cosh", x); }
-Array tanh(const Array& x) { return unary_inexact("tanh", x); }
-Array arcsinh(const Array& x) { return unary_inexact("asinh", x); }
-Array arccosh(const Array& x) { return unary_inexact("acosh", x); }
-Array arctanh(const Array& x) { return unary_inexact("atanh", x); }
+Array sin(const Array& x) {
+  return unary_inexact("sin", x);
+}
+Array cos(const Array& x) {
+  return unary_inexact("cos", x);
+}
+Array tan(const Array& x) {
+  return unary_inexact("tan", x);
+}
+Array arcsin(const Array& x) {
+  return unary_inexact("asin", x);
+}
+Array arccos(const Array& x) {
+  return unary_inexact("acos", x);
+}
+Array arctan(const Array& x) {
+  return unary_inexact("atan", x);
+}
+Array sinh(const Array& x) {
+  return unary_inexact("sinh", x);
+}
+Array cosh(const Array& x) {
+  return unary_inexact("cosh", x);
+}
+Array tanh(const Array& x) {
+  return unary_inexact("tanh", x);
+}
+Array arcsinh(const Array& x) {
+  return unary_inexact("asinh", x);
+}
+Array arccosh(const Array& x) {
+  return unary_inexact("acosh", x);
+}
+Array arctanh(const Array& x) {
+  return unary_inexact("atanh", x);
+}
 Array square(const Array& x) {
   reject_bool("square", x);
   return ops::apply("square", {x});
@@ -118,18 +166,34 @@ Array signbit(const Array& x) {
   Array bits = lax::bitcast_convert_type(x, bits_t);
   return lax::shift_right_logical(bits, ops::scalar(itemsize(t) * 8 - 1, bits_t)).astype(bool_);
 }
-Array logical_not(const Array& x) { return ops::apply("not", {ops::convert(x, bool_)}); }
+Array logical_not(const Array& x) {
+  return ops::apply("not", {ops::convert(x, bool_)});
+}
 Array bitwise_not(const Array& x) {
   ops::require_integer_or_bool("bitwise_not", x);
   return ops::apply("not", {x});
 }
-Array invert(const Array& x) { return bitwise_not(x); }
-Array sigmoid(const Array& x) { return unary_inexact("logistic", x); }
-Array logistic(const Array& x) { return sigmoid(x); }
-Array erf(const Array& x) { return unary_inexact("erf", x); }
-Array erfc(const Array& x) { return unary_inexact("erfc", x); }
-Array erf_inv(const Array& x) { return unary_inexact("erf_inv", x); }
-Array relu(const Array& x) { return maximum(x, 0); }
+Array invert(const Array& x) {
+  return bitwise_not(x);
+}
+Array sigmoid(const Array& x) {
+  return unary_inexact("logistic", x);
+}
+Array logistic(const Array& x) {
+  return sigmoid(x);
+}
+Array erf(const Array& x) {
+  return unary_inexact("erf", x);
+}
+Array erfc(const Array& x) {
+  return unary_inexact("erfc", x);
+}
+Array erf_inv(const Array& x) {
+  return unary_inexact("erf_inv", x);
+}
+Array relu(const Array& x) {
+  return maximum(x, 0);
+}
 
 // ---- binary ----------------------------------------------------------------------------------
 Array add(const Array& x, const Array& y) {
@@ -145,14 +209,17 @@ Array multiply(const Array& x, const Array& y) {
   auto a = promote_args("multiply", x, y);
   return ops::apply(is_bool(a[0].dtype()) ? "and" : "mul", {a[0], a[1]});
 }
-Array divide(const Array& x, const Array& y) { return binary_inexact("div", "divide", x, y); }
-Array true_divide(const Array& x, const Array& y) { return divide(x, y); }
+Array divide(const Array& x, const Array& y) {
+  return binary_inexact("div", "divide", x, y);
+}
+Array true_divide(const Array& x, const Array& y) {
+  return divide(x, y);
+}
 
 Array floor_divide(const Array& x, const Array& y) {
   auto a = promote_args("floor_divide", x, y);
   Array p = a[0], q = a[1];
-  if (is_bool(p.dtype()))
-    throw TypeError("[floor_divide] not supported for boolean arrays");
+  if (is_bool(p.dtype())) throw TypeError("[floor_divide] not supported for boolean arrays");
   if (is_unsigned_integer(p.dtype())) return ops::apply("div", {p, q});
   if (is_signed_integer(p.dtype())) {
     // Round toward negative infinity: adjust truncating division where signs differ.
@@ -166,7 +233,8 @@ Array floor_divide(const Array& x, const Array& y) {
   Array mod = ops::apply("rem", {p, q});
   Array div = ops::apply("div", {ops::apply("sub", {p, mod}), q});
   Array zero = constant_like(mod, 0);
-  Array ind = logical_and(not_equal(mod, zero), not_equal(ops::apply("sign", {q}), ops::apply("sign", {mod})));
+  Array ind = logical_and(not_equal(mod, zero),
+                          not_equal(ops::apply("sign", {q}), ops::apply("sign", {mod})));
   div = where(ind, ops::apply("sub", {div, constant_like(div, 1)}), div);
   return ops::apply("round", {div}, Params{{"rounding_method", int64_t(0)}});
 }
@@ -181,8 +249,12 @@ Array remainder(const Array& x, const Array& y) {
                               not_equal(trunc_mod, zero));
   return where(do_plus, ops::apply("add", {trunc_mod, q}), trunc_mod);
 }
-Array mod(const Array& x, const Array& y) { return remainder(x, y); }
-Array fmod(const Array& x, const Array& y) { return binary("rem", "fmod", x, y); }
+Array mod(const Array& x, const Array& y) {
+  return remainder(x, y);
+}
+Array fmod(const Array& x, const Array& y) {
+  return binary("rem", "fmod", x, y);
+}
 
 Array power(const Array& x, const Array& y) {
   // A C++ integer exponent is a static integer_pow, as a Python int exponent is in jnp.power.
@@ -195,10 +267,18 @@ Array power(const Array& x, const Array& y) {
   if (is_bool(a[0].dtype())) throw TypeError("[power] not supported for boolean arrays");
   return ops::apply("pow", {a[0], a[1]});
 }
-Array integer_pow(const Array& x, int y) { return lax::integer_pow(x, y); }
-Array maximum(const Array& x, const Array& y) { return binary("max", "maximum", x, y); }
-Array minimum(const Array& x, const Array& y) { return binary("min", "minimum", x, y); }
-Array arctan2(const Array& y, const Array& x) { return binary_inexact("atan2", "arctan2", y, x); }
+Array integer_pow(const Array& x, int y) {
+  return lax::integer_pow(x, y);
+}
+Array maximum(const Array& x, const Array& y) {
+  return binary("max", "maximum", x, y);
+}
+Array minimum(const Array& x, const Array& y) {
+  return binary("min", "minimum", x, y);
+}
+Array arctan2(const Array& y, const Array& x) {
+  return binary_inexact("atan2", "arctan2", y, x);
+}
 
 Array hypot(const Array& x, const Array& y) {
   auto a = promote_args_inexact("hypot", x, y);
@@ -223,11 +303,21 @@ Array nextafter(const Array& x, const Array& y) {
   return binary_inexact("nextafter", "nextafter", x, y);
 }
 
-Array equal(const Array& x, const Array& y) { return binary("eq", "equal", x, y); }
-Array not_equal(const Array& x, const Array& y) { return binary("ne", "not_equal", x, y); }
-Array less(const Array& x, const Array& y) { return binary("lt", "less", x, y); }
-Array less_equal(const Array& x, const Array& y) { return binary("le", "less_equal", x, y); }
-Array greater(const Array& x, const Array& y) { return binary("gt", "greater", x, y); }
+Array equal(const Array& x, const Array& y) {
+  return binary("eq", "equal", x, y);
+}
+Array not_equal(const Array& x, const Array& y) {
+  return binary("ne", "not_equal", x, y);
+}
+Array less(const Array& x, const Array& y) {
+  return binary("lt", "less", x, y);
+}
+Array less_equal(const Array& x, const Array& y) {
+  return binary("le", "less_equal", x, y);
+}
+Array greater(const Array& x, const Array& y) {
+  return binary("gt", "greater", x, y);
+}
 Array greater_equal(const Array& x, const Array& y) {
   return binary("ge", "greater_equal", x, y);
 }
@@ -244,12 +334,24 @@ Array bitwise(const char* prim, const char* api, const Array& x, const Array& y)
 }
 }  // namespace
 
-Array logical_and(const Array& x, const Array& y) { return logical("and", "logical_and", x, y); }
-Array logical_or(const Array& x, const Array& y) { return logical("or", "logical_or", x, y); }
-Array logical_xor(const Array& x, const Array& y) { return logical("xor", "logical_xor", x, y); }
-Array bitwise_and(const Array& x, const Array& y) { return bitwise("and", "bitwise_and", x, y); }
-Array bitwise_or(const Array& x, const Array& y) { return bitwise("or", "bitwise_or", x, y); }
-Array bitwise_xor(const Array& x, const Array& y) { return bitwise("xor", "bitwise_xor", x, y); }
+Array logical_and(const Array& x, const Array& y) {
+  return logical("and", "logical_and", x, y);
+}
+Array logical_or(const Array& x, const Array& y) {
+  return logical("or", "logical_or", x, y);
+}
+Array logical_xor(const Array& x, const Array& y) {
+  return logical("xor", "logical_xor", x, y);
+}
+Array bitwise_and(const Array& x, const Array& y) {
+  return bitwise("and", "bitwise_and", x, y);
+}
+Array bitwise_or(const Array& x, const Array& y) {
+  return bitwise("or", "bitwise_or", x, y);
+}
+Array bitwise_xor(const Array& x, const Array& y) {
+  return bitwise("xor", "bitwise_xor", x, y);
+}
 
 Array left_shift(const Array& x, const Array& y) {
   auto a = promote_args("left_shift", x, y);
@@ -264,45 +366,90 @@ Array right_shift(const Array& x, const Array& y) {
   if (!is_integer(t))
     throw TypeError("[right_shift] expected integer arrays, got " + std::string(dtype_name(t)));
   return ops::apply(is_signed_integer(t) ? "shift_right_arithmetic" : "shift_right_logical",
-               {a[0], a[1]});
+                    {a[0], a[1]});
 }
 
 Array where(const Array& condition, const Array& x, const Array& y) {
   auto v = ops::promote_dtypes({x, y});
   Array c = ops::convert(condition, bool_);
   Shape s = ops::broadcast_shapes("where", {c.shape(), v[0].shape(), v[1].shape()});
-  return ops::apply("select_n", {ops::broadcast_to("where", c, s), ops::broadcast_to("where", v[1], s),
-                            ops::broadcast_to("where", v[0], s)});
+  return ops::apply("select_n",
+                    {ops::broadcast_to("where", c, s), ops::broadcast_to("where", v[1], s),
+                     ops::broadcast_to("where", v[0], s)});
 }
 
 Array clip(const Array& x, const Array& lo, const Array& hi) {
   return minimum(maximum(x, lo), hi);
 }
 
-Array astype(const Array& x, DType dtype) { return ops::convert(x, canonicalize_dtype(dtype)); }
-Array stop_gradient(const Array& x) { return lax::stop_gradient(x); }
+Array astype(const Array& x, DType dtype) {
+  return ops::convert(x, canonicalize_dtype(dtype));
+}
+Array stop_gradient(const Array& x) {
+  return lax::stop_gradient(x);
+}
 
 // ---- operators -------------------------------------------------------------------------------
-Array operator+(const Array& x, const Array& y) { return add(x, y); }
-Array operator-(const Array& x, const Array& y) { return subtract(x, y); }
-Array operator*(const Array& x, const Array& y) { return multiply(x, y); }
-Array operator/(const Array& x, const Array& y) { return divide(x, y); }
-Array operator%(const Array& x, const Array& y) { return remainder(x, y); }
-Array operator-(const Array& x) { return negative(x); }
-Array operator+(const Array& x) { return positive(x); }
-Array operator==(const Array& x, const Array& y) { return equal(x, y); }
-Array operator!=(const Array& x, const Array& y) { return not_equal(x, y); }
-Array operator<(const Array& x, const Array& y) { return less(x, y); }
-Array operator<=(const Array& x, const Array& y) { return less_equal(x, y); }
-Array operator>(const Array& x, const Array& y) { return greater(x, y); }
-Array operator>=(const Array& x, const Array& y) { return greater_equal(x, y); }
-Array operator&(const Array& x, const Array& y) { return bitwise_and(x, y); }
-Array operator|(const Array& x, const Array& y) { return bitwise_or(x, y); }
-Array operator^(const Array& x, const Array& y) { return bitwise_xor(x, y); }
-Array operator~(const Array& x) { return bitwise_not(x); }
-Array operator!(const Array& x) { return logical_not(x); }
-Array operator<<(const Array& x, const Array& y) { return left_shift(x, y); }
-Array operator>>(const Array& x, const Array& y) { return right_shift(x, y); }
+Array operator+(const Array& x, const Array& y) {
+  return add(x, y);
+}
+Array operator-(const Array& x, const Array& y) {
+  return subtract(x, y);
+}
+Array operator*(const Array& x, const Array& y) {
+  return multiply(x, y);
+}
+Array operator/(const Array& x, const Array& y) {
+  return divide(x, y);
+}
+Array operator%(const Array& x, const Array& y) {
+  return remainder(x, y);
+}
+Array operator-(const Array& x) {
+  return negative(x);
+}
+Array operator+(const Array& x) {
+  return positive(x);
+}
+Array operator==(const Array& x, const Array& y) {
+  return equal(x, y);
+}
+Array operator!=(const Array& x, const Array& y) {
+  return not_equal(x, y);
+}
+Array operator<(const Array& x, const Array& y) {
+  return less(x, y);
+}
+Array operator<=(const Array& x, const Array& y) {
+  return less_equal(x, y);
+}
+Array operator>(const Array& x, const Array& y) {
+  return greater(x, y);
+}
+Array operator>=(const Array& x, const Array& y) {
+  return greater_equal(x, y);
+}
+Array operator&(const Array& x, const Array& y) {
+  return bitwise_and(x, y);
+}
+Array operator|(const Array& x, const Array& y) {
+  return bitwise_or(x, y);
+}
+Array operator^(const Array& x, const Array& y) {
+  return bitwise_xor(x, y);
+}
+Array operator~(const Array& x) {
+  return bitwise_not(x);
+}
+Array operator!(const Array& x) {
+  return logical_not(x);
+}
+Array operator<<(const Array& x, const Array& y) {
+  return left_shift(x, y);
+}
+Array operator>>(const Array& x, const Array& y) {
+  return right_shift(x, y);
+}
 
 // ---- lax elementwise ---------------------------------------------------------------------------
 namespace lax {
@@ -311,9 +458,12 @@ Array convert_element_type(const Array& x, DType new_dtype) {
   return ops::convert(x, canonicalize_dtype(new_dtype));
 }
 Array bitcast_convert_type(const Array& x, DType new_dtype) {
-  return ops::apply("bitcast_convert_type", {x}, Params{{"new_dtype", canonicalize_dtype(new_dtype)}});
+  return ops::apply("bitcast_convert_type", {x},
+                    Params{{"new_dtype", canonicalize_dtype(new_dtype)}});
 }
-Array iota(DType dtype, int64_t size) { return broadcasted_iota(dtype, Shape{size}, 0); }
+Array iota(DType dtype, int64_t size) {
+  return broadcasted_iota(dtype, Shape{size}, 0);
+}
 Array broadcasted_iota(DType dtype, const Shape& shape, int dimension) {
   for (int64_t d : shape)
     if (d < 0) throw ValueError("[iota] negative dimensions are not allowed, got " + shape.str());
@@ -338,18 +488,30 @@ Array integer_pow(const Array& x, int y) {
   if (is_bool(x.dtype())) throw TypeError("[integer_pow] not supported for boolean arrays");
   return ops::apply("integer_pow", {x}, Params{{"y", int64_t(y)}});
 }
-Array shift_left(const Array& x, const Array& y) { return ops::apply("shift_left", {x, y}); }
+Array shift_left(const Array& x, const Array& y) {
+  return ops::apply("shift_left", {x, y});
+}
 Array shift_right_logical(const Array& x, const Array& y) {
   return ops::apply("shift_right_logical", {x, y});
 }
 Array shift_right_arithmetic(const Array& x, const Array& y) {
   return ops::apply("shift_right_arithmetic", {x, y});
 }
-Array rem(const Array& x, const Array& y) { return ops::apply("rem", {x, y}); }
-Array div(const Array& x, const Array& y) { return ops::apply("div", {x, y}); }
-Array population_count(const Array& x) { return ops::apply("population_count", {x}); }
-Array clz(const Array& x) { return ops::apply("clz", {x}); }
-Array stop_gradient(const Array& x) { return ops::apply("stop_gradient", {x}); }
+Array rem(const Array& x, const Array& y) {
+  return ops::apply("rem", {x, y});
+}
+Array div(const Array& x, const Array& y) {
+  return ops::apply("div", {x, y});
+}
+Array population_count(const Array& x) {
+  return ops::apply("population_count", {x});
+}
+Array clz(const Array& x) {
+  return ops::apply("clz", {x});
+}
+Array stop_gradient(const Array& x) {
+  return ops::apply("stop_gradient", {x});
+}
 
 }  // namespace lax
 }  // namespace spmd

@@ -9,7 +9,9 @@
 
 namespace spmd::ops {
 
-std::string prefix(const char* api) { return "[" + std::string(api) + "] "; }
+std::string prefix(const char* api) {
+  return "[" + std::string(api) + "] ";
+}
 
 Array convert(const Array& x, DType t, bool weak_type) {
   const AbstractValue& a = aval_of(x);
@@ -90,8 +92,8 @@ Array broadcast_to(const char* api, const Array& x, const Shape& shape) {
   if (s == shape) return x;
   Shape result = broadcast_shapes(api, {s, shape});
   if (!(result == shape))
-    throw ShapeError(prefix(api) + "cannot broadcast an array of shape " + s.str() +
-                     " to shape " + shape.str());
+    throw ShapeError(prefix(api) + "cannot broadcast an array of shape " + s.str() + " to shape " +
+                     shape.str());
   std::vector<int64_t> bdims;
   for (int i = 0; i < s.ndim(); ++i) bdims.push_back(shape.ndim() - s.ndim() + i);
   return lax::broadcast_in_dim(x, shape, bdims);

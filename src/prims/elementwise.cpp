@@ -17,7 +17,9 @@ namespace {
 using cpu::BinaryOp;
 using cpu::UnaryOp;
 
-std::string prefix(const std::string& name) { return "[" + name + "] "; }
+std::string prefix(const std::string& name) {
+  return "[" + name + "] ";
+}
 
 // ---- shape rules ------------------------------------------------------------------------------
 // Result of an n-ary elementwise primitive: equal dtypes, ranks equal or 0-d, dims equal or 1.
@@ -41,8 +43,8 @@ AbstractValue broadcast_operands(const std::string& name, std::span<const Abstra
       int64_t& o = out.shape[i];
       if (a.shape[i] == o || a.shape[i] == 1) continue;
       if (o != 1)
-        throw ShapeError(prefix(name) + "incompatible shapes for broadcasting: " +
-                         out.shape.str() + " and " + a.shape.str());
+        throw ShapeError(prefix(name) + "incompatible shapes for broadcasting: " + out.shape.str() +
+                         " and " + a.shape.str());
       o = a.shape[i];
     }
   }
@@ -96,7 +98,9 @@ void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kind
       });
 }
 
-std::vector<AbstractValue> one(AbstractValue a) { return {std::move(a)}; }
+std::vector<AbstractValue> one(AbstractValue a) {
+  return {std::move(a)};
+}
 
 // ---- conversions ------------------------------------------------------------------------------
 void define_conversions(PrimitiveRegistry& r) {
@@ -121,11 +125,10 @@ void define_conversions(PrimitiveRegistry& r) {
           s.push_back(from_size / to_size);
         } else if (to_size > from_size) {
           if (s.ndim() == 0 || s[s.ndim() - 1] != to_size / from_size)
-            throw ShapeError("[bitcast_convert_type] converting " +
-                             std::string(dtype_name(in[0].dtype)) + " to " +
-                             std::string(dtype_name(to)) + " needs a last dimension of size " +
-                             std::to_string(to_size / from_size) + ", got shape " +
-                             in[0].shape.str());
+            throw ShapeError(
+                "[bitcast_convert_type] converting " + std::string(dtype_name(in[0].dtype)) +
+                " to " + std::string(dtype_name(to)) + " needs a last dimension of size " +
+                std::to_string(to_size / from_size) + ", got shape " + in[0].shape.str());
           std::vector<int64_t> d(s.begin(), s.end() - 1);
           s = Shape(d);
         }
@@ -243,8 +246,8 @@ void register_elementwise_primitives(PrimitiveRegistry& r) {
         return one(in[0]);
       },
       [](const KernelArgs& a) {
-        UnaryOp op = a.params.get_int("rounding_method") == 0 ? UnaryOp::round_away
-                                                               : UnaryOp::round_even;
+        UnaryOp op =
+            a.params.get_int("rounding_method") == 0 ? UnaryOp::round_away : UnaryOp::round_even;
         cpu::unary(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size());
       });
   r.define(

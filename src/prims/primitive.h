@@ -8,11 +8,11 @@
 #include "ir/params.h"
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <memory>
 #include <vector>
 
 namespace spmd {

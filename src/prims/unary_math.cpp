@@ -12,14 +12,14 @@ namespace spmd {
 void register_unary_math_primitives(PrimitiveRegistry& r) {
   using Op = cpu::UnaryMathOp;
   const std::pair<const char*, Op> table[] = {
-      {"exp", Op::exp},       {"exp2", Op::exp2},         {"expm1", Op::expm1},
-      {"log", Op::log},       {"log1p", Op::log1p},       {"sin", Op::sin},
-      {"cos", Op::cos},       {"tan", Op::tan},           {"asin", Op::asin},
-      {"acos", Op::acos},     {"atan", Op::atan},         {"sinh", Op::sinh},
-      {"cosh", Op::cosh},     {"tanh", Op::tanh},         {"asinh", Op::asinh},
-      {"acosh", Op::acosh},   {"atanh", Op::atanh},       {"logistic", Op::logistic},
-      {"erf", Op::erf},       {"erfc", Op::erfc},         {"erf_inv", Op::erf_inv},
-      {"sqrt", Op::sqrt},     {"rsqrt", Op::rsqrt},       {"cbrt", Op::cbrt},
+      {"exp", Op::exp},     {"exp2", Op::exp2},   {"expm1", Op::expm1},
+      {"log", Op::log},     {"log1p", Op::log1p}, {"sin", Op::sin},
+      {"cos", Op::cos},     {"tan", Op::tan},     {"asin", Op::asin},
+      {"acos", Op::acos},   {"atan", Op::atan},   {"sinh", Op::sinh},
+      {"cosh", Op::cosh},   {"tanh", Op::tanh},   {"asinh", Op::asinh},
+      {"acosh", Op::acosh}, {"atanh", Op::atanh}, {"logistic", Op::logistic},
+      {"erf", Op::erf},     {"erfc", Op::erfc},   {"erf_inv", Op::erf_inv},
+      {"sqrt", Op::sqrt},   {"rsqrt", Op::rsqrt}, {"cbrt", Op::cbrt},
   };
   for (const auto& [name, op] : table) {
     std::string n = name;

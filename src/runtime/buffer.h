@@ -20,9 +20,11 @@ class Buffer {
   size_t nbytes() const { return nbytes_; }
 
  private:
-  Buffer(void* data, size_t nbytes) : data_(data), nbytes_(nbytes) {}
+  Buffer(void* data, size_t nbytes, size_t capacity)
+      : data_(data), nbytes_(nbytes), capacity_(capacity) {}
   void* data_;
   size_t nbytes_;
+  size_t capacity_;  // allocated size (≥ nbytes_), the key for reuse
 };
 
 }  // namespace spmd

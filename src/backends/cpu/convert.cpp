@@ -12,8 +12,8 @@ namespace spmd::cpu {
 namespace {
 
 template <class T>
-using Compute = std::conditional_t<std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>,
-                                   float, T>;
+using Compute =
+    std::conditional_t<std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>, float, T>;
 
 template <class To, class From>
 To convert_one(From v) {

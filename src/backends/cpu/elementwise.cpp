@@ -4,12 +4,12 @@
 
 #include "backends/cpu/parallel.h"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
-#include <array>
-#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -23,11 +23,17 @@ using Compute = std::conditional_t<kIsHalf<T>, float, T>;
 
 template <class T>
 Compute<T> load(T v) {
-  if constexpr (kIsHalf<T>) return float(v); else return v;
+  if constexpr (kIsHalf<T>)
+    return float(v);
+  else
+    return v;
 }
 template <class T, class C>
 T store(C v) {
-  if constexpr (kIsHalf<T>) return T(float(v)); else return T(v);
+  if constexpr (kIsHalf<T>)
+    return T(float(v));
+  else
+    return T(v);
 }
 
 constexpr int64_t kGrain = 1 << 15;
@@ -104,7 +110,8 @@ void for_each_row(const LoopPlan& plan, Row&& row) {
                  for (int64_t row_i = b; row_i < e; ++row_i) {
                    std::array<int64_t, N> off{};
                    for (size_t k = 0; k < plan.strides.size(); ++k)
-                     for (int i = 0; i < r - 1; ++i) off[k] += idx[size_t(i)] * plan.strides[k][size_t(i)];
+                     for (int i = 0; i < r - 1; ++i)
+                       off[k] += idx[size_t(i)] * plan.strides[k][size_t(i)];
                    row(off, row_i * inner, inner);
                    for (int i = r - 2; i >= 0; --i) {
                      if (++idx[size_t(i)] < plan.dims[size_t(i)]) break;
@@ -139,14 +146,22 @@ struct Binary {
   static constexpr bool kInt = std::is_integral_v<C> && !std::is_same_v<C, bool>;
   static constexpr bool supported() {
     switch (op) {
-      case BinaryOp::add: case BinaryOp::sub: case BinaryOp::mul: case BinaryOp::div:
-      case BinaryOp::rem: case BinaryOp::pow:
+      case BinaryOp::add:
+      case BinaryOp::sub:
+      case BinaryOp::mul:
+      case BinaryOp::div:
+      case BinaryOp::rem:
+      case BinaryOp::pow:
         return kFloat || kInt;
-      case BinaryOp::atan2: case BinaryOp::nextafter:
+      case BinaryOp::atan2:
+      case BinaryOp::nextafter:
         return kFloat;
-      case BinaryOp::bit_and: case BinaryOp::bit_or: case BinaryOp::bit_xor:
+      case BinaryOp::bit_and:
+      case BinaryOp::bit_or:
+      case BinaryOp::bit_xor:
         return !kFloat;
-      case BinaryOp::shift_left: case BinaryOp::shift_right_logical:
+      case BinaryOp::shift_left:
+      case BinaryOp::shift_right_logical:
       case BinaryOp::shift_right_arithmetic:
         return kInt;
       default:
@@ -154,11 +169,15 @@ struct Binary {
     }
   }
   static auto apply(C a, C b) {
-    if constexpr (op == BinaryOp::add) return C(a + b);
-    else if constexpr (op == BinaryOp::sub) return C(a - b);
+    if constexpr (op == BinaryOp::add)
+      return C(a + b);
+    else if constexpr (op == BinaryOp::sub)
+      return C(a - b);
     else if constexpr (op == BinaryOp::mul) {
-      if constexpr (kInt) return C(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
-      else return C(a * b);
+      if constexpr (kInt)
+        return C(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
+      else
+        return C(a * b);
     } else if constexpr (op == BinaryOp::div) {
       if constexpr (kInt) {
         if (b == 0) return C(-1);  // XLA: division by zero gives all bits set
@@ -178,7 +197,10 @@ struct Binary {
         return C(std::fmod(a, b));
       }
     } else if constexpr (op == BinaryOp::pow) {
-      if constexpr (kInt) return int_pow(a, b); else return C(std::pow(a, b));
+      if constexpr (kInt)
+        return int_pow(a, b);
+      else
+        return C(std::pow(a, b));
     } else if constexpr (op == BinaryOp::max) {
       if constexpr (kFloat) {
         if (a != a || b != b) return C(a + b);  // NaN propagates
@@ -193,17 +215,28 @@ struct Binary {
       } else {
         return a < b ? a : b;
       }
-    } else if constexpr (op == BinaryOp::atan2) return C(std::atan2(a, b));
-    else if constexpr (op == BinaryOp::nextafter) return C(std::nextafter(a, b));
-    else if constexpr (op == BinaryOp::eq) return a == b;
-    else if constexpr (op == BinaryOp::ne) return a != b;
-    else if constexpr (op == BinaryOp::lt) return a < b;
-    else if constexpr (op == BinaryOp::le) return a <= b;
-    else if constexpr (op == BinaryOp::gt) return a > b;
-    else if constexpr (op == BinaryOp::ge) return a >= b;
-    else if constexpr (op == BinaryOp::bit_and) return C(a & b);
-    else if constexpr (op == BinaryOp::bit_or) return C(a | b);
-    else if constexpr (op == BinaryOp::bit_xor) return C(a ^ b);
+    } else if constexpr (op == BinaryOp::atan2)
+      return C(std::atan2(a, b));
+    else if constexpr (op == BinaryOp::nextafter)
+      return C(std::nextafter(a, b));
+    else if constexpr (op == BinaryOp::eq)
+      return a == b;
+    else if constexpr (op == BinaryOp::ne)
+      return a != b;
+    else if constexpr (op == BinaryOp::lt)
+      return a < b;
+    else if constexpr (op == BinaryOp::le)
+      return a <= b;
+    else if constexpr (op == BinaryOp::gt)
+      return a > b;
+    else if constexpr (op == BinaryOp::ge)
+      return a >= b;
+    else if constexpr (op == BinaryOp::bit_and)
+      return C(a & b);
+    else if constexpr (op == BinaryOp::bit_or)
+      return C(a | b);
+    else if constexpr (op == BinaryOp::bit_xor)
+      return C(a ^ b);
     else if constexpr (op == BinaryOp::shift_left) {
       using U = std::make_unsigned_t<C>;
       return U(b) >= U(kBits<C>) ? C(0) : C(U(a) << U(b));
@@ -213,8 +246,10 @@ struct Binary {
     } else {
       using U = std::make_unsigned_t<C>;
       if (U(b) >= U(kBits<C>)) return C(a < 0 ? -1 : 0);
-      if constexpr (std::is_signed_v<C>) return C(a >> b);
-      else return C(a >> b);
+      if constexpr (std::is_signed_v<C>)
+        return C(a >> b);
+      else
+        return C(a >> b);
     }
   }
 };
@@ -238,9 +273,12 @@ void binary_typed(const T* a, const T* b, void* out_v, const LoopPlan& plan) {
   using R = std::conditional_t<kCmp, bool, T>;
   R* out = static_cast<R*>(out_v);
   auto f = [](T x, T y) -> R {
-    if constexpr (kIsHalf<T> && op == BinaryOp::nextafter) return half_nextafter(x, y);
-    else if constexpr (kCmp) return F::apply(load(x), load(y));
-    else return store<T>(C(F::apply(load(x), load(y))));
+    if constexpr (kIsHalf<T> && op == BinaryOp::nextafter)
+      return half_nextafter(x, y);
+    else if constexpr (kCmp)
+      return F::apply(load(x), load(y));
+    else
+      return store<T>(C(F::apply(load(x), load(y))));
   };
   const int64_t sa = plan.strides[0].back(), sb = plan.strides[1].back();
   for_each_row<2>(plan, [&](const std::array<int64_t, 2>& off, int64_t o, int64_t n) {
@@ -277,29 +315,46 @@ auto unary_apply(T v) {
   C x = load(v);
   constexpr bool kFloat = std::is_floating_point_v<C>;
   if constexpr (op == UnaryOp::neg) {
-    if constexpr (std::is_same_v<C, bool>) return store<T>(x);
-    else if constexpr (kFloat) return store<T>(-x);
-    else return store<T>(C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)));
+    if constexpr (std::is_same_v<C, bool>)
+      return store<T>(x);
+    else if constexpr (kFloat)
+      return store<T>(-x);
+    else
+      return store<T>(C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)));
   } else if constexpr (op == UnaryOp::abs) {
-    if constexpr (kFloat) return store<T>(std::fabs(x));
-    else if constexpr (std::is_signed_v<C>) return store<T>(x < 0 ? C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)) : x);
-    else return store<T>(x);
+    if constexpr (kFloat)
+      return store<T>(std::fabs(x));
+    else if constexpr (std::is_signed_v<C>)
+      return store<T>(x < 0 ? C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)) : x);
+    else
+      return store<T>(x);
   } else if constexpr (op == UnaryOp::sign) {
-    if constexpr (kFloat) return store<T>(x != x ? x : x > 0 ? C(1) : x < 0 ? C(-1) : x);
-    else if constexpr (std::is_same_v<C, bool>) return store<T>(x);
-    else return store<T>(C(x > 0 ? 1 : (std::is_signed_v<C> && x < 0) ? C(-1) : 0));
-  } else if constexpr (op == UnaryOp::floor) return store<T>(std::floor(x));
-  else if constexpr (op == UnaryOp::ceil) return store<T>(std::ceil(x));
-  else if constexpr (op == UnaryOp::round_away) return store<T>(std::round(x));
-  else if constexpr (op == UnaryOp::round_even) return store<T>(std::nearbyint(x));
-  else if constexpr (op == UnaryOp::is_finite) return bool(std::isfinite(x));
+    if constexpr (kFloat)
+      return store<T>(x != x ? x : x > 0 ? C(1) : x < 0 ? C(-1) : x);
+    else if constexpr (std::is_same_v<C, bool>)
+      return store<T>(x);
+    else
+      return store<T>(C(x > 0 ? 1 : (std::is_signed_v<C> && x < 0) ? C(-1) : 0));
+  } else if constexpr (op == UnaryOp::floor)
+    return store<T>(std::floor(x));
+  else if constexpr (op == UnaryOp::ceil)
+    return store<T>(std::ceil(x));
+  else if constexpr (op == UnaryOp::round_away)
+    return store<T>(std::round(x));
+  else if constexpr (op == UnaryOp::round_even)
+    return store<T>(std::nearbyint(x));
+  else if constexpr (op == UnaryOp::is_finite)
+    return bool(std::isfinite(x));
   else if constexpr (op == UnaryOp::bit_not) {
-    if constexpr (std::is_same_v<C, bool>) return store<T>(!x);
-    else return store<T>(C(~x));
+    if constexpr (std::is_same_v<C, bool>)
+      return store<T>(!x);
+    else
+      return store<T>(C(~x));
   } else if constexpr (op == UnaryOp::square) {
     if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>)
       return store<T>(C(std::make_unsigned_t<C>(x) * std::make_unsigned_t<C>(x)));
-    else return store<T>(x * x);
+    else
+      return store<T>(x * x);
   } else if constexpr (op == UnaryOp::population_count) {
     return store<T>(C(std::popcount(std::make_unsigned_t<C>(x))));
   } else if constexpr (op == UnaryOp::clz) {
@@ -315,12 +370,19 @@ constexpr bool unary_supported() {
   constexpr bool kFloat = std::is_floating_point_v<C>;
   constexpr bool kBool = std::is_same_v<C, bool>;
   switch (op) {
-    case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round_away: case UnaryOp::round_even:
+    case UnaryOp::floor:
+    case UnaryOp::ceil:
+    case UnaryOp::round_away:
+    case UnaryOp::round_even:
     case UnaryOp::is_finite:
       return kFloat;
-    case UnaryOp::bit_not: return !kFloat;
-    case UnaryOp::population_count: case UnaryOp::clz: return !kFloat && !kBool;
-    default: return true;
+    case UnaryOp::bit_not:
+      return !kFloat;
+    case UnaryOp::population_count:
+    case UnaryOp::clz:
+      return !kFloat && !kBool;
+    default:
+      return true;
   }
 }
 
@@ -341,7 +403,9 @@ void unary_dispatch(DType t, const void* in, void* out, int64_t n) {
 
 }  // namespace
 
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
+bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::eq && op <= BinaryOp::ge;
+}
 
 void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const void* b,
             const Shape& b_shape, void* out, const Shape& out_shape) {
@@ -350,14 +414,16 @@ void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const voi
   LoopPlan plan = make_plan(out_shape, ins);
   switch (op) {
 #define SPMD_BINARY_CASE(name) \
-  case BinaryOp::name: return binary_dispatch<BinaryOp::name>(t, a, b, out, plan);
-    SPMD_BINARY_CASE(add) SPMD_BINARY_CASE(sub) SPMD_BINARY_CASE(mul) SPMD_BINARY_CASE(div)
-    SPMD_BINARY_CASE(rem) SPMD_BINARY_CASE(pow) SPMD_BINARY_CASE(max) SPMD_BINARY_CASE(min)
-    SPMD_BINARY_CASE(atan2) SPMD_BINARY_CASE(nextafter) SPMD_BINARY_CASE(eq)
-    SPMD_BINARY_CASE(ne) SPMD_BINARY_CASE(lt) SPMD_BINARY_CASE(le) SPMD_BINARY_CASE(gt)
-    SPMD_BINARY_CASE(ge) SPMD_BINARY_CASE(bit_and) SPMD_BINARY_CASE(bit_or)
-    SPMD_BINARY_CASE(bit_xor) SPMD_BINARY_CASE(shift_left)
-    SPMD_BINARY_CASE(shift_right_logical) SPMD_BINARY_CASE(shift_right_arithmetic)
+  case BinaryOp::name:         \
+    return binary_dispatch<BinaryOp::name>(t, a, b, out, plan);
+    SPMD_BINARY_CASE(add)
+    SPMD_BINARY_CASE(sub) SPMD_BINARY_CASE(mul) SPMD_BINARY_CASE(div) SPMD_BINARY_CASE(rem)
+        SPMD_BINARY_CASE(pow) SPMD_BINARY_CASE(max) SPMD_BINARY_CASE(min) SPMD_BINARY_CASE(atan2)
+            SPMD_BINARY_CASE(nextafter) SPMD_BINARY_CASE(eq) SPMD_BINARY_CASE(ne)
+                SPMD_BINARY_CASE(lt) SPMD_BINARY_CASE(le) SPMD_BINARY_CASE(gt) SPMD_BINARY_CASE(ge)
+                    SPMD_BINARY_CASE(bit_and) SPMD_BINARY_CASE(bit_or) SPMD_BINARY_CASE(bit_xor)
+                        SPMD_BINARY_CASE(shift_left) SPMD_BINARY_CASE(shift_right_logical)
+                            SPMD_BINARY_CASE(shift_right_arithmetic)
 #undef SPMD_BINARY_CASE
   }
 }
@@ -365,11 +431,13 @@ void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const voi
 void unary(UnaryOp op, DType t, const void* in, void* out, int64_t n) {
   switch (op) {
 #define SPMD_UNARY_CASE(name) \
-  case UnaryOp::name: return unary_dispatch<UnaryOp::name>(t, in, out, n);
-    SPMD_UNARY_CASE(neg) SPMD_UNARY_CASE(abs) SPMD_UNARY_CASE(sign) SPMD_UNARY_CASE(floor)
-    SPMD_UNARY_CASE(ceil) SPMD_UNARY_CASE(round_away) SPMD_UNARY_CASE(round_even)
-    SPMD_UNARY_CASE(is_finite) SPMD_UNARY_CASE(bit_not) SPMD_UNARY_CASE(square)
-    SPMD_UNARY_CASE(population_count) SPMD_UNARY_CASE(clz) SPMD_UNARY_CASE(copy)
+  case UnaryOp::name:         \
+    return unary_dispatch<UnaryOp::name>(t, in, out, n);
+    SPMD_UNARY_CASE(neg)
+    SPMD_UNARY_CASE(abs) SPMD_UNARY_CASE(sign) SPMD_UNARY_CASE(floor) SPMD_UNARY_CASE(ceil)
+        SPMD_UNARY_CASE(round_away) SPMD_UNARY_CASE(round_even) SPMD_UNARY_CASE(is_finite)
+            SPMD_UNARY_CASE(bit_not) SPMD_UNARY_CASE(square) SPMD_UNARY_CASE(population_count)
+                SPMD_UNARY_CASE(clz) SPMD_UNARY_CASE(copy)
 #undef SPMD_UNARY_CASE
   }
 }
@@ -417,14 +485,17 @@ void select_n(DType which_t, const void* which, const Shape& which_shape,
           int64_t c = int64_t(w[off[0] + i * sw]);
           if (c < 0) c = 0;
           if (c >= int64_t(cases.size())) c = int64_t(cases.size()) - 1;
-          o[ob + i] = static_cast<const T*>(cases[size_t(c)])[off[size_t(c) + 1] + i * plan.strides[size_t(c) + 1].back()];
+          o[ob + i] = static_cast<const T*>(
+              cases[size_t(c)])[off[size_t(c) + 1] + i * plan.strides[size_t(c) + 1].back()];
         }
       });
     });
   };
   (void)item;
-  if (which_t == DType::bool_) pick(static_cast<const bool*>(which));
-  else pick(static_cast<const int32_t*>(which));
+  if (which_t == DType::bool_)
+    pick(static_cast<const bool*>(which));
+  else
+    pick(static_cast<const int32_t*>(which));
 }
 
 void clamp(DType t, const void* lo, const Shape& lo_shape, const void* x, const Shape& x_shape,
@@ -439,10 +510,12 @@ void clamp(DType t, const void* lo, const Shape& lo_shape, const void* x, const 
     const T* v = static_cast<const T*>(x);
     const T* h = static_cast<const T*>(hi);
     T* o = static_cast<T*>(out);
-    const int64_t s0 = plan.strides[0].back(), s1 = plan.strides[1].back(), s2 = plan.strides[2].back();
+    const int64_t s0 = plan.strides[0].back(), s1 = plan.strides[1].back(),
+                  s2 = plan.strides[2].back();
     for_each_row<3>(plan, [&](const std::array<int64_t, 3>& off, int64_t ob, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
-        C lv = load(l[off[0] + i * s0]), xv = load(v[off[1] + i * s1]), hv = load(h[off[2] + i * s2]);
+        C lv = load(l[off[0] + i * s0]), xv = load(v[off[1] + i * s1]),
+          hv = load(h[off[2] + i * s2]);
         C r = xv < lv ? lv : xv;  // NaN x stays NaN
         r = r > hv ? hv : r;
         o[ob + i] = store<T>(r);

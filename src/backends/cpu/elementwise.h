@@ -12,9 +12,28 @@
 namespace spmd::cpu {
 
 enum class BinaryOp : uint8_t {
-  add, sub, mul, div, rem, pow, max, min, atan2, nextafter,
-  eq, ne, lt, le, gt, ge,
-  bit_and, bit_or, bit_xor, shift_left, shift_right_logical, shift_right_arithmetic,
+  add,
+  sub,
+  mul,
+  div,
+  rem,
+  pow,
+  max,
+  min,
+  atan2,
+  nextafter,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  bit_and,
+  bit_or,
+  bit_xor,
+  shift_left,
+  shift_right_logical,
+  shift_right_arithmetic,
 };
 bool is_comparison(BinaryOp op);
 
@@ -23,8 +42,19 @@ void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const voi
             const Shape& b_shape, void* out, const Shape& out_shape);
 
 enum class UnaryOp : uint8_t {
-  neg, abs, sign, floor, ceil, round_away, round_even, is_finite, bit_not, square,
-  population_count, clz, copy,
+  neg,
+  abs,
+  sign,
+  floor,
+  ceil,
+  round_away,
+  round_even,
+  is_finite,
+  bit_not,
+  square,
+  population_count,
+  clz,
+  copy,
 };
 void unary(UnaryOp op, DType t, const void* in, void* out, int64_t n);
 void integer_pow(DType t, const void* in, void* out, int64_t n, int64_t y);

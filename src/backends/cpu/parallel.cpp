@@ -105,13 +105,23 @@ ThreadPool& pool() {
 
 thread_local bool t_inside_kernel = false;
 
+// Marks the current thread as running a kernel range, so nested calls run serially.
+struct InsideKernel {
+  bool was = t_inside_kernel;
+  InsideKernel() { t_inside_kernel = true; }
+  ~InsideKernel() { t_inside_kernel = was; }
+};
+
 }  // namespace
 
-int max_threads() { return config::num_threads(); }
+int max_threads() {
+  return config::num_threads();
+}
 
 void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  int threads = std::min<int64_t>(max_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_grain)));
+  int threads =
+      std::min<int64_t>(max_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_grain)));
   if (threads <= 1 || t_inside_kernel) {
     fn(0, n);
     return;
@@ -120,10 +130,8 @@ void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t
   const int64_t chunk = (n + threads - 1) / threads;
   auto run_chunk = [&](int i) {
     int64_t begin = int64_t(i) * chunk, end = std::min(n, begin + chunk);
-    bool was_inside = t_inside_kernel;
-    t_inside_kernel = true;
+    InsideKernel mark;
     if (begin < end) fn(begin, end);
-    t_inside_kernel = was_inside;
   };
   if (!pool().run(threads, run_chunk)) fn(0, n);
 }

@@ -1,0 +1,85 @@
+// Array creation against JAX (tools/goldens/gen_creation.py), element access and its errors.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "support/golden.h"
+
+namespace sp = spmd;
+using sp::Array;
+
+namespace {
+Array golden(const char* name) {
+  return spmd_test::load_golden("creation.npz").at(name);
+}
+}  // namespace
+
+TEST(Creation, RangesMatchJax) {
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(8), golden("arange_8")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(8.0), golden("arange_8f")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(8.0f), golden("arange_8f")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(2, 11, 3), golden("arange_2_11_3")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(10, 0, -3), golden("arange_10_0_-3")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(0.0, 1.0, 0.1), golden("arange_0_1_0.1")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::arange(-1.5, 2.2, 0.7), golden("arange_-1.5_2.2_0.7")));
+}
+
+TEST(Creation, LinspaceMatchesJax) {
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::linspace(0, 1, 7), golden("linspace_0_1_7")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::linspace(-3, 11, 50), golden("linspace_-3_11_50")));
+  EXPECT_TRUE(
+      spmd_test::arrays_equal(sp::linspace(0, 1, 7, false), golden("linspace_0_1_7_noend")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::linspace(2, 5, 1), golden("linspace_2_5_1")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::linspace(0, 10, 6, true, sp::int32),
+                                      golden("linspace_0_10_6_int32")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::linspace(0.1, 0.9, 9, true, sp::bfloat16),
+                                      golden("linspace_0.1_0.9_9_bf16")));
+}
+
+TEST(Creation, EyeFullZerosOnesMatchJax) {
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::eye(3), golden("eye_3")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::eye(3, 4, 1), golden("eye_3_4_1")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::eye(4, 3, -2, sp::int32), golden("eye_4_3_-2_int32")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::full({2, 3}, 7.5), golden("full_2x3_7.5")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::zeros({2, 0}), golden("zeros_2x0")));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::ones({3}, sp::int8), golden("ones_3_int8")));
+}
+
+TEST(Creation, ArrayFromCxxDataKeepsValuesAndCanonicalisesDtype) {
+  Array a = sp::array({{1, 2, 3}, {4, 5, 6}});
+  EXPECT_EQ(a.shape(), (sp::Shape{2, 3}));
+  EXPECT_EQ(a.dtype(), sp::int32);
+  EXPECT_EQ(a.to_vector<int>(), (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(sp::array({1.0, 2.0}).dtype(), sp::float32);  // no x64: float64 → float32
+  EXPECT_EQ(sp::array(std::vector<bool>{true, false}, {2}).to_vector<bool>(),
+            (std::vector<bool>{true, false}));
+  sp::config::enable_x64(true);
+  EXPECT_EQ(sp::array({1.0, 2.0}).dtype(), sp::float64);
+  EXPECT_EQ(sp::arange(3.0).dtype(), sp::float64);
+  sp::config::enable_x64(false);
+}
+
+TEST(Creation, ItemAndToVectorConvertLikeAstype) {
+  Array x = sp::array({1.75f, -2.5f, 3.f});
+  EXPECT_EQ(x.to_vector<int>(), (std::vector<int>{1, -2, 3}));
+  EXPECT_EQ(x[1].item<float>(), -2.5f);
+  EXPECT_EQ(x[-1].item<double>(), 3.0);
+  EXPECT_EQ(sp::array({1.f, 0.f}).to_vector<bool>(), (std::vector<bool>{true, false}));
+}
+
+TEST(Creation, BadArgumentsRaiseClearErrors) {
+  try {
+    (void)sp::array({1.f, 2.f, 3.f}, sp::Shape{2, 2});
+    FAIL();
+  } catch (const sp::ValueError& e) {
+    EXPECT_EQ(std::string(e.what()), "[array] got 3 values for shape (2, 2), which holds 4");
+  }
+  EXPECT_THROW((void)sp::zeros({-1, 2}), sp::ValueError);
+  EXPECT_THROW((void)sp::arange(0, 5, 0), sp::ValueError);
+  EXPECT_THROW((void)sp::linspace(0, 1, -1), sp::ValueError);
+  EXPECT_THROW((void)sp::array({{1, 2}, {3}}), sp::ValueError);
+  EXPECT_THROW((void)sp::arange(3).item<int>(), sp::ValueError);
+  EXPECT_THROW((void)sp::arange(3)[3], sp::IndexError);
+  EXPECT_THROW((void)Array()[0], sp::ValueError);
+  EXPECT_THROW((void)Array(int64_t(1) << 40), sp::ValueError);
+}

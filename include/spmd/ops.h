@@ -24,6 +24,10 @@ Array array(std::initializer_list<T> values) {
   return array(std::vector<T>(values));
 }
 template <Scalar T>
+Array array(std::initializer_list<T> values, const Shape& shape) {
+  return array(std::vector<T>(values), shape);
+}
+template <Scalar T>
 Array array(std::initializer_list<std::initializer_list<T>> rows);
 Array array(const std::vector<bool>& values, const Shape& shape);
 // Copies `bytes` (row-major, dtype t) into a new array.

@@ -138,11 +138,17 @@ Array arange(double start, double stop, double step) {
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     throw ValueError("[arange] arguments must be finite");
   int64_t n = std::max<int64_t>(0, int64_t(std::ceil((stop - start) / step)));
-  // NumPy fills start + i * delta in float64; jnp then converts to the default float.
-  std::vector<double> v(static_cast<size_t>(n));
-  double delta = (start + step) - start;
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * delta;
-  return astype(array(v, Shape{n}), default_float_dtype());
+  // jnp.arange calls np.arange with the target dtype, which stores start and start + step in
+  // that dtype and fills x[i] = x[0] + i * (x[1] - x[0]) in it.
+  auto fill = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> v(static_cast<size_t>(n));
+    T first = T(start), delta = T(T(start + step) - first);
+    for (int64_t i = 0; i < n; ++i)
+      v[size_t(i)] = i == 1 ? T(start + step) : T(first + T(i) * delta);
+    return array(v, Shape{n});
+  };
+  return default_float_dtype() == float64 ? fill(0.0) : fill(0.0f);
 }
 
 Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtype) {

@@ -1,4 +1,5 @@
 // The primitive registry and bind(), the one entry every operation goes through.
+#include "backends/cpu/parallel.h"
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
@@ -74,6 +75,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
     outputs.push_back(make_uninitialized(aval));
     results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
   }
+  cpu::DenormalsAreZero ftz;
   p.cpu_kernel(KernelArgs{operands, results, params});
   return outputs;
 }

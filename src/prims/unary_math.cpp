@@ -5,9 +5,43 @@
 
 #include <spmd/error.h>
 
+#include "backends/cpu/convert.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/unary_math.h"
 
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
 namespace spmd {
+
+namespace {
+
+// JAX lowers exp2(x) to exp(log(2) · x) in x's dtype: log(2) and the product are rounded to
+// that dtype (16-bit floats round the product, then take exp in float32). Computing it the same
+// way keeps results equal to JAX's.
+void exp2_kernel(const KernelArgs& a) {
+  const DType t = a.in[0].aval->dtype;
+  const Shape& shape = a.in[0].aval->shape;
+  const int64_t n = shape.size();
+  const DType ct = (t == DType::bfloat16 || t == DType::float16) ? DType::float32 : t;
+  double ln2 = std::log(2.0);
+  std::byte ln2_t[8], ln2_c[8];
+  cpu::convert(&ln2, DType::float64, ln2_t, t, 1);
+  cpu::convert(ln2_t, t, ln2_c, ct, 1);
+  std::vector<std::byte> tmp(size_t(n * itemsize(ct)));
+  cpu::convert(a.in[0].data, t, tmp.data(), ct, n);
+  cpu::binary(cpu::BinaryOp::mul, ct, tmp.data(), shape, ln2_c, Shape{}, tmp.data(), shape);
+  if (ct != t) {  // round the product to the 16-bit type and back
+    std::vector<std::byte> rounded(size_t(n * itemsize(t)));
+    cpu::convert(tmp.data(), ct, rounded.data(), t, n);
+    cpu::convert(rounded.data(), t, tmp.data(), ct, n);
+  }
+  cpu::unary_math(cpu::UnaryMathOp::exp, ct, tmp.data(), tmp.data(), n);
+  cpu::convert(tmp.data(), ct, a.out[0].data, t, n);
+}
+
+}  // namespace
 
 void register_unary_math_primitives(PrimitiveRegistry& r) {
   using Op = cpu::UnaryMathOp;
@@ -31,10 +65,10 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
                             std::string(dtype_name(in[0].dtype)));
           return std::vector<AbstractValue>{in[0]};
         },
-        [op = op](const KernelArgs& a) {
+        op == Op::exp2 ? CpuKernel(exp2_kernel) : CpuKernel([op = op](const KernelArgs& a) {
           cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data,
                           a.in[0].aval->size());
-        });
+        }));
   }
 }
 

@@ -12,9 +12,9 @@ namespace spmd {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kCacheMin = size_t(1) << 20;      // blocks from 1 MiB are cached
-constexpr size_t kCacheLimit = size_t(2) << 30;    // at most 2 GiB kept for reuse
-constexpr size_t kGranule = size_t(64) << 10;      // large sizes round up to 64 KiB
+constexpr size_t kCacheMin = size_t(1) << 20;    // blocks from 1 MiB are cached
+constexpr size_t kCacheLimit = size_t(2) << 30;  // at most 2 GiB kept for reuse
+constexpr size_t kGranule = size_t(64) << 10;    // large sizes round up to 64 KiB
 
 class BlockCache {
  public:

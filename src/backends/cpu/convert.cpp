@@ -15,26 +15,37 @@ template <class T>
 using Compute =
     std::conditional_t<std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>, float, T>;
 
+// v rounded to float with round-to-odd, so a second rounding to a 16-bit type is correct.
+inline float round_to_odd_float(double v) {
+  float f = float(v);
+  double err = v - double(f);
+  if (err != 0 && std::isfinite(v)) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if ((bits & 1u) == 0) f = std::nextafter(f, err > 0 ? INFINITY : -INFINITY);
+  }
+  return f;
+}
+
 template <class To, class From>
 To convert_one(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr ((std::is_same_v<From, bfloat16_t> ||
+                        std::is_same_v<From, float16_t>)&&std::is_same_v<To, bool>) {
+    return (v.bits & 0x7fffu) != 0;  // tested on the bits: subnormals are true, as in XLA
   } else if constexpr (std::is_same_v<From, bfloat16_t> || std::is_same_v<From, float16_t>) {
     return convert_one<To>(float(v));
+  } else if constexpr (std::is_same_v<To, bfloat16_t> && std::is_floating_point_v<From>) {
+    // bfloat16 shares float32's exponent range: its subnormals are float32 subnormals, which
+    // XLA:CPU flushes to zero.
+    float f = convert_one<float>(v);
+    if (std::fpclassify(f) == FP_SUBNORMAL) return To(std::copysign(0.0f, f));
+    if constexpr (std::is_same_v<From, double>) return To(round_to_odd_float(v));
+    return To(f);
   } else if constexpr (std::is_same_v<To, bfloat16_t> || std::is_same_v<To, float16_t>) {
     if constexpr (std::is_same_v<From, double>) {
-      // Round once, directly from double, to avoid double rounding through float.
-      float f = float(v);
-      double err = v - double(f);
-      if (err != 0 && std::isfinite(v)) {
-        // Nudge the float toward v so the second rounding sees which side v was on.
-        uint32_t bits;
-        std::memcpy(&bits, &f, 4);
-        if ((bits & 1u) == 0) {
-          f = std::nextafter(f, err > 0 ? INFINITY : -INFINITY);
-        }
-      }
-      return To(f);
+      return To(round_to_odd_float(v));  // one rounding from double, not two
     } else {
       return To(float(v));
     }

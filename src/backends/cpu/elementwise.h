@@ -41,6 +41,10 @@ bool is_comparison(BinaryOp op);
 void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const void* b,
             const Shape& b_shape, void* out, const Shape& out_shape);
 
+// a / b where b is broadcast (XLA's reciprocal-multiply form); used by binary() for div.
+void divide_by_broadcast(DType t, const void* a, const Shape& a_shape, const void* b,
+                         const Shape& b_shape, void* out, const Shape& out_shape);
+
 enum class UnaryOp : uint8_t {
   neg,
   abs,

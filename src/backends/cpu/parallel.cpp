@@ -13,7 +13,25 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define SPMD_HAS_MXCSR 1
+#endif
+
 namespace spmd::cpu {
+
+#ifdef SPMD_HAS_MXCSR
+DenormalsAreZero::DenormalsAreZero() : saved_(_mm_getcsr()) {
+  _mm_setcsr(saved_ | 0x8040u);
+}
+DenormalsAreZero::~DenormalsAreZero() {
+  _mm_setcsr(saved_);
+}
+#else
+DenormalsAreZero::DenormalsAreZero() : saved_(0) {}
+DenormalsAreZero::~DenormalsAreZero() {}
+#endif
+
 namespace {
 
 class ThreadPool {
@@ -75,6 +93,7 @@ class ThreadPool {
   }
 
   void worker_loop() {
+    DenormalsAreZero ftz;
     uint64_t seen = 0;
     for (;;) {
       {

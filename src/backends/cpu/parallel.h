@@ -15,4 +15,18 @@ void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t
 // Threads parallel_for may use (config::num_threads()).
 int max_threads();
 
+// While alive, the calling thread flushes denormal results to zero and reads denormal inputs as
+// zero (x86 MXCSR FTZ and DAZ), as XLA:CPU runs its kernels; the previous mode is restored
+// afterwards. Pool threads run in this mode always.
+class DenormalsAreZero {
+ public:
+  DenormalsAreZero();
+  ~DenormalsAreZero();
+  DenormalsAreZero(const DenormalsAreZero&) = delete;
+  DenormalsAreZero& operator=(const DenormalsAreZero&) = delete;
+
+ private:
+  unsigned saved_;
+};
+
 }  // namespace spmd::cpu

@@ -13,7 +13,7 @@ namespace cpu = spmd::cpu;
 
 TEST(ParallelFor, CoversEveryIndexExactlyOnce) {
   for (int64_t n : {0, 1, 7, 1000, 1 << 20}) {
-    std::vector<std::atomic<int>> hits(size_t(n));
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
     cpu::parallel_for(n, 16, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
     });

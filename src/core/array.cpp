@@ -44,6 +44,7 @@ const AbstractValue& aval_of(const Array& x) {
 }
 
 const void* host_data(const Array& x, const char* api) {
+  if (!x.impl()) throw ValueError("[" + std::string(api) + "] use of an empty Array handle");
   const ArrayImpl& impl = *x.impl();
   if (!impl.buffer) {
     const char* transform = impl.trace ? impl.trace->transformation_name() : "a transformation";

@@ -1,0 +1,48 @@
+// Golden values recorded from JAX (tools/goldens/*.py write them under tests/goldens/) and the
+// array comparisons tests use against them. Failure messages name the first mismatching index,
+// both values and their distance in ulps, so a failing test says what went wrong.
+#pragma once
+
+#include <spmd/array.h>
+#include <spmd/dtype.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace spmd_test {
+
+// Absolute path of a file under tests/goldens/ (the SPMD_GOLDEN_DIR compile definition).
+std::string golden_path(std::string_view relative);
+
+// The arrays of tests/goldens/<npz_relative_path>, keyed by member name (without ".npy").
+// Each file is read once per process; the returned map lives until exit. Dtypes are kept
+// exactly as stored (int64/float64 stay 64-bit whatever the x64 setting). Throws spmd::IOError
+// if the file is missing or corrupt.
+const std::map<std::string, spmd::Array>& load_golden(std::string_view npz_relative_path);
+
+// Same shape, same dtype and identical elements. Floats compare bitwise except that every NaN
+// equals every NaN (so +0.0 and -0.0 differ).
+::testing::AssertionResult arrays_equal(const spmd::Array& actual, const spmd::Array& expected);
+
+// Same shape and dtype, and every element within `max_ulps` units in the last place of the
+// array's own dtype. NaN matches NaN only; an infinity matches only the same infinity. For
+// integer and bool dtypes the distance is the absolute difference of the values.
+::testing::AssertionResult arrays_close_ulp(const spmd::Array& actual, const spmd::Array& expected,
+                                            int64_t max_ulps);
+
+// Same shape and dtype, and |actual - expected| <= atol + rtol * |expected| elementwise
+// (NumPy's allclose rule, evaluated in double). NaN matches NaN; infinities must be equal.
+::testing::AssertionResult arrays_close(const spmd::Array& actual, const spmd::Array& expected,
+                                        double rtol = 1e-6, double atol = 1e-6);
+
+// How many representable values of dtype `t` lie between a and b (both are first rounded to
+// `t`); 0 when equal, with +0 and -0 counted as equal. Saturates at INT64_MAX when either is
+// NaN (unless both are) or when an infinity meets a different value. For integer and bool
+// dtypes, |a - b| (saturating).
+int64_t ulp_distance(double a, double b, spmd::DType t);
+
+}  // namespace spmd_test

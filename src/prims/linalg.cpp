@@ -1,7 +1,162 @@
-// Primitive family: linalg (being written).
+// Primitive family: linalg. dot_general with JAX's params (dimension_numbers, precision,
+// preferred_element_type, out_sharding); output dims are batch, lhs free, rhs free, as in XLA.
+// The shape rule checks the dimension numbers and applies XLA's operand-type rules.
 #include "prims/families.h"
 #include "prims/primitive.h"
 
+#include <spmd/error.h>
+
+#include "backends/cpu/gemm.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 namespace spmd {
-void register_linalg_primitives(PrimitiveRegistry&) {}
+namespace {
+
+using lax::DotDimensionNumbers;
+
+std::string tuple_str(const std::vector<int64_t>& v) {
+  return Shape(v).str();
+}
+std::string name(DType t) {
+  return std::string(dtype_name(t));
+}
+
+bool in_range(const std::vector<int64_t>& dims, int rank) {
+  return std::all_of(dims.begin(), dims.end(), [&](int64_t d) { return d >= 0 && d < rank; });
+}
+bool distinct(const std::vector<int64_t>& dims) {
+  return std::set<int64_t>(dims.begin(), dims.end()).size() == dims.size();
+}
+bool disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  return std::none_of(a.begin(), a.end(),
+                      [&](int64_t d) { return std::find(b.begin(), b.end(), d) != b.end(); });
+}
+std::vector<int64_t> sizes(const Shape& s, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(s[int(d)]);
+  return out;
+}
+
+void check_side(const char* side, const std::vector<int64_t>& contracting,
+                const std::vector<int64_t>& batch, int rank) {
+  const std::string s = side;
+  if (!in_range(contracting, rank) || !in_range(batch, rank))
+    throw AxisError("[dot_general] requires " + s + " dimension numbers to be nonnegative and " +
+                    "less than the number of axes of the " + s + " value, got " + s + "_batch of " +
+                    tuple_str(batch) + " and " + s + "_contracting of " + tuple_str(contracting) +
+                    " for " + s + " of rank " + std::to_string(rank));
+  if (!distinct(batch))
+    throw ValueError("[dot_general] requires " + s + " batch dimensions to be distinct, got " + s +
+                     "_batch " + tuple_str(batch));
+  if (!distinct(contracting))
+    throw ValueError("[dot_general] requires " + s +
+                     " contracting dimensions to be distinct, got " + s + "_contracting " +
+                     tuple_str(contracting));
+  if (!disjoint(batch, contracting))
+    throw ValueError("[dot_general] requires " + s +
+                     " batch dimensions to be disjoint from contracting dimensions, got " + s +
+                     "_batch " + tuple_str(batch) + " and " + s + "_contracting " +
+                     tuple_str(contracting));
+}
+
+void check_dimension_numbers(const AbstractValue& lhs, const AbstractValue& rhs,
+                             const DotDimensionNumbers& d) {
+  check_side("lhs", d.lhs_contracting, d.lhs_batch, lhs.shape.ndim());
+  check_side("rhs", d.rhs_contracting, d.rhs_batch, rhs.shape.ndim());
+  if (d.lhs_batch.size() != d.rhs_batch.size())
+    throw ValueError("[dot_general] requires equal numbers of lhs_batch and rhs_batch " +
+                     std::string("dimensions, got lhs_batch ") + tuple_str(d.lhs_batch) +
+                     " and rhs_batch " + tuple_str(d.rhs_batch));
+  if (d.lhs_contracting.size() != d.rhs_contracting.size())
+    throw ValueError("[dot_general] requires equal numbers of lhs_contracting and " +
+                     std::string("rhs_contracting dimensions, got lhs_contracting ") +
+                     tuple_str(d.lhs_contracting) + " and rhs_contracting " +
+                     tuple_str(d.rhs_contracting));
+  auto lb = sizes(lhs.shape, d.lhs_batch), rb = sizes(rhs.shape, d.rhs_batch);
+  if (lb != rb)
+    throw ShapeError("[dot_general] requires lhs batch dimensions and rhs batch dimensions to " +
+                     std::string("have the same shape, got ") + tuple_str(lb) + " and " +
+                     tuple_str(rb));
+  auto lc = sizes(lhs.shape, d.lhs_contracting), rc = sizes(rhs.shape, d.rhs_contracting);
+  if (lc != rc)
+    throw ShapeError("[dot_general] requires contracting dimensions to have the same shape, " +
+                     std::string("got ") + tuple_str(lc) + " and " + tuple_str(rc));
+}
+
+// XLA's ordering of element types (shape_inference.cc, HigherPrecisionType): floats above
+// integers, then by exponent range, mantissa, bit width, and signed above unsigned.
+auto type_rank(DType t) {
+  int maxexp = -1, nmant = -1;
+  switch (t) {
+    case DType::float16:
+      maxexp = 16, nmant = 10;
+      break;
+    case DType::bfloat16:
+      maxexp = 128, nmant = 7;
+      break;
+    case DType::float32:
+      maxexp = 128, nmant = 23;
+      break;
+    case DType::float64:
+      maxexp = 1024, nmant = 52;
+      break;
+    default:
+      break;
+  }
+  int bits = is_bool(t) ? 1 : 8 * itemsize(t);
+  return std::make_tuple(maxexp, nmant, bits, !is_unsigned_integer(t));
+}
+
+int bit_width(DType t) {
+  return is_bool(t) ? 1 : 8 * itemsize(t);
+}
+
+DType result_dtype(DType lhs, DType rhs, const Params& p) {
+  auto lr = type_rank(lhs), rr = type_rank(rhs);
+  if (lr == rr && lhs != rhs)
+    throw TypeError("[dot_general] argument type error: " + name(lhs) + ", " + name(rhs));
+  const DType natural = lr >= rr ? lhs : rhs;
+  if (!p.has("preferred_element_type")) return natural;
+  const auto* preferred = std::get_if<DType>(&p.at("preferred_element_type"));
+  if (!preferred || *preferred == natural) return natural;
+  if (!is_floating(natural) && bit_width(*preferred) < bit_width(natural))
+    throw TypeError("[dot_general] `preferred_element_type` must not be narrower than the " +
+                    std::string("original type, got preferred_element_type of ") +
+                    name(*preferred) + " for result type of " + name(natural));
+  return *preferred;
+}
+
+std::vector<AbstractValue> dot_general_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.size() != 2)
+    throw ValueError("[dot_general] expected 2 operands, got " + std::to_string(in.size()));
+  const AbstractValue &lhs = in[0], &rhs = in[1];
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  check_dimension_numbers(lhs, rhs, d);
+  std::vector<int64_t> dims = sizes(lhs.shape, d.lhs_batch);
+  for (int i = 0; i < lhs.shape.ndim(); ++i)
+    if (disjoint({i}, d.lhs_batch) && disjoint({i}, d.lhs_contracting))
+      dims.push_back(lhs.shape[i]);
+  for (int i = 0; i < rhs.shape.ndim(); ++i)
+    if (disjoint({i}, d.rhs_batch) && disjoint({i}, d.rhs_contracting))
+      dims.push_back(rhs.shape[i]);
+  return {AbstractValue{Shape(dims), result_dtype(lhs.dtype, rhs.dtype, p),
+                        lhs.weak_type && rhs.weak_type}};
+}
+
+void dot_general_kernel(const KernelArgs& a) {
+  const Operand &lhs = a.in[0], &rhs = a.in[1];
+  cpu::dot_general(lhs.data, lhs.aval->dtype, lhs.aval->shape, rhs.data, rhs.aval->dtype,
+                   rhs.aval->shape, a.params.get<DotDimensionNumbers>("dimension_numbers"),
+                   a.out[0].data, a.out[0].aval->dtype);
+}
+
+}  // namespace
+
+void register_linalg_primitives(PrimitiveRegistry& r) {
+  r.define("dot_general", dot_general_rule, dot_general_kernel);
+}
+
 }  // namespace spmd

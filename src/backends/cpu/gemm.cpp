@@ -1,0 +1,514 @@
+// GEMM kernels and dot_general on the host. float32 products run on oneDNN (dnnl_sgemm, or the
+// matmul primitive for batches), bfloat16 on oneDNN's matmul primitive (cached per shape),
+// float64 on OpenBLAS, everything else and tiny products on loops. dot_general packs operands
+// into (batch, M, K) × (batch, K, N) layouts only when they are not already in one (possibly
+// transposed) GEMM layout.
+#include "backends/cpu/gemm.h"
+
+#include "backends/cpu/convert.h"
+#include "backends/cpu/copy.h"
+#include "backends/cpu/parallel.h"
+#include "runtime/buffer.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace spmd::cpu {
+namespace {
+
+// Products below this many multiply-adds per matrix cost less in a loop than a library call
+// (dnnl_sgemm returns in about 0.2 µs for an 8×8×8 product).
+constexpr int64_t kSmallGemm = 512;
+// Multiply-adds per parallel_for chunk in the loop kernels.
+constexpr int64_t kLoopGrain = 64 * 1024;
+
+// Multiply-adds worth waking one more library thread for (about 30 µs of one core's work).
+constexpr int64_t kMacsPerThread = int64_t(1) << 23;
+
+bool is_small(const GemmShape& s) {
+  return s.m * s.n * s.k < kSmallGemm;
+}
+
+// Small products run on one thread: waking OpenMP's team costs more than they take, and a team
+// member descheduled by a busy machine stalls the whole product at its barrier.
+int gemm_threads(const GemmShape& s) {
+  const int64_t macs = s.batch * s.m * s.n * s.k;
+  return int(std::clamp<int64_t>(macs / kMacsPerThread, 1, max_threads()));
+}
+
+// ---- thread counts ----------------------------------------------------------------------------
+// oneDNN runs on OpenMP, whose thread count is a per-thread setting; OpenBLAS has one global one.
+// Both follow spmd's own count so the libraries never oversubscribe the machine.
+void use_omp_threads(int n) {
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+void use_openblas_threads(int n) {
+  if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+}
+
+// ---- loop kernels -----------------------------------------------------------------------------
+// One row of C, from the row of A at `a` (elements `a_step` apart along k) and B at `b`.
+// Sizes arrive as plain values: a byte-sized store could otherwise alias them and stop the
+// compiler from vectorising. acc holds n accumulators of type W.
+struct RowGeometry {
+  int64_t n, k, a_step;
+  bool b_transposed;
+};
+
+// The loop kernels are compiled for AVX-512 and AVX2 too and picked at load time (the library
+// itself targets baseline x86-64).
+#define SPMD_GEMM_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+template <class T, class W, class Out>
+SPMD_GEMM_CLONES void row_product(const T* a, const T* b, W* acc, Out* c, RowGeometry g) {
+  const int64_t n = g.n, k = g.k, a_step = g.a_step;
+  if (g.b_transposed) {  // B stored N×K: each output is a dot product over contiguous k
+    for (int64_t j = 0; j < n; ++j) {
+      W sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += W(a[p * a_step]) * W(b[j * k + p]);
+      c[j] = Out(sum);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) acc[j] = W(0);
+  for (int64_t p = 0; p < k; ++p) {
+    const W x = W(a[p * a_step]);
+    const T* brow = b + p * n;
+    for (int64_t j = 0; j < n; ++j) acc[j] += x * W(brow[j]);
+  }
+  for (int64_t j = 0; j < n; ++j) c[j] = Out(acc[j]);
+}
+
+SPMD_GEMM_CLONES void bool_row_product(const uint8_t* a, const uint8_t* b, uint8_t* c,
+                                       RowGeometry g) {
+  const int64_t n = g.n, k = g.k, a_step = g.a_step;
+  if (g.b_transposed) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t any = 0;
+      for (int64_t p = 0; p < k && !any; ++p) any = a[p * a_step] & b[j * k + p];
+      c[j] = any;
+    }
+    return;
+  }
+  std::memset(c, 0, size_t(n));
+  for (int64_t p = 0; p < k; ++p) {
+    if (!a[p * a_step]) continue;
+    const uint8_t* brow = b + p * n;
+    for (int64_t j = 0; j < n; ++j) c[j] |= brow[j];
+  }
+}
+
+// Splits the batch·M output rows across threads; row(a_row, b_matrix, c_row) computes one row.
+template <class T, class Out, class RowFn>
+void for_each_row(const GemmShape& s, const T* a, const T* b, Out* c, RowFn&& row) {
+  const int64_t grain = std::max<int64_t>(1, kLoopGrain / std::max<int64_t>(1, s.n * s.k));
+  const int64_t a_row_step = s.trans_a ? 1 : s.k;
+  parallel_for(s.batch * s.m, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t batch = r / s.m, i = r % s.m;
+      row(a + batch * s.m * s.k + i * a_row_step, b + batch * s.k * s.n, c + r * s.n);
+    }
+  });
+}
+
+RowGeometry row_geometry(const GemmShape& s) {
+  return {s.n, s.k, s.trans_a ? s.m : 1, s.trans_b};
+}
+
+// Float products accumulate in Acc (float or double) and are rounded once into Out.
+template <class T, class Acc, class Out>
+void float_loop_gemm(const GemmShape& s, const T* a, const T* b, Out* c) {
+  const RowGeometry g = row_geometry(s);
+  for_each_row(s, a, b, c, [&](const T* ar, const T* bm, Out* cr) {
+    std::vector<Acc> acc(size_t(g.n));
+    row_product<T, Acc, Out>(ar, bm, acc.data(), cr, g);
+  });
+}
+
+// Integer products wrap around as in XLA: the arithmetic runs on unsigned words (no signed
+// overflow) and the low bits are kept.
+template <class T>
+void int_loop_gemm(const GemmShape& s, const T* a, const T* b, T* c) {
+  using W = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  const RowGeometry g = row_geometry(s);
+  for_each_row(s, a, b, c, [&](const T* ar, const T* bm, T* cr) {
+    std::vector<W> acc(size_t(g.n));
+    row_product<T, W, T>(ar, bm, acc.data(), cr, g);
+  });
+}
+
+// Boolean products: C[i, j] = any_k (A[i, k] and B[k, j]).
+void bool_loop_gemm(const GemmShape& s, const uint8_t* a, const uint8_t* b, uint8_t* c) {
+  const RowGeometry g = row_geometry(s);
+  for_each_row(s, a, b, c, [&](const uint8_t* ar, const uint8_t* bm, uint8_t* cr) {
+    bool_row_product(ar, bm, cr, g);
+  });
+}
+
+// ---- oneDNN -----------------------------------------------------------------------------------
+dnnl::memory::data_type onednn_type(DType t) {
+  return t == DType::bfloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+// A batch of rows×cols matrices, stored cols×rows when transposed.
+dnnl::memory::desc matrix_desc(DType t, int64_t batch, int64_t rows, int64_t cols,
+                               bool transposed) {
+  dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
+                                          : dnnl::memory::dims{rows * cols, cols, 1};
+  return dnnl::memory::desc({batch, rows, cols}, onednn_type(t), strides);
+}
+
+struct MatmulKey {
+  DType operand, result;
+  GemmShape shape;
+  int threads;
+  bool operator==(const MatmulKey& o) const {
+    const GemmShape &a = shape, &b = o.shape;
+    return operand == o.operand && result == o.result && threads == o.threads &&
+           a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k && a.trans_a == b.trans_a &&
+           a.trans_b == b.trans_b;
+  }
+};
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey& k) const {
+    size_t h = size_t(k.operand) * 31 + size_t(k.result);
+    for (int64_t v : {k.shape.batch, k.shape.m, k.shape.n, k.shape.k, int64_t(k.threads),
+                      int64_t(k.shape.trans_a) * 2 + int64_t(k.shape.trans_b)})
+      h = h * 1000003 ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+// A matmul primitive with its memory descriptors; null `primitive` when oneDNN has no fast
+// implementation for the key (it would fall back to its slow reference code).
+struct CachedMatmul {
+  std::unique_ptr<dnnl::matmul> primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+std::shared_ptr<const CachedMatmul> create_matmul(const MatmulKey& key) {
+  auto out = std::make_shared<CachedMatmul>();
+  const GemmShape& s = key.shape;
+  out->a = matrix_desc(key.operand, s.batch, s.m, s.k, s.trans_a);
+  out->b = matrix_desc(key.operand, s.batch, s.k, s.n, s.trans_b);
+  out->c = matrix_desc(key.result, s.batch, s.m, s.n, false);
+  try {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(out->a, out->b, out->c), onednn_engine());
+    if (std::string_view(pd.impl_info_str()).starts_with("ref")) return out;
+    out->primitive = std::make_unique<dnnl::matmul>(pd);
+  } catch (const dnnl::error&) {
+    out->primitive.reset();
+  }
+  return out;
+}
+
+// Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache is
+// bounded by starting over when full (shapes in a program are few).
+std::shared_ptr<const CachedMatmul> cached_matmul(const MatmulKey& key) {
+  static std::mutex mu;
+  static std::unordered_map<MatmulKey, std::shared_ptr<const CachedMatmul>, MatmulKeyHash> cache;
+  {
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto created = create_matmul(key);
+  std::lock_guard lock(mu);
+  if (cache.size() >= 512) cache.clear();
+  cache.emplace(key, created);
+  return created;
+}
+
+// Runs the product on oneDNN; false when oneDNN has no fast kernel for it.
+bool onednn_gemm(DType operand, DType result, const GemmShape& s, const void* a, const void* b,
+                 void* c) {
+  const int threads = gemm_threads(s);
+  use_omp_threads(threads);
+  auto mm = cached_matmul(MatmulKey{operand, result, s, threads});
+  if (!mm->primitive) return false;
+  dnnl::engine& engine = onednn_engine();
+  thread_local dnnl::stream stream(engine);
+  dnnl::memory ma(mm->a, engine, const_cast<void*>(a));
+  dnnl::memory mb(mm->b, engine, const_cast<void*>(b));
+  dnnl::memory mc(mm->c, engine, c);
+  mm->primitive->execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  stream.wait();
+  return true;
+}
+
+// float32 GEMM. One product runs on dnnl_sgemm (faster than the matmul primitive for large
+// square products on one thread, and cheaper to call); a batch runs on the matmul primitive,
+// which spreads the batch across threads.
+void sgemm(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (is_small(s)) return float_loop_gemm<float, float, float>(s, a, b, c);
+  use_omp_threads(gemm_threads(s));
+  if (s.batch > 1 && onednn_gemm(DType::float32, DType::float32, s, a, b, c)) return;
+  for (int64_t i = 0; i < s.batch; ++i)
+    dnnl_sgemm(s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a + i * s.m * s.k,
+               s.trans_a ? s.m : s.k, b + i * s.k * s.n, s.trans_b ? s.k : s.n, 0.0f,
+               c + i * s.m * s.n, s.n);
+}
+
+// bfloat16 operands, float32 accumulation, result in float32 or bfloat16.
+template <class Out>
+void bf16_gemm(const GemmShape& s, const bfloat16_t* a, const bfloat16_t* b, Out* c) {
+  constexpr DType result = dtype_of_v<Out>;
+  if (is_small(s)) return float_loop_gemm<bfloat16_t, float, Out>(s, a, b, c);
+  if (onednn_gemm(DType::bfloat16, result, s, a, b, c)) return;
+  // No bfloat16 kernel on this CPU: widen to float32 (exact) and round the result.
+  const int64_t na = s.batch * s.m * s.k, nb = s.batch * s.k * s.n, nc = s.batch * s.m * s.n;
+  auto wide = Buffer::allocate(size_t(na + nb) * 4);
+  float* wa = static_cast<float*>(wide->data());
+  convert(a, DType::bfloat16, wa, DType::float32, na);
+  convert(b, DType::bfloat16, wa + na, DType::float32, nb);
+  if constexpr (result == DType::float32) {
+    sgemm(s, wa, wa + na, c);
+  } else {
+    auto wc = Buffer::allocate(size_t(nc) * 4);
+    sgemm(s, wa, wa + na, static_cast<float*>(wc->data()));
+    convert(wc->data(), DType::float32, c, result, nc);
+  }
+}
+
+void dgemm(const GemmShape& s, const double* a, const double* b, double* c) {
+  if (is_small(s)) return float_loop_gemm<double, double, double>(s, a, b, c);
+  use_openblas_threads(gemm_threads(s));
+  for (int64_t i = 0; i < s.batch; ++i)
+    cblas_dgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+                s.trans_b ? CblasTrans : CblasNoTrans, blasint(s.m), blasint(s.n), blasint(s.k),
+                1.0, a + i * s.m * s.k, blasint(s.trans_a ? s.m : s.k), b + i * s.k * s.n,
+                blasint(s.trans_b ? s.k : s.n), 0.0, c + i * s.m * s.n, blasint(s.n));
+}
+
+// ---- dot_general planning ---------------------------------------------------------------------
+// The dtypes a dot_general computes in, following XLA:CPU. Operands of different dtypes (and
+// integer operands of a float or wider product) are first converted to the output dtype; then
+// 16-bit floats accumulate in float32, float64 anywhere makes it float64, and integers compute
+// in the output type.
+struct ComputeTypes {
+  DType input;    // what each operand is converted to first
+  DType operand;  // what the GEMM reads
+  DType result;   // what the GEMM writes
+};
+ComputeTypes compute_types(DType lhs, DType rhs, DType out) {
+  const DType input = (lhs != rhs || (!is_floating(lhs) && out != lhs)) ? out : lhs;
+  if (!is_floating(input)) return {input, input, input};
+  if (input == DType::float64 || out == DType::float64)
+    return {input, DType::float64, DType::float64};
+  if (input == DType::bfloat16)
+    return {input, DType::bfloat16, out == DType::bfloat16 ? DType::bfloat16 : DType::float32};
+  return {input, DType::float32, DType::float32};
+}
+
+std::vector<int64_t> free_dims(int ndim, const std::vector<int64_t>& contract,
+                               const std::vector<int64_t>& batch) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (std::find(contract.begin(), contract.end(), d) == contract.end() &&
+        std::find(batch.begin(), batch.end(), d) == batch.end())
+      out.push_back(d);
+  return out;
+}
+
+int64_t product(const Shape& shape, const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= shape[int(d)];
+  return p;
+}
+
+std::vector<int64_t> concat(std::initializer_list<const std::vector<int64_t>*> parts) {
+  std::vector<int64_t> out;
+  for (const auto* p : parts) out.insert(out.end(), p->begin(), p->end());
+  return out;
+}
+
+// Whether reading the operand in `perm` order walks its memory in order (size-1 dims do not
+// move anything, so they may sit anywhere).
+bool is_in_order(const Shape& shape, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t d : perm) {
+    if (shape[int(d)] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
+// One operand as the GEMM will read it.
+struct GemmOperand {
+  const void* data;
+  bool transposed;
+  std::shared_ptr<Buffer> storage;  // owns packed or converted data
+};
+
+// Brings an operand into `plain` order (batch, rows, K-or-cols), or the `transposed` order when
+// its memory already is in that one and the kernel reads it, converting it through ct.input to
+// ct.operand.
+GemmOperand prepare(const void* data, DType from, const Shape& shape, const ComputeTypes& ct,
+                    const std::vector<int64_t>& plain, const std::vector<int64_t>& transposed,
+                    bool allow_transposed) {
+  GemmOperand op{data, false, nullptr};
+  const int64_t n = shape.size();
+  if (!is_in_order(shape, plain)) {
+    if (allow_transposed && is_in_order(shape, transposed)) {
+      op.transposed = true;
+    } else {
+      const std::vector<int64_t> strides = shape.strides();
+      std::vector<int64_t> in_strides, out_dims;
+      for (int64_t d : plain) {
+        in_strides.push_back(strides[size_t(d)]);
+        out_dims.push_back(shape[int(d)]);
+      }
+      op.storage = Buffer::allocate(size_t(n * itemsize(from)));
+      strided_copy(data, in_strides, op.storage->data(), Shape(out_dims), itemsize(from));
+      op.data = op.storage->data();
+    }
+  }
+  for (DType to : {ct.input, ct.operand}) {
+    if (from == to) continue;
+    auto converted = Buffer::allocate(size_t(n * itemsize(to)));
+    convert(op.data, from, converted->data(), to, n);
+    op.storage = std::move(converted);
+    op.data = op.storage->data();
+    from = to;
+  }
+  return op;
+}
+
+// Orders of the contracting-dimension pairs worth trying: as given, by lhs dim, by rhs dim.
+std::vector<std::vector<size_t>> contract_orders(const lax::DotDimensionNumbers& dims) {
+  std::vector<size_t> given(dims.lhs_contracting.size());
+  std::iota(given.begin(), given.end(), size_t(0));
+  auto by = [&](const std::vector<int64_t>& key) {
+    std::vector<size_t> order = given;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return key[x] < key[y]; });
+    return order;
+  };
+  return {given, by(dims.lhs_contracting), by(dims.rhs_contracting)};
+}
+
+std::vector<int64_t> pick(const std::vector<int64_t>& v, const std::vector<size_t>& order) {
+  std::vector<int64_t> out;
+  for (size_t i : order) out.push_back(v[i]);
+  return out;
+}
+
+// The GEMM-ready orders of both operands for one ordering of the contracting pairs.
+struct OperandOrders {
+  std::vector<int64_t> lhs_plain, lhs_trans, rhs_plain, rhs_trans;
+};
+OperandOrders operand_orders(const lax::DotDimensionNumbers& dims, const std::vector<size_t>& order,
+                             const std::vector<int64_t>& lhs_free,
+                             const std::vector<int64_t>& rhs_free) {
+  const std::vector<int64_t> lc = pick(dims.lhs_contracting, order);
+  const std::vector<int64_t> rc = pick(dims.rhs_contracting, order);
+  return {concat({&dims.lhs_batch, &lhs_free, &lc}), concat({&dims.lhs_batch, &lc, &lhs_free}),
+          concat({&dims.rhs_batch, &rc, &rhs_free}), concat({&dims.rhs_batch, &rhs_free, &rc})};
+}
+
+// Elements that would have to be packed under these orders.
+int64_t packing_cost(const OperandOrders& o, const Shape& lhs, const Shape& rhs) {
+  int64_t cost = 0;
+  if (!is_in_order(lhs, o.lhs_plain) && !is_in_order(lhs, o.lhs_trans)) cost += lhs.size();
+  if (!is_in_order(rhs, o.rhs_plain) && !is_in_order(rhs, o.rhs_trans)) cost += rhs.size();
+  return cost;
+}
+
+}  // namespace
+
+bool gemm_supports(DType operand, DType result) {
+  if (operand == DType::bfloat16) return result == DType::float32 || result == DType::bfloat16;
+  if (operand == DType::float16) return false;
+  return operand == result;
+}
+
+void gemm(DType operand, DType result, const GemmShape& s, const void* a, const void* b, void* c) {
+  const int64_t nc = s.batch * s.m * s.n;
+  if (nc == 0) return;
+  if (s.k == 0) {
+    std::memset(c, 0, size_t(nc * itemsize(result)));
+    return;
+  }
+  switch (operand) {
+    case DType::float32:
+      return sgemm(s, static_cast<const float*>(a), static_cast<const float*>(b),
+                   static_cast<float*>(c));
+    case DType::float64:
+      return dgemm(s, static_cast<const double*>(a), static_cast<const double*>(b),
+                   static_cast<double*>(c));
+    case DType::bfloat16: {
+      auto pa = static_cast<const bfloat16_t*>(a), pb = static_cast<const bfloat16_t*>(b);
+      if (result == DType::bfloat16) return bf16_gemm(s, pa, pb, static_cast<bfloat16_t*>(c));
+      return bf16_gemm(s, pa, pb, static_cast<float*>(c));
+    }
+    case DType::bool_:
+      return bool_loop_gemm(s, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
+                            static_cast<uint8_t*>(c));
+    default:
+      dispatch_dtype(operand, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+          int_loop_gemm(s, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(c));
+      });
+  }
+}
+
+void dot_general(const void* lhs, DType lhs_dtype, const Shape& lhs_shape, const void* rhs,
+                 DType rhs_dtype, const Shape& rhs_shape, const lax::DotDimensionNumbers& dims,
+                 void* out, DType out_dtype) {
+  const auto lhs_free = free_dims(lhs_shape.ndim(), dims.lhs_contracting, dims.lhs_batch);
+  const auto rhs_free = free_dims(rhs_shape.ndim(), dims.rhs_contracting, dims.rhs_batch);
+  GemmShape s;
+  s.batch = product(lhs_shape, dims.lhs_batch);
+  s.m = product(lhs_shape, lhs_free);
+  s.n = product(rhs_shape, rhs_free);
+  s.k = product(lhs_shape, dims.lhs_contracting);
+  const int64_t n_out = s.batch * s.m * s.n;
+  if (n_out == 0) return;
+  if (s.k == 0) {
+    std::memset(out, 0, size_t(n_out * itemsize(out_dtype)));
+    return;
+  }
+
+  OperandOrders orders;
+  int64_t best = -1;
+  for (const auto& order : contract_orders(dims)) {
+    OperandOrders o = operand_orders(dims, order, lhs_free, rhs_free);
+    int64_t cost = packing_cost(o, lhs_shape, rhs_shape);
+    if (best < 0 || cost < best) best = cost, orders = std::move(o);
+  }
+
+  const ComputeTypes ct = compute_types(lhs_dtype, rhs_dtype, out_dtype);
+  GemmOperand b = prepare(rhs, rhs_dtype, rhs_shape, ct, orders.rhs_plain, orders.rhs_trans,
+                          /*allow_transposed=*/true);
+  // The loop kernels read a transposed A well only when B is not transposed too.
+  const bool library_kernel = is_floating(ct.operand);
+  GemmOperand a = prepare(lhs, lhs_dtype, lhs_shape, ct, orders.lhs_plain, orders.lhs_trans,
+                          library_kernel || !b.transposed);
+  s.trans_a = a.transposed;
+  s.trans_b = b.transposed;
+
+  if (ct.result == out_dtype) return gemm(ct.operand, ct.result, s, a.data, b.data, out);
+  auto result = Buffer::allocate(size_t(n_out * itemsize(ct.result)));
+  gemm(ct.operand, ct.result, s, a.data, b.data, result->data());
+  convert(result->data(), ct.result, out, out_dtype, n_out);
+}
+
+}  // namespace spmd::cpu

@@ -1,0 +1,38 @@
+// Matrix multiplication kernels: batched GEMM on oneDNN (float32, bfloat16), OpenBLAS (float64)
+// and plain loops (float16 through float32, integers, bool), and XLA's dot_general on host
+// buffers of any layout, which packs its operands into GEMM layouts.
+#pragma once
+
+#include <spmd/dtype.h>
+#include <spmd/lax.h>
+#include <spmd/shape.h>
+
+#include <cstdint>
+
+namespace spmd::cpu {
+
+// C[b] = op(A[b]) · op(B[b]) for b in [0, batch): A is M×K (stored K×M when trans_a), B is K×N
+// (stored N×K when trans_b), C is M×N; every matrix is row-major and the batches are contiguous.
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+// Supported (operand, result) dtype pairs: (float32, float32), (bfloat16, float32),
+// (bfloat16, bfloat16), (float64, float64), (bool, bool) and (t, t) for every integer t.
+// Integer products and sums wrap around; bool is the or of ands. K = 0 gives zeros.
+void gemm(DType operand, DType result, const GemmShape& shape, const void* a, const void* b,
+          void* c);
+bool gemm_supports(DType operand, DType result);
+
+// XLA's DotGeneral on row-major buffers. The output holds the batch dims (in lhs_batch order),
+// then lhs free dims, then rhs free dims. As on XLA:CPU, operands of different dtypes (and
+// integer operands of a float or wider result) are first converted to the output dtype; floats
+// then accumulate in float32 (float64 when either side is float64) and integers compute in the
+// output type with wrap-around. The dimension numbers must already be valid (the primitive's
+// shape rule checks them).
+void dot_general(const void* lhs, DType lhs_dtype, const Shape& lhs_shape, const void* rhs,
+                 DType rhs_dtype, const Shape& rhs_shape, const lax::DotDimensionNumbers& dims,
+                 void* out, DType out_dtype);
+
+}  // namespace spmd::cpu

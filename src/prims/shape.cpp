@@ -1,7 +1,449 @@
-// Primitive family: shape (being written).
+// Primitive family: shape manipulation — broadcast_in_dim, reshape, transpose, squeeze, rev,
+// concatenate, stack, pad, slice, split and tile, with JAX's parameter names. Every kernel is a
+// strided copy (src/backends/cpu/copy.h); the shape rules validate exactly what XLA would reject.
 #include "prims/families.h"
 #include "prims/primitive.h"
 
+#include <spmd/error.h>
+
+#include "backends/cpu/copy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 namespace spmd {
-void register_shape_primitives(PrimitiveRegistry&) {}
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+std::vector<AbstractValue> one(Shape shape, const AbstractValue& like, bool weak) {
+  return {AbstractValue{std::move(shape), like.dtype, weak}};
+}
+
+void require_unary(const char* name, std::span<const AbstractValue> in) {
+  if (in.size() != 1)
+    throw ValueError("[" + std::string(name) + "] expected one operand, got " +
+                     std::to_string(in.size()));
+}
+
+// Dimensions that must be distinct and within [0, ndim).
+void check_dims(const char* name, const std::vector<int64_t>& dims, int ndim) {
+  std::vector<bool> seen(size_t(ndim), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= ndim)
+      throw AxisError("[" + std::string(name) + "] dimensions must be in [0, " +
+                      std::to_string(ndim) + "), got " + ints_str(dims));
+    if (seen[size_t(d)])
+      throw ValueError("[" + std::string(name) + "] dimensions must be unique, got " +
+                       ints_str(dims));
+    seen[size_t(d)] = true;
+  }
+}
+
+const Operand& in0(const KernelArgs& a) {
+  return a.in[0];
+}
+int isize(const KernelArgs& a) {
+  return itemsize(a.out[0].aval->dtype);
+}
+
+// ---- broadcast_in_dim ---------------------------------------------------------------------------
+std::vector<AbstractValue> broadcast_in_dim_rule(std::span<const AbstractValue> in,
+                                                 const Params& p) {
+  require_unary("broadcast_in_dim", in);
+  const AbstractValue& x = in[0];
+  const auto& shape = p.get_ints("shape");
+  const auto& dims = p.get_ints("broadcast_dimensions");
+  auto fail = [&](const std::string& what) {
+    throw ShapeError("[broadcast_in_dim] " + what + "; got operand of shape " + x.shape.str() +
+                     ", target shape " + ints_str(shape) + ", broadcast_dimensions " +
+                     ints_str(dims));
+  };
+  for (int64_t d : shape)
+    if (d < 0) fail("shape must have every element be nonnegative");
+  if (int(dims.size()) != x.shape.ndim())
+    fail("broadcast_dimensions must have one entry per operand dimension");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= int64_t(shape.size()) || (i > 0 && dims[i] <= dims[i - 1]))
+      fail("broadcast_dimensions must be strictly increasing and within the target rank");
+    const int64_t od = x.shape[int(i)];
+    if (od != 1 && od != shape[size_t(dims[i])])
+      fail(
+          "operand dimension sizes must either be 1, or be equal to their corresponding "
+          "dimensions in the target broadcast shape");
+  }
+  return one(Shape(shape), x, x.weak_type);
+}
+
+void broadcast_in_dim_kernel(const KernelArgs& a) {
+  const Shape& in = in0(a).aval->shape;
+  const auto& dims = a.params.get_ints("broadcast_dimensions");
+  std::vector<int64_t> strides(size_t(a.out[0].aval->shape.ndim()), 0);
+  const auto in_strides = in.strides();
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (in[int(i)] != 1) strides[size_t(dims[i])] = in_strides[i];
+  cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
+}
+
+// ---- reshape, squeeze: same bytes, new shape
+// ------------------------------------------------------
+std::vector<AbstractValue> reshape_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("reshape", in);
+  const auto& sizes = p.get_ints("new_sizes");
+  if (!std::holds_alternative<NoneParam>(p.at("dimensions")))
+    throw ValueError("[reshape] only dimensions=None is supported");
+  Shape shape(sizes);
+  bool negative = std::any_of(sizes.begin(), sizes.end(), [](int64_t d) { return d < 0; });
+  if (negative || shape.size() != in[0].shape.size())
+    throw ShapeError("[reshape] cannot reshape array of shape " + in[0].shape.str() +
+                     " into shape " + shape.str());
+  return one(shape, in[0], in[0].weak_type);
+}
+
+void copy_kernel(const KernelArgs& a) {
+  cpu::copy(in0(a).data, a.out[0].data, a.out[0].aval->size(), isize(a));
+}
+
+std::vector<AbstractValue> squeeze_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("squeeze", in);
+  const Shape& s = in[0].shape;
+  const auto& dims = p.get_ints("dimensions");
+  check_dims("squeeze", dims, s.ndim());
+  std::vector<int64_t> out;
+  for (int d = 0; d < s.ndim(); ++d) {
+    bool drop = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (drop && s[d] != 1)
+      throw ShapeError(
+          "[squeeze] cannot select an axis to squeeze out which has size not "
+          "equal to one, got shape=" +
+          s.str() + " and dimensions=" + ints_str(dims));
+    if (!drop) out.push_back(s[d]);
+  }
+  return one(Shape(out), in[0], in[0].weak_type);
+}
+
+// ---- transpose ----------------------------------------------------------------------------------
+std::vector<AbstractValue> transpose_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("transpose", in);
+  const Shape& s = in[0].shape;
+  const auto& perm = p.get_ints("permutation");
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = int(perm.size()) == s.ndim();
+  for (size_t i = 0; valid && i < sorted.size(); ++i) valid = sorted[i] == int64_t(i);
+  if (!valid)
+    throw ValueError(
+        "[transpose] permutation isn't a permutation of operand dimensions, got "
+        "permutation " +
+        ints_str(perm) + " for operand shape " + s.str());
+  std::vector<int64_t> dims;
+  for (int64_t d : perm) dims.push_back(s[int(d)]);
+  return one(Shape(dims), in[0], in[0].weak_type);
+}
+
+void transpose_kernel(const KernelArgs& a) {
+  const auto& perm = a.params.get_ints("permutation");
+  const auto in_strides = in0(a).aval->shape.strides();
+  std::vector<int64_t> strides;
+  for (int64_t d : perm) strides.push_back(in_strides[size_t(d)]);
+  cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
+}
+
+// ---- rev ----------------------------------------------------------------------------------------
+std::vector<AbstractValue> rev_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("rev", in);
+  check_dims("rev", p.get_ints("dimensions"), in[0].shape.ndim());
+  return one(in[0].shape, in[0], in[0].weak_type);
+}
+
+void rev_kernel(const KernelArgs& a) {
+  const Shape& s = in0(a).aval->shape;
+  if (s.size() == 0) return;
+  std::vector<int64_t> strides = s.strides();
+  int64_t offset = 0;
+  for (int64_t d : a.params.get_ints("dimensions")) {
+    offset += (s[int(d)] - 1) * strides[size_t(d)];
+    strides[size_t(d)] = -strides[size_t(d)];
+  }
+  const char* base = static_cast<const char*>(in0(a).data) + offset * isize(a);
+  cpu::strided_copy(base, strides, a.out[0].data, s, isize(a));
+}
+
+// ---- concatenate --------------------------------------------------------------------------------
+std::vector<AbstractValue> concatenate_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.empty()) throw ValueError("[concatenate] need at least one operand");
+  const int64_t dim = p.get_int("dimension");
+  const Shape& s0 = in[0].shape;
+  if (dim < 0 || dim >= s0.ndim())
+    throw AxisError("[concatenate] dimension " + std::to_string(dim) +
+                    " is out of bounds for operands of rank " + std::to_string(s0.ndim()));
+  Shape out = s0;
+  bool weak = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const AbstractValue& x = in[i];
+    if (x.dtype != in[0].dtype)
+      throw TypeError("[concatenate] requires arguments to have the same dtypes, got " +
+                      std::string(dtype_name(in[0].dtype)) + ", " +
+                      std::string(dtype_name(x.dtype)));
+    bool same = x.shape.ndim() == s0.ndim();
+    for (int d = 0; same && d < s0.ndim(); ++d) same = d == dim || x.shape[d] == s0[d];
+    if (!same)
+      throw ShapeError("[concatenate] operands must have equal shapes except along dimension " +
+                       std::to_string(dim) + ", got " + s0.str() + " and " + x.shape.str());
+    if (i > 0) out[int(dim)] += x.shape[int(dim)];
+    weak = weak && x.weak_type;
+  }
+  return one(out, in[0], weak);
+}
+
+void concatenate_kernel(const KernelArgs& a) {
+  const Shape& out = a.out[0].aval->shape;
+  const int dim = int(a.params.get_int("dimension"));
+  const auto out_strides = out.strides();
+  char* dst = static_cast<char*>(a.out[0].data);
+  for (const Operand& x : a.in) {
+    const Shape& s = x.aval->shape;
+    const auto in_strides = s.strides();
+    cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
+    dst += s[dim] * out_strides[size_t(dim)] * isize(a);
+  }
+}
+
+// ---- pad ----------------------------------------------------------------------------------------
+std::vector<AbstractValue> pad_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.size() != 2) throw ValueError("[pad] expected an operand and a padding value");
+  const AbstractValue &x = in[0], &v = in[1];
+  const auto& config = p.get<std::vector<lax::PadConfig>>("padding_config");
+  if (x.dtype != v.dtype)
+    throw TypeError("[pad] operand and padding_value must be same dtype: got " +
+                    std::string(dtype_name(x.dtype)) + " and " + std::string(dtype_name(v.dtype)));
+  if (v.shape.ndim() != 0)
+    throw ShapeError("[pad] padding_value must be a scalar, got shape " + v.shape.str());
+  if (int(config.size()) != x.shape.ndim())
+    throw ValueError("[pad] padding_config must have one entry per operand dimension, got " +
+                     std::to_string(config.size()) + " for operand shape " + x.shape.str());
+  std::vector<int64_t> dims;
+  for (int d = 0; d < x.shape.ndim(); ++d) {
+    const lax::PadConfig& c = config[size_t(d)];
+    if (c.interior < 0)
+      throw ValueError("[pad] interior padding must be nonnegative, got " +
+                       std::to_string(c.interior) + " for dimension " + std::to_string(d));
+    const int64_t n = x.shape[d];
+    const int64_t size = c.low + c.high + n + std::max<int64_t>(0, n - 1) * c.interior;
+    if (size < 0)
+      throw ShapeError("[pad] dimension size after padding is not at least 0, got " +
+                       std::to_string(size) + " for dimension " + std::to_string(d) +
+                       " of operand shape " + x.shape.str());
+    dims.push_back(size);
+  }
+  return one(Shape(dims), x, x.weak_type && v.weak_type);
+}
+
+// Fills the output with the padding value, then copies the operand elements that land inside
+// the output onto their (interior-spaced) positions.
+void pad_kernel(const KernelArgs& a) {
+  const Shape& s = in0(a).aval->shape;
+  const Shape& out = a.out[0].aval->shape;
+  const auto& config = a.params.get<std::vector<lax::PadConfig>>("padding_config");
+  const int bytes = isize(a);
+  const auto in_strides = s.strides(), out_strides = out.strides();
+  std::vector<int64_t> n(size_t(s.ndim())), is(n.size()), os(n.size());
+  int64_t in_off = 0, out_off = 0;
+  bool covers_output = true;
+  for (int d = 0; d < s.ndim(); ++d) {
+    const lax::PadConfig& c = config[size_t(d)];
+    const int64_t step = c.interior + 1;
+    const int64_t first = c.low < 0 ? (-c.low + step - 1) / step : 0;
+    const int64_t end =
+        std::min(s[d], out[d] - c.low <= 0 ? 0 : (out[d] - c.low + step - 1) / step);
+    n[size_t(d)] = std::max<int64_t>(0, end - first);
+    is[size_t(d)] = in_strides[size_t(d)];
+    os[size_t(d)] = out_strides[size_t(d)] * step;
+    in_off += first * in_strides[size_t(d)];
+    out_off += (c.low + first * step) * out_strides[size_t(d)];
+    covers_output = covers_output && n[size_t(d)] == out[d] && step == 1;
+  }
+  if (!covers_output) cpu::fill(a.out[0].data, a.in[1].data, out.size(), bytes);
+  const char* src = static_cast<const char*>(in0(a).data) + in_off * bytes;
+  char* dst = static_cast<char*>(a.out[0].data) + out_off * bytes;
+  cpu::strided_copy(src, is, dst, os, n, bytes);
+}
+
+// ---- slice --------------------------------------------------------------------------------------
+std::vector<int64_t> slice_strides(const Params& p, size_t rank) {
+  if (std::holds_alternative<NoneParam>(p.at("strides"))) return std::vector<int64_t>(rank, 1);
+  return p.get_ints("strides");
+}
+
+std::vector<AbstractValue> slice_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("slice", in);
+  const Shape& s = in[0].shape;
+  const auto& start = p.get_ints("start_indices");
+  const auto& limit = p.get_ints("limit_indices");
+  const auto strides = slice_strides(p, start.size());
+  if (int(start.size()) != s.ndim() || limit.size() != start.size() ||
+      strides.size() != start.size())
+    throw ValueError(
+        "[slice] start_indices, limit_indices and strides must have one entry per "
+        "operand dimension, got " +
+        ints_str(start) + ", " + ints_str(limit) + " and " + ints_str(strides) +
+        " for operand shape " + s.str());
+  std::vector<int64_t> dims;
+  for (int d = 0; d < s.ndim(); ++d) {
+    const int64_t b = start[size_t(d)], e = limit[size_t(d)], st = strides[size_t(d)];
+    if (b < 0 || e > s[d] || b > e)
+      throw IndexError("[slice] indices must satisfy 0 <= start <= limit <= size, got start " +
+                       ints_str(start) + " and limit " + ints_str(limit) + " for operand shape " +
+                       s.str());
+    if (st <= 0) throw ValueError("[slice] strides must be positive, got " + ints_str(strides));
+    dims.push_back((e - b + st - 1) / st);
+  }
+  return one(Shape(dims), in[0], in[0].weak_type);
+}
+
+void slice_kernel(const KernelArgs& a) {
+  const Shape& s = in0(a).aval->shape;
+  const auto& start = a.params.get_ints("start_indices");
+  const auto steps = slice_strides(a.params, start.size());
+  std::vector<int64_t> strides = s.strides();
+  int64_t offset = 0;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    offset += start[d] * strides[d];
+    strides[d] *= steps[d];
+  }
+  const char* base = static_cast<const char*>(in0(a).data) + offset * isize(a);
+  cpu::strided_copy(base, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
+}
+
+// ---- stack ------------------------------------------------------------------------------------
+std::vector<AbstractValue> stack_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.empty()) throw ValueError("[stack] expects at least one operand, got 0");
+  const Shape& s0 = in[0].shape;
+  const int64_t axis = p.get_int("axis");
+  if (axis < 0 || axis > s0.ndim())
+    throw AxisError("[stack] axis " + std::to_string(axis) +
+                    " is out of bounds for operands of "
+                    "rank " +
+                    std::to_string(s0.ndim()));
+  bool weak = true;
+  for (const AbstractValue& x : in) {
+    if (x.dtype != in[0].dtype)
+      throw TypeError("[stack] requires arguments to have the same dtypes, got " +
+                      std::string(dtype_name(in[0].dtype)) + ", " +
+                      std::string(dtype_name(x.dtype)));
+    if (!(x.shape == s0))
+      throw ShapeError("[stack] all input arrays must have the same shape, got " + s0.str() +
+                       " and " + x.shape.str());
+    weak = weak && x.weak_type;
+  }
+  std::vector<int64_t> dims = s0.dims();
+  dims.insert(dims.begin() + axis, int64_t(in.size()));
+  return one(Shape(dims), in[0], weak);
+}
+
+// Operand k fills index k of the new axis: the output strides without that axis.
+void stack_kernel(const KernelArgs& a) {
+  const size_t axis = size_t(a.params.get_int("axis"));
+  const Shape& s = in0(a).aval->shape;
+  std::vector<int64_t> out_strides = a.out[0].aval->shape.strides();
+  const int64_t step = out_strides[axis] * isize(a);
+  out_strides.erase(out_strides.begin() + long(axis));
+  const auto in_strides = s.strides();
+  char* dst = static_cast<char*>(a.out[0].data);
+  for (const Operand& x : a.in) {
+    cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
+    dst += step;
+  }
+}
+
+// ---- split (several outputs) and tile ----------------------------------------------------------
+std::vector<AbstractValue> split_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("split", in);
+  const Shape& s = in[0].shape;
+  const auto& sizes = p.get_ints("sizes");
+  const int64_t axis = p.get_int("axis");
+  if (axis < 0 || axis >= s.ndim())
+    throw AxisError("[split] axis " + std::to_string(axis) +
+                    " is out of bounds for an operand "
+                    "of rank " +
+                    std::to_string(s.ndim()));
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    if (n < 0) throw ValueError("[split] sizes must be nonnegative, got " + ints_str(sizes));
+    total += n;
+  }
+  if (total != s[int(axis)])
+    throw ShapeError("[split] sum of sizes " + std::to_string(total) +
+                     " must be equal to "
+                     "dimension " +
+                     std::to_string(axis) + " of the operand shape " + s.str());
+  std::vector<AbstractValue> out;
+  for (int64_t n : sizes) {
+    Shape piece = s;
+    piece[int(axis)] = n;
+    out.push_back(AbstractValue{piece, in[0].dtype, in[0].weak_type});
+  }
+  return out;
+}
+
+void split_kernel(const KernelArgs& a) {
+  const int axis = int(a.params.get_int("axis"));
+  const auto strides = in0(a).aval->shape.strides();
+  const char* src = static_cast<const char*>(in0(a).data);
+  for (const Result& r : a.out) {
+    cpu::strided_copy(src, strides, r.data, r.aval->shape, isize(a));
+    src += r.aval->shape[axis] * strides[size_t(axis)] * isize(a);
+  }
+}
+
+std::vector<AbstractValue> tile_rule(std::span<const AbstractValue> in, const Params& p) {
+  require_unary("tile", in);
+  const Shape& s = in[0].shape;
+  const auto& reps = p.get_ints("reps");
+  if (int(reps.size()) != s.ndim())
+    throw ValueError("[tile] reps must have one entry per operand dimension, got " +
+                     ints_str(reps) + " for operand shape " + s.str());
+  std::vector<int64_t> dims;
+  for (int d = 0; d < s.ndim(); ++d) {
+    if (reps[size_t(d)] < 0)
+      throw ValueError("[tile] reps must be nonnegative, got " + ints_str(reps));
+    dims.push_back(s[d] * reps[size_t(d)]);
+  }
+  return one(Shape(dims), in[0], in[0].weak_type);
+}
+
+// The output seen as (r0, n0, r1, n1, …) reads the operand with stride 0 on each r.
+void tile_kernel(const KernelArgs& a) {
+  const Shape& s = in0(a).aval->shape;
+  const auto& reps = a.params.get_ints("reps");
+  const auto in_strides = s.strides();
+  std::vector<int64_t> view, strides;
+  for (int d = 0; d < s.ndim(); ++d) {
+    view.insert(view.end(), {reps[size_t(d)], s[d]});
+    strides.insert(strides.end(), {0, in_strides[size_t(d)]});
+  }
+  cpu::strided_copy(in0(a).data, strides, a.out[0].data, Shape(view), isize(a));
+}
+
+}  // namespace
+
+void register_shape_primitives(PrimitiveRegistry& r) {
+  r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
+  r.define("reshape", reshape_rule, copy_kernel);
+  r.define("squeeze", squeeze_rule, copy_kernel);
+  r.define("transpose", transpose_rule, transpose_kernel);
+  r.define("rev", rev_rule, rev_kernel);
+  r.define("concatenate", concatenate_rule, concatenate_kernel);
+  r.define("pad", pad_rule, pad_kernel);
+  r.define("slice", slice_rule, slice_kernel);
+  r.define("stack", stack_rule, stack_kernel);
+  r.define("split", split_rule, split_kernel);
+  r.define("tile", tile_rule, tile_kernel);
+}
+
 }  // namespace spmd

@@ -48,6 +48,9 @@ struct Primitive {
   std::string name;
   ShapeRule shape_rule;
   CpuKernel cpu_kernel;
+  // The single output has the same bytes as the first input (reshape, squeeze): eager evaluation
+  // shares the input's buffer instead of copying. Arrays are immutable, so sharing is safe.
+  bool output_aliases_input = false;
 };
 
 // The registry: families register their primitives in register_*_primitives (registry.cpp

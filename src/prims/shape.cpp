@@ -434,8 +434,8 @@ void tile_kernel(const KernelArgs& a) {
 
 void register_shape_primitives(PrimitiveRegistry& r) {
   r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
-  r.define("reshape", reshape_rule, copy_kernel);
-  r.define("squeeze", squeeze_rule, copy_kernel);
+  r.define("reshape", reshape_rule, copy_kernel).output_aliases_input = true;
+  r.define("squeeze", squeeze_rule, copy_kernel).output_aliases_input = true;
   r.define("transpose", transpose_rule, transpose_kernel);
   r.define("rev", rev_rule, rev_kernel);
   r.define("concatenate", concatenate_rule, concatenate_kernel);

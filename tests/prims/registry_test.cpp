@@ -35,3 +35,15 @@ TEST(Registry, BindRunsThePrimitiveEagerly) {
   sp::Array z = sp::bind1(sp::primitive("add"), {x, sp::astype(y, sp::int32)});
   EXPECT_EQ(z.to_vector<int>(), (std::vector<int>{10, 11, 12, 13}));
 }
+
+TEST(Registry, ReshapeAndSqueezeShareTheInputBufferEagerly) {
+  sp::Array x = sp::arange(12.0f).reshape({3, 4});
+  sp::Array y = sp::reshape(x, {4, 3});
+  sp::Array z = sp::squeeze(x.reshape({1, 12}));
+  EXPECT_EQ(y.impl()->buffer, x.impl()->buffer);
+  EXPECT_EQ(z.impl()->buffer, x.impl()->buffer);
+  EXPECT_EQ(y.shape(), (sp::Shape{4, 3}));
+  EXPECT_EQ(z.to_vector<float>(), x.to_vector<float>());
+  sp::Array t = sp::transpose(x);  // a real copy
+  EXPECT_NE(t.impl()->buffer, x.impl()->buffer);
+}

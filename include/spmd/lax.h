@@ -70,12 +70,14 @@ Array reduce_max(const Array& x, const std::vector<int64_t>& axes);
 Array reduce_min(const Array& x, const std::vector<int64_t>& axes);
 Array reduce_and(const Array& x, const std::vector<int64_t>& axes);
 Array reduce_or(const Array& x, const std::vector<int64_t>& axes);
+Array reduce_xor(const Array& x, const std::vector<int64_t>& axes);
 Array argmax(const Array& x, int64_t axis, DType index_dtype = int32);
 Array argmin(const Array& x, int64_t axis, DType index_dtype = int32);
 Array cumsum(const Array& x, int64_t axis, bool reverse = false);
 Array cumprod(const Array& x, int64_t axis, bool reverse = false);
 Array cummax(const Array& x, int64_t axis, bool reverse = false);
 Array cummin(const Array& x, int64_t axis, bool reverse = false);
+Array cumlogsumexp(const Array& x, int64_t axis, bool reverse = false);
 
 // Sorts `operands` together along `dimension`, ordered lexicographically by the first
 // `num_keys` operands (jax.lax.sort). Stable.

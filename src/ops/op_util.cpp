@@ -42,7 +42,10 @@ std::vector<Array> promote_dtypes_inexact(const std::vector<Array>& xs) {
 Array promote_inexact(const Array& x) {
   const AbstractValue& a = aval_of(x);
   if (is_floating(a.dtype)) return x;
-  return convert(x, default_float_dtype(), a.weak_type);
+  // JAX's to_inexact_dtype: only 64-bit integers become float64 (with x64); the rest float32.
+  DType t = a.weak_type ? default_float_dtype()
+                        : canonicalize_dtype(itemsize(a.dtype) == 8 ? float64 : float32);
+  return convert(x, t, a.weak_type);
 }
 
 Shape broadcast_shapes(const char* api, const std::vector<Shape>& shapes) {

@@ -1,0 +1,125 @@
+"""Runs spmd's benchmarks and the same workloads in JAX in one go, and prints spmd/JAX ratios.
+
+Usage: python3 bench/compare/run.py [--build build] [--quick]
+The spmd side is build/bench/spmd_bench (Google Benchmark, medians of repetitions); the JAX side
+times jax.jit'd functions (and one eager jnp.add) with block_until_ready, median of repeats.
+Ratio = spmd time / JAX time: below 1 means spmd is faster.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_spmd(build, reps):
+    exe = os.path.join(build, "bench", "spmd_bench")
+    out = subprocess.run([exe, "--benchmark_format=json", f"--benchmark_repetitions={reps}",
+                          "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.2"],
+                         check=True, capture_output=True, text=True).stdout
+    result = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"]
+        seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        result[name] = seconds
+    return result
+
+
+def time_jax(f, *args, repeats=7):
+    import jax
+    jax.block_until_ready(f(*args))  # compile and warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_jax(quick):
+    import jax
+    import jax.numpy as jnp
+    key = jax.random.key(7)
+    res = {}
+    sizes = [256, 512, 1024, 2048] + ([] if quick else [4096])
+    mm = jax.jit(jnp.matmul)
+    for n in sizes:
+        a = jax.random.uniform(key, (n, n), minval=-2, maxval=2)
+        res[f"BM_Matmul/{n}/real_time"] = time_jax(mm, a, a)
+    ops = {"Add": jax.jit(jnp.add), "Sin": jax.jit(jnp.sin), "Tanh": jax.jit(jnp.tanh),
+           "Exp": jax.jit(jnp.exp)}
+    for n in [1 << 20, 1 << 22, 1 << 24] + ([] if quick else [1 << 26]):
+        x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
+        for name, f in ops.items():
+            args = (x, x) if name == "Add" else (x,)
+            res[f"BM_{name}/{n}/real_time"] = time_jax(f, *args)
+    x = jax.random.uniform(key, (1 << 24,))
+    res["BM_SumAll/16777216/real_time"] = time_jax(jax.jit(jnp.sum), x)
+    m = jax.random.uniform(key, (4096, 4096))
+    res["BM_SumAxis/0/real_time"] = time_jax(jax.jit(lambda v: jnp.sum(v, 0)), m)
+    res["BM_SumAxis/1/real_time"] = time_jax(jax.jit(lambda v: jnp.sum(v, 1)), m)
+    a, b = jnp.ones(4), jnp.ones(4)
+    jnp.add(a, b).block_until_ready()
+    times = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        jnp.add(a, b).block_until_ready()
+        times.append(time.perf_counter() - start)
+    res["BM_EagerTinyAdd"] = statistics.median(times)
+    return res
+
+
+def fmt(seconds):
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.2f} us"
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true", help="skip the largest sizes")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        print("JAX not installed: pip install jax to compare")
+        return 0
+    spmd = run_spmd(args.build, args.reps)
+    jaxr = run_jax(args.quick)
+    print(f"{'workload':34} {'spmd':>11} {'JAX':>11} {'spmd/JAX':>9}  limit")
+    memcpy2 = spmd.get("BM_Memcpy/67108864/2/real_time")
+    for name, t in spmd.items():
+        if name.startswith(("BM_RawSgemm", "BM_Memcpy")):
+            continue
+        j = jaxr.get(name)
+        limit = ""
+        parts = name.split("/")
+        if name.startswith("BM_Matmul"):
+            raw = spmd.get(f"BM_RawSgemm/{parts[1]}/real_time")
+            n = int(parts[1])
+            limit = f"{raw / t * 100:5.1f} % of raw sgemm, {2 * n**3 / t * 1e-9:6.1f} GFLOP/s"
+        elif parts[0] in ("BM_Add", "BM_Sin", "BM_Tanh", "BM_Exp") and memcpy2:
+            n = int(parts[1])
+            streams = 3 if parts[0] == "BM_Add" else 2
+            bw = n * 4 * streams / t
+            mem_bw = (1 << 26) * 4 * 2 / memcpy2
+            limit = f"{bw * 1e-9:6.1f} GB/s = {bw / mem_bw * 100:5.1f} % of memcpy"
+        ratio = f"{t / j:9.2f}" if j else "        -"
+        print(f"{name.replace('/real_time', ''):34} {fmt(t):>11} {fmt(j) if j else '-':>11} "
+              f"{ratio}  {limit}")
+    for name in ("BM_Memcpy/67108864/1/real_time", "BM_Memcpy/67108864/2/real_time"):
+        if name in spmd:
+            bw = (1 << 26) * 4 * 2 / spmd[name]
+            print(f"{name.replace('/real_time', ''):34} {fmt(spmd[name]):>11} "
+                  f"{'':>11} {'':>9}  {bw * 1e-9:6.1f} GB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,10 @@
 namespace spmd::ops {
 
 std::string prefix(const char* api) {
-  return "[" + std::string(api) + "] ";
+  std::string s = "[";  // appended piecewise: GCC 12 warns falsely on "[" + std::string
+  s += api;
+  s += "] ";
+  return s;
 }
 
 Array convert(const Array& x, DType t, bool weak_type) {
@@ -58,8 +61,12 @@ Shape broadcast_shapes(const char* api, const std::vector<Shape>& shapes) {
       int64_t d = s[i];
       if (d == o || d == 1) continue;
       if (o != 1) {
-        std::string msg = prefix(api) + "operands could not be broadcast together with shapes";
-        for (const Shape& t : shapes) msg += " " + t.str();
+        std::string msg = prefix(api);
+        msg += "operands could not be broadcast together with shapes";
+        for (const Shape& t : shapes) {
+          msg += ' ';
+          msg += t.str();
+        }
         throw ShapeError(msg);
       }
       o = d;

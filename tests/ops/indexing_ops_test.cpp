@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/op_util.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <cmath>
@@ -18,14 +19,11 @@ using sp::Array;
 
 namespace {
 
+using spmd_test::ThreadsScope;
+using spmd_test::X64Scope;
+
 using Args = std::vector<Array>;
 using Fn = std::function<Array(const Args&)>;
-
-struct X64Scope {
-  explicit X64Scope(bool on) : was(sp::config::x64_enabled()) { sp::config::enable_x64(on); }
-  ~X64Scope() { sp::config::enable_x64(was); }
-  bool was;
-};
 
 Array i32(int32_t v) {
   return sp::array<int32_t>({v}, {});

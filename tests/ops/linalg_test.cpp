@@ -7,6 +7,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "prims/primitive.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <cmath>
@@ -20,17 +21,10 @@ using sp::lax::DotDimensionNumbers;
 
 namespace {
 
-// Restores the process-wide settings a test changes, even when it fails.
-struct X64Scope {
-  X64Scope() { sp::config::enable_x64(true); }
-  ~X64Scope() { sp::config::enable_x64(false); }
-};
-struct ThreadsScope {
-  int saved = sp::config::num_threads();
-  explicit ThreadsScope(int n) { sp::config::set_num_threads(n); }
-  ~ThreadsScope() { sp::config::set_num_threads(saved); }
-};
+using spmd_test::ThreadsScope;
+using spmd_test::X64Scope;
 
+// Restores the process-wide settings a test changes, even when it fails.
 // ---- goldens ----------------------------------------------------------------------------------
 struct GoldenCase {
   std::string key, op;

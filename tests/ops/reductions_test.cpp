@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/op_util.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <cmath>
@@ -19,19 +20,10 @@ using sp::Array;
 
 namespace {
 
+using spmd_test::ThreadsScope;
+using spmd_test::X64Scope;
+
 // Restores the x64 setting when a test ends, even on an early return.
-struct X64Scope {
-  explicit X64Scope(bool on) : was(sp::config::x64_enabled()) { sp::config::enable_x64(on); }
-  ~X64Scope() { sp::config::enable_x64(was); }
-  bool was;
-};
-
-struct ThreadsScope {
-  explicit ThreadsScope(int n) : was(sp::config::num_threads()) { sp::config::set_num_threads(n); }
-  ~ThreadsScope() { sp::config::set_num_threads(was); }
-  int was;
-};
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string part;

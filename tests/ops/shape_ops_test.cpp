@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/array_impl.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <cstring>
@@ -18,14 +19,11 @@ using sp::Array;
 
 namespace {
 
+using spmd_test::ThreadsScope;
+using spmd_test::X64Scope;
+
 using Args = std::vector<Array>;
 using Fn = std::function<Args(const Args&)>;
-
-struct X64Scope {
-  explicit X64Scope(bool on) : was(sp::config::x64_enabled()) { sp::config::enable_x64(on); }
-  ~X64Scope() { sp::config::enable_x64(was); }
-  bool was;
-};
 
 Fn one(std::function<Array(const Args&)> f) {
   return [f](const Args& a) { return Args{f(a)}; };

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/convert.h"
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/erf_xla.h"
 #include "backends/cpu/unary_math.h"
 
 #include <cmath>
@@ -41,6 +42,25 @@ void exp2_kernel(const KernelArgs& a) {
   cpu::convert(tmp.data(), ct, a.out[0].data, t, n);
 }
 
+// float32 erf (and 16-bit erf, which XLA evaluates in float32) uses XLA's own approximation so
+// results equal JAX's; float64 keeps the more accurate Highway kernel.
+void erf_kernel(const KernelArgs& a) {
+  const DType t = a.in[0].aval->dtype;
+  const int64_t n = a.in[0].aval->size();
+  if (t == DType::float64) {
+    cpu::unary_math(cpu::UnaryMathOp::erf, t, a.in[0].data, a.out[0].data, n);
+    return;
+  }
+  if (t == DType::float32) {
+    cpu::erf_f32_xla(a.in[0].as<float>(), a.out[0].as<float>(), n);
+    return;
+  }
+  std::vector<float> tmp(static_cast<size_t>(n));
+  cpu::convert(a.in[0].data, t, tmp.data(), DType::float32, n);
+  cpu::erf_f32_xla(tmp.data(), tmp.data(), n);
+  cpu::convert(tmp.data(), DType::float32, a.out[0].data, t, n);
+}
+
 }  // namespace
 
 void register_unary_math_primitives(PrimitiveRegistry& r) {
@@ -65,10 +85,12 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
                             std::string(dtype_name(in[0].dtype)));
           return std::vector<AbstractValue>{in[0]};
         },
-        op == Op::exp2 ? CpuKernel(exp2_kernel) : CpuKernel([op = op](const KernelArgs& a) {
-          cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data,
-                          a.in[0].aval->size());
-        }));
+        op == Op::exp2  ? CpuKernel(exp2_kernel)
+        : op == Op::erf ? CpuKernel(erf_kernel)
+                        : CpuKernel([op = op](const KernelArgs& a) {
+                            cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data,
+                                            a.in[0].aval->size());
+                          }));
   }
 }
 

@@ -13,7 +13,8 @@ TEST(Registry, HasJaxPrimitiveNames) {
        {"add", "sub", "mul", "div", "max", "eq", "select_n", "convert_element_type", "iota",
         "sin", "exp", "tanh", "logistic", "erf_inv", "integer_pow", "broadcast_in_dim",
         "reshape", "transpose", "reduce_sum", "reduce_max", "argmax", "dot_general",
-        "threefry2x32", "sort", "concatenate", "slice", "dynamic_slice", "gather"})
+        "threefry2x32", "iota_2x32_shape", "sort", "concatenate", "slice", "dynamic_slice",
+        "gather"})
     EXPECT_NE(sp::primitive_registry().find(name), nullptr) << name;
 }
 

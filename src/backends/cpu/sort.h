@@ -1,5 +1,7 @@
 // Sorting along one dimension: several operands reordered together, ordered lexicographically by
-// the first `num_keys`; floats in JAX's total order (-NaN < -inf < … < -0 < +0 < … < inf < NaN).
+// the first `num_keys`, stable. Keys compare as JAX's sort comparator on XLA:CPU: -0 equals +0,
+// NaNs of either sign come after +inf and equal each other, and denormals equal zero (XLA:CPU
+// reads them as zero; float16 subnormals are float32 normals there, so they keep their order).
 #pragma once
 
 #include <spmd/dtype.h>
@@ -15,7 +17,7 @@ struct SortOperand {
   DType dtype;
 };
 
-// All operands have `shape`; sorting is stable along `dimension`.
+// All operands have `shape`; `shape[dimension]` is below 2^32.
 void sort(std::span<const SortOperand> operands, int num_keys, const Shape& shape, int dimension);
 
 }  // namespace spmd::cpu

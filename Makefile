@@ -12,7 +12,7 @@ deps:
 	@./scripts/install-deps.sh
 
 configure: deps
-	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	@[ -f $(BUILD)/Makefile ] || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 
 build: configure

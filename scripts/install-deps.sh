@@ -5,6 +5,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev          # GEMM (float32, bfloat16)
+  ocl-icd-opencl-dev   # oneDNN's CMake package requires OpenCL (only recommended by Debian)
+  ccache               # rebuilds after header changes stay fast
   libhwy-dev           # SIMD elementwise math with runtime dispatch
   libopenblas-dev      # float64 GEMM
   zlib1g-dev           # deflate-compressed .npz members

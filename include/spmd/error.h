@@ -39,5 +39,13 @@ class IOError : public Error {
 class ConcretizationError : public Error {
   using Error::Error;
 };
+// A transformation rule a primitive does not have.
+class NotImplementedError : public Error {
+  using Error::Error;
+};
+// A traced value used after the transformation that traced it has finished.
+class UnexpectedTracerError : public Error {
+  using Error::Error;
+};
 
 }  // namespace spmd

@@ -10,3 +10,5 @@
 #include <spmd/ops.h>
 #include <spmd/random.h>
 #include <spmd/shape.h>
+#include <spmd/tree.h>
+#include <spmd/transforms.h>

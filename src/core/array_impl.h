@@ -27,7 +27,7 @@ struct AbstractValue {
 struct ArrayImpl {
   AbstractValue aval;
   std::shared_ptr<Buffer> buffer;  // concrete data; null while traced
-  Trace* trace = nullptr;          // the trace this value belongs to, if any
+  std::shared_ptr<Trace> trace;    // the trace this value belongs to, if any
   int64_t trace_slot = -1;         // the trace's own identifier for the value
 };
 

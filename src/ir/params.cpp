@@ -58,6 +58,10 @@ size_t hash_value(const ParamValue& v) {
         } else if constexpr (std::is_same_v<T, std::vector<lax::PadConfig>>) {
           for (const auto& p : x)
             mix(h, std::hash<int64_t>{}(p.low * 31 + p.high * 7 + p.interior));
+        } else if constexpr (std::is_same_v<T, std::shared_ptr<const Program>>) {
+          mix(h, std::hash<const void*>{}(x.get()));
+        } else if constexpr (std::is_same_v<T, std::vector<std::shared_ptr<const Program>>>) {
+          for (const auto& p : x) mix(h, std::hash<const void*>{}(p.get()));
         } else if constexpr (std::is_same_v<T, DType>) {
           mix(h, size_t(x));
         } else {

@@ -6,6 +6,7 @@
 #include <spmd/lax.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,8 @@
 
 namespace spmd {
 
+struct Program;
+
 // Python's None as a parameter value.
 struct NoneParam {
   bool operator==(const NoneParam&) const = default;
@@ -21,7 +24,8 @@ struct NoneParam {
 
 using ParamValue =
     std::variant<NoneParam, bool, int64_t, double, std::string, DType, std::vector<int64_t>,
-                 std::vector<std::string>, lax::DotDimensionNumbers, std::vector<lax::PadConfig>>;
+                 std::vector<std::string>, lax::DotDimensionNumbers, std::vector<lax::PadConfig>,
+                 std::shared_ptr<const Program>, std::vector<std::shared_ptr<const Program>>>;
 
 class Params {
  public:

@@ -6,6 +6,7 @@
 
 #include "core/array_impl.h"
 #include "ir/params.h"
+#include "transforms/rules.h"
 
 #include <functional>
 #include <memory>
@@ -51,6 +52,17 @@ struct Primitive {
   // The single output has the same bytes as the first input (reshape, squeeze): eager evaluation
   // shares the input's buffer instead of copying. Arrays are immutable, so sharing is safe.
   bool output_aliases_input = false;
+  // Transformation rules (transforms/rules.h); empty when the primitive has none: jvp of a
+  // primitive without a rule raises, transpose exists only for linear primitives.
+  JvpRule jvp;
+  TransposeRule transpose;
+  BatchRule batch;
+  // The primitive's outputs do not depend differentiably on its inputs (comparisons, integer
+  // ops, argmax, iota, random bits): jvp gives symbolic zero tangents without a rule.
+  bool non_differentiable = false;
+  // An Array-level implementation used instead of cpu_kernel when set: primitives that run
+  // sub-programs (jit calls, control flow) evaluate them as Programs.
+  std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;
 };
 
 // The registry: families register their primitives in register_*_primitives (registry.cpp
@@ -59,6 +71,8 @@ class PrimitiveRegistry {
  public:
   Primitive& define(std::string name, ShapeRule shape_rule, CpuKernel kernel);
   const Primitive* find(std::string_view name) const;
+  // For rule registration while the registry is built.
+  Primitive& at(std::string_view name);
   std::vector<std::string> names() const;
 
  private:

@@ -21,6 +21,13 @@ const Primitive* PrimitiveRegistry::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+Primitive& PrimitiveRegistry::at(std::string_view name) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end())
+    throw std::logic_error("rule for unknown primitive '" + std::string(name) + "'");
+  return *it->second;
+}
+
 std::vector<std::string> PrimitiveRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& p : prims_) out.push_back(p->name);
@@ -38,6 +45,10 @@ const PrimitiveRegistry& primitive_registry() {
     register_linalg_primitives(r);
     register_random_primitives(r);
     register_sort_primitives(r);
+    register_transform_primitives(r);
+    register_elementwise_ad_rules(r);
+    register_structural_ad_rules(r);
+    register_batch_rules(r);
     return r;
   }();
   return registry;
@@ -57,6 +68,7 @@ std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const Abs
 std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const Params& params) {
   if (Trace* trace = innermost_trace(inputs)) return trace->process_primitive(p, inputs, params);
 
+  if (p.eager) return p.eager(inputs, params);
   // Eager evaluation on the host: types from the shape rule, then the kernel.
   std::vector<AbstractValue> in_avals;
   std::vector<Operand> operands;

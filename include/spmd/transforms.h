@@ -1,0 +1,394 @@
+// Function transformations, as in JAX: make_jaxpr, jit, grad/value_and_grad/vjp/jvp, vmap.
+// Each takes a C++ callable on Arrays (or trees of Arrays, see tree.h) and returns a callable.
+// Templates here only flatten and unflatten trees; the transformations themselves are
+// type-erased (src/transforms).
+#pragma once
+
+#include <spmd/array.h>
+#include <spmd/tree.h>
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace spmd {
+
+struct Program;
+
+// A traced function in JAX's jaxpr form; prints as JAX's make_jaxpr does.
+class ClosedJaxpr {
+ public:
+  explicit ClosedJaxpr(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
+  std::string str() const;
+  const Program& program() const { return *program_; }
+
+ private:
+  std::shared_ptr<const Program> program_;
+};
+std::ostream& operator<<(std::ostream& os, const ClosedJaxpr& jaxpr);
+
+// Marks an argument or output that vmap does not map (Python's None in in_axes/out_axes).
+struct NoneAxis {};
+inline constexpr NoneAxis None{};
+// An entry of in_axes/out_axes: a dimension or None.
+struct Axis {
+  Axis(int d) : dim(d) {}
+  Axis(NoneAxis) {}
+  std::optional<int> dim;
+};
+
+struct JitOptions {
+  std::vector<int> static_argnums;  // non-Array arguments are always static; see jit()
+  std::vector<int> donate_argnums;
+  std::string name;  // shown in jaxprs as the call's name; defaults to "jit"
+};
+struct GradOptions {
+  std::vector<int> argnums = {0};
+  bool has_aux = false;
+};
+struct VmapOptions {
+  std::vector<Axis> in_axes = {0};   // one per argument, or a single entry for all
+  std::vector<Axis> out_axes = {0};  // one per output leaf, or a single entry for all
+  std::optional<int64_t> axis_size;
+  std::string axis_name;
+};
+
+namespace transform_detail {
+
+using FlatFn = std::function<std::vector<Array>(std::span<const Array>)>;
+
+// f as a function of the flat leaves of its arguments; stores the result's tree in *out_def.
+template <class F, class... Args>
+FlatFn flatten_fn(F f, TreeDef in_def, std::shared_ptr<TreeDef> out_def) {
+  return [f = std::move(f), in_def = std::move(in_def),
+          out_def = std::move(out_def)](std::span<const Array> leaves) {
+    auto args = tree_unflatten<std::tuple<Args...>>(in_def, leaves);
+    auto result = std::apply(f, args);
+    auto [out_leaves, def] = tree_flatten(result);
+    *out_def = def;
+    return out_leaves;
+  };
+}
+
+ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args);
+
+struct JitState;
+std::shared_ptr<JitState> new_jit_state(JitOptions options);
+// Calls through the jit cache keyed by (in_def, leaf types); `make_fn` builds the flat function
+// on a miss. Returns the output leaves and sets *out_def.
+std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
+                            const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
+                            TreeDef* out_def);
+ClosedJaxpr jit_lower(JitState& state, const FlatFn& fn, std::span<const Array> leaves,
+                      bool optimized);
+int64_t jit_trace_count(const JitState& state);
+
+// grad: `fn` maps the differentiated leaves to (output leaves..., aux leaves...); the first
+// `num_outputs` are differentiated. Returns (outputs, aux, gradients).
+struct GradResult {
+  std::vector<Array> outputs, aux, grads;
+};
+GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size_t num_outputs,
+                          const char* api);
+// jvp of fn at primals along tangents: (outputs, output tangents).
+std::pair<std::vector<Array>, std::vector<Array>> jvp(const FlatFn& fn,
+                                                      std::span<const Array> primals,
+                                                      std::span<const Array> tangents);
+// vjp: outputs and a pullback from output cotangents to input cotangents.
+std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const Array>)>> vjp(
+    const FlatFn& fn, std::span<const Array> primals);
+// vmap: in_dims per leaf (nullopt: not mapped); out_dims per output leaf.
+std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
+                        const std::vector<std::optional<int>>& in_dims,
+                        const std::vector<Axis>& out_axes, std::optional<int64_t> axis_size,
+                        const std::string& axis_name, const std::vector<std::string>& arg_names);
+
+template <class T>
+struct IsTuple : std::false_type {};
+template <class... Ts>
+struct IsTuple<std::tuple<Ts...>> : std::true_type {};
+
+}  // namespace transform_detail
+
+// ---- make_jaxpr
+// -----------------------------------------------------------------------------------
+template <class F>
+auto make_jaxpr(F f) {
+  return [f](const auto&... args) {
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    return transform_detail::make_jaxpr(fn, leaves);
+  };
+}
+
+// ---- jit
+// ------------------------------------------------------------------------------------------ Traces
+// f once per signature (tree structure, static values, shapes and dtypes), compiles the Program and
+// runs it; later calls with the same signature reuse it. Arguments that are not Arrays (ints,
+// strings, enums...) are static: they are part of the signature.
+template <class F>
+class Jitted {
+ public:
+  Jitted(F f, JitOptions options)
+      : f_(std::move(f)), state_(transform_detail::new_jit_state(std::move(options))) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    using R = std::invoke_result_t<const F&, const Args&...>;
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    TreeDef out_def;
+    auto make_fn = [&](std::shared_ptr<TreeDef> out) {
+      return transform_detail::flatten_fn<F, Args...>(f_, def, std::move(out));
+    };
+    std::vector<Array> outs = transform_detail::jit_call(*state_, def, leaves, make_fn, &out_def);
+    return tree_unflatten<std::decay_t<R>>(out_def, outs);
+  }
+  // The Program jit runs for these arguments: as traced, or after the optimisation passes.
+  template <class... Args>
+  ClosedJaxpr lower(const Args&... args) const {
+    return lower_impl(false, args...);
+  }
+  template <class... Args>
+  ClosedJaxpr lower_optimized(const Args&... args) const {
+    return lower_impl(true, args...);
+  }
+  // How many times f has been traced (cache misses).
+  int64_t trace_count() const { return transform_detail::jit_trace_count(*state_); }
+
+ private:
+  template <class... Args>
+  ClosedJaxpr lower_impl(bool optimized, const Args&... args) const {
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto fn = transform_detail::flatten_fn<F, Args...>(f_, def, std::make_shared<TreeDef>());
+    return transform_detail::jit_lower(*state_, fn, leaves, optimized);
+  }
+  F f_;
+  std::shared_ptr<transform_detail::JitState> state_;
+};
+
+template <class F>
+Jitted<F> jit(F f, JitOptions options = {}) {
+  return Jitted<F>(std::move(f), std::move(options));
+}
+
+// ---- automatic differentiation ------------------------------------------------------------------
+namespace transform_detail {
+
+// Calls f with the arguments at `argnums` replaced by the leaves being differentiated.
+template <bool WithValue, class F>
+auto grad_impl(F f, GradOptions options) {
+  return [f, options](const auto&... args) {
+    using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
+    ArgsTuple all(args...);
+    constexpr size_t n = sizeof...(args);
+    // Differentiated arguments as one tree: a tuple of the chosen ones.
+    std::vector<Array> leaves;
+    std::vector<TreeDef> defs(n);
+    std::vector<std::vector<Array>> arg_leaves(n);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((std::tie(arg_leaves[I], defs[I]) = tree_flatten(std::get<I>(all))), ...);
+    }
+    (std::make_index_sequence<n>{});
+    for (int a : options.argnums) {
+      if (a < 0 || size_t(a) >= n)
+        throw ValueError("[grad] argnums " + std::to_string(a) +
+                         " is out of range for a function of " + std::to_string(n) + " arguments");
+      leaves.insert(leaves.end(), arg_leaves[size_t(a)].begin(), arg_leaves[size_t(a)].end());
+    }
+    auto out_def = std::make_shared<TreeDef>();
+    auto aux_def = std::make_shared<TreeDef>();
+    auto num_out = std::make_shared<size_t>(0);
+    FlatFn fn = [&](std::span<const Array> xs) {
+      ArgsTuple call = all;
+      size_t offset = 0;
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        (([&] {
+           for (int a : options.argnums)
+             if (size_t(a) == I) {
+               size_t k = arg_leaves[I].size();
+               std::get<I>(call) = tree_unflatten<std::tuple_element_t<I, ArgsTuple>>(
+                   defs[I], xs.subspan(offset, k));
+               offset += k;
+             }
+         }()),
+         ...);
+      }
+      (std::make_index_sequence<n>{});
+      auto result = std::apply(f, call);
+      if constexpr (IsTuple<std::decay_t<decltype(result)>>::value || requires { result.first; }) {
+        if (options.has_aux) {
+          auto [out_leaves, od] = tree_flatten(std::get<0>(result));
+          auto [aux_leaves, ad] = tree_flatten(std::get<1>(result));
+          *out_def = od;
+          *aux_def = ad;
+          *num_out = out_leaves.size();
+          out_leaves.insert(out_leaves.end(), aux_leaves.begin(), aux_leaves.end());
+          return out_leaves;
+        }
+      }
+      if (options.has_aux)
+        throw ValueError("[grad] has_aux=True requires the function to return a pair (out, aux)");
+      auto [out_leaves, od] = tree_flatten(result);
+      *out_def = od;
+      *num_out = out_leaves.size();
+      return out_leaves;
+    };
+    GradResult r = value_and_grad(fn, leaves, 0, "grad");
+    // Gradients, shaped like the differentiated arguments.
+    auto grads_of = [&]<size_t I>(std::integral_constant<size_t, I>, size_t& offset) {
+      size_t k = arg_leaves[I].size();
+      auto g = tree_unflatten<std::tuple_element_t<I, ArgsTuple>>(
+          defs[I], std::span<const Array>(r.grads).subspan(offset, k));
+      offset += k;
+      return g;
+    };
+    auto make_grads = [&]() {
+      if constexpr (n == 0) {
+        return 0;
+      } else {
+        using First = std::tuple_element_t<0, ArgsTuple>;
+        if (options.argnums.size() != 1)
+          throw ValueError(
+              "[grad] several argnums: use grad_all or pass the arguments as one tuple");
+        size_t offset = 0;
+        First out{};
+        [&]<size_t... I>(std::index_sequence<I...>) {
+          (([&] {
+             if (size_t(options.argnums[0]) == I) {
+               if constexpr (std::is_same_v<std::tuple_element_t<I, ArgsTuple>, First>)
+                 out = grads_of(std::integral_constant<size_t, I>{}, offset);
+               else
+                 throw ValueError(
+                     "[grad] argnums other than 0 need an argument of the first "
+                     "argument's type; pass the arguments as one tuple");
+             }
+           }()),
+           ...);
+        }
+        (std::make_index_sequence<n>{});
+        return out;
+      }
+    };
+    auto grads = make_grads();
+    if constexpr (WithValue) {
+      using R = std::decay_t<std::invoke_result_t<F, std::decay_t<decltype(args)>...>>;
+      return std::make_pair(tree_unflatten<R>(*out_def, r.outputs), grads);
+    } else {
+      return grads;
+    }
+  };
+}
+
+}  // namespace transform_detail
+
+// grad(f): the gradient of a scalar-valued f with respect to argument argnums[0] (an Array or a
+// tree of Arrays), shaped like that argument.
+template <class F>
+auto grad(F f, GradOptions options = {}) {
+  return transform_detail::grad_impl<false>(std::move(f), std::move(options));
+}
+// value_and_grad(f): the pair (f(args...), grad(f)(args...)).
+template <class F>
+auto value_and_grad(F f, GradOptions options = {}) {
+  return transform_detail::grad_impl<true>(std::move(f), std::move(options));
+}
+
+// jvp(f, primals, tangents): (f(*primals), the directional derivative along tangents), with
+// primals and tangents tuples (or single Arrays) of the same structure.
+template <class F, class P>
+auto jvp(F f, const P& primals, const P& tangents) {
+  auto [p_leaves, p_def] = tree_flatten(primals);
+  auto [t_leaves, t_def] = tree_flatten(tangents);
+  if (!(p_def == t_def))
+    throw TypeError(
+        "[jvp] primal and tangent arguments to jax.jvp must have the same tree "
+        "structure; primals have tree structure " +
+        p_def.str() + " whereas tangents have tree structure " + t_def.str() + ".");
+  auto out_def = std::make_shared<TreeDef>();
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    P args = tree_unflatten<P>(p_def, xs);
+    auto result = [&] {
+      if constexpr (transform_detail::IsTuple<P>::value)
+        return std::apply(f, args);
+      else
+        return f(args);
+    }();
+    auto [leaves, def] = tree_flatten(result);
+    *out_def = def;
+    return leaves;
+  };
+  auto [outs, touts] = transform_detail::jvp(fn, p_leaves, t_leaves);
+  using R = std::decay_t<decltype([&] {
+    if constexpr (transform_detail::IsTuple<P>::value)
+      return std::apply(f, primals);
+    else
+      return f(primals);
+  }())>;
+  return std::make_pair(tree_unflatten<R>(*out_def, outs), tree_unflatten<R>(*out_def, touts));
+}
+
+// vjp(f, primals...): (f(primals...), pullback) where pullback(cotangent) returns a tuple of
+// cotangents, one per primal.
+template <class F, class... Args>
+auto vjp(F f, const Args&... primals) {
+  using R = std::decay_t<std::invoke_result_t<F, const Args&...>>;
+  auto [leaves, def] = tree_flatten(std::make_tuple(primals...));
+  auto out_def = std::make_shared<TreeDef>();
+  auto fn = transform_detail::flatten_fn<F, Args...>(f, def, out_def);
+  auto [outs, pullback] = transform_detail::vjp(fn, leaves);
+  auto pb = [pullback, def, out_def](const R& cotangent) {
+    auto [ct_leaves, ct_def] = tree_flatten(cotangent);
+    if (!(ct_def == *out_def))
+      throw TypeError("[vjp] the cotangent must have the structure of the output " +
+                      out_def->str() + ", got " + ct_def.str());
+    return tree_unflatten<std::tuple<Args...>>(def, pullback(ct_leaves));
+  };
+  return std::make_pair(tree_unflatten<R>(*out_def, outs), pb);
+}
+
+// ---- vmap
+// -----------------------------------------------------------------------------------------
+template <class F>
+auto vmap(F f, VmapOptions options = {}) {
+  return [f, options](const auto&... args) {
+    using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
+    constexpr size_t n = sizeof...(args);
+    if (options.in_axes.size() != 1 && options.in_axes.size() != n)
+      throw ValueError(
+          "[vmap] in_axes specification must be a tree prefix of the corresponding "
+          "value, got specification with " +
+          std::to_string(options.in_axes.size()) + " entries for " + std::to_string(n) +
+          " positional arguments");
+    std::vector<Array> leaves;
+    std::vector<std::optional<int>> dims;
+    std::vector<std::string> names;
+    size_t i = 0;
+    auto add = [&](const auto& arg) {
+      auto arg_leaves = tree_leaves(arg);
+      const Axis& ax = options.in_axes[options.in_axes.size() == 1 ? 0 : i];
+      for (const Array& x : arg_leaves) {
+        leaves.push_back(x);
+        dims.push_back(ax.dim);
+        names.push_back("argument " + std::to_string(i));
+      }
+      ++i;
+    };
+    (add(args), ...);
+    auto [all_leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    std::vector<Array> outs = transform_detail::vmap(fn, all_leaves, dims, options.out_axes,
+                                                     options.axis_size, options.axis_name, names);
+    return tree_unflatten<R>(*out_def, outs);
+  };
+}
+
+}  // namespace spmd

@@ -1,0 +1,64 @@
+// Running optimised Programs on the host.
+#include "compile/executable.h"
+
+#include "backends/cpu/parallel.h"
+#include "compile/passes.h"
+#include "prims/primitive.h"
+
+namespace spmd {
+
+Executable::Executable(const Program& program) : program_(optimize(program)) {
+  const Program& p = program_;
+  std::vector<int> last_use(p.types.size(), -1);
+  for (size_t i = 0; i < p.equations.size(); ++i)
+    for (const Atom& a : p.equations[i].inputs)
+      if (!a.is_literal()) last_use[size_t(a.var)] = int(i);
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) last_use[size_t(a.var)] = int(p.equations.size());
+  release_after_.resize(p.equations.size());
+  for (size_t v = 0; v < last_use.size(); ++v)
+    if (last_use[v] >= 0 && last_use[v] < int(p.equations.size()))
+      release_after_[size_t(last_use[v])].push_back(int(v));
+}
+
+std::vector<Array> Executable::run(std::span<const Array> args) const {
+  const Program& p = program_;
+  std::vector<Array> env(p.types.size());
+  for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
+  for (size_t i = 0; i < args.size(); ++i) env[size_t(p.invars[i])] = args[i];
+
+  std::vector<Array> ins;
+  std::vector<Operand> operands;
+  std::vector<Result> results;
+  cpu::DenormalsAreZero ftz;
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& e = p.equations[i];
+    const Primitive& prim = *e.primitive;
+    ins.clear();
+    for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
+    if (prim.eager) {
+      std::vector<Array> outs = prim.eager(ins, e.params);
+      for (size_t k = 0; k < outs.size(); ++k) env[size_t(e.outputs[k])] = std::move(outs[k]);
+    } else if (prim.output_aliases_input) {
+      env[size_t(e.outputs[0])] = make_array(p.types[size_t(e.outputs[0])], ins[0].impl()->buffer);
+    } else {
+      operands.clear();
+      results.clear();
+      for (const Array& x : ins) operands.push_back({x.impl()->buffer->data(), &x.impl()->aval});
+      for (int v : e.outputs) {
+        Array out = make_uninitialized(p.types[size_t(v)]);
+        results.push_back({out.impl()->buffer->data(), &out.impl()->aval});
+        env[size_t(v)] = std::move(out);
+      }
+      prim.cpu_kernel(KernelArgs{operands, results, e.params});
+    }
+    for (int v : release_after_[i]) env[size_t(v)] = Array();
+  }
+  std::vector<Array> outputs;
+  outputs.reserve(p.outputs.size());
+  for (const Atom& a : p.outputs)
+    outputs.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
+  return outputs;
+}
+
+}  // namespace spmd

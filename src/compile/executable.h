@@ -1,0 +1,27 @@
+// An Executable: a Program prepared to run repeatedly on concrete arrays. Equations run in
+// order; each value is released right after its last use, so its buffer is reused by later
+// equations (the buffer cache hands freed blocks back out).
+#pragma once
+
+#include "ir/program.h"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spmd {
+
+class Executable {
+ public:
+  // Optimises `program` (passes.h) and plans its execution.
+  explicit Executable(const Program& program);
+  // `donated[i]`: argument i may be consumed (its buffer reused for an output).
+  std::vector<Array> run(std::span<const Array> args) const;
+  const Program& program() const { return program_; }
+
+ private:
+  Program program_;
+  std::vector<std::vector<int>> release_after_;  // per equation: variables last used there
+};
+
+}  // namespace spmd

@@ -1,0 +1,165 @@
+// DCE, CSE and constant folding over Programs.
+#include "compile/passes.h"
+
+#include "core/trace.h"
+#include "prims/primitive.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace spmd {
+namespace {
+
+constexpr int64_t kMaxFoldedElements = 4096;
+
+// Primitives whose result is not a pure function of inputs and params; never removed or merged.
+bool has_effects(const Equation&) {
+  return false;
+}
+
+// Rebuilds the Program keeping only used variables, renumbered densely in definition order.
+Program compact(const Program& p, const std::vector<bool>& keep_eqn) {
+  Program out;
+  std::vector<int> remap(p.types.size(), -1);
+  auto def = [&](int v) { return remap[size_t(v)] = out.new_var(p.types[size_t(v)]); };
+  auto map_atom = [&](const Atom& a) {
+    return a.is_literal() ? a : Atom::of_var(remap[size_t(a.var)]);
+  };
+  std::vector<bool> used(p.types.size(), false);
+  for (size_t i = 0; i < p.equations.size(); ++i)
+    if (keep_eqn[i])
+      for (const Atom& a : p.equations[i].inputs)
+        if (!a.is_literal()) used[size_t(a.var)] = true;
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) used[size_t(a.var)] = true;
+  for (size_t i = 0; i < p.constvars.size(); ++i) {
+    if (!used[size_t(p.constvars[i])]) continue;
+    out.constvars.push_back(def(p.constvars[i]));
+    out.consts.push_back(p.consts[i]);
+  }
+  for (int v : p.invars) out.invars.push_back(def(v));
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    if (!keep_eqn[i]) continue;
+    const Equation& e = p.equations[i];
+    Equation ne{e.primitive, e.params, {}, {}};
+    for (const Atom& a : e.inputs) ne.inputs.push_back(map_atom(a));
+    for (int v : e.outputs) ne.outputs.push_back(def(v));
+    out.equations.push_back(std::move(ne));
+  }
+  for (const Atom& a : p.outputs) out.outputs.push_back(map_atom(a));
+  return out;
+}
+
+bool same_literal(const Array& a, const Array& b) {
+  if (!(aval_of(a) == aval_of(b))) return false;
+  return std::memcmp(host_data(a, "cse"), host_data(b, "cse"), size_t(a.nbytes())) == 0;
+}
+
+}  // namespace
+
+Program dead_code_elimination(const Program& p) {
+  std::vector<bool> live(p.types.size(), false), keep(p.equations.size(), false);
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) live[size_t(a.var)] = true;
+  for (size_t i = p.equations.size(); i-- > 0;) {
+    const Equation& e = p.equations[i];
+    bool needed = has_effects(e);
+    for (int v : e.outputs) needed = needed || live[size_t(v)];
+    if (!needed) continue;
+    keep[i] = true;
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) live[size_t(a.var)] = true;
+  }
+  return compact(p, keep);
+}
+
+Program common_subexpression_elimination(const Program& p) {
+  Program out = p;
+  std::vector<int> replace(p.types.size());
+  for (size_t v = 0; v < replace.size(); ++v) replace[v] = int(v);
+  auto canonical = [&](Atom a) {
+    if (!a.is_literal()) a.var = replace[size_t(a.var)];
+    return a;
+  };
+  std::unordered_multimap<size_t, size_t> seen;  // hash -> equation index in `out`
+  std::vector<bool> keep(out.equations.size(), true);
+  for (size_t i = 0; i < out.equations.size(); ++i) {
+    Equation& e = out.equations[i];
+    for (Atom& a : e.inputs) a = canonical(a);
+    if (has_effects(e)) continue;
+    size_t h = std::hash<const void*>{}(e.primitive) ^ (e.params.hash() * 31);
+    for (const Atom& a : e.inputs) h = h * 1000003 ^ (a.is_literal() ? 7 : size_t(a.var) + 11);
+    bool merged = false;
+    auto [lo, hi] = seen.equal_range(h);
+    for (auto it = lo; it != hi && !merged; ++it) {
+      const Equation& prior = out.equations[it->second];
+      if (prior.primitive != e.primitive || !(prior.params == e.params) ||
+          prior.inputs.size() != e.inputs.size())
+        continue;
+      bool same = true;
+      for (size_t k = 0; k < e.inputs.size() && same; ++k) {
+        const Atom &a = prior.inputs[k], &b = e.inputs[k];
+        same = a.is_literal() == b.is_literal() &&
+               (a.is_literal() ? same_literal(a.literal, b.literal) : a.var == b.var);
+      }
+      if (!same) continue;
+      for (size_t k = 0; k < e.outputs.size(); ++k)
+        replace[size_t(e.outputs[k])] = prior.outputs[k];
+      keep[i] = false;
+      merged = true;
+    }
+    if (!merged) seen.emplace(h, i);
+  }
+  for (Atom& a : out.outputs) a = canonical(a);
+  return compact(out, keep);
+}
+
+Program constant_folding(const Program& p) {
+  Program out = p;
+  std::vector<Array> known(p.types.size());
+  for (size_t i = 0; i < p.constvars.size(); ++i)
+    if (p.consts[i].impl()->buffer) known[size_t(p.constvars[i])] = p.consts[i];
+  std::vector<bool> keep(p.equations.size(), true);
+  std::vector<Atom> substitute(p.types.size());
+  auto resolve = [&](const Atom& a) {
+    if (!a.is_literal() && substitute[size_t(a.var)].literal.valid())
+      return substitute[size_t(a.var)];
+    return a;
+  };
+  for (size_t i = 0; i < out.equations.size(); ++i) {
+    Equation& e = out.equations[i];
+    for (Atom& a : e.inputs) a = resolve(a);
+    bool foldable = !e.primitive->eager;
+    std::vector<Array> ins;
+    for (const Atom& a : e.inputs) {
+      Array v = a.is_literal() ? a.literal : known[size_t(a.var)];
+      if (!v.valid()) foldable = false;
+      ins.push_back(v);
+    }
+    if (!foldable) continue;
+    for (int v : e.outputs) foldable = foldable && p.types[size_t(v)].size() <= kMaxFoldedElements;
+    if (!foldable) continue;
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      int v = e.outputs[k];
+      known[size_t(v)] = outs[k];
+      if (outs[k].ndim() == 0) {
+        substitute[size_t(v)] = Atom::of_literal(outs[k]);
+      } else {
+        out.constvars.push_back(v);
+        out.consts.push_back(outs[k]);
+      }
+    }
+    keep[i] = false;
+  }
+  for (Atom& a : out.outputs) a = resolve(a);
+  // Folded constants were appended after later definitions; compact() renumbers in order.
+  return compact(out, keep);
+}
+
+Program optimize(const Program& p) {
+  CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
+  return dead_code_elimination(common_subexpression_elimination(constant_folding(p)));
+}
+
+}  // namespace spmd

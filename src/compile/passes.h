@@ -1,0 +1,18 @@
+// Program-to-Program optimisation passes run by jit before execution.
+#pragma once
+
+#include "ir/program.h"
+
+namespace spmd {
+
+// Removes equations whose outputs nothing reads, and constants nothing uses.
+Program dead_code_elimination(const Program& p);
+// Reuses the output of an earlier identical equation (same primitive, params and inputs).
+Program common_subexpression_elimination(const Program& p);
+// Evaluates equations whose inputs are all literals or constants and whose outputs are small;
+// their outputs become constants (0-d: literals).
+Program constant_folding(const Program& p);
+// All of the above, in an order that lets each expose work for the next.
+Program optimize(const Program& p);
+
+}  // namespace spmd

@@ -1,0 +1,277 @@
+// Program: types, verification, and JAX's jaxpr text.
+#include "ir/program.h"
+
+#include "core/format.h"
+#include "ir/pretty.h"
+#include "prims/primitive.h"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace spmd {
+
+const AbstractValue& Program::type_of(const Atom& a) const {
+  return a.is_literal() ? aval_of(a.literal) : types[size_t(a.var)];
+}
+
+std::vector<AbstractValue> Program::in_types() const {
+  std::vector<AbstractValue> out;
+  for (int v : invars) out.push_back(types[size_t(v)]);
+  return out;
+}
+
+std::vector<AbstractValue> Program::out_types() const {
+  std::vector<AbstractValue> out;
+  for (const Atom& a : outputs) out.push_back(type_of(a));
+  return out;
+}
+
+void Program::verify() const {
+  std::vector<bool> defined(types.size(), false);
+  auto define = [&](int v, const char* what) {
+    if (v < 0 || size_t(v) >= types.size() || defined[size_t(v)])
+      throw std::logic_error(std::string("[verify] ") + what + " variable " + std::to_string(v) +
+                             " is out of range or defined twice");
+    defined[size_t(v)] = true;
+  };
+  auto use = [&](const Atom& a, const std::string& where) {
+    if (a.is_literal()) {
+      if (!a.literal.valid()) throw std::logic_error("[verify] empty literal in " + where);
+      return;
+    }
+    if (a.var < 0 || size_t(a.var) >= types.size() || !defined[size_t(a.var)])
+      throw std::logic_error("[verify] variable " + std::to_string(a.var) +
+                             " used before it is defined, in " + where);
+  };
+  if (constvars.size() != consts.size())
+    throw std::logic_error("[verify] constvars and consts differ in number");
+  for (size_t i = 0; i < constvars.size(); ++i) {
+    define(constvars[i], "constant");
+    if (!(aval_of(consts[i]) == types[size_t(constvars[i])]))
+      throw std::logic_error("[verify] constant " + std::to_string(i) + " has type " +
+                             aval_of(consts[i]).str() + ", its variable " +
+                             types[size_t(constvars[i])].str());
+  }
+  for (int v : invars) define(v, "input");
+  for (const Equation& e : equations) {
+    std::vector<AbstractValue> in;
+    for (const Atom& a : e.inputs) {
+      use(a, e.primitive->name);
+      in.push_back(type_of(a));
+    }
+    std::vector<AbstractValue> expected = e.primitive->shape_rule(in, e.params);
+    if (expected.size() != e.outputs.size())
+      throw std::logic_error("[verify] " + e.primitive->name + " has " +
+                             std::to_string(e.outputs.size()) + " outputs, its rule gives " +
+                             std::to_string(expected.size()));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      define(e.outputs[i], "output");
+      const AbstractValue& got = types[size_t(e.outputs[i])];
+      if (got.shape != expected[i].shape || got.dtype != expected[i].dtype)
+        throw std::logic_error("[verify] " + e.primitive->name + " output " + std::to_string(i) +
+                               " has type " + got.str() + ", its rule gives " + expected[i].str());
+    }
+  }
+  for (const Atom& a : outputs) use(a, "the outputs");
+}
+
+// ---- text
+// -----------------------------------------------------------------------------------------
+namespace {
+
+// Python's repr of a float: shortest round-trip digits, fixed notation for exponents in
+// [-4, 16), scientific otherwise, integral values with ".0".
+std::string python_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string sci(buf, r.ptr);
+  size_t e = sci.find('e');
+  int exponent = std::stoi(sci.substr(e + 1));
+  std::string mantissa = sci.substr(0, e);
+  bool negative = mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits += c;
+  std::string out;
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0) {
+      out = "0." + std::string(size_t(-exponent - 1), '0') + digits;
+    } else if (int(digits.size()) <= exponent + 1) {
+      out = digits + std::string(size_t(exponent + 1 - int(digits.size())), '0') + ".0";
+    } else {
+      out = digits.substr(0, size_t(exponent + 1)) + "." + digits.substr(size_t(exponent + 1));
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp[16];
+    std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    out += exp;
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string literal_value(const Array& x) {
+  DType t = x.dtype();
+  if (is_bool(t)) return x.item<bool>() ? "True" : "False";
+  if (is_floating(t)) return python_float(x.item<double>());
+  if (is_unsigned_integer(t)) return std::to_string(x.item<uint64_t>());
+  return std::to_string(x.item<int64_t>());
+}
+
+std::string int_tuple(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+std::string int_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+class Printer {
+ public:
+  explicit Printer(const Program& top) {
+    // Outputs of the top-level program's equations that nothing reads print as `_`.
+    std::vector<bool> used(top.types.size(), false);
+    for (const Atom& a : top.outputs)
+      if (!a.is_literal()) used[size_t(a.var)] = true;
+    for (auto e = top.equations.rbegin(); e != top.equations.rend(); ++e) {
+      for (int v : e->outputs)
+        if (!used[size_t(v)]) names_[key(&top, v)] = "_";
+      for (const Atom& a : e->inputs)
+        if (!a.is_literal()) used[size_t(a.var)] = true;
+    }
+  }
+
+  pp::Doc program(const Program& p) {
+    pp::Doc constvars = binders(p, p.constvars);
+    pp::Doc invars = binders(p, p.invars);
+    std::vector<pp::Doc> eqns;
+    for (const Equation& e : p.equations) eqns.push_back(equation(p, e));
+    std::vector<pp::Doc> outs;
+    for (const Atom& a : p.outputs) outs.push_back(atom(p, a));
+    pp::Doc outvars =
+        pp::concat({pp::text("("), vars(outs, ","), pp::text(p.outputs.size() == 1 ? ",)" : ")")});
+    return pp::group(
+        pp::nest(2, pp::concat({pp::text("{ "), pp::text("lambda "), constvars, pp::text("; "),
+                                invars, pp::text(". "), pp::text("let"),
+                                pp::nest(2, pp::brk() + pp::join(pp::brk("; "), eqns)), pp::brk(),
+                                pp::text("in "), outvars})) +
+        pp::text(" }"));
+  }
+
+ private:
+  static std::pair<const void*, int> key(const Program* p, int v) { return {p, v}; }
+  struct KeyHash {
+    size_t operator()(const std::pair<const void*, int>& k) const {
+      return std::hash<const void*>{}(k.first) * 31 + size_t(k.second);
+    }
+  };
+
+  std::string name(const Program& p, int v) {
+    auto [it, inserted] = names_.try_emplace(key(&p, v));
+    if (inserted) it->second = encode(counter_++);
+    return it->second;
+  }
+  static std::string encode(int n) {
+    std::string s;
+    do {
+      s.insert(s.begin(), char('a' + n % 26));
+      n /= 26;
+    } while (n);
+    return s;
+  }
+  pp::Doc atom(const Program& p, const Atom& a) {
+    if (a.is_literal()) return pp::text(literal_value(a.literal) + ":" + aval_of(a.literal).str());
+    return pp::text(name(p, a.var));
+  }
+  static pp::Doc vars(const std::vector<pp::Doc>& docs, const std::string& separator = "") {
+    return pp::nest(2, pp::group(pp::join(pp::text(separator) + pp::group(pp::brk()), docs)));
+  }
+  pp::Doc binders(const Program& p, const std::vector<int>& vs) {
+    std::vector<pp::Doc> docs;
+    for (int v : vs) docs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
+    return vars(docs);
+  }
+  pp::Doc param_value(const ParamValue& v) {
+    return std::visit(
+        [&](const auto& x) -> pp::Doc {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, NoneParam>) {
+            return pp::text("None");
+          } else if constexpr (std::is_same_v<T, bool>) {
+            return pp::text(x ? "True" : "False");
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            return pp::text(std::to_string(x));
+          } else if constexpr (std::is_same_v<T, double>) {
+            return pp::text(python_float(x));
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            return pp::text(x);
+          } else if constexpr (std::is_same_v<T, DType>) {
+            return pp::text(std::string(dtype_name(x)));
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            return pp::text(int_tuple(x));
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            std::string s = "(";
+            for (size_t i = 0; i < x.size(); ++i) s += (i ? ", '" : "'") + x[i] + "'";
+            return pp::text(s + (x.size() == 1 ? ",)" : ")"));
+          } else if constexpr (std::is_same_v<T, lax::DotDimensionNumbers>) {
+            return pp::text("((" + int_list(x.lhs_contracting) + ", " +
+                            int_list(x.rhs_contracting) + "), (" + int_list(x.lhs_batch) + ", " +
+                            int_list(x.rhs_batch) + "))");
+          } else if constexpr (std::is_same_v<T, std::vector<lax::PadConfig>>) {
+            std::string s = "(";
+            for (size_t i = 0; i < x.size(); ++i)
+              s += (i ? ", " : "") + int_tuple({x[i].low, x[i].high, x[i].interior});
+            return pp::text(s + (x.size() == 1 ? ",)" : ")"));
+          } else if constexpr (std::is_same_v<T, ProgramRef>) {
+            return program(*x);
+          } else {
+            std::vector<pp::Doc> docs;
+            for (const ProgramRef& p : x) docs.push_back(program(*p));
+            return pp::group(pp::concat(
+                {pp::nest(2, pp::concat({pp::text("("), pp::brk(""), pp::join(pp::brk(), docs)})),
+                 pp::brk(""), pp::text(")")}));
+          }
+        },
+        v);
+  }
+  pp::Doc equation(const Program& p, const Equation& e) {
+    std::vector<pp::Doc> outs;
+    for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
+    pp::Doc lhs = vars(outs);
+    pp::Doc params = pp::nil();
+    if (!e.params.items().empty()) {
+      std::vector<pp::Doc> kvs;
+      for (const auto& [k, v] : e.params.items()) kvs.push_back(pp::text(k + "=") + param_value(v));
+      params = pp::group(pp::concat(
+          {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), kvs)})),
+           pp::brk(""), pp::text("]")}));
+    }
+    std::vector<pp::Doc> ins;
+    for (const Atom& a : e.inputs) ins.push_back(atom(p, a));
+    pp::Doc rhs = pp::concat({pp::text(e.primitive->name), params, pp::text(" ") + vars(ins)});
+    if (e.outputs.empty()) return rhs;
+    return pp::concat({lhs, pp::text(" = "), rhs});
+  }
+
+  std::unordered_map<std::pair<const void*, int>, std::string, KeyHash> names_;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+std::string Program::str() const {
+  Printer printer(*this);
+  return pp::format(printer.program(*this));
+}
+
+}  // namespace spmd

@@ -1,0 +1,179 @@
+// Primitive family: scatter-add, XLA's scatter with addition (JAX's scatter_add_p). The shape rule
+// checks the dimension numbers as XLA does; the output has the operand's type. The
+// update_jaxpr param holds the combiner `add` as JAX prints it.
+#include "prims/scatter.h"
+
+#include <spmd/error.h>
+
+#include "ir/program.h"
+#include "prims/primitive.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+
+namespace spmd {
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw ShapeError("[scatter-add] " + what);
+}
+
+cpu::ScatterDims scatter_dims(const Params& p) {
+  return {p.get_ints("update_window_dims"), p.get_ints("inserted_window_dims"),
+          p.get_ints("scatter_dims_to_operand_dims"), p.get_ints("operand_batching_dims"),
+          p.get_ints("scatter_indices_batching_dims")};
+}
+
+// Unique, within [0, bound) and, when asked, sorted.
+void check_dim_list(const char* what, const std::vector<int64_t>& dims, int64_t bound,
+                    bool sorted) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= bound)
+      fail(std::string(what) + " must be in [0, " + std::to_string(bound) + "), got " +
+           ints_str(dims));
+    for (size_t j = 0; j < i; ++j)
+      if (dims[j] == dims[i] || (sorted && dims[j] > dims[i]))
+        fail(std::string(what) + " must be " + (sorted ? "sorted and " : "") + "unique, got " +
+             ints_str(dims));
+  }
+}
+
+void check_types(const AbstractValue& x, const AbstractValue& idx, const AbstractValue& upd) {
+  if (!is_integer(idx.dtype))
+    throw TypeError("[scatter-add] indices must have an integer type, got " +
+                    std::string(dtype_name(idx.dtype)));
+  if (is_bool(x.dtype))
+    throw TypeError("[scatter-add] does not accept dtype bool: updates are combined by add");
+  if (upd.dtype != x.dtype)
+    throw TypeError("[scatter-add] updates must have the operand's dtype " +
+                    std::string(dtype_name(x.dtype)) + ", got " +
+                    std::string(dtype_name(upd.dtype)));
+  if (idx.shape.ndim() < 1) fail("indices must have at least one dimension (the index vector)");
+}
+
+// The window: operand dims that are neither inserted nor batching take, in order, the sizes of
+// the updates' window dims; the updates' other dims follow the indices' batch dims.
+void check_window(const AbstractValue& x, const AbstractValue& idx, const AbstractValue& upd,
+                  const cpu::ScatterDims& g) {
+  const int r = x.shape.ndim(), q = idx.shape.ndim();
+  if (size_t(r) !=
+      g.update_window_dims.size() + g.inserted_window_dims.size() + g.operand_batching_dims.size())
+    fail(
+        "the operand rank must equal the number of update window, inserted window and operand "
+        "batching dims, got operand shape " +
+        x.shape.str());
+  if (size_t(upd.shape.ndim()) != g.update_window_dims.size() + size_t(q - 1))
+    fail("updates of shape " + upd.shape.str() + " do not match indices of shape " +
+         idx.shape.str() + " and update_window_dims " + ints_str(g.update_window_dims));
+  size_t k = 0;
+  for (int d = 0; d < r; ++d) {
+    if (contains(g.inserted_window_dims, d) || contains(g.operand_batching_dims, d)) continue;
+    if (upd.shape[int(g.update_window_dims[k++])] > x.shape[d])
+      fail("update window of shape " + upd.shape.str() + " does not fit operand shape " +
+           x.shape.str());
+  }
+  int b = 0;
+  for (int u = 0; u < upd.shape.ndim(); ++u) {
+    if (contains(g.update_window_dims, u)) continue;
+    if (upd.shape[u] != idx.shape[b++])
+      fail("the scatter dims of updates " + upd.shape.str() +
+           " must match the batch dims of indices " + idx.shape.str());
+  }
+}
+
+std::vector<AbstractValue> scatter_add_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.size() != 3) throw ValueError("[scatter-add] expected an operand, indices and updates");
+  const AbstractValue &x = in[0], &idx = in[1], &upd = in[2];
+  const cpu::ScatterDims g = scatter_dims(p);
+  const std::string& mode = p.get<std::string>("mode");
+  if (mode != "clip" && mode != "fill" && mode != "promise_in_bounds")
+    throw ValueError("[scatter-add] mode must be 'clip', 'fill' or 'promise_in_bounds', got '" +
+                     mode + "'");
+  check_types(x, idx, upd);
+  const int r = x.shape.ndim(), q = idx.shape.ndim();
+  if (int64_t(g.scatter_dims_to_operand_dims.size()) != idx.shape[q - 1])
+    fail("scatter_dims_to_operand_dims has " +
+         std::to_string(g.scatter_dims_to_operand_dims.size()) +
+         " entries but the index vector has size " + std::to_string(idx.shape[q - 1]));
+  check_dim_list("update_window_dims", g.update_window_dims, upd.shape.ndim(), true);
+  check_dim_list("inserted_window_dims", g.inserted_window_dims, r, true);
+  check_dim_list("operand_batching_dims", g.operand_batching_dims, r, true);
+  check_dim_list("scatter_dims_to_operand_dims", g.scatter_dims_to_operand_dims, r, false);
+  check_dim_list("scatter_indices_batching_dims", g.scatter_indices_batching_dims, q - 1, false);
+  if (g.operand_batching_dims.size() != g.scatter_indices_batching_dims.size())
+    fail("operand_batching_dims and scatter_indices_batching_dims must have equal lengths");
+  for (size_t j = 0; j < g.operand_batching_dims.size(); ++j) {
+    const int64_t d = g.operand_batching_dims[j];
+    if (contains(g.inserted_window_dims, d) || contains(g.scatter_dims_to_operand_dims, d))
+      fail(
+          "operand_batching_dims must not appear in inserted_window_dims or "
+          "scatter_dims_to_operand_dims");
+    if (x.shape[int(d)] != idx.shape[int(g.scatter_indices_batching_dims[j])])
+      fail("operand batching dimension " + std::to_string(d) +
+           " and its indices batching dimension must have equal sizes");
+  }
+  check_window(x, idx, upd, g);
+  return {x};
+}
+
+void scatter_add_kernel(const KernelArgs& a) {
+  const Operand &x = a.in[0], &idx = a.in[1], &upd = a.in[2];
+  cpu::scatter_add(x.data, x.aval->shape, x.aval->dtype, idx.data, idx.aval->shape, idx.aval->dtype,
+                   upd.data, upd.aval->shape, scatter_dims(a.params),
+                   a.params.get<std::string>("mode") == "clip", a.out[0].data);
+}
+
+// JAX's update_jaxpr `{ lambda ; a:t[] b:t[]. let c:t[] = add a b in (c,) }`, one per dtype
+// and shared, so that equal scatters have equal params.
+ProgramRef add_computation(DType t) {
+  static std::array<ProgramRef, kNumDTypes> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  ProgramRef& p = cache[size_t(t)];
+  if (p) return p;
+  auto program = std::make_shared<Program>();
+  const AbstractValue scalar{Shape{}, t, false};
+  const int a = program->new_var(scalar), b = program->new_var(scalar);
+  const int c = program->new_var(scalar);
+  program->invars = {a, b};
+  program->equations.push_back(
+      Equation{&primitive("add"), Params{}, {Atom::of_var(a), Atom::of_var(b)}, {c}});
+  program->outputs = {Atom::of_var(c)};
+  p = std::move(program);
+  return p;
+}
+
+}  // namespace
+
+void register_scatter_primitives(PrimitiveRegistry& r) {
+  r.define("scatter-add", scatter_add_rule, scatter_add_kernel);
+}
+
+Array scatter_add(const Array& operand, const Array& indices, const Array& updates,
+                  const cpu::ScatterDims& dims, bool indices_are_sorted, bool unique_indices,
+                  const std::string& mode) {
+  const Params params{{"update_window_dims", dims.update_window_dims},
+                      {"inserted_window_dims", dims.inserted_window_dims},
+                      {"scatter_dims_to_operand_dims", dims.scatter_dims_to_operand_dims},
+                      {"operand_batching_dims", dims.operand_batching_dims},
+                      {"scatter_indices_batching_dims", dims.scatter_indices_batching_dims},
+                      {"indices_are_sorted", indices_are_sorted},
+                      {"unique_indices", unique_indices},
+                      {"mode", mode},
+                      {"update_consts", std::vector<int64_t>{}},
+                      {"update_jaxpr", add_computation(operand.dtype())}};
+  return bind1(primitive("scatter-add"), {operand, indices, updates}, params);
+}
+
+}  // namespace spmd

@@ -1,0 +1,276 @@
+// Automatic differentiation over Programs, as JAX does it: jvp interprets a Program with each
+// primitive's jvp rule; reverse mode linearizes (primal equations run in the current context,
+// tangent equations are staged into a linear Program) and transposes the linear Program with the
+// primitives' transpose rules, in reverse order.
+#include <spmd/error.h>
+#include <spmd/transforms.h>
+
+#include "compile/executable.h"
+#include "ops/op_util.h"
+#include "prims/primitive.h"
+#include "transforms/staging.h"
+
+namespace spmd {
+namespace {
+
+using transform_detail::FlatFn;
+
+std::vector<AbstractValue> types_of(std::span<const Array> xs) {
+  std::vector<AbstractValue> out;
+  for (const Array& x : xs) out.push_back(aval_of(x));
+  return out;
+}
+
+// Evaluates `program` on primals and tangents (invalid = zero) with the jvp rules.
+std::pair<std::vector<Array>, std::vector<Array>> jvp_program(const Program& program,
+                                                              std::span<const Array> primals,
+                                                              std::span<const Array> tangents) {
+  std::vector<Array> p_env(program.types.size()), t_env(program.types.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    p_env[size_t(program.constvars[i])] = program.consts[i];
+  for (size_t i = 0; i < primals.size(); ++i) {
+    p_env[size_t(program.invars[i])] = primals[i];
+    t_env[size_t(program.invars[i])] = tangents[i];
+  }
+  auto primal = [&](const Atom& a) { return a.is_literal() ? a.literal : p_env[size_t(a.var)]; };
+  auto tangent = [&](const Atom& a) { return a.is_literal() ? Array() : t_env[size_t(a.var)]; };
+  for (const Equation& e : program.equations) {
+    std::vector<Array> ps, ts;
+    bool any_tangent = false;
+    for (const Atom& a : e.inputs) {
+      ps.push_back(primal(a));
+      ts.push_back(tangent(a));
+      any_tangent = any_tangent || !is_zero(ts.back());
+    }
+    std::vector<Array> outs, touts;
+    const Primitive& prim = *e.primitive;
+    if (!any_tangent || prim.non_differentiable) {
+      outs = spmd::bind(prim, ps, e.params);
+      touts.resize(outs.size());
+    } else if (prim.name == "jit") {
+      std::tie(outs, touts) = jvp_program(*e.params.get<ProgramRef>("jaxpr"), ps, ts);
+    } else if (prim.jvp) {
+      JvpResult r = prim.jvp(ps, ts, e.params);
+      outs = std::move(r.primals_out);
+      touts = std::move(r.tangents_out);
+      touts.resize(outs.size());
+    } else {
+      throw NotImplementedError("[jvp] differentiation rule for '" + prim.name +
+                                "' not implemented");
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      p_env[size_t(e.outputs[k])] = std::move(outs[k]);
+      t_env[size_t(e.outputs[k])] = std::move(touts[k]);
+    }
+  }
+  std::vector<Array> outs, touts;
+  for (const Atom& a : program.outputs) {
+    outs.push_back(primal(a));
+    touts.push_back(tangent(a));
+  }
+  return {outs, touts};
+}
+
+// Transposes a linear Program: cotangents of its outputs to cotangents of its inputs (zero
+// cotangents are invalid Arrays). Its constants are the residuals.
+std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents) {
+  std::vector<Array> known(linear.types.size()), ct(linear.types.size());
+  std::vector<bool> is_known(linear.types.size(), false);
+  for (size_t i = 0; i < linear.constvars.size(); ++i) {
+    known[size_t(linear.constvars[i])] = linear.consts[i];
+    is_known[size_t(linear.constvars[i])] = true;
+  }
+  for (size_t i = 0; i < linear.outputs.size(); ++i) {
+    const Atom& a = linear.outputs[i];
+    if (a.is_literal() || is_known[size_t(a.var)] || is_zero(cotangents[i])) continue;
+    ct[size_t(a.var)] = add_cotangents(ct[size_t(a.var)], cotangents[i]);
+  }
+  for (auto e = linear.equations.rbegin(); e != linear.equations.rend(); ++e) {
+    std::vector<Array> cts_out;
+    bool any = false;
+    for (int v : e->outputs) {
+      cts_out.push_back(std::move(ct[size_t(v)]));
+      ct[size_t(v)] = Array();
+      any = any || !is_zero(cts_out.back());
+    }
+    if (!any) continue;
+    std::vector<LinearInput> ins;
+    for (const Atom& a : e->inputs) {
+      if (a.is_literal())
+        ins.push_back({a.literal, aval_of(a.literal)});
+      else if (is_known[size_t(a.var)])
+        ins.push_back({known[size_t(a.var)], linear.types[size_t(a.var)]});
+      else
+        ins.push_back({Array(), linear.types[size_t(a.var)]});
+    }
+    const Primitive& prim = *e->primitive;
+    std::vector<Array> cts_in;
+    if (prim.name == "jit") {
+      // Transpose the call's body inline: its linear inputs are the call's linear operands.
+      const Program& body = *e->params.get<ProgramRef>("jaxpr");
+      Program sub = body;
+      std::vector<int> linear_invars;
+      for (size_t k = 0; k < ins.size(); ++k) {
+        if (ins[k].is_linear()) {
+          linear_invars.push_back(body.invars[k]);
+        } else {
+          sub.constvars.push_back(body.invars[k]);
+          sub.consts.push_back(ins[k].value);
+        }
+      }
+      sub.invars = linear_invars;
+      std::vector<Array> sub_cts = transpose_program(sub, cts_out);
+      size_t j = 0;
+      for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
+    } else {
+      if (!prim.transpose)
+        throw NotImplementedError("[vjp] transpose rule for '" + prim.name + "' not implemented");
+      cts_in = prim.transpose(cts_out, ins, e->params);
+    }
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (!ins[k].is_linear() || k >= cts_in.size() || is_zero(cts_in[k])) continue;
+      int v = e->inputs[k].var;
+      ct[size_t(v)] = add_cotangents(ct[size_t(v)], cts_in[k]);
+    }
+  }
+  std::vector<Array> out;
+  for (int v : linear.invars) out.push_back(ct[size_t(v)]);
+  return out;
+}
+
+struct Linearized {
+  std::vector<Array> outputs;
+  std::shared_ptr<Program> linear;  // tangents of the inputs → tangents of the outputs
+};
+
+// Runs fn's primal computation in the current context and stages its tangent computation.
+Linearized linearize(const FlatFn& fn, std::span<const Array> primals, const char* api) {
+  Program program = trace_to_program(fn, types_of(primals), api);
+  auto trace = std::make_shared<StagingTrace>(api);
+  std::vector<Array> tangents;
+  for (const Array& x : primals) {
+    AbstractValue t = aval_of(x);
+    t.weak_type = false;
+    tangents.push_back(trace->new_input(t));
+  }
+  auto [outs, touts] = jvp_program(program, primals, tangents);
+  std::vector<Array> linear_outs;
+  for (size_t i = 0; i < touts.size(); ++i) {
+    if (is_zero(touts[i])) {
+      CurrentTraceScope in_linear(trace.get());
+      linear_outs.push_back(zeros_like_aval(aval_of(outs[i])));
+    } else {
+      linear_outs.push_back(touts[i]);
+    }
+  }
+  auto linear = std::make_shared<Program>(trace->finish(linear_outs));
+  return {outs, linear};
+}
+
+// Runs fn now as one compiled Program when everything is concrete, else inline.
+std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, const char* api) {
+  if (!all_concrete(args)) return fn(args);
+  Program p = trace_to_program(fn, types_of(args), api);
+  if (!all_concrete(p.consts)) return eval_program(p, args);
+  return Executable(p).run(args);
+}
+
+}  // namespace
+
+namespace transform_detail {
+
+std::pair<std::vector<Array>, std::vector<Array>> jvp(const FlatFn& fn,
+                                                      std::span<const Array> primals,
+                                                      std::span<const Array> tangents) {
+  if (primals.size() != tangents.size())
+    throw ValueError("[jvp] expected as many tangents as primals, got " +
+                     std::to_string(tangents.size()) + " and " + std::to_string(primals.size()));
+  for (size_t i = 0; i < primals.size(); ++i)
+    if (!(aval_of(primals[i]).shape == aval_of(tangents[i]).shape) ||
+        primals[i].dtype() != tangents[i].dtype())
+      throw TypeError(
+          "[jvp] primal and tangent arguments to jax.jvp do not match; dtypes must "
+          "be equal, or in case of int/bool primal dtype the tangent dtype must be "
+          "float0. Got primal dtype " +
+          std::string(dtype_name(primals[i].dtype())) + " and so expected tangent dtype " +
+          std::string(dtype_name(primals[i].dtype())) + ", but got tangent dtype " +
+          std::string(dtype_name(tangents[i].dtype())) + " instead.");
+  size_t n = primals.size();
+  FlatFn both = [&](std::span<const Array> xs) {
+    Program program = trace_to_program(fn, types_of(xs.first(n)), "jvp");
+    auto [outs, touts] = jvp_program(program, xs.first(n), xs.subspan(n));
+    for (size_t i = 0; i < touts.size(); ++i)
+      if (is_zero(touts[i])) touts[i] = zeros_like_aval(aval_of(outs[i]));
+    outs.insert(outs.end(), touts.begin(), touts.end());
+    return outs;
+  };
+  std::vector<Array> args(primals.begin(), primals.end());
+  args.insert(args.end(), tangents.begin(), tangents.end());
+  std::vector<Array> all = run_as_unit(both, args, "jvp");
+  size_t m = all.size() / 2;
+  return {std::vector<Array>(all.begin(), all.begin() + long(m)),
+          std::vector<Array>(all.begin() + long(m), all.end())};
+}
+
+std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const Array>)>> vjp(
+    const FlatFn& fn, std::span<const Array> primals) {
+  Linearized lin = linearize(fn, primals, "vjp");
+  auto linear = lin.linear;
+  auto pullback = [linear](std::span<const Array> cts) {
+    std::vector<Array> out = transpose_program(*linear, cts);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (is_zero(out[i])) out[i] = zeros_like_aval(linear->types[size_t(linear->invars[i])]);
+    return out;
+  };
+  return {lin.outputs, pullback};
+}
+
+GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size_t,
+                          const char* api) {
+  for (const Array& x : primals)
+    if (!is_floating(x.dtype()))
+      throw TypeError("[" + std::string(api) +
+                      "] grad requires real- or complex-valued inputs (input dtype that is a "
+                      "sub-dtype of np.inexact), but got " +
+                      std::string(dtype_name(x.dtype())) +
+                      ". If you want to use Boolean- or integer-valued inputs, use vjp or set "
+                      "allow_int to True.");
+  // The user function reports how many leaves are outputs (the rest are aux).
+  auto num_out = std::make_shared<size_t>(0);
+  size_t n = primals.size();
+  FlatFn whole = [&](std::span<const Array> xs) {
+    Linearized lin = linearize(fn, xs, api);
+    // fn's outputs: [outputs..., aux...]; only a single scalar output is differentiated.
+    const Array& out = lin.outputs.at(0);
+    if (out.ndim() != 0)
+      throw TypeError("[" + std::string(api) +
+                      "] Gradient only defined for scalar-output functions. Output had shape: " +
+                      out.shape().str() + ".");
+    if (!is_floating(out.dtype()))
+      throw TypeError("[" + std::string(api) +
+                      "] grad requires real-valued outputs (output dtype that is a sub-dtype of "
+                      "np.floating), but got " +
+                      std::string(dtype_name(out.dtype())) +
+                      ". For holomorphic differentiation, pass holomorphic=True. For "
+                      "differentiation of non-holomorphic functions involving complex outputs, "
+                      "use jax.vjp directly.");
+    std::vector<Array> cts(lin.linear->outputs.size());
+    cts[0] = ops::scalar(1.0, out.dtype());
+    std::vector<Array> grads = transpose_program(*lin.linear, cts);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (is_zero(grads[i])) grads[i] = zeros_like_aval(aval_of(xs[i]));
+    std::vector<Array> result = lin.outputs;
+    *num_out = result.size();
+    result.insert(result.end(), grads.begin(), grads.end());
+    return result;
+  };
+  std::vector<Array> all = run_as_unit(whole, primals, api);
+  GradResult r;
+  size_t m = all.size() - n;
+  r.outputs.assign(all.begin(), all.begin() + long(m));
+  r.grads.assign(all.begin() + long(m), all.end());
+  return r;
+}
+
+}  // namespace transform_detail
+}  // namespace spmd

@@ -1,0 +1,67 @@
+// Helpers shared by the transformation rules, and the primitives transformations introduce.
+#include "transforms/rules.h"
+
+#include <spmd/error.h>
+#include <spmd/lax.h>
+
+#include "backends/cpu/elementwise.h"
+#include "ops/op_util.h"
+#include "prims/families.h"
+#include "prims/primitive.h"
+
+#include <numeric>
+
+namespace spmd {
+
+Array zeros_like_aval(const AbstractValue& aval) {
+  Array zero = ops::scalar(0.0, aval.dtype, aval.weak_type);
+  if (aval.shape.ndim() == 0) return zero;
+  return lax::broadcast_in_dim(zero, aval.shape, {});
+}
+
+Array instantiate_zero(const Array& tangent, const AbstractValue& aval) {
+  return is_zero(tangent) ? zeros_like_aval(aval) : tangent;
+}
+
+Array add_cotangents(const Array& a, const Array& b) {
+  if (is_zero(a)) return b;
+  if (is_zero(b)) return a;
+  return ops::apply("add_any", {a, b});
+}
+
+Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
+  if (from == to) return x;
+  if (from == kNotBatched) {
+    std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
+    shape.insert(shape.begin() + to, axis_size);
+    std::vector<int64_t> dims;
+    for (int i = 0; i < x.ndim(); ++i) dims.push_back(i < to ? i : i + 1);
+    return lax::broadcast_in_dim(x, Shape(shape), dims);
+  }
+  std::vector<int64_t> perm(static_cast<size_t>(x.ndim()));
+  std::iota(perm.begin(), perm.end(), 0);
+  perm.erase(perm.begin() + from);
+  perm.insert(perm.begin() + to, from);
+  return lax::transpose(x, perm);
+}
+
+void register_call_primitives(PrimitiveRegistry& r);
+
+void register_transform_primitives(PrimitiveRegistry& r) {
+  register_call_primitives(r);
+  // add_any: the sum of two cotangent contributions of the same type.
+  r.define(
+      "add_any",
+      [](std::span<const AbstractValue> in, const Params&) {
+        if (in.size() != 2 || !(in[0].shape == in[1].shape) || in[0].dtype != in[1].dtype)
+          throw TypeError("[add_any] expected two operands of the same type, got " + in[0].str() +
+                          " and " + in[1].str());
+        return std::vector<AbstractValue>{in[0]};
+      },
+      [](const KernelArgs& a) {
+        cpu::binary(cpu::BinaryOp::add, a.in[0].aval->dtype, a.in[0].data, a.in[0].aval->shape,
+                    a.in[1].data, a.in[1].aval->shape, a.out[0].data, a.out[0].aval->shape);
+      });
+}
+
+}  // namespace spmd

@@ -1,0 +1,120 @@
+// Staging traces and Program evaluation.
+#include "transforms/staging.h"
+
+#include <spmd/error.h>
+
+#include "prims/primitive.h"
+
+namespace spmd {
+
+Array StagingTrace::tracer(int var) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = program_.types[size_t(var)];
+  impl->trace = shared_from_this();
+  impl->trace_slot = var;
+  return Array(std::move(impl));
+}
+
+Array StagingTrace::new_input(const AbstractValue& type) {
+  int v = program_.new_var(type);
+  program_.invars.push_back(v);
+  return tracer(v);
+}
+
+Atom StagingTrace::lift(const Array& x) {
+  if (!x.valid())
+    throw ValueError("[" + std::string(transformation_) + "] use of an empty Array handle");
+  if (owns(x)) return Atom::of_var(int(x.impl()->trace_slot));
+  if (x.impl()->buffer && x.ndim() == 0) return Atom::of_literal(x);
+  auto [it, inserted] = lifted_.try_emplace(x.impl().get(), -1);
+  if (inserted) {
+    it->second = program_.new_var(aval_of(x));
+    program_.constvars.push_back(it->second);
+    program_.consts.push_back(x);
+  }
+  return Atom::of_var(it->second);
+}
+
+std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
+                                                   std::span<const Array> inputs,
+                                                   const Params& params) {
+  Equation eqn{&p, params, {}, {}};
+  std::vector<AbstractValue> in_types;
+  eqn.inputs.reserve(inputs.size());
+  for (const Array& x : inputs) {
+    eqn.inputs.push_back(lift(x));
+    in_types.push_back(aval_of(x));
+  }
+  std::vector<AbstractValue> out_types = p.shape_rule(in_types, params);
+  std::vector<Array> outs;
+  for (AbstractValue& t : out_types) {
+    int v = program_.new_var(std::move(t));
+    eqn.outputs.push_back(v);
+    outs.push_back(tracer(v));
+  }
+  program_.equations.push_back(std::move(eqn));
+  return outs;
+}
+
+Program StagingTrace::finish(std::span<const Array> outputs) {
+  for (const Array& x : outputs) program_.outputs.push_back(lift(x));
+  Trace::finish();
+  lifted_.clear();
+  return std::move(program_);
+}
+
+namespace {
+// Finishes a trace on every exit path, so values leaked from a failed trace raise on use.
+struct FinishOnExit {
+  Trace* trace;
+  ~FinishOnExit() { trace->finish(); }
+};
+}  // namespace
+
+Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_types,
+                         const char* transformation) {
+  auto trace = std::make_shared<StagingTrace>(transformation);
+  FinishOnExit guard{trace.get()};
+  std::vector<Array> inputs;
+  for (const AbstractValue& t : in_types) inputs.push_back(trace->new_input(t));
+  std::vector<Array> outputs;
+  {
+    CurrentTraceScope scope(trace.get());
+    outputs = fn(inputs);
+  }
+  Program program = trace->finish(outputs);
+#ifndef NDEBUG
+  program.verify();
+#endif
+  return program;
+}
+
+std::vector<Array> eval_program(const Program& program, std::span<const Array> args) {
+  if (args.size() != program.invars.size())
+    throw std::logic_error("[eval_program] expected " + std::to_string(program.invars.size()) +
+                           " arguments, got " + std::to_string(args.size()));
+  std::vector<Array> env(program.types.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    env[size_t(program.constvars[i])] = program.consts[i];
+  for (size_t i = 0; i < args.size(); ++i) env[size_t(program.invars[i])] = args[i];
+  auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env[size_t(a.var)]; };
+  std::vector<Array> ins;
+  for (const Equation& e : program.equations) {
+    ins.clear();
+    for (const Atom& a : e.inputs) ins.push_back(read(a));
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t i = 0; i < outs.size(); ++i) env[size_t(e.outputs[i])] = std::move(outs[i]);
+  }
+  std::vector<Array> result;
+  for (const Atom& a : program.outputs) result.push_back(read(a));
+  return result;
+}
+
+bool all_concrete(std::span<const Array> xs) {
+  if (current_trace()) return false;
+  for (const Array& x : xs)
+    if (!x.impl() || !x.impl()->buffer) return false;
+  return true;
+}
+
+}  // namespace spmd

@@ -1,0 +1,58 @@
+// Staging: running a function on traced values to record a Program, and evaluating a Program
+// in the current context (eagerly, or recorded into the current trace: inlining).
+#pragma once
+
+#include <spmd/array.h>
+
+#include "core/trace.h"
+#include "ir/program.h"
+
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace spmd {
+
+// The type-erased function every transformation works on: flat leaves in, flat leaves out.
+using FlatFn = std::function<std::vector<Array>(std::span<const Array>)>;
+
+// Records every primitive bound while it is the innermost trace into a Program. Values of other
+// traces and concrete arrays used by recorded equations are lifted: concrete 0-d values become
+// literals, everything else a constant of the Program (closure conversion).
+class StagingTrace : public Trace {
+ public:
+  explicit StagingTrace(const char* transformation) : transformation_(transformation) {}
+
+  Array new_input(const AbstractValue& type);
+  std::vector<Array> process_primitive(const Primitive& p, std::span<const Array> inputs,
+                                       const Params& params) override;
+  const char* transformation_name() const override { return transformation_; }
+  // Completes the Program with `outputs` and finishes the trace.
+  Program finish(std::span<const Array> outputs);
+  // Whether x is a value of this trace.
+  bool owns(const Array& x) const { return x.impl() && x.impl()->trace.get() == this; }
+
+ private:
+  Atom lift(const Array& x);
+  Array tracer(int var);
+
+  const char* transformation_;
+  Program program_;
+  std::unordered_map<const ArrayImpl*, int> lifted_;
+};
+
+// Traces fn on inputs of the given types with a new trace made current; the Program's consts
+// hold the concrete arrays and outer-trace values fn closed over.
+Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_types,
+                         const char* transformation);
+
+// Binds the Program's equations in order on `args` (its consts come from the Program): eager
+// when everything is concrete, otherwise recorded into the innermost trace.
+std::vector<Array> eval_program(const Program& program, std::span<const Array> args);
+
+// Whether the arrays can be computed now: all concrete and no trace current (inside a trace
+// even operations on constants are staged).
+bool all_concrete(std::span<const Array> xs);
+
+}  // namespace spmd

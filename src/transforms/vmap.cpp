@@ -1,0 +1,144 @@
+// vmap over Programs: the function is traced on one example's types, then its Program is
+// evaluated with each primitive's batching rule, batch dimensions tracked per value.
+#include <spmd/error.h>
+#include <spmd/transforms.h>
+
+#include "prims/primitive.h"
+#include "transforms/staging.h"
+
+namespace spmd {
+namespace {
+
+std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
+                                                              std::span<const Array> args,
+                                                              std::span<const int> dims,
+                                                              const BatchContext& ctx) {
+  std::vector<Array> env(program.types.size());
+  std::vector<int> bdim(program.types.size(), kNotBatched);
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    env[size_t(program.constvars[i])] = program.consts[i];
+  for (size_t i = 0; i < args.size(); ++i) {
+    env[size_t(program.invars[i])] = args[i];
+    bdim[size_t(program.invars[i])] = dims[i];
+  }
+  for (const Equation& e : program.equations) {
+    std::vector<Array> ins;
+    std::vector<int> in_dims;
+    bool batched = false;
+    for (const Atom& a : e.inputs) {
+      ins.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
+      in_dims.push_back(a.is_literal() ? kNotBatched : bdim[size_t(a.var)]);
+      batched = batched || in_dims.back() != kNotBatched;
+    }
+    std::vector<Array> outs;
+    std::vector<int> out_dims;
+    const Primitive& prim = *e.primitive;
+    if (!batched) {
+      outs = spmd::bind(prim, ins, e.params);
+      out_dims.assign(outs.size(), kNotBatched);
+    } else if (prim.name == "jit") {
+      std::tie(outs, out_dims) =
+          batch_program(*e.params.get<ProgramRef>("jaxpr"), ins, in_dims, ctx);
+    } else if (prim.batch) {
+      BatchResult r = prim.batch(ins, in_dims, e.params, ctx);
+      outs = std::move(r.outputs);
+      out_dims = std::move(r.dims);
+    } else {
+      throw NotImplementedError("[vmap] batching rule for '" + prim.name + "' not implemented");
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      env[size_t(e.outputs[k])] = std::move(outs[k]);
+      bdim[size_t(e.outputs[k])] = out_dims[k];
+    }
+  }
+  std::vector<Array> outs;
+  std::vector<int> out_dims;
+  for (const Atom& a : program.outputs) {
+    outs.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
+    out_dims.push_back(a.is_literal() ? kNotBatched : bdim[size_t(a.var)]);
+  }
+  return {outs, out_dims};
+}
+
+std::string type_name(const Array& x) {
+  return std::string(dtype_name(x.dtype())) + x.shape().str();
+}
+
+}  // namespace
+
+namespace transform_detail {
+
+std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
+                        const std::vector<std::optional<int>>& in_dims,
+                        const std::vector<Axis>& out_axes, std::optional<int64_t> axis_size,
+                        const std::string& axis_name, const std::vector<std::string>& arg_names) {
+  std::vector<int> dims;
+  std::vector<AbstractValue> example;
+  int64_t size = axis_size.value_or(-1);
+  bool inconsistent = false;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    AbstractValue t = aval_of(leaves[i]);
+    if (!in_dims[i]) {
+      dims.push_back(kNotBatched);
+      example.push_back(t);
+      continue;
+    }
+    int nd = t.shape.ndim();
+    int d = *in_dims[i];
+    if (d < -nd || d >= nd)
+      throw ValueError("[vmap] vmap was requested to map its argument along axis " +
+                       std::to_string(d) + ", which implies that its rank should be at least " +
+                       std::to_string(d < 0 ? -d : d + 1) + ", but is only " + std::to_string(nd) +
+                       " (its shape is " + t.shape.str() + ")");
+    if (d < 0) d += nd;
+    dims.push_back(d);
+    if (size >= 0 && t.shape[d] != size) inconsistent = true;
+    if (size < 0) size = t.shape[d];
+    std::vector<int64_t> s(t.shape.begin(), t.shape.end());
+    s.erase(s.begin() + d);
+    t.shape = Shape(s);
+    example.push_back(t);
+  }
+  if (inconsistent) {
+    std::string msg = "[vmap] vmap got inconsistent sizes for array axes to be mapped:\n";
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (dims[i] == kNotBatched) continue;
+      msg += "  * one axis had size " + std::to_string(leaves[i].shape()[dims[i]]) + ": axis " +
+             std::to_string(dims[i]) + " of " + arg_names[i] + " of type " + type_name(leaves[i]) +
+             ";\n";
+    }
+    msg.resize(msg.size() - 2);
+    throw ValueError(msg);
+  }
+  if (size < 0)
+    throw ValueError(
+        "[vmap] vmap must have at least one non-None value in in_axes, or be given "
+        "axis_size");
+  BatchContext ctx{size, axis_name};
+  Program program = trace_to_program(fn, example, "vmap");
+  auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);
+  if (out_axes.size() != 1 && out_axes.size() != outs.size())
+    throw ValueError(
+        "[vmap] out_axes specification must be a tree prefix of the corresponding "
+        "value, got " +
+        std::to_string(out_axes.size()) + " entries for " + std::to_string(outs.size()) +
+        " outputs");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Axis& ax = out_axes[out_axes.size() == 1 ? 0 : i];
+    if (!ax.dim) {
+      if (out_dims[i] != kNotBatched)
+        throw ValueError(
+            "[vmap] at vmap out_axes, got axis spec None but output was batched on "
+            "axis " +
+            std::to_string(out_dims[i]));
+      continue;
+    }
+    int nd = outs[i].ndim() + (out_dims[i] == kNotBatched ? 1 : 0);
+    int d = *ax.dim < 0 ? *ax.dim + nd : *ax.dim;
+    outs[i] = move_batch_dim(outs[i], out_dims[i], d, size);
+  }
+  return outs;
+}
+
+}  // namespace transform_detail
+}  // namespace spmd

@@ -8,18 +8,10 @@
 #include "compile/executable.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
+#include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
 namespace spmd {
-namespace {
-
-using transform_detail::FlatFn;
-
-std::vector<AbstractValue> types_of(std::span<const Array> xs) {
-  std::vector<AbstractValue> out;
-  for (const Array& x : xs) out.push_back(aval_of(x));
-  return out;
-}
 
 // Evaluates `program` on primals and tangents (invalid = zero) with the jvp rules.
 std::pair<std::vector<Array>, std::vector<Array>> jvp_program(const Program& program,
@@ -135,6 +127,16 @@ std::vector<Array> transpose_program(const Program& linear, std::span<const Arra
   }
   std::vector<Array> out;
   for (int v : linear.invars) out.push_back(ct[size_t(v)]);
+  return out;
+}
+
+namespace {
+
+using transform_detail::FlatFn;
+
+std::vector<AbstractValue> types_of(std::span<const Array> xs) {
+  std::vector<AbstractValue> out;
+  for (const Array& x : xs) out.push_back(aval_of(x));
   return out;
 }
 

@@ -4,10 +4,10 @@
 #include <spmd/transforms.h>
 
 #include "prims/primitive.h"
+#include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
 namespace spmd {
-namespace {
 
 std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
                                                               std::span<const Array> args,
@@ -59,6 +59,8 @@ std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& pro
   }
   return {outs, out_dims};
 }
+
+namespace {
 
 std::string type_name(const Array& x) {
   return std::string(dtype_name(x.dtype())) + x.shape().str();

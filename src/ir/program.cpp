@@ -5,6 +5,7 @@
 #include "ir/pretty.h"
 #include "prims/primitive.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
@@ -80,6 +81,20 @@ void Program::verify() const {
 // ---- text
 // -----------------------------------------------------------------------------------------
 namespace {
+
+// Parameters JAX's printer leaves out: always, or only when None or empty.
+bool hidden_param(const std::string& prim, const std::string& key, const ParamValue& v) {
+  bool none = std::holds_alternative<NoneParam>(v);
+  bool empty = std::holds_alternative<std::vector<int64_t>>(v) &&
+               std::get<std::vector<int64_t>>(v).empty();
+  if (prim == "broadcast_in_dim")
+    return key == "shape" || key == "sharding" || (key == "broadcast_dimensions" && empty);
+  if (prim == "convert_element_type") return key == "sharding";
+  if (prim == "dot_general") return (key == "out_sharding" || key == "precision") && none;
+  if (prim == "mul") return key == "out_dtype" && none;
+  if (key == "accuracy") return none;
+  return false;
+}
 
 // Python's repr of a float: shortest round-trip digits, fixed notation for exponents in
 // [-4, 16), scientific otherwise, integral values with ".0".
@@ -201,6 +216,18 @@ class Printer {
     for (int v : vs) docs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
     return vars(docs);
   }
+  void suggest_same_names(const Program& sub, const std::vector<int>& for_vars,
+                          const Program& outer, const std::vector<Atom>& like) {
+    if (for_vars.size() != like.size()) return;
+    std::vector<int> used;
+    for (size_t k = 0; k < for_vars.size(); ++k) {
+      if (like[k].is_literal()) continue;
+      if (std::find(used.begin(), used.end(), like[k].var) != used.end()) continue;
+      if (names_.count(key(&sub, for_vars[k]))) continue;
+      used.push_back(like[k].var);
+      names_[key(&sub, for_vars[k])] = name(outer, like[k].var);
+    }
+  }
   pp::Doc param_value(const ParamValue& v) {
     return std::visit(
         [&](const auto& x) -> pp::Doc {
@@ -248,13 +275,36 @@ class Printer {
     std::vector<pp::Doc> outs;
     for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
     pp::Doc lhs = vars(outs);
+    if (e.primitive->name == "jit" && e.params.has("jaxpr")) {
+      // JAX names a call's parameters and results after the caller's operands and results.
+      const Program& sub = *e.params.get<ProgramRef>("jaxpr");
+      std::vector<Atom> results;
+      for (int v : e.outputs) results.push_back(Atom::of_var(v));
+      suggest_same_names(sub, sub.invars, p, e.inputs);
+      std::vector<int> sub_outs;
+      std::vector<Atom> like;
+      for (size_t k = 0; k < sub.outputs.size() && k < results.size(); ++k)
+        if (!sub.outputs[k].is_literal()) {
+          sub_outs.push_back(sub.outputs[k].var);
+          like.push_back(results[k]);
+        }
+      suggest_same_names(sub, sub_outs, p, like);
+    }
     pp::Doc params = pp::nil();
     if (!e.params.items().empty()) {
       std::vector<pp::Doc> kvs;
-      for (const auto& [k, v] : e.params.items()) kvs.push_back(pp::text(k + "=") + param_value(v));
-      params = pp::group(pp::concat(
-          {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), kvs)})),
-           pp::brk(""), pp::text("]")}));
+      // A call's name comes first, as JAX prints it.
+      if (e.params.has("name") && e.params.has("jaxpr"))
+        kvs.push_back(pp::text("name=") + param_value(e.params.at("name")));
+      for (const auto& [k, v] : e.params.items()) {
+        if (hidden_param(e.primitive->name, k, v)) continue;
+        if (k == "name" && e.params.has("jaxpr")) continue;
+        kvs.push_back(pp::text(k + "=") + param_value(v));
+      }
+      if (!kvs.empty())
+        params = pp::group(pp::concat(
+            {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), kvs)})),
+             pp::brk(""), pp::text("]")}));
     }
     std::vector<pp::Doc> ins;
     for (const Atom& a : e.inputs) ins.push_back(atom(p, a));

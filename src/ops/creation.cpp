@@ -138,6 +138,7 @@ Array arange(double start, double stop, double step) {
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     throw ValueError("[arange] arguments must be finite");
   int64_t n = std::max<int64_t>(0, int64_t(std::ceil((stop - start) / step)));
+  if (start == 0 && step == 1) return lax::iota(default_float_dtype(), n);  // jnp's fast path
   // jnp.arange calls np.arange with the target dtype, which stores start and start + step in
   // that dtype and fills x[i] = x[0] + i * (x[1] - x[0]) in it.
   auto fill = [&](auto zero) {

@@ -1,6 +1,8 @@
 // Shared op-layer helpers: promotion, rank broadcasting, axes and constants.
 #include "ops/op_util.h"
 
+#include "core/trace.h"
+
 #include <spmd/lax.h>
 
 #include "backends/cpu/convert.h"
@@ -19,6 +21,13 @@ std::string prefix(const char* api) {
 Array convert(const Array& x, DType t, bool weak_type) {
   const AbstractValue& a = aval_of(x);
   if (a.dtype == t && a.weak_type == weak_type) return x;
+  // A concrete scalar (a C++ number) converts now, as JAX converts Python scalars with NumPy: it
+  // enters traced programs as a literal of the new type, not as a staged conversion.
+  if (x.impl()->buffer && a.shape.ndim() == 0) {
+    CurrentTraceScope eager(nullptr);
+    return apply("convert_element_type", {x},
+                 Params{{"new_dtype", t}, {"weak_type", weak_type}, {"sharding", NoneParam{}}});
+  }
   return apply("convert_element_type", {x},
                Params{{"new_dtype", t}, {"weak_type", weak_type}, {"sharding", NoneParam{}}});
 }

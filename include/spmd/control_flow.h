@@ -29,7 +29,7 @@ std::vector<Array> cond(const char* api, const Array& index, std::span<const Fla
                         std::span<const Array> operands);
 // `pred` as cond's int32 index (JAX: convert_element_type of a boolean scalar).
 Array cond_index(const Array& pred);
-// `index` as switch's int32 index: clamp into [0, num_branches - 1].
+// `index` as switch's int32 index: clamp into [0, num_branches - 1]; raises for no branches.
 Array switch_index(const Array& index, size_t num_branches);
 // Binds `while`; body_out_def receives the body's output tree, which must equal init_def.
 std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,
@@ -92,7 +92,7 @@ template <class F, class... Ops>
 auto switch_(const Array& index, const std::vector<F>& branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const F&, const Ops&...>>;
   namespace d = control_flow_detail;
-  if (branches.empty()) throw_switch_empty();
+  Array i = d::switch_index(index, branches.size());
   auto [leaves, in_def] = tree_flatten(std::make_tuple(operands...));
   std::vector<d::FlatFn> fns;
   std::vector<std::shared_ptr<TreeDef>> out_defs;
@@ -100,7 +100,6 @@ auto switch_(const Array& index, const std::vector<F>& branches, const Ops&... o
     out_defs.push_back(std::make_shared<TreeDef>());
     fns.push_back(d::branch_fn<R, F, Ops...>(f, in_def, out_defs.back()));
   }
-  Array i = d::switch_index(index, branches.size());
   std::vector<Array> out = d::cond("switch", i, fns, out_defs, leaves);
   return tree_unflatten<R>(*out_defs[0], out);
 }

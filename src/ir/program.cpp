@@ -10,6 +10,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace spmd {
 
@@ -193,7 +194,10 @@ class Printer {
 
   std::string name(const Program& p, int v) {
     auto [it, inserted] = names_.try_emplace(key(&p, v));
-    if (inserted) it->second = encode(counter_++);
+    if (inserted) {
+      do it->second = encode(counter_++);
+      while (shared_names_.count(it->second));
+    }
     return it->second;
   }
   static std::string encode(int n) {
@@ -260,10 +264,10 @@ class Printer {
               s += (i ? ", " : "") + int_tuple({x[i].low, x[i].high, x[i].interior});
             return pp::text(s + (x.size() == 1 ? ",)" : ")"));
           } else if constexpr (std::is_same_v<T, ProgramRef>) {
-            return program(*x);
+            return sub_program(*x);
           } else {
             std::vector<pp::Doc> docs;
-            for (const ProgramRef& p : x) docs.push_back(program(*p));
+            for (const ProgramRef& p : x) docs.push_back(sub_program(*p));
             return pp::group(pp::concat(
                 {pp::nest(2, pp::concat({pp::text("("), pp::brk(""), pp::join(pp::brk(), docs)})),
                  pp::brk(""), pp::text(")")}));
@@ -315,13 +319,75 @@ class Printer {
 
   std::unordered_map<std::pair<const void*, int>, std::string, KeyHash> names_;
   int counter_ = 0;
+
+ public:
+  // JAX prints a sub-program used more than once, or longer than ten equations, once at the top
+  // as `let NAME = { ... } in`, and refers to it by NAME.
+  pp::Doc top_level(const Program& top) {
+    std::vector<const Program*> order;
+    std::unordered_map<const Program*, int> count;
+    std::unordered_map<const Program*, std::string> suggested;
+    std::vector<const Program*> queue{&top};
+    for (size_t q = 0; q < queue.size(); ++q) {
+      const Program* p = queue[q];
+      if (!count.count(p)) order.push_back(p);
+      int& c = count[p];
+      c += (p != &top && p->equations.size() > 10) ? 2 : 1;
+      for (const Equation& e : p->equations) {
+        std::string name = e.params.has("name") && std::holds_alternative<std::string>(
+                                                       e.params.at("name"))
+                               ? e.params.get<std::string>("name")
+                               : std::string();
+        for (const auto& [k, v] : e.params.items()) {
+          std::vector<const Program*> subs;
+          if (auto* one = std::get_if<ProgramRef>(&v)) subs.push_back(one->get());
+          if (auto* many = std::get_if<std::vector<ProgramRef>>(&v))
+            for (const ProgramRef& r : *many) subs.push_back(r.get());
+          for (const Program* sub : subs) {
+            queue.push_back(sub);
+            if (!name.empty()) suggested.try_emplace(sub, name);
+          }
+        }
+      }
+    }
+    std::unordered_map<std::string, int> name_counts;
+    std::vector<std::pair<std::string, const Program*>> hoisted;
+    for (const Program* p : order) {
+      if (count[p] == 1) continue;
+      std::string name = suggested.count(p) ? suggested[p] : "jaxpr";
+      if (!name.empty() && name.front() == '<' && name.back() == '>')
+        name = name.substr(1, name.size() - 2);
+      if (int n = name_counts[name]; n > 0) {
+        name_counts[name] += 1;
+        name += std::to_string(n);
+      }
+      name_counts[name] += 1;
+      shared_names_.insert(name);
+      shared_[p] = name;
+      hoisted.emplace_back(name, p);
+    }
+    std::vector<pp::Doc> docs;
+    for (const auto& [name, p] : hoisted)
+      docs.push_back(pp::concat({pp::text("let " + name + " = "), program(*p), pp::text(" in"),
+                                 pp::brk()}));
+    docs.push_back(program(top));
+    return pp::concat(docs);
+  }
+
+ private:
+  pp::Doc sub_program(const Program& p) {
+    auto it = shared_.find(&p);
+    return it != shared_.end() ? pp::text(it->second) : program(p);
+  }
+  std::unordered_map<const Program*, std::string> shared_;
+  std::unordered_set<std::string> shared_names_;
 };
 
 }  // namespace
 
 std::string Program::str() const {
   Printer printer(*this);
-  return pp::format(printer.program(*this));
+  return pp::format(printer.top_level(*this));
 }
 
 }  // namespace spmd

@@ -6,6 +6,12 @@
 
 #include "ops/op_util.h"
 
+#include <spmd/transforms.h>
+
+#include "core/trace.h"
+
+#include <array>
+
 #include <cmath>
 #include <limits>
 
@@ -369,13 +375,25 @@ Array right_shift(const Array& x, const Array& y) {
                     {a[0], a[1]});
 }
 
-Array where(const Array& condition, const Array& x, const Array& y) {
+namespace {
+Array where_impl(const Array& condition, const Array& x, const Array& y) {
   auto v = ops::promote_dtypes({x, y});
   Array c = ops::convert(condition, bool_);
   Shape s = ops::broadcast_shapes("where", {c.shape(), v[0].shape(), v[1].shape()});
   return ops::apply("select_n",
                     {ops::broadcast_to("where", c, s), ops::broadcast_to("where", v[1], s),
                      ops::broadcast_to("where", v[0], s)});
+}
+}  // namespace
+
+Array where(const Array& condition, const Array& x, const Array& y) {
+  // Traced, where is a call named _where, as jnp.where is a jitted function in JAX.
+  std::array<Array, 3> args{condition, x, y};
+  if (innermost_trace(args)) {
+    static const auto where_jit = jit(where_impl, {.name = "_where"});
+    return where_jit(condition, x, y);
+  }
+  return where_impl(condition, x, y);
 }
 
 Array clip(const Array& x, const Array& lo, const Array& hi) {

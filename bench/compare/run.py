@@ -70,6 +70,62 @@ def run_jax(quick):
         jnp.add(a, b).block_until_ready()
         times.append(time.perf_counter() - start)
     res["BM_EagerTinyAdd"] = statistics.median(times)
+    res.update(run_jax_transforms(quick))
+    return res
+
+
+def run_jax_transforms(quick):
+    """The workloads of bench/transforms_bench.cpp."""
+    import jax
+    import jax.numpy as jnp
+    res = {}
+
+    def ten_ops(x):
+        for _ in range(5):
+            x = jnp.sin(x) * 1.5
+        return x
+    f = jax.jit(ten_ops)
+    x = jnp.ones(8)
+    f(x).block_until_ready()
+    times = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        f(x).block_until_ready()
+        times.append(time.perf_counter() - start)
+    res["BM_JitDispatch10Ops"] = statistics.median(times)
+
+    sizes = [784, 1024, 1024, 1024, 10]
+    keys = jax.random.split(jax.random.key(0), len(sizes))
+    params = [(jax.random.normal(k, (m, n)) / jnp.sqrt(m), jnp.zeros(n))
+              for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+
+    def loss(params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = jnp.dot(h, w) + b
+            if i + 1 < len(params):
+                h = jax.nn.relu(h)
+        log_probs = h - jax.nn.logsumexp(h, axis=1, keepdims=True)
+        return -jnp.mean(jnp.sum(log_probs * y, axis=1))
+
+    def sgd_step(params, x, y):
+        grads = jax.grad(loss)(params, x, y)
+        return [(w - 0.01 * gw, b - 0.01 * gb) for (w, b), (gw, gb) in zip(params, grads)]
+
+    x, y = jnp.zeros((128, 784)), jnp.zeros((128, 10))
+    times = []
+    for _ in range(3):
+        step = jax.jit(lambda p, a, b: sgd_step(p, a, b))  # a new function: nothing cached
+        start = time.perf_counter()
+        step.lower(params, x, y).compile()
+        times.append(time.perf_counter() - start)
+    res["BM_MlpTraceCompile/real_time"] = statistics.median(times)
+    grad_step = jax.jit(jax.grad(loss))
+    for batch in [1024, 8192]:
+        xb = jax.random.normal(jax.random.key(1), (batch, 784))
+        yb = jnp.ones((batch, 10)) * 0.1
+        res[f"BM_MlpGradStep/{batch}/iterations:3/real_time"] = time_jax(grad_step, params, xb, yb,
+                                                                         repeats=3)
     return res
 
 

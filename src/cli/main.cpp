@@ -57,6 +57,16 @@ void tour(int matmul_size) {
   std::printf("%d x %d float32 matmul: %.2f ms (median of 5), %.1f GFLOP/s\n", n, n, s * 1e3,
               2.0 * n * n * n / s * 1e-9);
   std::cout << "c[0, :4] = " << sp::lax::slice(c, {0, 0}, {1, 4}) << "\n";
+
+  section("transformations: make_jaxpr, jit, grad, vmap");
+  auto f = [](const sp::Array& x, const sp::Array& y) { return sp::tanh(sp::dot(x, y)); };
+  std::cout << "make_jaxpr(tanh(dot(x, y)))(f32[2,3], f32[3,4])\n"
+            << sp::make_jaxpr(f)(sp::zeros({2, 3}), sp::zeros({3, 4})) << "\n";
+  auto loss = [](const sp::Array& w) { return sp::sum(sp::square(sp::sin(w))); };
+  sp::Array w = sp::arange(4.0f) * 0.5;
+  std::cout << "grad(sum(sin(w)^2))(w)  " << sp::jit(sp::grad(loss))(w) << "\n";
+  std::cout << "vmap(dot)(f32[8,2,3], f32[8,3,4]).shape  "
+            << sp::vmap(f)(sp::ones({8, 2, 3}), sp::ones({8, 3, 4})).shape().str() << "\n";
 }
 
 }  // namespace

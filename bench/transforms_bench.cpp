@@ -60,6 +60,24 @@ void BM_JitDispatch10Ops(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f(x));
 }
 
+// The same with one operation: the fixed cost of a cached call (flatten, signature lookup, run).
+void BM_JitDispatch1Op(benchmark::State& state) {
+  auto f = sp::jit([](const sp::Array& x) { return sp::sin(x); });
+  sp::Array x = sp::ones({8});
+  f(x);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x));
+}
+
+// Eager execution of the same ten operations, for the per-kernel cost.
+void BM_Eager10Ops(benchmark::State& state) {
+  sp::Array x = sp::ones({8});
+  for (auto _ : state) {
+    sp::Array y = x;
+    for (int i = 0; i < 5; ++i) y = sp::sin(y) * 1.5;
+    benchmark::DoNotOptimize(y);
+  }
+}
+
 void BM_MlpTraceCompile(benchmark::State& state) {
   Params params = init_mlp(kSizes);
   sp::Array x = sp::zeros({128, 784}), y = sp::zeros({128, 10});
@@ -85,6 +103,8 @@ void BM_MlpGradStep(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_JitDispatch10Ops);
+BENCHMARK(BM_JitDispatch1Op);
+BENCHMARK(BM_Eager10Ops);
 BENCHMARK(BM_MlpTraceCompile)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MlpGradStep)->Arg(1024)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()
     ->Iterations(3);

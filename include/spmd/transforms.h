@@ -117,8 +117,7 @@ struct IsTuple<std::tuple<Ts...>> : std::true_type {};
 
 }  // namespace transform_detail
 
-// ---- make_jaxpr
-// -----------------------------------------------------------------------------------
+// ---- make_jaxpr ----
 template <class F>
 auto make_jaxpr(F f) {
   return [f](const auto&... args) {
@@ -129,11 +128,10 @@ auto make_jaxpr(F f) {
   };
 }
 
-// ---- jit
-// ------------------------------------------------------------------------------------------ Traces
-// f once per signature (tree structure, static values, shapes and dtypes), compiles the Program and
-// runs it; later calls with the same signature reuse it. Arguments that are not Arrays (ints,
-// strings, enums...) are static: they are part of the signature.
+// ---- jit ----
+// Traces f once per signature (tree structure, static values, shapes and dtypes), compiles the
+// Program and runs it; later calls with the same signature reuse it. Arguments that are not
+// Arrays (ints, strings, enums...) are static: they are part of the signature.
 template <class F>
 class Jitted {
  public:
@@ -179,7 +177,7 @@ Jitted<F> jit(F f, JitOptions options = {}) {
   return Jitted<F>(std::move(f), std::move(options));
 }
 
-// ---- automatic differentiation ------------------------------------------------------------------
+// ---- automatic differentiation ----
 namespace transform_detail {
 
 // Calls f with the arguments at `argnums` replaced by the leaves being differentiated.
@@ -354,8 +352,34 @@ auto vjp(F f, const Args&... primals) {
   return std::make_pair(tree_unflatten<R>(*out_def, outs), pb);
 }
 
-// ---- vmap
-// -----------------------------------------------------------------------------------------
+// ---- Jacobians ----
+// jacfwd(f)(x), jacrev(f)(x): the Jacobian of an Array -> Array function, shaped
+// f(x).shape + x.shape, by forward mode over a basis of input directions or reverse mode over
+// a basis of output cotangents (vmapped, as JAX does). hessian(f) = jacfwd(jacrev(f)).
+namespace transform_detail {
+Array jacobian(const FlatFn& fn, const Array& x, bool forward);
+}  // namespace transform_detail
+
+template <class F>
+auto jacfwd(F f) {
+  return [f](const Array& x) {
+    return transform_detail::jacobian(
+        [&](std::span<const Array> xs) { return std::vector<Array>{f(xs[0])}; }, x, true);
+  };
+}
+template <class F>
+auto jacrev(F f) {
+  return [f](const Array& x) {
+    return transform_detail::jacobian(
+        [&](std::span<const Array> xs) { return std::vector<Array>{f(xs[0])}; }, x, false);
+  };
+}
+template <class F>
+auto hessian(F f) {
+  return jacfwd(jacrev(std::move(f)));
+}
+
+// ---- vmap ----
 template <class F>
 auto vmap(F f, VmapOptions options = {}) {
   return [f, options](const auto&... args) {

@@ -3,6 +3,8 @@
 // tangent equations are staged into a linear Program) and transposes the linear Program with the
 // primitives' transpose rules, in reverse order.
 #include <spmd/error.h>
+#include <spmd/lax.h>
+#include <spmd/ops.h>
 #include <spmd/transforms.h>
 
 #include "compile/executable.h"
@@ -272,6 +274,37 @@ GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size
   r.outputs.assign(all.begin(), all.begin() + long(m));
   r.grads.assign(all.begin() + long(m), all.end());
   return r;
+}
+
+Array jacobian(const FlatFn& fn, const Array& x, bool forward) {
+  if (!is_floating(x.dtype()))
+    throw TypeError(std::string(forward ? "[jacfwd]" : "[jacrev]") +
+                    " requires real-valued inputs (input dtype that is a sub-dtype of "
+                    "np.floating), but got " + std::string(dtype_name(x.dtype())) + ".");
+  Array out = fn(std::span<const Array>(&x, 1)).at(0);
+  int64_t n = forward ? x.size() : out.size();
+  const Shape& basis_shape = forward ? x.shape() : out.shape();
+  std::vector<int64_t> dims{n};
+  dims.insert(dims.end(), basis_shape.begin(), basis_shape.end());
+  Array basis = eye(n, std::nullopt, 0, forward ? x.dtype() : out.dtype()).reshape(Shape(dims));
+  FlatFn column = [&](std::span<const Array> v) {
+    if (forward) return std::vector<Array>{jvp(fn, std::span<const Array>(&x, 1), v).second.at(0)};
+    return vjp(fn, std::span<const Array>(&x, 1)).second(v);
+  };
+  std::vector<Array> rows =
+      vmap(column, std::span<const Array>(&basis, 1), {0}, {Axis(0)}, std::nullopt, "",
+           {"argument 0"});
+  // rows: [n, *(forward ? out : x)] → out.shape + x.shape
+  Array r = rows.at(0);
+  if (forward) {
+    std::vector<int64_t> perm;
+    for (int i = 1; i < r.ndim(); ++i) perm.push_back(i);
+    perm.push_back(0);
+    r = lax::transpose(r, perm);
+  }
+  std::vector<int64_t> shape(out.shape().begin(), out.shape().end());
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  return r.reshape(Shape(shape));
 }
 
 }  // namespace transform_detail

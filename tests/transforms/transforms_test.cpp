@@ -178,6 +178,27 @@ TEST(Vjp, PullbackOfTwoArguments) {
   expect_close(gb, {1, 2});
 }
 
+TEST(Jacobian, ForwardAndReverseAgreeWithTheClosedForm) {
+  // f(x) = [x0 * x1, sin(x2), x0 + x2]: J = [[x1, x0, 0], [0, cos x2, 0]... rows per output.
+  auto f = [](const Array& x) {
+    return sp::stack({x[0] * x[1], sp::sin(x[2]), x[0] + x[2]});
+  };
+  Array x = f32({2, 3, 0.5f}, {3});
+  std::vector<float> want = {3, 2, 0, 0, 0, std::cos(0.5f), 1, 0, 1};
+  Array jf = sp::jacfwd(f)(x), jr = sp::jacrev(f)(x);
+  EXPECT_EQ(jf.shape(), sp::Shape({3, 3}));
+  EXPECT_EQ(jr.shape(), sp::Shape({3, 3}));
+  expect_close(jf, want);
+  expect_close(jr, want);
+}
+
+TEST(Jacobian, HessianOfACubic) {
+  auto f = [](const Array& x) { return sp::sum(x * x * x); };
+  Array h = sp::hessian(f)(f32({1, -2}, {2}));
+  EXPECT_EQ(h.shape(), sp::Shape({2, 2}));
+  expect_close(h, {6, 0, 0, -12});
+}
+
 TEST(Vmap, MatchesALoop) {
   auto f = [](const Array& x, const Array& y) { return sp::tanh(sp::dot(x, y)); };
   Array xs = sp::random::normal(sp::random::key(2), {4, 2, 3});

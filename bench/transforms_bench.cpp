@@ -21,8 +21,8 @@ Params init_mlp(const std::vector<int64_t>& sizes) {
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     auto keys = sp::random::split(key);
     key = keys[0];
-    sp::Array w = sp::random::normal(keys[1], {sizes[i], sizes[i + 1]}) *
-                  (1.0 / std::sqrt(double(sizes[i])));
+    sp::Array w =
+        sp::random::normal(keys[1], {sizes[i], sizes[i + 1]}) * (1.0 / std::sqrt(double(sizes[i])));
     params.emplace_back(w, sp::zeros({sizes[i + 1]}));
   }
   return params;
@@ -106,5 +106,9 @@ BENCHMARK(BM_JitDispatch10Ops);
 BENCHMARK(BM_JitDispatch1Op);
 BENCHMARK(BM_Eager10Ops);
 BENCHMARK(BM_MlpTraceCompile)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_MlpGradStep)->Arg(1024)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_MlpGradStep)
+    ->Arg(1024)
+    ->Arg(8192)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->Iterations(3);

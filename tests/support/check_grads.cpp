@@ -32,8 +32,8 @@ double vdot(const std::vector<Array>& a, const std::vector<Array>& b) {
   return s;
 }
 
-std::string compare(const char* what, const std::vector<Array>& got,
-                    const std::vector<Array>& want, const GradCheckOptions& o) {
+std::string compare(const char* what, const std::vector<Array>& got, const std::vector<Array>& want,
+                    const GradCheckOptions& o) {
   for (size_t i = 0; i < got.size(); ++i) {
     std::vector<double> g = got[i].to_vector<double>(), w = want[i].to_vector<double>();
     if (g.size() != w.size()) return std::string(what) + ": output sizes differ";

@@ -18,7 +18,7 @@ struct GradCheckOptions {
   double eps = 1e-6;   // finite-difference step
   double rtol = 1e-5;  // relative tolerance on each comparison
   double atol = 1e-7;
-  int order = 1;       // 2 also checks the jvp of the gradient function
+  int order = 1;  // 2 also checks the jvp of the gradient function
   unsigned seed = 0;
 };
 

@@ -31,18 +31,32 @@ std::vector<Case> cases() {
       {"log_sqrt", [](auto& a) { return sp::log(a[0]) + sp::sqrt(a[0]); }, {{4}}, true},
       {"div_pow", [](auto& a) { return sp::power(a[0], a[1]) / a[1]; }, {{3}, {3}}, true},
       {"logistic_erf", [](auto& a) { return sp::sigmoid(a[0]) + sp::erf(a[0]); }, {{5}}},
-      {"arc", [](auto& a) { return sp::arcsin(a[0] * 0.5) + sp::arctan2(a[0], a[0] + 3.0); }, {{4}}},
+      {"arc",
+       [](auto& a) { return sp::arcsin(a[0] * 0.5) + sp::arctan2(a[0], a[0] + 3.0); },
+       {{4}}},
       {"broadcasting", [](auto& a) { return a[0] * a[1] - a[1]; }, {{2, 3}, {3}}},
       {"dot", [](auto& a) { return sp::dot(a[0], a[1]); }, {{2, 3}, {3, 4}}},
       {"batched_matmul", [](auto& a) { return sp::matmul(a[0], a[1]); }, {{2, 2, 3}, {2, 3, 2}}},
       {"sum_mean", [](auto& a) { return sp::sum(a[0], {1}) * sp::mean(a[0]); }, {{3, 4}}},
       {"max_reduce", [](auto& a) { return sp::max(a[0], {0}); }, {{4, 3}}},
       {"logsumexp", [](auto& a) { return sp::logsumexp(a[0], {1}); }, {{2, 5}}},
-      {"reshape_transpose", [](auto& a) { return a[0].reshape({3, 2}).T() * 2.0; }, {{2, 3}}},
-      {"concat_slice", [](auto& a) { return sp::concatenate({a[0], a[1]}, 0)[1] * a[0][0]; }, {{2, 3}, {1, 3}}},
-      {"where_maximum", [](auto& a) { return sp::where(a[0] > 0.0, a[0] * a[0], sp::maximum(a[0], a[1])); }, {{6}, {6}}},
+      {"reshape_transpose",
+       [](auto& a) {
+         return a[0].reshape({3, 2}).T() * 2.0;
+       },
+       {{2, 3}}},
+      {"concat_slice",
+       [](auto& a) {
+         return sp::concatenate({a[0], a[1]}, 0)[1] * a[0][0];
+       },
+       {{2, 3}, {1, 3}}},
+      {"where_maximum",
+       [](auto& a) { return sp::where(a[0] > 0.0, a[0] * a[0], sp::maximum(a[0], a[1])); },
+       {{6}, {6}}},
       {"cumsum_prod", [](auto& a) { return sp::cumsum(a[0], 0) * sp::prod(a[0]); }, {{4}}, true},
-      {"mlp", [](auto& a) { return sp::sum(sp::relu(sp::dot(a[0], a[1]) + 0.1) * a[0].sum()); }, {{2, 3}, {3, 3}}},
+      {"mlp",
+       [](auto& a) { return sp::sum(sp::relu(sp::dot(a[0], a[1]) + 0.1) * a[0].sum()); },
+       {{2, 3}, {3, 3}}},
   };
 }
 
@@ -50,7 +64,8 @@ TEST(CheckGrads, EveryCaseToSecondOrder) {
   spmd_test::X64Scope x64;
   for (const Case& c : cases()) {
     std::vector<Array> args;
-    for (size_t i = 0; i < c.shapes.size(); ++i) args.push_back(input(c.shapes[i], unsigned(i + 1), c.positive));
+    for (size_t i = 0; i < c.shapes.size(); ++i)
+      args.push_back(input(c.shapes[i], unsigned(i + 1), c.positive));
     auto flat = [f = c.f](std::span<const Array> xs) {
       return std::vector<Array>{f(std::vector<Array>(xs.begin(), xs.end()))};
     };

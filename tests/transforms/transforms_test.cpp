@@ -64,7 +64,7 @@ TEST(Jit, LowerShowsTheProgramBeforeAndAfterPasses) {
   std::string before = jf.lower(f32({1, 2}, {2})).str();
   std::string after = jf.lower_optimized(f32({1, 2}, {2})).str();
   EXPECT_NE(before.find("sin"), std::string::npos);
-  EXPECT_EQ(after.find("sin"), std::string::npos);  // dead code removed
+  EXPECT_EQ(after.find("sin"), std::string::npos);   // dead code removed
   EXPECT_EQ(after.find("cos"), after.rfind("cos"));  // the two cos merged
 }
 
@@ -109,9 +109,8 @@ TEST(Grad, SecondDerivativeAndClosures) {
   auto d2 = sp::grad(sp::grad([](const Array& x) { return sp::sin(x); }));
   EXPECT_NEAR(d2(Array(0.7f)).item<float>(), -std::sin(0.7f), 1e-6);
   // grad(x -> grad(y -> x*y)(1.0))(2.0) == 1
-  auto outer = sp::grad([](const Array& x) {
-    return sp::grad([&](const Array& y) { return x * y; })(Array(1.0f));
-  });
+  auto outer = sp::grad(
+      [](const Array& x) { return sp::grad([&](const Array& y) { return x * y; })(Array(1.0f)); });
   EXPECT_FLOAT_EQ(outer(Array(2.0f)).item<float>(), 1.0f);
 }
 
@@ -163,15 +162,15 @@ TEST(Grad, Errors) {
 }
 
 TEST(Jvp, DirectionalDerivative) {
-  auto [y, t] = sp::jvp([](const Array& x) { return sp::exp(x) * 3.0; }, f32({0, 1}, {2}),
-                        f32({1, 2}, {2}));
+  auto [y, t] =
+      sp::jvp([](const Array& x) { return sp::exp(x) * 3.0; }, f32({0, 1}, {2}), f32({1, 2}, {2}));
   expect_close(y, {3, 3 * std::exp(1.0f)});
   expect_close(t, {3, 6 * std::exp(1.0f)}, 1e-4f);
 }
 
 TEST(Vjp, PullbackOfTwoArguments) {
-  auto [out, pullback] =
-      sp::vjp([](const Array& a, const Array& b) { return a * b; }, f32({1, 2}, {2}), f32({3, 4}, {2}));
+  auto [out, pullback] = sp::vjp([](const Array& a, const Array& b) { return a * b; },
+                                 f32({1, 2}, {2}), f32({3, 4}, {2}));
   expect_close(out, {3, 8});
   auto [ga, gb] = pullback(f32({1, 1}, {2}));
   expect_close(ga, {3, 4});
@@ -180,9 +179,7 @@ TEST(Vjp, PullbackOfTwoArguments) {
 
 TEST(Jacobian, ForwardAndReverseAgreeWithTheClosedForm) {
   // f(x) = [x0 * x1, sin(x2), x0 + x2]: J = [[x1, x0, 0], [0, cos x2, 0]... rows per output.
-  auto f = [](const Array& x) {
-    return sp::stack({x[0] * x[1], sp::sin(x[2]), x[0] + x[2]});
-  };
+  auto f = [](const Array& x) { return sp::stack({x[0] * x[1], sp::sin(x[2]), x[0] + x[2]}); };
   Array x = f32({2, 3, 0.5f}, {3});
   std::vector<float> want = {3, 2, 0, 0, 0, std::cos(0.5f), 1, 0, 1};
   Array jf = sp::jacfwd(f)(x), jr = sp::jacrev(f)(x);
@@ -232,8 +229,7 @@ TEST(Vmap, Errors) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(sp::vmap(f, {.in_axes = {0, 0, 0}})(sp::zeros({2}), sp::zeros({2})),
-               sp::ValueError);
+  EXPECT_THROW(sp::vmap(f, {.in_axes = {0, 0, 0}})(sp::zeros({2}), sp::zeros({2})), sp::ValueError);
   EXPECT_THROW(sp::vmap(f, {.in_axes = {2}})(sp::zeros({2}), sp::zeros({2})), sp::ValueError);
 }
 

@@ -57,6 +57,17 @@ FlatFn branch_fn(F f, TreeDef in_def, std::shared_ptr<TreeDef> out_def) {
   };
 }
 
+// f(carry) as a flat function of the carry's leaves.
+template <class T, class F>
+FlatFn carry_fn(F f, TreeDef in_def, std::shared_ptr<TreeDef> out_def) {
+  return [f = std::move(f), in_def = std::move(in_def),
+          out_def = std::move(out_def)](std::span<const Array> leaves) {
+    auto [out, def] = tree_flatten(f(tree_unflatten<T>(in_def, leaves)));
+    *out_def = def;
+    return out;
+  };
+}
+
 template <class R, class... Fs, class... Ops>
 R run_cond(const char* api, const Array& index, std::tuple<Fs...> fs, const Ops&... operands) {
   auto [leaves, in_def] = tree_flatten(std::make_tuple(operands...));
@@ -65,8 +76,8 @@ R run_cond(const char* api, const Array& index, std::tuple<Fs...> fs, const Ops&
   std::apply(
       [&](auto&... f) {
         ((out_defs.push_back(std::make_shared<TreeDef>()),
-          branches.push_back(branch_fn<R, std::decay_t<decltype(f)>, Ops...>(f, in_def,
-                                                                             out_defs.back()))),
+          branches.push_back(
+              branch_fn<R, std::decay_t<decltype(f)>, Ops...>(f, in_def, out_defs.back()))),
          ...);
       },
       fs);
@@ -113,8 +124,8 @@ T while_loop(CondFn cond_fn, BodyFn body_fn, const T& init) {
   auto [leaves, def] = tree_flatten(init);
   auto cond_def = std::make_shared<TreeDef>();
   auto body_def = std::make_shared<TreeDef>();
-  d::FlatFn c = d::branch_fn<Array, CondFn, T>(cond_fn, def, cond_def);
-  d::FlatFn b = d::branch_fn<T, BodyFn, T>(body_fn, def, body_def);
+  d::FlatFn c = d::carry_fn<T>(std::move(cond_fn), def, cond_def);
+  d::FlatFn b = d::carry_fn<T>(std::move(body_fn), def, body_def);
   return tree_unflatten<T>(def, d::while_loop(c, b, body_def, def, leaves));
 }
 

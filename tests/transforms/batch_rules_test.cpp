@@ -456,8 +456,9 @@ std::vector<Case> all_cases() {
 
 // Primitives without operands are never batched.
 const std::set<std::string> kNeverBatched = {"iota", "iota_2x32_shape"};
-// The call primitive: vmap batches its sub-program equation by equation.
-const std::set<std::string> kBatchedByVmap = {"jit"};
+// Primitives holding sub-programs: vmap batches the call's sub-program equation by equation;
+// the control flow rules batch their bodies and are tested in control_flow_test.cpp.
+const std::set<std::string> kBatchedByVmap = {"jit", "cond", "while", "scan"};
 
 // ---- equation recording ---------------------------------------------------------------------
 std::string ints_str(const std::vector<int64_t>& v, bool brackets = false) {

@@ -1,6 +1,7 @@
 // make_jaxpr's text against JAX's own (tools/goldens/gen_jaxpr.py writes tests/goldens/jaxpr/):
 // each test traces the C++ twin of one Python function from tests/goldens/jaxpr/MANIFEST.md and
 // compares the printed jaxpr byte for byte, so names, params, literals and line breaks all count.
+#include <spmd/control_flow.h>
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -47,21 +48,6 @@ Array boolean(const sp::Shape& shape) {
 // The jnp functions the Python sources pass by name.
 const auto sin_fn = [](const Array& x) { return sp::sin(x); };
 const auto cos_fn = [](const Array& x) { return sp::cos(x); };
-const auto tanh_dot = [](const Array& x, const Array& y) { return sp::tanh(sp::dot(x, y)); };
-
-// The helpers of MANIFEST.md.
-Array g(const Array& x) {
-  return sp::sin(x) * 2.0;
-}
-
-using MlpParams = std::tuple<Array, Array, Array, Array>;
-Array mlp_loss(const MlpParams& params, const Array& x, const Array& y) {
-  const auto& [w1, b1, w2, b2] = params;
-  Array h = sp::maximum(sp::dot(x, w1) + b1, 0.0);
-  Array out = sp::dot(h, w2) + b2;
-  return sp::mean(sp::integer_pow(out - y, 2));
-}
-
 Array sin_chain(Array v) {
   for (int i = 0; i < 11; ++i) v = sp::sin(v);
   return v;
@@ -69,8 +55,6 @@ Array sin_chain(Array v) {
 
 using Branch = std::function<Array(const Array&)>;
 using Carry = std::pair<Array, Array>;
-
-// ---- the Pmap cookbook ------------------------------------------------------------------------
 
 TEST(JaxprText, CondTwoOperands) {
   auto f = [](const Array& p, const Array& x, const Array& y) {
@@ -151,12 +135,9 @@ TEST(JaxprText, VmapCond) {
   EXPECT_EQ(sp::make_jaxpr(sp::vmap(f))(boolean({4}), f32({4, 3})).str(), golden("vmap_cond"));
 }
 
-// ---- jvp --------------------------------------------------------------------------------------
-
 TEST(JaxprText, CondLongBranchHoisted) {
   auto f = [](const Array& p, const Array& x) { return sp::lax::cond(p, sin_chain, cos_fn, x); };
   EXPECT_EQ(sp::make_jaxpr(f)(boolean({}), f32({3})).str(), golden("cond_long_branch_hoisted"));
 }
 
-// Degenerate skeletons: "{ lambda ; . let", "let  in" (two spaces) with no equations, "in ()".
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/ops.h>
 #include <spmd/tree.h>
 
 #include <cstdint>
@@ -143,6 +144,20 @@ T fori_loop(int64_t lower, int64_t upper, BodyFn body, const T& init) {
     return out;
   };
   return tree_unflatten<T>(def, d::fori_loop(lower, upper, fn, out_def, def, leaves));
+}
+
+// fori_loop with bounds known only at run time: a while_loop over (i, upper, carry), as in JAX.
+// Differentiable in forward mode only.
+template <class BodyFn, class T>
+T fori_loop(const Array& lower, const Array& upper, BodyFn body, const T& init) {
+  using Carry = std::tuple<Array, Array, T>;
+  Carry out = while_loop(
+      [](const Carry& c) { return std::get<0>(c) < std::get<1>(c); },
+      [body = std::move(body)](const Carry& c) {
+        return Carry{std::get<0>(c) + 1, std::get<1>(c), body(std::get<0>(c), std::get<2>(c))};
+      },
+      Carry{lower, upper, init});
+  return std::get<2>(out);
 }
 
 // scan(f, init, xs, length, reverse): JAX's lax.scan. f(carry, x) returns (carry, y); x is a

@@ -12,3 +12,4 @@
 #include <spmd/shape.h>
 #include <spmd/tree.h>
 #include <spmd/transforms.h>
+#include <spmd/control_flow.h>

@@ -1,6 +1,7 @@
 // Control flow primitives (see include/spmd/control_flow.h): `cond`, `while` and `scan`, each
 // holding traced sub-programs whose closed-over values are passed as leading operands, as JAX's
-// are. Eager evaluation runs the sub-programs; jvp and batching transform them.
+// are. Eager evaluation runs the sub-programs; the jvp, transpose and batching rules transform
+// them.
 #include <spmd/control_flow.h>
 #include <spmd/error.h>
 #include <spmd/lax.h>
@@ -596,7 +597,7 @@ JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangen
   std::vector<int> inst;
   for (bool b : out_nz) inst.push_back(b ? 1 : 0);
   // Residuals of equal type share a slot across branches (JAX's _merge_branch_residuals):
-  // slot_of[b][r] is the slot of branch b's r-th residual; own[b][slot] the reverse, or -1.
+  // own[b][slot] is the index of branch b's residual in that slot, or -1.
   std::vector<AbstractValue> res_types;
   std::vector<std::pair<AbstractValue, int>> slot_keys;
   std::vector<std::vector<int>> own;

@@ -158,6 +158,47 @@ TEST(ControlFlow, ForiLoopMatchesLoop) {
   expect_close(empty(vec({5.0f})), {5.0f});
 }
 
+TEST(ControlFlow, ForiLoopDynamicBounds) {
+  auto f = [](const Array& lo, const Array& hi, const Array& x) {
+    return sp::lax::fori_loop(
+        lo, hi, [](const Array& i, const Array& c) { return c * 2.0 + i; }, x);
+  };
+  std::vector<float> want{1.0f, 0.0f};
+  for (int i = 2; i < 6; ++i)
+    for (float& w : want) w = w * 2.0f + float(i);
+  expect_close(f(Array(2), Array(6), vec({1.0f, 0.0f})), want);
+  expect_close(sp::jit(f)(Array(2), Array(6), vec({1.0f, 0.0f})), want);
+  expect_close(f(Array(6), Array(2), vec({1.0f, 0.0f})), {1.0f, 0.0f});
+  // Reverse mode needs a static trip count.
+  auto loss = [&](const Array& x) { return sp::sum(f(Array(0), Array(3), x)); };
+  EXPECT_THROW(sp::grad(loss)(vec({1.0f})), sp::ValueError);
+}
+
+TEST(ControlFlow, ForiLoopDynamicBoundsJaxprMatchesJax) {
+  // jax.make_jaxpr(lambda lo, hi, x: lax.fori_loop(lo, hi, lambda i, c: c * 2.0 + i, x)).
+  auto f = [](const Array& lo, const Array& hi, const Array& x) {
+    return sp::lax::fori_loop(
+        lo, hi, [](const Array& i, const Array& c) { return c * 2.0 + i; }, x);
+  };
+  const char* want = R"({ lambda ; a:i32[] b:i32[] c:f32[3]. let
+    _:i32[] _:i32[] d:f32[3] = while[
+      body_jaxpr={ lambda ; e:i32[] f:i32[] g:f32[3]. let
+          h:i32[] = add e 1:i32[]
+          i:f32[3] = mul g 2.0:f32[]
+          j:f32[] = convert_element_type[new_dtype=float32 weak_type=False] e
+          k:f32[3] = add i j
+        in (h, f, k) }
+      body_nconsts=0
+      cond_jaxpr={ lambda ; l:i32[] m:i32[] n:f32[3]. let
+          o:bool[] = lt l m
+        in (o,) }
+      cond_nconsts=0
+    ] a b c
+  in (d,) })";
+  Array i = sp::zeros({}, sp::int32);
+  EXPECT_EQ(sp::make_jaxpr(f)(i, i, sp::zeros({3}, sp::float32)).str(), want);
+}
+
 TEST(ControlFlow, ScanMatchesLoop) {
   auto body = [](const Array& c, const Array& x) {
     return std::pair<Array, Array>{c + x, sp::sin(c)};
@@ -684,6 +725,114 @@ TEST(ControlFlowAd, GradScanInsideCond) {
     };
     expect_grad_matches(f, Array(0.7));
   }
+}
+
+TEST(ControlFlowAd, GradScanWithConstJaxprMatchesJax) {
+  // jax.make_jaxpr(jax.grad(f)) with f = lambda c0, xs, w: jnp.sum(lax.scan(
+  //     lambda c, x: (jnp.sin(c) * x + w * c, None), c0, xs)[0]): w is a const of the scan and a
+  // residual passed to the transposed scan as a const.
+  auto f = [](const Array& c0, const Array& xs, const Array& w) {
+    auto body = [&](const Array& c, const Array& x) {
+      Array sx = sp::sin(c) * x;  // sequenced: C++ leaves the order of `+`'s operands open
+      return std::pair<Array, std::optional<Array>>{sx + w * c, std::nullopt};
+    };
+    return sp::sum(sp::lax::scan(body, c0, xs).first);
+  };
+  const char* want = R"({ lambda ; a:f32[3] b:f32[5,3] c:f32[3]. let
+    d:f32[3] e:f32[5,3] = scan[
+      jaxpr={ lambda ; f:f32[3] g:f32[3] h:f32[3]. let
+          i:f32[3] = sin g
+          j:f32[3] = cos g
+          k:f32[3] = mul i h
+          l:f32[3] = mul f g
+          m:f32[3] = add k l
+        in (m, j) }
+      length=5
+      num_carry=1
+      num_consts=1
+      reverse=False
+      unroll=1
+    ] c a b
+    _:f32[] = reduce_sum[axes=(0,) out_sharding=None] d
+    n:f32[3] = broadcast_in_dim 1.0:f32[]
+    o:f32[3] = scan[
+      jaxpr={ lambda ; p:f32[3] q:f32[3] r:f32[3] s:f32[3]. let
+          t:f32[3] = mul p q
+          u:f32[3] = mul q s
+          v:f32[3] = mul u r
+          w:f32[3] = add_any t v
+        in (w,) }
+      length=5
+      num_carry=1
+      num_consts=1
+      reverse=True
+      unroll=1
+    ] c n e b
+  in (o,) })";
+  Array v = sp::zeros({3}, sp::float32);
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(v, sp::zeros({5, 3}, sp::float32), v).str(), want);
+}
+
+TEST(ControlFlowAd, GradForiLoopJaxprMatchesJax) {
+  // jax.make_jaxpr(jax.grad(lambda x: jnp.sum(lax.fori_loop(0, 3, lambda i, c: jnp.sin(c) * 1.5
+  //     + i, x)))): the integer counter carries no tangent.
+  auto f = [](const Array& x) {
+    return sp::sum(sp::lax::fori_loop(
+        0, 3,
+        [](const Array& i, const Array& c) {
+          Array s = sp::sin(c) * 1.5;
+          return s + i;
+        },
+        x));
+  };
+  const char* want = R"({ lambda ; a:f32[2]. let
+    _:i32[] b:f32[2] c:f32[3,2] = scan[
+      jaxpr={ lambda ; d:i32[] e:f32[2]. let
+          f:i32[] = add d 1:i32[]
+          g:f32[2] = sin e
+          h:f32[2] = cos e
+          i:f32[2] = mul g 1.5:f32[]
+          j:f32[] = convert_element_type[new_dtype=float32 weak_type=False] d
+          k:f32[2] = add i j
+        in (f, k, h) }
+      length=3
+      num_carry=2
+      num_consts=0
+      reverse=False
+      unroll=1
+    ] 0:i32[] a
+    _:f32[] = reduce_sum[axes=(0,) out_sharding=None] b
+    l:f32[2] = broadcast_in_dim 1.0:f32[]
+    m:f32[2] = scan[
+      jaxpr={ lambda ; n:f32[2] o:f32[2]. let
+          p:f32[2] = mul n 1.5:f32[]
+          q:f32[2] = mul p o
+        in (q,) }
+      length=3
+      num_carry=1
+      num_consts=0
+      reverse=True
+      unroll=1
+    ] l c
+  in (m,) })";
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(sp::zeros({2}, sp::float32)).str(), want);
+}
+
+TEST(ControlFlowBatch, VmapOfGradScanMatchesPerExampleGrad) {
+  spmd_test::X64Scope x64;
+  Array xs = sp::array<double>({0.5, -1.0, 1.5, 0.25}, {4, 1});
+  auto loss = [&](const Array& c0) {
+    auto body = [](const Array& c, const Array& x) {
+      return std::pair<Array, Array>{sp::sin(c) * x + c, c * c};
+    };
+    auto [c, ys] = sp::lax::scan(body, c0, xs);
+    return sp::sum(c) + sp::sum(ys);
+  };
+  Array batch = sp::array<double>({0.1, 0.7, -0.4}, {3, 1});
+  std::vector<double> got = sp::vmap(sp::grad(loss))(batch).to_vector<double>();
+  std::vector<double> b = batch.to_vector<double>();
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_NEAR(got[k], sp::grad(loss)(sp::array<double>({b[k]})).item<double>(), 1e-12) << k;
 }
 
 }  // namespace

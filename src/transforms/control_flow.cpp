@@ -43,16 +43,6 @@ bool typematch(std::span<const AbstractValue> a, std::span<const AbstractValue> 
   return true;
 }
 
-// A Program whose constants became its leading inputs; the constants go to *consts.
-Program hoist_consts(const Program& p, std::vector<Array>* consts) {
-  Program out = p;
-  out.invars.insert(out.invars.begin(), out.constvars.begin(), out.constvars.end());
-  *consts = std::move(out.consts);
-  out.constvars.clear();
-  out.consts.clear();
-  return out;
-}
-
 std::string tree_str(const TreeDef& def) {
   std::ostringstream os;
   os << def;

@@ -30,17 +30,6 @@ std::vector<AbstractValue> types_of(std::span<const Array> xs) {
   return out;
 }
 
-// A Program whose constants are inputs: the sub-program of a `jit` equation, whose outer
-// operands are the constants followed by the arguments.
-Program hoist_consts(const Program& p, std::vector<Array>* consts) {
-  Program out = p;
-  out.invars.insert(out.invars.begin(), out.constvars.begin(), out.constvars.end());
-  *consts = std::move(out.consts);
-  out.constvars.clear();
-  out.consts.clear();
-  return out;
-}
-
 // Executables of jit sub-programs run eagerly (a jitted call whose operands turned out concrete).
 const Executable& executable_for(const ProgramRef& program) {
   static std::mutex mu;

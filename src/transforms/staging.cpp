@@ -88,6 +88,15 @@ Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_typ
   return program;
 }
 
+Program hoist_consts(const Program& p, std::vector<Array>* consts) {
+  Program out = p;
+  out.invars.insert(out.invars.begin(), out.constvars.begin(), out.constvars.end());
+  *consts = std::move(out.consts);
+  out.constvars.clear();
+  out.consts.clear();
+  return out;
+}
+
 std::vector<Array> eval_program(const Program& program, std::span<const Array> args) {
   if (args.size() != program.invars.size())
     throw std::logic_error("[eval_program] expected " + std::to_string(program.invars.size()) +

@@ -47,6 +47,10 @@ class StagingTrace : public Trace {
 Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_types,
                          const char* transformation);
 
+// The Program with its constants turned into leading inputs, as the sub-program of a call or a
+// control-flow primitive takes them; the constants go to *consts.
+Program hoist_consts(const Program& p, std::vector<Array>* consts);
+
 // Binds the Program's equations in order on `args` (its consts come from the Program): eager
 // when everything is concrete, otherwise recorded into the innermost trace.
 std::vector<Array> eval_program(const Program& program, std::span<const Array> args);

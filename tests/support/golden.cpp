@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <limits>
 #include <mutex>
@@ -186,6 +187,16 @@ template <class Differs>
 }
 
 }  // namespace
+
+std::string golden_text(std::string_view relative) {
+  std::ifstream in(golden_path(relative), std::ios::binary);
+  EXPECT_TRUE(in.good()) << "missing golden " << relative;
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
 
 std::string golden_path(std::string_view relative) {
   std::string root = SPMD_GOLDEN_DIR;

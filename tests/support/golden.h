@@ -17,6 +17,8 @@ namespace spmd_test {
 
 // Absolute path of a file under tests/goldens/ (the SPMD_GOLDEN_DIR compile definition).
 std::string golden_path(std::string_view relative);
+// A text golden's contents without its final newline; a missing file fails the current test.
+std::string golden_text(std::string_view relative);
 
 // The arrays of tests/goldens/<npz_relative_path>, keyed by member name (without ".npy").
 // Each file is read once per process; the returned map lives until exit. Dtypes are kept

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "support/config_scope.h"
-#include "support/golden.h"
+#include "transforms/jaxpr_text_support.h"
 
 #include <fstream>
 #include <functional>
@@ -23,26 +23,10 @@ using sp::Array;
 
 namespace {
 
-// tests/goldens/jaxpr/<name>.txt without the newline the generator appends.
-std::string golden(const std::string& name) {
-  std::ifstream in(spmd_test::golden_path("jaxpr/" + name + ".txt"), std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing golden jaxpr/" << name << ".txt";
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  if (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
-Array f32(const sp::Shape& shape) {
-  return sp::zeros(shape, sp::float32);
-}
-Array i32(const sp::Shape& shape) {
-  return sp::zeros(shape, sp::int32);
-}
-Array boolean(const sp::Shape& shape) {
-  return sp::zeros(shape, sp::bool_);
-}
+using jaxpr_text::boolean;
+using jaxpr_text::f32;
+using jaxpr_text::golden;
+using jaxpr_text::i32;
 
 // The jnp functions the Python sources pass by name.
 const auto sin_fn = [](const Array& x) { return sp::sin(x); };

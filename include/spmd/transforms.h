@@ -45,9 +45,9 @@ struct Axis {
 };
 
 struct JitOptions {
-  std::vector<int> static_argnums;  // non-Array arguments are always static; see jit()
-  std::vector<int> donate_argnums;
-  std::string name;  // shown in jaxprs as the call's name; defaults to "jit"
+  std::vector<int> static_argnums = {};  // non-Array arguments are always static; see jit()
+  std::vector<int> donate_argnums = {};  // accepted; buffers are not yet reused (see docs)
+  std::string name = {};  // shown in jaxprs as the call's name; defaults to "jit"
 };
 struct GradOptions {
   std::vector<int> argnums = {0};
@@ -56,8 +56,8 @@ struct GradOptions {
 struct VmapOptions {
   std::vector<Axis> in_axes = {0};   // one per argument, or a single entry for all
   std::vector<Axis> out_axes = {0};  // one per output leaf, or a single entry for all
-  std::optional<int64_t> axis_size;
-  std::string axis_name;
+  std::optional<int64_t> axis_size = {};
+  std::string axis_name = {};
 };
 
 namespace transform_detail {

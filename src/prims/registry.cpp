@@ -10,8 +10,11 @@ namespace spmd {
 
 Primitive& PrimitiveRegistry::define(std::string name, ShapeRule shape_rule, CpuKernel kernel) {
   if (find(name)) throw std::logic_error("primitive '" + name + "' defined twice");
-  prims_.push_back(std::make_unique<Primitive>(
-      Primitive{std::move(name), std::move(shape_rule), std::move(kernel)}));
+  auto p = std::make_unique<Primitive>();
+  p->name = std::move(name);
+  p->shape_rule = std::move(shape_rule);
+  p->cpu_kernel = std::move(kernel);
+  prims_.push_back(std::move(p));
   by_name_.emplace(prims_.back()->name, prims_.back().get());
   return *prims_.back();
 }

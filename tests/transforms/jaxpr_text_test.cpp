@@ -46,10 +46,6 @@ Array mlp_loss(const MlpParams& params, const Array& x, const Array& y) {
   return sp::mean(sp::integer_pow(out - y, 2));
 }
 
-Array sin_chain(Array v) {
-  for (int i = 0; i < 11; ++i) v = sp::sin(v);
-  return v;
-}
 
 using Branch = std::function<Array(const Array&)>;
 using Carry = std::pair<Array, Array>;

@@ -161,7 +161,7 @@ class Printer {
       if (!a.is_literal()) used[size_t(a.var)] = true;
     for (auto e = top.equations.rbegin(); e != top.equations.rend(); ++e) {
       for (int v : e->outputs)
-        if (!used[size_t(v)]) names_[key(&top, v)] = "_";
+        if (!used[size_t(v)]) names_[key(&top, v)].assign(1, '_');
       for (const Atom& a : e->inputs)
         if (!a.is_literal()) used[size_t(a.var)] = true;
     }

@@ -352,6 +352,47 @@ auto vjp(F f, const Args&... primals) {
   return std::make_pair(tree_unflatten<R>(*out_def, outs), pb);
 }
 
+// ---- custom_vjp ----
+namespace transform_detail {
+std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
+                                   std::span<const Array> args);
+}  // namespace transform_detail
+
+// custom_vjp(f, fwd, bwd): f with a user-defined reverse-mode derivative, as jax.custom_vjp.
+// fwd(args...) returns the pair (f(args...), residuals) — residuals any tree of Arrays;
+// bwd(residuals, cotangent) returns a std::tuple with one cotangent per argument. Forward mode
+// (jvp) of such a function raises, as in JAX.
+template <class F, class Fwd, class Bwd>
+auto custom_vjp(F f, Fwd fwd, Bwd bwd) {
+  return [f, fwd, bwd](const auto&... args) {
+    using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
+    using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
+    using FwdOut = std::decay_t<std::invoke_result_t<const Fwd&, const decltype(args)&...>>;
+    using Res = std::decay_t<decltype(std::declval<FwdOut>().second)>;
+    auto [leaves, def] = tree_flatten(ArgsTuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto res_def = std::make_shared<TreeDef>();
+    auto primal = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    transform_detail::FlatFn fwd_flat = [fwd, def, res_def](std::span<const Array> xs) {
+      auto [out, res] = std::apply(fwd, tree_unflatten<ArgsTuple>(def, xs));
+      std::vector<Array> flat = tree_leaves(out);
+      auto [res_leaves, rd] = tree_flatten(res);
+      *res_def = rd;
+      flat.insert(flat.end(), res_leaves.begin(), res_leaves.end());
+      return flat;
+    };
+    transform_detail::FlatFn bwd_flat = [bwd, res_def, out_def](std::span<const Array> xs) {
+      size_t n_res = size_t(res_def->num_leaves());
+      Res res = tree_unflatten<Res>(*res_def, xs.first(n_res));
+      R ct = tree_unflatten<R>(*out_def, xs.subspan(n_res));
+      return tree_leaves(bwd(res, ct));
+    };
+    std::vector<Array> outs =
+        transform_detail::custom_vjp_call(primal, std::move(fwd_flat), std::move(bwd_flat), leaves);
+    return tree_unflatten<R>(*out_def, outs);
+  };
+}
+
 // ---- Jacobians ----
 // jacfwd(f)(x), jacrev(f)(x): the Jacobian of an Array -> Array function, shaped
 // f(x).shape + x.shape, by forward mode over a basis of input directions or reverse mode over

@@ -62,6 +62,8 @@ size_t hash_value(const ParamValue& v) {
           mix(h, std::hash<const void*>{}(x.get()));
         } else if constexpr (std::is_same_v<T, std::vector<std::shared_ptr<const Program>>>) {
           for (const auto& p : x) mix(h, std::hash<const void*>{}(p.get()));
+        } else if constexpr (std::is_same_v<T, OpaqueParam>) {
+          mix(h, std::hash<const void*>{}(x.value.get()));
         } else if constexpr (std::is_same_v<T, DType>) {
           mix(h, size_t(x));
         } else {

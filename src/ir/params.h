@@ -17,6 +17,14 @@ namespace spmd {
 
 struct Program;
 
+// A value only the rules of one primitive understand (custom differentiation rules): compared
+// and hashed by identity, printed as `repr`.
+struct OpaqueParam {
+  std::shared_ptr<const void> value;
+  std::string repr;
+  bool operator==(const OpaqueParam& o) const { return value == o.value; }
+};
+
 // Python's None as a parameter value.
 struct NoneParam {
   bool operator==(const NoneParam&) const = default;
@@ -25,7 +33,8 @@ struct NoneParam {
 using ParamValue =
     std::variant<NoneParam, bool, int64_t, double, std::string, DType, std::vector<int64_t>,
                  std::vector<std::string>, lax::DotDimensionNumbers, std::vector<lax::PadConfig>,
-                 std::shared_ptr<const Program>, std::vector<std::shared_ptr<const Program>>>;
+                 std::shared_ptr<const Program>, std::vector<std::shared_ptr<const Program>>,
+                 OpaqueParam>;
 
 class Params {
  public:

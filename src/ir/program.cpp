@@ -263,6 +263,8 @@ class Printer {
             for (size_t i = 0; i < x.size(); ++i)
               s += (i ? ", " : "") + int_tuple({x[i].low, x[i].high, x[i].interior});
             return pp::text(s + (x.size() == 1 ? ",)" : ")"));
+          } else if constexpr (std::is_same_v<T, OpaqueParam>) {
+            return pp::text(x.repr);
           } else if constexpr (std::is_same_v<T, ProgramRef>) {
             return sub_program(*x);
           } else {

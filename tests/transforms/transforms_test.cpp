@@ -234,3 +234,38 @@ TEST(Vmap, Errors) {
 }
 
 }  // namespace
+
+namespace {
+
+// A clipped gradient: f(x) = sin(x), backward pass scales the cotangent by 0.5 * cos(x).
+auto scaled_sin() {
+  return sp::custom_vjp([](const Array& x) { return sp::sin(x); },
+                        [](const Array& x) { return std::make_pair(sp::sin(x), sp::cos(x)); },
+                        [](const Array& cos_x, const Array& ct) {
+                          return std::make_tuple(ct * cos_x * 0.5);
+                        });
+}
+
+TEST(CustomVjp, UsesTheUserBackwardPass) {
+  auto f = scaled_sin();
+  Array x = f32({0.3f, 1.2f}, {2});
+  expect_close(f(x), {std::sin(0.3f), std::sin(1.2f)});
+  Array g = sp::grad([&](const Array& v) { return f(v).sum(); })(x);
+  expect_close(g, {0.5f * std::cos(0.3f), 0.5f * std::cos(1.2f)});
+  // The same under jit, and composed with vmap of the gradient.
+  expect_close(sp::jit(sp::grad([&](const Array& v) { return f(v).sum(); }))(x), g.to_vector<float>());
+  expect_close(sp::vmap(sp::grad([&](const Array& v) { return f(v); }))(x), g.to_vector<float>());
+}
+
+TEST(CustomVjp, VmapEvaluatesTheFunction) {
+  auto f = scaled_sin();
+  Array xs = f32({0.1f, 0.2f, 0.3f, 0.4f}, {2, 2});
+  expect_close(sp::vmap(f)(xs), sp::sin(xs).to_vector<float>());
+}
+
+TEST(CustomVjp, ForwardModeRaisesAsInJax) {
+  auto f = scaled_sin();
+  EXPECT_THROW(sp::jvp(f, f32({1}, {1}), f32({1}, {1})), sp::TypeError);
+}
+
+}  // namespace

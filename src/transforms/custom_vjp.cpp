@@ -1,0 +1,121 @@
+// custom_vjp: a function with a user-supplied forward pass (outputs and residuals) and backward
+// pass (residuals and output cotangents to argument cotangents). It is staged as
+// `custom_vjp_call` (evaluates the function); its jvp rule runs the user's forward pass and emits
+// `custom_lin`, a linear primitive whose transpose is the user's backward pass.
+#include <spmd/error.h>
+#include <spmd/transforms.h>
+
+#include "compile/executable.h"
+#include "prims/primitive.h"
+#include "transforms/interpreters.h"
+#include "transforms/staging.h"
+
+namespace spmd {
+namespace {
+
+struct CustomVjpRule {
+  transform_detail::FlatFn fwd;  // args -> outputs..., residuals...
+  transform_detail::FlatFn bwd;  // residuals..., output cotangents... -> argument cotangents
+  size_t num_consts = 0;         // leading operands of custom_vjp_call closed over by the function
+};
+
+const CustomVjpRule& rule_of(const Params& p) {
+  return *static_cast<const CustomVjpRule*>(p.get<OpaqueParam>("rule").value.get());
+}
+
+std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const Params& p) {
+  return p.get<ProgramRef>("call_jaxpr")->out_types();
+}
+
+void define_custom_vjp_call(PrimitiveRegistry& r) {
+  Primitive& call = r.define("custom_vjp_call", call_out_types, [](const KernelArgs&) {
+    throw std::logic_error("[custom_vjp_call] runs through its eager rule");
+  });
+  call.eager = [](std::span<const Array> args, const Params& p) {
+    return eval_program(*p.get<ProgramRef>("call_jaxpr"), args);
+  };
+  call.jvp = [](std::span<const Array> primals, std::span<const Array> tangents, const Params& p) {
+    const CustomVjpRule& rule = rule_of(p);
+    size_t n_out = p.get<ProgramRef>("call_jaxpr")->outputs.size();
+    std::span<const Array> args = primals.subspan(rule.num_consts);
+    std::vector<Array> fwd_out = rule.fwd(args);
+    JvpResult result;
+    result.primals_out.assign(fwd_out.begin(), fwd_out.begin() + long(n_out));
+    std::vector<Array> lin_in(fwd_out.begin() + long(n_out), fwd_out.end());
+    int64_t num_res = int64_t(lin_in.size());
+    for (size_t i = rule.num_consts; i < primals.size(); ++i)
+      lin_in.push_back(instantiate_zero(tangents[i], aval_of(primals[i])));
+    Params lin{{"call_jaxpr", p.at("call_jaxpr")}, {"rule", p.at("rule")}, {"num_res", num_res}};
+    result.tangents_out = spmd::bind(primitive("custom_lin"), lin_in, lin);
+    return result;
+  };
+  call.batch = [](std::span<const Array> args, std::span<const int> dims, const Params& p,
+                  const BatchContext& ctx) {
+    auto [outs, out_dims] = batch_program(*p.get<ProgramRef>("call_jaxpr"), args, dims, ctx);
+    return BatchResult{outs, out_dims};
+  };
+}
+
+void define_custom_lin(PrimitiveRegistry& r) {
+  Primitive& lin = r.define("custom_lin", call_out_types, [](const KernelArgs&) {
+    throw std::logic_error("[custom_lin] runs through its eager rule");
+  });
+  lin.eager = [](std::span<const Array>, const Params&) -> std::vector<Array> {
+    throw TypeError("[jvp] can't apply forward-mode autodiff (jvp) to a custom_vjp function.");
+  };
+  lin.transpose = [](std::span<const Array> cts, std::span<const LinearInput> inputs,
+                     const Params& p) {
+    const CustomVjpRule& rule = rule_of(p);
+    size_t num_res = size_t(p.get_int("num_res"));
+    std::vector<AbstractValue> out_types = p.get<ProgramRef>("call_jaxpr")->out_types();
+    std::vector<Array> bwd_in;
+    for (size_t i = 0; i < num_res; ++i) bwd_in.push_back(inputs[i].value);
+    for (size_t i = 0; i < cts.size(); ++i)
+      bwd_in.push_back(instantiate_zero(cts[i], out_types[i]));
+    std::vector<Array> arg_cts = rule.bwd(bwd_in);
+    if (arg_cts.size() != inputs.size() - num_res)
+      throw ValueError(
+          "[custom_vjp] the backward function must return one cotangent per primal "
+          "argument: expected " +
+          std::to_string(inputs.size() - num_res) + " cotangent leaves, got " +
+          std::to_string(arg_cts.size()));
+    for (size_t i = 0; i < arg_cts.size(); ++i) {
+      const AbstractValue& want = inputs[num_res + i].aval;
+      if (!(aval_of(arg_cts[i]).shape == want.shape) || arg_cts[i].dtype() != want.dtype)
+        throw ValueError("[custom_vjp] the backward function returned a cotangent of type " +
+                         aval_of(arg_cts[i]).str() + " for a primal input of type " + want.str());
+    }
+    std::vector<Array> out(num_res);
+    out.insert(out.end(), arg_cts.begin(), arg_cts.end());
+    return out;
+  };
+}
+
+}  // namespace
+
+void register_custom_vjp_primitives(PrimitiveRegistry& r) {
+  define_custom_vjp_call(r);
+  define_custom_lin(r);
+}
+
+namespace transform_detail {
+
+std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
+                                   std::span<const Array> args) {
+  std::vector<AbstractValue> types;
+  for (const Array& x : args) types.push_back(aval_of(x));
+  std::vector<Array> consts;
+  auto program = std::make_shared<const Program>(
+      hoist_consts(trace_to_program(primal, types, "custom_vjp"), &consts));
+  auto rule =
+      std::make_shared<CustomVjpRule>(CustomVjpRule{std::move(fwd), std::move(bwd), consts.size()});
+  std::vector<Array> operands = consts;
+  operands.insert(operands.end(), args.begin(), args.end());
+  Params params{{"call_jaxpr", ProgramRef(program)},
+                {"num_consts", int64_t(consts.size())},
+                {"rule", OpaqueParam{rule, "<custom_vjp>"}}};
+  return spmd::bind(primitive("custom_vjp_call"), operands, params);
+}
+
+}  // namespace transform_detail
+}  // namespace spmd

@@ -458,8 +458,8 @@ std::vector<Case> all_cases() {
 // program grad builds and transposes away before any vmap sees it (vmap of a jvp raises as JAX).
 const std::set<std::string> kNeverBatched = {"iota", "iota_2x32_shape", "custom_lin"};
 // Primitives holding sub-programs: vmap batches the call's sub-program equation by equation;
-// the control flow rules batch their bodies and are tested in control_flow_test.cpp.
-// Batched through their sub-programs; tested in control_flow_test.cpp and transforms_test.cpp.
+// the control flow rules batch their bodies (control_flow_test.cpp), custom_vjp_call its function
+// (transforms_test.cpp).
 const std::set<std::string> kBatchedByVmap = {"jit", "cond", "while", "scan", "custom_vjp_call"};
 
 // ---- equation recording ---------------------------------------------------------------------

@@ -152,17 +152,12 @@ void defjvp_binary(PrimitiveRegistry& r, const char* name, BinaryRule lhs, Binar
           [rhs](const Array& g, const Primal& p) { return rhs(g, p.x[0], p.x[1], p.ans); }});
 }
 
-// JAX's linear_jvp: the primitive applied to the primals, then to the tangents (zeros
-// instantiated).
+// A primitive linear in all its inputs (rules.h linear_jvp).
 void deflinear_jvp(PrimitiveRegistry& r, const char* name) {
   Primitive& prim = r.at(name);
   const Primitive* p = &prim;
   prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
-    Array ans = bind1(*p, x, params);
-    if (std::all_of(t.begin(), t.end(), is_zero)) return JvpResult{{ans}, {Array()}};
-    std::vector<Array> tangents;
-    for (size_t i = 0; i < x.size(); ++i) tangents.push_back(instantiate_zero(t[i], aval_of(x[i])));
-    return JvpResult{{ans}, {bind1(*p, tangents, params)}};
+    return linear_jvp(*p, x, t, params);
   };
 }
 

@@ -126,17 +126,6 @@ ParamValue zero_fill(const Params& p) {
 using Cotangents = std::span<const Array>;
 using Inputs = std::span<const LinearInput>;
 
-// JAX's linear_jvp: the primitive on the primals, then on the tangents with zeros instantiated.
-JvpResult linear_jvp(const Primitive& p, std::span<const Array> x, std::span<const Array> t,
-                     const Params& params) {
-  JvpResult r;
-  r.primals_out = spmd::bind(p, x, params);
-  std::vector<Array> tangents;
-  for (size_t i = 0; i < x.size(); ++i) tangents.push_back(instantiate_zero(t[i], aval_of(x[i])));
-  r.tangents_out = spmd::bind(p, tangents, params);
-  return r;
-}
-
 void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
   Primitive& prim = r.at(name);
   const Primitive* p = &prim;

@@ -9,6 +9,7 @@
 #include "prims/families.h"
 #include "prims/primitive.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace spmd {
@@ -27,6 +28,20 @@ Array add_cotangents(const Array& a, const Array& b) {
   if (is_zero(a)) return b;
   if (is_zero(b)) return a;
   return ops::apply("add_any", {a, b});
+}
+
+JvpResult linear_jvp(const Primitive& p, std::span<const Array> x, std::span<const Array> t,
+                     const Params& params) {
+  JvpResult r;
+  r.primals_out = spmd::bind(p, x, params);
+  if (std::all_of(t.begin(), t.end(), is_zero)) {
+    r.tangents_out.resize(r.primals_out.size());
+    return r;
+  }
+  std::vector<Array> tangents;
+  for (size_t i = 0; i < x.size(); ++i) tangents.push_back(instantiate_zero(t[i], aval_of(x[i])));
+  r.tangents_out = spmd::bind(p, tangents, params);
+  return r;
 }
 
 Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {

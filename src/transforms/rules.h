@@ -16,6 +16,7 @@
 namespace spmd {
 
 class PrimitiveRegistry;
+struct Primitive;
 
 // ---- jvp ----------------------------------------------------------------------------------------
 // A tangent is an Array, or an invalid (default-constructed) Array standing for a symbolic zero.
@@ -70,6 +71,10 @@ Array zeros_like_aval(const AbstractValue& aval);
 Array instantiate_zero(const Array& tangent, const AbstractValue& aval);
 // JAX's add_any (adds two cotangent contributions; zeros are skipped).
 Array add_cotangents(const Array& a, const Array& b);
+// JAX's linear_jvp, the jvp of a primitive linear in all its inputs: the primitive on the
+// primals, then on the tangents with zeros instantiated (all-zero tangents stay symbolic).
+JvpResult linear_jvp(const Primitive& p, std::span<const Array> primals,
+                     std::span<const Array> tangents, const Params& params);
 // Moves the batch dimension of x from `from` to `to` (kNotBatched broadcasts to axis_size).
 Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size);
 

@@ -17,6 +17,8 @@
 namespace spmd {
 
 struct ArrayImpl;
+class Sharding;
+struct Shard;
 
 template <class T>
 concept Scalar =
@@ -93,9 +95,18 @@ class Array {
   // x[i]: the sub-array at index i of axis 0 (negative i counts from the end).
   Array operator[](int64_t i) const;
 
-  // Blocks until the value is computed (values are computed eagerly today, so this returns
-  // at once; it stays for code written against asynchronous devices).
+  // Blocks until the value is computed on every device holding it; an error raised while
+  // computing it (on any device) is rethrown here.
   const Array& block_until_ready() const;
+
+  // Where the array lives (placement.h): its sharding (a SingleDeviceSharding on the default
+  // device for arrays that were never placed), its shards in the sharding's device order,
+  // whether every device holds all of it, and whether it was placed explicitly (device_put or a
+  // sharded computation) rather than created on the default device.
+  std::shared_ptr<const Sharding> sharding() const;
+  std::vector<Shard> addressable_shards() const;
+  bool is_fully_replicated() const;
+  bool committed() const;
 
   // Internal: the implementation record.
   const std::shared_ptr<ArrayImpl>& impl() const { return impl_; }

@@ -17,4 +17,9 @@ bool threefry_partitionable();
 void set_num_threads(int n);
 int num_threads();
 
+// JAX's jax_num_cpu_devices: the number of virtual CPU devices (default: env SPMD_CPU_DEVICES,
+// else 1). Must be set before the devices are first used; changing it afterwards raises.
+void set_cpu_device_count(int n);
+int cpu_device_count();
+
 }  // namespace spmd::config

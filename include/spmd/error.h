@@ -48,4 +48,19 @@ class UnexpectedTracerError : public Error {
   using Error::Error;
 };
 
+// Shardings, meshes and partition specs that do not fit (unknown axis, indivisible dims, devices
+// that differ between committed arguments).
+class ShardingError : public ValueError {
+  using ValueError::ValueError;
+};
+// A collective that cannot complete: members missing after the timeout, or disagreeing on the
+// operation, dtype or shape.
+class CollectiveError : public Error {
+  using Error::Error;
+};
+// An axis name that no enclosing pmap, shard_map or vmap binds (JAX's NameError).
+class NameError : public Error {
+  using Error::Error;
+};
+
 }  // namespace spmd

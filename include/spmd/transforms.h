@@ -5,6 +5,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/error.h>
 #include <spmd/tree.h>
 
 #include <functional>

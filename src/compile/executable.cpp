@@ -5,6 +5,9 @@
 #include "compile/passes.h"
 #include "prims/primitive.h"
 
+#include <mutex>
+#include <unordered_map>
+
 namespace spmd {
 
 Executable::Executable(const Program& program) : program_(optimize(program)) {
@@ -40,11 +43,11 @@ std::vector<Array> Executable::run(std::span<const Array> args) const {
       std::vector<Array> outs = prim.eager(ins, e.params);
       for (size_t k = 0; k < outs.size(); ++k) env[size_t(e.outputs[k])] = std::move(outs[k]);
     } else if (prim.output_aliases_input) {
-      env[size_t(e.outputs[0])] = make_array(p.types[size_t(e.outputs[0])], ins[0].impl()->buffer);
+      env[size_t(e.outputs[0])] = make_array(p.types[size_t(e.outputs[0])], concrete_buffer(ins[0], prim.name.c_str()));
     } else {
       operands.clear();
       results.clear();
-      for (const Array& x : ins) operands.push_back({x.impl()->buffer->data(), &x.impl()->aval});
+      for (const Array& x : ins) operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
       for (int v : e.outputs) {
         Array out = make_uninitialized(p.types[size_t(v)]);
         results.push_back({out.impl()->buffer->data(), &out.impl()->aval});
@@ -59,6 +62,16 @@ std::vector<Array> Executable::run(std::span<const Array> args) const {
   for (const Atom& a : p.outputs)
     outputs.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
   return outputs;
+}
+
+const Executable& executable_for(const ProgramRef& program) {
+  static std::mutex mu;
+  static auto* cache =
+      new std::unordered_map<const Program*, std::pair<ProgramRef, std::unique_ptr<Executable>>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*cache)[program.get()];
+  if (!slot.second) slot = {program, std::make_unique<Executable>(*program)};
+  return *slot.second;
 }
 
 }  // namespace spmd

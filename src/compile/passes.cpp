@@ -13,8 +13,8 @@ namespace {
 constexpr int64_t kMaxFoldedElements = 4096;
 
 // Primitives whose result is not a pure function of inputs and params; never removed or merged.
-bool has_effects(const Equation&) {
-  return false;
+bool has_effects(const Equation& e) {
+  return e.primitive->effectful;
 }
 
 // Rebuilds the Program keeping only used variables, renumbered densely in definition order.
@@ -118,7 +118,7 @@ Program constant_folding(const Program& p) {
   Program out = p;
   std::vector<Array> known(p.types.size());
   for (size_t i = 0; i < p.constvars.size(); ++i)
-    if (p.consts[i].impl()->buffer) known[size_t(p.constvars[i])] = p.consts[i];
+    if (is_concrete(p.consts[i])) known[size_t(p.constvars[i])] = p.consts[i];
   std::vector<bool> keep(p.equations.size(), true);
   std::vector<Atom> substitute(p.types.size());
   auto resolve = [&](const Atom& a) {
@@ -129,7 +129,7 @@ Program constant_folding(const Program& p) {
   for (size_t i = 0; i < out.equations.size(); ++i) {
     Equation& e = out.equations[i];
     for (Atom& a : e.inputs) a = resolve(a);
-    bool foldable = !e.primitive->eager;
+    bool foldable = !e.primitive->eager && !e.primitive->device_dependent && !has_effects(e);
     std::vector<Array> ins;
     for (const Atom& a : e.inputs) {
       Array v = a.is_literal() ? a.literal : known[size_t(a.var)];

@@ -9,6 +9,7 @@
 #include "core/array_impl.h"
 #include "core/format.h"
 #include "core/trace.h"
+#include "runtime/sharded.h"
 
 #include <cstring>
 #include <limits>
@@ -43,18 +44,25 @@ const AbstractValue& aval_of(const Array& x) {
   return x.impl()->aval;
 }
 
-const void* host_data(const Array& x, const char* api) {
+bool is_concrete(const Array& x) {
+  return x.impl() && (x.impl()->buffer || x.impl()->sharded);
+}
+
+const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api) {
   if (!x.impl()) throw ValueError("[" + std::string(api) + "] use of an empty Array handle");
   const ArrayImpl& impl = *x.impl();
-  if (!impl.buffer) {
-    const char* transform = impl.trace ? impl.trace->transformation_name() : "a transformation";
-    throw ConcretizationError(
-        "[" + std::string(api) + "] cannot read the value of an array traced by " + transform +
-        " (abstract value " + impl.aval.str() +
-        "): its value is not known while tracing. Use sp::where or sp::lax::cond for "
-        "value-dependent choices, or mark the argument static.");
-  }
-  return impl.buffer->data();
+  if (impl.buffer) return impl.buffer;
+  if (impl.sharded) return impl.sharded->gathered(impl.aval);
+  const char* transform = impl.trace ? impl.trace->transformation_name() : "a transformation";
+  throw ConcretizationError(
+      "[" + std::string(api) + "] cannot read the value of an array traced by " + transform +
+      " (abstract value " + impl.aval.str() +
+      "): its value is not known while tracing. Use sp::where or sp::lax::cond for "
+      "value-dependent choices, or mark the argument static.");
+}
+
+const void* host_data(const Array& x, const char* api) {
+  return concrete_buffer(x, api)->data();
 }
 
 namespace {
@@ -121,7 +129,8 @@ void Array::copy_to_host(DType target, void* out, const char* api, bool require_
 }
 
 const Array& Array::block_until_ready() const {
-  checked();
+  const ArrayImpl& impl = checked();
+  if (impl.sharded) impl.sharded->wait();
   return *this;
 }
 

@@ -12,6 +12,7 @@
 namespace spmd {
 
 class Trace;
+struct ShardedData;
 
 // JAX's ShapedArray: the type of a value.
 struct AbstractValue {
@@ -26,10 +27,19 @@ struct AbstractValue {
 
 struct ArrayImpl {
   AbstractValue aval;
-  std::shared_ptr<Buffer> buffer;  // concrete data; null while traced
-  std::shared_ptr<Trace> trace;    // the trace this value belongs to, if any
-  int64_t trace_slot = -1;         // the trace's own identifier for the value
+  // Concrete data of an array on the default device; null while traced or when sharded.
+  std::shared_ptr<Buffer> buffer;
+  // Concrete data of a committed array: its sharding and one buffer per device (runtime/sharded.h).
+  std::shared_ptr<ShardedData> sharded;
+  std::shared_ptr<Trace> trace;  // the trace this value belongs to, if any
+  int64_t trace_slot = -1;       // the trace's own identifier for the value
 };
+
+// Whether x holds data (on the default device or sharded) rather than being traced.
+bool is_concrete(const Array& x);
+// The whole value of a concrete array in one buffer: the array's own buffer, or its shards
+// brought together (once, counted as a device-to-host transfer). Waits for pending results.
+const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api);
 
 // A concrete array over an existing buffer.
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer);

@@ -264,7 +264,7 @@ Array fmod(const Array& x, const Array& y) {
 
 Array power(const Array& x, const Array& y) {
   // A C++ integer exponent is a static integer_pow, as a Python int exponent is in jnp.power.
-  if (y.weak_type() && y.ndim() == 0 && is_integer(y.dtype()) && y.impl()->buffer &&
+  if (y.weak_type() && y.ndim() == 0 && is_integer(y.dtype()) && is_concrete(y) &&
       !is_bool(x.dtype())) {
     int64_t e = y.item<int64_t>();
     if (e >= 0 || !is_integer(x.dtype())) return integer_pow(x, int(e));

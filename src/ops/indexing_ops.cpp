@@ -13,10 +13,6 @@
 namespace spmd {
 namespace {
 
-bool is_concrete(const Array& x) {
-  return x.impl() && x.impl()->buffer != nullptr;
-}
-
 // A start index of a dynamic slice as a 0-d integer array, negative values wrapped once by the
 // dimension size (statically when the value is known, as jax does for Python ints).
 Array normalize_start(const char* api, const Array& i, int64_t size) {

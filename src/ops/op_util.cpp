@@ -23,7 +23,7 @@ Array convert(const Array& x, DType t, bool weak_type) {
   if (a.dtype == t && a.weak_type == weak_type) return x;
   // A concrete scalar (a C++ number) converts now, as JAX converts Python scalars with NumPy: it
   // enters traced programs as a literal of the new type, not as a staged conversion.
-  if (x.impl()->buffer && a.shape.ndim() == 0) {
+  if (is_concrete(x) && a.shape.ndim() == 0) {
     CurrentTraceScope eager(nullptr);
     return apply("convert_element_type", {x},
                  Params{{"new_dtype", t}, {"weak_type", weak_type}, {"sharding", NoneParam{}}});

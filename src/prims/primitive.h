@@ -60,6 +60,11 @@ struct Primitive {
   // The primitive's outputs do not depend differentiably on its inputs (comparisons, integer
   // ops, argmax, iota, random bits): jvp gives symbolic zero tangents without a rule.
   bool non_differentiable = false;
+  // The result depends on the device that computes it (collectives, axis_index): never
+  // computed at compile time by constant folding.
+  bool device_dependent = false;
+  // Has an effect beyond its outputs (debug printing): never removed or merged by the passes.
+  bool effectful = false;
   // An Array-level implementation used instead of cpu_kernel when set: primitives that run
   // sub-programs (jit calls, control flow) evaluate them as Programs.
   std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;

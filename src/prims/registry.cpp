@@ -8,6 +8,11 @@
 
 namespace spmd {
 
+// The collectives family and its transformation rules (prims/collectives.cpp,
+// transforms/collective_rules.cpp).
+void register_collective_primitives(PrimitiveRegistry& r);
+void register_collective_rules(PrimitiveRegistry& r);
+
 Primitive& PrimitiveRegistry::define(std::string name, ShapeRule shape_rule, CpuKernel kernel) {
   if (find(name)) throw std::logic_error("primitive '" + name + "' defined twice");
   auto p = std::make_unique<Primitive>();
@@ -48,10 +53,12 @@ const PrimitiveRegistry& primitive_registry() {
     register_linalg_primitives(r);
     register_random_primitives(r);
     register_sort_primitives(r);
+    register_collective_primitives(r);
     register_transform_primitives(r);
     register_elementwise_ad_rules(r);
     register_structural_ad_rules(r);
     register_batch_rules(r);
+    register_collective_rules(r);
     return r;
   }();
   return registry;
@@ -82,7 +89,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
     operands.push_back({host_data(inputs[i], p.name.c_str()), &in_avals[i]});
 
   std::vector<AbstractValue> out_avals = p.shape_rule(in_avals, params);
-  if (p.output_aliases_input) return {make_array(out_avals[0], inputs[0].impl()->buffer)};
+  if (p.output_aliases_input) return {make_array(out_avals[0], concrete_buffer(inputs[0], p.name.c_str()))};
   std::vector<Array> outputs;
   std::vector<Result> results;
   outputs.reserve(out_avals.size());

@@ -74,12 +74,32 @@ std::vector<Array> transpose_program(const Program& linear, std::span<const Arra
     known[size_t(linear.constvars[i])] = linear.consts[i];
     is_known[size_t(linear.constvars[i])] = true;
   }
+  // Equations that only read known values (residual computations such as the squeeze of a
+  // stacked residual) are evaluated forward; the rest are linear and transposed below.
+  std::vector<bool> evaluated(linear.equations.size(), false);
+  for (size_t i = 0; i < linear.equations.size(); ++i) {
+    const Equation& e = linear.equations[i];
+    std::vector<Array> ins;
+    bool all_known = true;
+    for (const Atom& a : e.inputs) {
+      all_known = all_known && (a.is_literal() || is_known[size_t(a.var)]);
+      if (all_known) ins.push_back(a.is_literal() ? a.literal : known[size_t(a.var)]);
+    }
+    if (!all_known) continue;
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      known[size_t(e.outputs[k])] = outs[k];
+      is_known[size_t(e.outputs[k])] = true;
+    }
+    evaluated[i] = true;
+  }
   for (size_t i = 0; i < linear.outputs.size(); ++i) {
     const Atom& a = linear.outputs[i];
     if (a.is_literal() || is_known[size_t(a.var)] || is_zero(cotangents[i])) continue;
     ct[size_t(a.var)] = add_cotangents(ct[size_t(a.var)], cotangents[i]);
   }
   for (auto e = linear.equations.rbegin(); e != linear.equations.rend(); ++e) {
+    if (evaluated[size_t(linear.equations.rend() - e - 1)]) continue;
     std::vector<Array> cts_out;
     bool any = false;
     for (int v : e->outputs) {

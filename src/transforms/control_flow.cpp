@@ -68,7 +68,7 @@ Program trace_body(const lax::control_flow_detail::FlatFn& fn, std::span<const A
                    const char* name) {
   Program p = trace_to_program(fn, types, name);
   for (const Array& c : p.consts)
-    if (!c.impl()->buffer)
+    if (!is_concrete(c))
       throw std::logic_error(std::string("[") + name + "] a derived body closed over a tracer");
   return p;
 }

@@ -30,17 +30,6 @@ std::vector<AbstractValue> types_of(std::span<const Array> xs) {
   return out;
 }
 
-// Executables of jit sub-programs run eagerly (a jitted call whose operands turned out concrete).
-const Executable& executable_for(const ProgramRef& program) {
-  static std::mutex mu;
-  static std::unordered_map<const Program*, std::pair<ProgramRef, std::unique_ptr<Executable>>>
-      cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[program.get()];
-  if (!slot.second) slot = {program, std::make_unique<Executable>(*program)};
-  return *slot.second;
-}
-
 }  // namespace
 
 void register_call_primitives(PrimitiveRegistry& r) {
@@ -123,7 +112,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     entry->out_def = *def;
     // A function that closed over values of an enclosing trace is traced anew on every call.
     bool cacheable = true;
-    for (const Array& c : entry->consts) cacheable = cacheable && c.impl()->buffer != nullptr;
+    for (const Array& c : entry->consts) cacheable = cacheable && is_concrete(c);
     std::lock_guard<std::mutex> lock(state.mu);
     ++state.traces;
     if (cacheable) state.cache.emplace(key, entry);

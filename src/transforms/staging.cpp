@@ -25,7 +25,7 @@ Atom StagingTrace::lift(const Array& x) {
   if (!x.valid())
     throw ValueError("[" + std::string(transformation_) + "] use of an empty Array handle");
   if (owns(x)) return Atom::of_var(int(x.impl()->trace_slot));
-  if (x.impl()->buffer && x.ndim() == 0) return Atom::of_literal(x);
+  if (is_concrete(x) && x.ndim() == 0) return Atom::of_literal(x);
   auto [it, inserted] = lifted_.try_emplace(x.impl().get(), -1);
   if (inserted) {
     it->second = program_.new_var(aval_of(x));
@@ -121,7 +121,7 @@ std::vector<Array> eval_program(const Program& program, std::span<const Array> a
 bool all_concrete(std::span<const Array> xs) {
   if (current_trace()) return false;
   for (const Array& x : xs)
-    if (!x.impl() || !x.impl()->buffer) return false;
+    if (!is_concrete(x)) return false;
   return true;
 }
 

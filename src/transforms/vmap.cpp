@@ -3,11 +3,30 @@
 #include <spmd/error.h>
 #include <spmd/transforms.h>
 
+#include "core/axis_env.h"
+#include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
+#include <algorithm>
+
 namespace spmd {
+namespace {
+
+// Whether `e` communicates over the vmap axis `axis`, directly or inside a jit call: such an
+// equation is batched even when none of its operands is (psum of an unbatched value is x · n,
+// axis_index is an iota).
+bool names_vmap_axis(const Equation& e, const std::string& axis) {
+  if (axis.empty()) return false;
+  if (collectives::names_axis(e.primitive->name, e.params, axis)) return true;
+  if (e.primitive->name != "jit" || !e.params.has("jaxpr")) return false;
+  const Program& body = *e.params.get<ProgramRef>("jaxpr");
+  return std::any_of(body.equations.begin(), body.equations.end(),
+                     [&](const Equation& inner) { return names_vmap_axis(inner, axis); });
+}
+
+}  // namespace
 
 std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
                                                               std::span<const Array> args,
@@ -33,7 +52,7 @@ std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& pro
     std::vector<Array> outs;
     std::vector<int> out_dims;
     const Primitive& prim = *e.primitive;
-    if (!batched) {
+    if (!batched && !names_vmap_axis(e, ctx.axis_name)) {
       outs = spmd::bind(prim, ins, e.params);
       out_dims.assign(outs.size(), kNotBatched);
     } else if (prim.name == "jit") {
@@ -117,7 +136,13 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
         "[vmap] vmap must have at least one non-None value in in_axes, or be given "
         "axis_size");
   BatchContext ctx{size, axis_name};
-  Program program = trace_to_program(fn, example, "vmap");
+  Program program = [&] {
+    // Collectives over axis_name look its size up while the function is traced.
+    std::vector<AxisFrame> frames;
+    if (!axis_name.empty()) frames.push_back({axis_name, size, "vmap"});
+    AxisEnvScope scope(std::move(frames));
+    return trace_to_program(fn, example, "vmap");
+  }();
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);
   if (out_axes.size() != 1 && out_axes.size() != outs.size())
     throw ValueError(

@@ -133,8 +133,17 @@ struct InsideKernel {
 
 }  // namespace
 
+namespace {
+thread_local int t_thread_limit = 0;
+}  // namespace
+
 int max_threads() {
-  return config::num_threads();
+  int n = config::num_threads();
+  return t_thread_limit > 0 ? std::min(n, t_thread_limit) : n;
+}
+
+void set_thread_limit(int n) {
+  t_thread_limit = n;
 }
 
 void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {

@@ -12,8 +12,11 @@ namespace spmd::cpu {
 // any range is rethrown here.
 void parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn);
 
-// Threads parallel_for may use (config::num_threads()).
+// Threads parallel_for may use on the calling thread: config::num_threads(), or less on a device
+// thread that shares the cores with other devices (set_thread_limit).
 int max_threads();
+// Caps max_threads() for the calling thread (0 removes the cap).
+void set_thread_limit(int n);
 
 // While alive, the calling thread flushes denormal results to zero and reads denormal inputs as
 // zero (x86 MXCSR FTZ and DAZ), as XLA:CPU runs its kernels; the previous mode is restored

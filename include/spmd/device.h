@@ -1,0 +1,52 @@
+// Devices: JAX's jax.Device. On CPU the process has `config::cpu_device_count()` virtual
+// devices, each a worker thread with its own allocations.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+struct Device {
+  int id = 0;
+  std::string platform = "cpu";
+  int process_index = 0;
+  bool operator==(const Device& o) const { return id == o.id && platform == o.platform; }
+  bool operator<(const Device& o) const { return id < o.id; }
+};
+
+// "CpuDevice(id=0)", as JAX prints a CPU device.
+std::string repr(const Device& d);
+std::ostream& operator<<(std::ostream& os, const Device& d);
+
+// Every device of every process, by id (jax.devices()).
+std::vector<Device> devices();
+int device_count();
+// The devices of this process (jax.local_devices()).
+std::vector<Device> local_devices();
+int local_device_count();
+// This process's index (0 without multi-process).
+int process_index();
+int process_count();
+
+}  // namespace spmd
+
+namespace spmd::runtime {
+
+// Bytes copied between the host and devices or between devices since the last reset. Every
+// copy the runtime makes is counted, so a test can show that a computation moved no data.
+struct TransferStats {
+  int64_t host_to_device_bytes = 0;
+  int64_t device_to_host_bytes = 0;
+  int64_t device_to_device_bytes = 0;
+  int64_t transfers = 0;  // number of copies
+  int64_t total_bytes() const {
+    return host_to_device_bytes + device_to_host_bytes + device_to_device_bytes;
+  }
+};
+TransferStats transfer_stats();
+void reset_transfer_stats();
+
+}  // namespace spmd::runtime

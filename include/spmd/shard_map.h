@@ -1,0 +1,132 @@
+// Explicit SPMD: shard_map (a function applied to each device's block of its arguments, with
+// collectives between the blocks) and pmap (a map over a leading axis whose instances run on
+// separate devices), as JAX's jax.shard_map and jax.pmap.
+#pragma once
+
+#include <spmd/array.h>
+#include <spmd/sharding.h>
+#include <spmd/transforms.h>
+#include <spmd/tree.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+// in_specs / out_specs: one PartitionSpec for everything, or one per positional argument (per
+// top-level element of the result), each applying to every leaf below it.
+class SpecList {
+ public:
+  SpecList(PartitionSpec one) : specs_{std::move(one)}, single_(true) {}
+  SpecList(std::initializer_list<PartitionSpec> specs) : specs_(specs) {}
+  SpecList(std::vector<PartitionSpec> specs) : specs_(std::move(specs)) {}
+  const std::vector<PartitionSpec>& specs() const { return specs_; }
+  // A single spec not written as a list: it applies to all arguments (outputs).
+  bool single() const { return single_; }
+
+ private:
+  std::vector<PartitionSpec> specs_;
+  bool single_ = false;
+};
+
+struct ShardMapOptions {
+  // Track which mesh axes each value varies over and reject out_specs that claim replication
+  // the body does not guarantee (JAX's check_vma, formerly check_rep).
+  bool check_vma = true;
+  // The function's name in error messages and jaxprs.
+  std::string name = "<lambda>";
+};
+
+struct PmapOptions {
+  // Name for collectives over the mapped axis; empty: the axis has no usable name.
+  std::string axis_name = {};
+  std::vector<Axis> in_axes = {0};
+  std::vector<Axis> out_axes = {0};
+  // Devices to run on, one per instance; empty: the first `size` devices.
+  std::vector<Device> devices = {};
+  // Positional arguments passed whole to every instance (in_axes None for their leaves).
+  std::vector<int> static_broadcasted_argnums = {};
+  std::string name = "<lambda>";
+};
+
+namespace transform_detail {
+
+struct ShardMapCall {
+  Mesh mesh;
+  std::vector<PartitionSpec> in_specs;  // one per leaf
+  SpecList out_specs;
+  ShardMapOptions options;
+};
+std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
+                             const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def);
+
+struct PmapCall {
+  std::vector<std::optional<int>> in_dims;  // per leaf
+  PmapOptions options;
+};
+std::vector<Array> pmap(const FlatFn& fn, std::span<const Array> leaves, const PmapCall& call,
+                        const std::shared_ptr<TreeDef>& out_def);
+
+}  // namespace transform_detail
+
+template <class F>
+auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
+               ShardMapOptions options = {}) {
+  return [f, mesh, in_specs, out_specs, options](const auto&... args) {
+    using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
+    constexpr size_t n = sizeof...(args);
+    if (!in_specs.single() && in_specs.specs().size() != n)
+      throw ValueError("[shard_map] in_specs has " + std::to_string(in_specs.specs().size()) +
+                       " entries but the function '" + options.name + "' was given " +
+                       std::to_string(n) + " positional arguments");
+    std::vector<PartitionSpec> leaf_specs;
+    size_t i = 0;
+    auto add = [&](const auto& arg) {
+      const PartitionSpec& s = in_specs.specs()[in_specs.single() ? 0 : i++];
+      for (size_t k = 0, m = tree_leaves(arg).size(); k < m; ++k) leaf_specs.push_back(s);
+    };
+    (add(args), ...);
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    transform_detail::ShardMapCall call{mesh, std::move(leaf_specs), out_specs, options};
+    std::vector<Array> outs = transform_detail::shard_map(fn, leaves, call, out_def);
+    return tree_unflatten<R>(*out_def, outs);
+  };
+}
+
+template <class F>
+auto pmap(F f, PmapOptions options = {}) {
+  return [f, options](const auto&... args) {
+    using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
+    constexpr size_t n = sizeof...(args);
+    if (options.in_axes.size() != 1 && options.in_axes.size() != n)
+      throw ValueError(
+          "[pmap] in_axes specification must be a tree prefix of the corresponding value, got "
+          "specification with " +
+          std::to_string(options.in_axes.size()) + " entries for " + std::to_string(n) +
+          " positional arguments");
+    std::vector<std::optional<int>> dims;
+    int i = 0;
+    auto add = [&](const auto& arg) {
+      std::optional<int> d = options.in_axes[options.in_axes.size() == 1 ? 0 : size_t(i)].dim;
+      for (int s : options.static_broadcasted_argnums)
+        if (s == i) d = std::nullopt;
+      for (size_t k = 0, m = tree_leaves(arg).size(); k < m; ++k) dims.push_back(d);
+      ++i;
+    };
+    (add(args), ...);
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    transform_detail::PmapCall call{std::move(dims), options};
+    std::vector<Array> outs = transform_detail::pmap(fn, leaves, call, out_def);
+    return tree_unflatten<R>(*out_def, outs);
+  };
+}
+
+}  // namespace spmd

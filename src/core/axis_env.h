@@ -1,0 +1,38 @@
+// The named axes in scope while a function is traced: vmap with an axis_name, shard_map's mesh
+// axes and pmap push frames; collectives look names up here to check them and to learn axis
+// sizes (all_gather's output shape depends on it). Thread-local, innermost frame last.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+struct AxisFrame {
+  std::string name;
+  int64_t size = 0;
+  // Who bound it: "vmap", "pmap" or "shard_map" (collectives under vmap are batched; under
+  // pmap/shard_map they run on devices).
+  std::string binder;
+};
+
+// Frames in scope on this thread, outermost first.
+const std::vector<AxisFrame>& axis_env();
+// The innermost frame named `name`, if any.
+std::optional<AxisFrame> find_axis(const std::string& name);
+
+// Pushes frames for the scope's lifetime.
+class AxisEnvScope {
+ public:
+  explicit AxisEnvScope(std::vector<AxisFrame> frames);
+  ~AxisEnvScope();
+  AxisEnvScope(const AxisEnvScope&) = delete;
+  AxisEnvScope& operator=(const AxisEnvScope&) = delete;
+
+ private:
+  size_t pushed_;
+};
+
+}  // namespace spmd

@@ -1,0 +1,611 @@
+// In-process collectives: a rendezvous over shared memory between the device threads of a launch.
+// Each collective is an Op record on the channel of its group; members publish their buffers in
+// it, wait (condition variable) until all arrived, do their share of the copying or reducing
+// straight from their peers' buffers, and wait again until every member is done reading.
+#include "runtime/communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace spmd::runtime {
+
+std::chrono::milliseconds default_collective_timeout() {
+  if (const char* s = std::getenv("SPMD_COLLECTIVE_TIMEOUT_MS")) {
+    char* end = nullptr;
+    long long ms = std::strtoll(s, &end, 10);
+    if (end != s && ms > 0) return std::chrono::milliseconds(ms);
+  }
+  return std::chrono::milliseconds(60000);
+}
+
+namespace {
+
+using Byte = unsigned char;
+
+enum class Kind { all_reduce, all_gather, reduce_scatter, all_to_all, permute, barrier };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::all_reduce: return "all_reduce";
+    case Kind::all_gather: return "all_gather";
+    case Kind::reduce_scatter: return "reduce_scatter";
+    case Kind::all_to_all: return "all_to_all";
+    case Kind::permute: return "permute";
+    case Kind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+// What a member asks for; every member of a collective must ask for the same.
+struct Params {
+  Kind kind = Kind::barrier;
+  std::string api;
+  ReduceOp op = ReduceOp::sum;
+  DType dtype = DType::float32;
+  Shape shape;
+  int axis = 0;         // all_gather axis, reduce_scatter dim, all_to_all split axis
+  int concat_axis = 0;  // all_to_all
+  bool tiled = false;   // all_gather
+  std::vector<std::pair<int, int>> perm;
+};
+
+struct Member {
+  const void* in = nullptr;
+  void* out = nullptr;
+  Params params;
+};
+
+// One collective on one group: the k-th call of every member.
+struct Op {
+  explicit Op(size_t n) : members(n), arrived_flags(n, false) {}
+  std::vector<Member> members;
+  std::vector<bool> arrived_flags;
+  int arrived = 0;
+  int done = 0;
+  int departed = 0;
+  bool ready = false;
+  std::string error;  // without the "[api] " prefix, which is each thrower's own
+};
+
+// The state of one group (an ordered list of ranks): its own lock, so disjoint groups never
+// contend, and its per-member call counters that match the k-th calls.
+struct Channel {
+  std::vector<int> ranks;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint64_t> next_seq;
+  std::map<uint64_t, std::shared_ptr<Op>> ops;
+};
+
+std::string id_list(const std::vector<int>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+std::string params_str(const Params& p, const std::string& field) {
+  if (field == "operation") return p.api + " (" + kind_name(p.kind) + ")";
+  if (field == "reduction") return op_name(p.op);
+  if (field == "dtype") return std::string(dtype_name(p.dtype));
+  if (field == "shape") return p.shape.str();
+  if (field == "axis") return std::to_string(p.axis);
+  if (field == "concat axis") return std::to_string(p.concat_axis);
+  if (field == "tiled") return p.tiled ? "true" : "false";
+  std::string s = "[";
+  for (size_t i = 0; i < p.perm.size(); ++i)
+    s += (i ? ", (" : "(") + std::to_string(p.perm[i].first) + ", " +
+         std::to_string(p.perm[i].second) + ")";
+  return s + "]";
+}
+
+// The first field in which `b` differs from `a`, or nothing.
+std::optional<std::string> first_difference(const Params& a, const Params& b) {
+  if (a.kind != b.kind || a.api != b.api) return "operation";
+  if (a.kind == Kind::barrier) return std::nullopt;
+  if ((a.kind == Kind::all_reduce || a.kind == Kind::reduce_scatter) && a.op != b.op)
+    return "reduction";
+  if (a.dtype != b.dtype) return "dtype";
+  if (a.shape != b.shape) return "shape";
+  if (a.axis != b.axis) return "axis";
+  if (a.concat_axis != b.concat_axis) return "concat axis";
+  if (a.tiled != b.tiled) return "tiled";
+  if (a.perm != b.perm) return "permutation";
+  return std::nullopt;
+}
+
+// ---- element kernels --------------------------------------------------------------------------
+
+template <class T>
+constexpr bool kHalf = std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>;
+
+// Arithmetic type of the running reduction: float for the 16-bit floats (rounded to T after
+// every step), unsigned for signed integers so sums wrap instead of overflowing.
+template <class T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<bfloat16_t> {
+  using type = float;
+};
+template <>
+struct Acc<float16_t> {
+  using type = float;
+};
+template <class T>
+  requires(std::is_integral_v<T> && std::is_signed_v<T>)
+struct Acc<T> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class T>
+using AccOf = typename Acc<T>::type;
+
+template <class T>
+AccOf<T> load(const T& x) {
+  if constexpr (kHalf<T>)
+    return float(x);
+  else
+    return AccOf<T>(x);
+}
+
+template <class T>
+T store(AccOf<T> a) {
+  return T(a);
+}
+
+template <class T, ReduceOp kOp>
+AccOf<T> combine(AccOf<T> a, AccOf<T> b) {
+  using A = AccOf<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    return kOp == ReduceOp::min ? (a && b) : (a || b);
+  } else if constexpr (kOp == ReduceOp::sum) {
+    A s = A(a + b);
+    if constexpr (kHalf<T>) s = float(T(s));  // round to T after each add, as XLA does
+    return s;
+  } else if constexpr (std::is_integral_v<T>) {
+    // Compare in T: the accumulator of a signed type is unsigned.
+    T x = T(a), y = T(b);
+    return (kOp == ReduceOp::max ? x > y : x < y) ? a : b;
+  } else {
+    // NaN wins, as XLA's max/min.
+    if (a != a) return a;
+    if (b != b) return b;
+    return (kOp == ReduceOp::max ? a > b : a < b) ? a : b;
+  }
+}
+
+// For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
+// result at `dst_offset` of every dst. Works chunkwise through a small buffer so a dst may alias
+// the caller's own input.
+template <class T, ReduceOp kOp>
+void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t end,
+                  const std::vector<Byte*>& dsts, int64_t dst_offset) {
+  using A = AccOf<T>;
+  constexpr int64_t kChunk = 2048;
+  A acc[kChunk];
+  [[maybe_unused]] T res[kChunk];
+  for (int64_t c = begin; c < end; c += kChunk) {
+    const int64_t len = std::min(kChunk, end - c);
+    const T* s0 = reinterpret_cast<const T*>(srcs[0]) + c;
+    for (int64_t k = 0; k < len; ++k) acc[k] = load(s0[k]);
+    for (size_t j = 1; j < srcs.size(); ++j) {
+      const T* sj = reinterpret_cast<const T*>(srcs[j]) + c;
+      for (int64_t k = 0; k < len; ++k) acc[k] = combine<T, kOp>(acc[k], load(sj[k]));
+    }
+    // The unsigned accumulator of a signed type has the same bits: copy it as it is.
+    const void* result = acc;
+    if constexpr (sizeof(A) != sizeof(T)) {
+      for (int64_t k = 0; k < len; ++k) res[k] = store<T>(acc[k]);
+      result = res;
+    }
+    for (Byte* d : dsts)
+      std::memcpy(d + (dst_offset + c - begin) * int64_t(sizeof(T)), result,
+                  size_t(len) * sizeof(T));
+  }
+}
+
+void reduce_range(ReduceOp op, DType dtype, const std::vector<const Byte*>& srcs, int64_t begin,
+                  int64_t end, const std::vector<Byte*>& dsts, int64_t dst_offset) {
+  if (begin >= end) return;
+  dispatch_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    switch (op) {
+      case ReduceOp::sum: return reduce_range<T, ReduceOp::sum>(srcs, begin, end, dsts, dst_offset);
+      case ReduceOp::max: return reduce_range<T, ReduceOp::max>(srcs, begin, end, dsts, dst_offset);
+      case ReduceOp::min: return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset);
+    }
+  });
+}
+
+// The [begin, end) share of `total` items of member `i` of `n`, with boundaries on multiples of
+// `align` so members never write the same cache line.
+std::pair<int64_t, int64_t> share(int64_t total, int i, int n, int64_t align) {
+  int64_t units = (total + align - 1) / align;
+  int64_t b = units * i / n * align, e = units * (i + 1) / n * align;
+  return {std::min(b, total), std::min(e, total)};
+}
+
+int64_t prod(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; ++d) p *= s[d];
+  return p;
+}
+
+// Copies a block of shape `dims` between two row-major strided layouts (strides in bytes);
+// the trailing dims that are contiguous in both become one memcpy.
+void copy_block(const Byte* src, const std::vector<int64_t>& src_strides, Byte* dst,
+                const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& dims,
+                int64_t itemsize) {
+  int nd = int(dims.size());
+  int64_t run = itemsize;
+  while (nd > 0 && src_strides[nd - 1] == run && dst_strides[nd - 1] == run) run *= dims[--nd];
+  for (int64_t d : dims)
+    if (d == 0) return;
+  std::vector<int64_t> idx(size_t(nd), 0);
+  while (true) {
+    int64_t so = 0, dof = 0;
+    for (int d = 0; d < nd; ++d) so += idx[d] * src_strides[d], dof += idx[d] * dst_strides[d];
+    std::memcpy(dst + dof, src + so, size_t(run));
+    int d = nd - 1;
+    while (d >= 0 && ++idx[d] == dims[d]) idx[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+std::vector<int64_t> byte_strides(const std::vector<int64_t>& dims, int64_t itemsize) {
+  std::vector<int64_t> s(dims.size());
+  int64_t acc = itemsize;
+  for (int d = int(dims.size()) - 1; d >= 0; --d) s[d] = acc, acc *= dims[d];
+  return s;
+}
+
+[[noreturn]] void fail(const char* api, const std::string& msg) {
+  throw CollectiveError(std::string("[") + api + "] " + msg);
+}
+
+[[noreturn]] void invalid(const char* api, const std::string& msg) {
+  throw ValueError(std::string("[") + api + "] " + msg);
+}
+
+}  // namespace
+
+struct Communicator::State {
+  std::vector<int> device_ids;
+  std::chrono::milliseconds timeout;
+
+  std::mutex channels_mu;  // guards `channels`; taken before a channel's lock, never after
+  std::map<std::vector<int>, std::unique_ptr<Channel>> channels;
+
+  std::unique_ptr<std::atomic<bool>[]> aborted;
+  std::mutex abort_mu;  // guards abort_reasons; a leaf lock
+  std::vector<std::string> abort_reasons;
+
+  Channel& channel(std::span<const int> group);
+  // The rendezvous around `work`: arrival, mismatch check, work, done-reading.
+  template <class Work>
+  void run(const Params& p, std::span<const int> group, int me, const void* in, void* out,
+           Work&& work);
+  void validate_group(const char* api, std::span<const int> group, int me) const;
+  std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
+  std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
+};
+
+Channel& Communicator::State::channel(std::span<const int> group) {
+  std::lock_guard lock(channels_mu);
+  std::vector<int> key(group.begin(), group.end());
+  auto& slot = channels[key];
+  if (!slot) {
+    slot = std::make_unique<Channel>();
+    slot->ranks = std::move(key);
+    slot->next_seq.assign(slot->ranks.size(), 0);
+  }
+  return *slot;
+}
+
+void Communicator::State::validate_group(const char* api, std::span<const int> group,
+                                         int me) const {
+  const int size = int(device_ids.size());
+  if (group.empty()) invalid(api, "empty group");
+  if (me < 0 || me >= int(group.size()))
+    invalid(api, "position " + std::to_string(me) + " outside a group of " +
+                     std::to_string(group.size()));
+  std::vector<bool> seen(size_t(size), false);
+  for (int r : group) {
+    if (r < 0 || r >= size)
+      invalid(api, "rank " + std::to_string(r) + " outside a launch of " + std::to_string(size));
+    if (seen[r]) invalid(api, "rank " + std::to_string(r) + " appears twice in the group");
+    seen[r] = true;
+  }
+}
+
+std::optional<int> Communicator::State::aborted_missing(const Op& op, const Channel& ch) const {
+  for (size_t j = 0; j < ch.ranks.size(); ++j)
+    if (!op.arrived_flags[j] && aborted[ch.ranks[j]].load(std::memory_order_acquire))
+      return ch.ranks[j];
+  return std::nullopt;
+}
+
+std::string Communicator::State::missing_message(const Op& op, const Channel& ch,
+                                                 const std::string& head) const {
+  std::vector<int> waiting, arrived;
+  for (size_t j = 0; j < ch.ranks.size(); ++j)
+    (op.arrived_flags[j] ? arrived : waiting).push_back(device_ids[ch.ranks[j]]);
+  return head + " waiting for devices " + id_list(waiting) + "; arrived: " + id_list(arrived);
+}
+
+template <class Work>
+void Communicator::State::run(const Params& p, std::span<const int> group, int me,
+                              const void* in, void* out, Work&& work) {
+  const char* api = p.api.c_str();
+  validate_group(api, group, me);
+  const int n = int(group.size());
+  if (n == 1) {
+    std::vector<const Byte*> ins = {static_cast<const Byte*>(in)};
+    std::vector<Byte*> outs = {static_cast<Byte*>(out)};
+    work(ins, outs);
+    return;
+  }
+  Channel& ch = channel(group);
+  std::unique_lock lock(ch.mu);
+  const uint64_t seq = ch.next_seq[me]++;
+  auto& slot = ch.ops[seq];
+  if (!slot) slot = std::make_shared<Op>(size_t(n));
+  std::shared_ptr<Op> op = slot;
+  if (!op->error.empty()) fail(api, op->error);
+
+  op->members[me] = Member{in, out, p};
+  op->arrived_flags[me] = true;
+  if (++op->arrived == n) {
+    for (int j = 1; j < n && op->error.empty(); ++j) {
+      const Params& a = op->members[0].params;
+      const Params& b = op->members[j].params;
+      if (auto field = first_difference(a, b))
+        op->error = "collective mismatch: the members disagree on the " + *field + ": device " +
+                    std::to_string(device_ids[group[0]]) + " has " + params_str(a, *field) +
+                    ", device " + std::to_string(device_ids[group[j]]) + " has " +
+                    params_str(b, *field);
+    }
+    op->ready = op->error.empty();
+    // Notify after unlocking, so the woken members do not block again on the mutex. Nobody
+    // writes the Op's members or error once it is ready or failed.
+    lock.unlock();
+    ch.cv.notify_all();
+    if (!op->ready) fail(api, op->error);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!op->ready && op->error.empty()) {
+      if (auto r = aborted_missing(*op, ch)) {
+        std::string reason;
+        {
+          std::lock_guard alock(abort_mu);
+          reason = abort_reasons[*r];
+        }
+        op->error = missing_message(
+            *op, ch,
+            "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while");
+        ch.cv.notify_all();
+        break;
+      }
+      if (ch.cv.wait_until(lock, deadline) == std::cv_status::timeout && !op->ready &&
+          op->error.empty()) {
+        op->error = missing_message(
+            *op, ch, "timed out after " + std::to_string(timeout.count()) + " ms");
+        ch.cv.notify_all();
+      }
+    }
+    if (!op->error.empty()) fail(api, op->error);
+    lock.unlock();
+  }
+
+  // Everyone arrived and agrees: the published pointers stay valid until the done-wait below.
+  if (p.kind != Kind::barrier) {
+    std::vector<const Byte*> ins(static_cast<size_t>(n));
+    std::vector<Byte*> outs(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      ins[j] = static_cast<const Byte*>(op->members[j].in);
+      outs[j] = static_cast<Byte*>(op->members[j].out);
+    }
+    work(ins, outs);
+  }
+  lock.lock();
+  bool last_done = false;
+  if (p.kind != Kind::barrier) {
+    last_done = ++op->done == n;
+    if (!last_done) ch.cv.wait(lock, [&] { return op->done == n; });
+  }
+  if (++op->departed == n) ch.ops.erase(seq);
+  if (last_done) {
+    lock.unlock();
+    ch.cv.notify_all();
+  }
+}
+
+Communicator::Communicator(std::vector<int> device_ids, std::chrono::milliseconds timeout)
+    : state_(std::make_unique<State>()) {
+  const size_t n = device_ids.size();
+  state_->device_ids = std::move(device_ids);
+  state_->timeout = timeout;
+  state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
+  for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
+  state_->abort_reasons.resize(n);
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::size() const {
+  return int(state_->device_ids.size());
+}
+
+void Communicator::abort(int rank, const std::string& reason) {
+  State& s = *state_;
+  if (rank < 0 || rank >= size()) return;
+  {
+    std::lock_guard alock(s.abort_mu);
+    s.abort_reasons[rank] = reason;
+  }
+  s.aborted[rank].store(true, std::memory_order_release);
+  // Wake the waiters of every group that contains `rank`. Taking each channel's lock before
+  // notifying means a waiter either sees the flag or is already waiting and gets the wakeup.
+  std::lock_guard lock(s.channels_mu);
+  for (auto& [ranks, ch] : s.channels) {
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+    std::lock_guard clock(ch->mu);
+    ch->cv.notify_all();
+  }
+}
+
+void Communicator::all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op,
+                              DType dtype, const Shape& shape, const void* in, void* out) {
+  if (dtype == DType::bool_)
+    throw TypeError(std::string("[") + api + "] bool is not accepted; convert to int32 first");
+  Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}};
+  const int64_t total = shape.size();
+  const int64_t item = itemsize(dtype);
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+    // Member `me` reduces its share of the elements and writes it into every member's output.
+    auto [b, e] = share(total, me, int(ins.size()), std::max<int64_t>(1, 64 / item));
+    reduce_range(op, dtype, ins, b, e, outs, b);
+  });
+}
+
+void Communicator::all_gather(const char* api, std::span<const int> group, int me, DType dtype,
+                              const Shape& shape, int axis, bool tiled, const void* in,
+                              void* out) {
+  if (axis < 0 || axis > shape.ndim() - (tiled ? 1 : 0))
+    throw AxisError(std::string("[") + api + "] axis " + std::to_string(axis) +
+                    " is out of bounds for the gathered shape " + shape.str());
+  Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}};
+  const int64_t item = itemsize(dtype);
+  // Stacked or concatenated along `axis`, the output is, for each of `outer` leading indices,
+  // the n members' blocks of `block` bytes one after another: the same bytes either way.
+  const int64_t outer = prod(shape, 0, axis);
+  const int64_t block = prod(shape, axis, shape.ndim()) * item;
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+    const int n = int(ins.size());
+    const int64_t row = block * n;
+    // Every output is the same; member `me` copies its share of the output bytes to all of them.
+    auto [b, e] = share(outer * row, me, n, 64);
+    for (int64_t pos = b; pos < e;) {
+      const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
+      const int64_t len = std::min(block - off, e - pos);
+      const Byte* src = ins[j] + o * block + off;
+      for (Byte* d : outs)
+        if (d + pos != src) std::memcpy(d + pos, src, size_t(len));
+      pos += len;
+    }
+  });
+}
+
+void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me,
+                                  ReduceOp op, DType dtype, const Shape& shape, int dim,
+                                  const void* in, void* out) {
+  const int n = int(group.size());
+  if (dim < 0 || dim >= shape.ndim())
+    throw AxisError(std::string("[") + api + "] scatter dimension " + std::to_string(dim) +
+                    " is out of bounds for shape " + shape.str());
+  if (n > 0 && shape[dim] % n != 0)
+    invalid(api, "scatter dimension " + std::to_string(dim) + " of shape " + shape.str() +
+                     " is not divisible by the axis size " + std::to_string(n));
+  Params p{Kind::reduce_scatter, api, op, dtype, shape, dim, 0, false, {}};
+  const int64_t outer = prod(shape, 0, dim);
+  const int64_t inner = prod(shape, dim + 1, shape.ndim());
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+    const int64_t row = shape[dim] * inner, chunk = row / int64_t(ins.size());
+    std::vector<Byte*> mine{outs[me]};
+    for (int64_t o = 0; o < outer; ++o)
+      reduce_range(op, dtype, ins, o * row + me * chunk, o * row + (me + 1) * chunk, mine,
+                   o * chunk);
+  });
+}
+
+void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
+                              const Shape& shape, int split_axis, int concat_axis,
+                              const void* in, void* out) {
+  const int n = int(group.size());
+  const int nd = shape.ndim();
+  if (split_axis < 0 || split_axis >= nd || concat_axis < 0 || concat_axis >= nd)
+    throw AxisError(std::string("[") + api + "] split_axis " + std::to_string(split_axis) +
+                    " or concat_axis " + std::to_string(concat_axis) +
+                    " is out of bounds for shape " + shape.str());
+  if (n > 0 && shape[split_axis] % n != 0)
+    invalid(api, "split axis " + std::to_string(split_axis) + " of shape " + shape.str() +
+                     " is not divisible by the axis size " + std::to_string(n));
+  Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false,
+           {}};
+  const int64_t item = itemsize(dtype);
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+    const int64_t m = int64_t(ins.size());
+    // Member `me` fills its own output: chunk `me` of every member's input, in member order.
+    std::vector<int64_t> chunk = shape.dims();
+    chunk[split_axis] /= m;
+    std::vector<int64_t> out_dims = chunk;
+    out_dims[concat_axis] *= m;
+    const auto src_strides = byte_strides(shape.dims(), item);
+    const auto dst_strides = byte_strides(out_dims, item);
+    for (int64_t j = 0; j < m; ++j)
+      copy_block(ins[j] + me * chunk[split_axis] * src_strides[split_axis], src_strides,
+                 outs[me] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides,
+                 chunk, item);
+  });
+}
+
+void Communicator::permute(const char* api, std::span<const int> group, int me,
+                           std::span<const std::pair<int, int>> perm, DType dtype,
+                           const Shape& shape, const void* in, void* out) {
+  const int n = int(group.size());
+  std::vector<bool> src_seen(size_t(std::max(n, 0)), false), dst_seen(src_seen);
+  for (auto [s, d] : perm) {
+    if (s < 0 || s >= n || d < 0 || d >= n)
+      invalid(api, "permutation pair (" + std::to_string(s) + ", " + std::to_string(d) +
+                       ") is outside an axis of size " + std::to_string(n));
+    if (src_seen[s] || dst_seen[d])
+      invalid(api, "ppermute sources and destinations must be unique, got " +
+                       params_str(Params{.kind = Kind::permute,
+                                               .api = api,
+                                               .op = ReduceOp::sum,
+                                               .dtype = dtype,
+                                               .shape = shape,
+                                               .axis = 0,
+                                               .concat_axis = 0,
+                                               .tiled = false,
+                                               .perm = {perm.begin(), perm.end()}},
+                                        "permutation"));
+    src_seen[s] = dst_seen[d] = true;
+  }
+  Params p{Kind::permute, api, ReduceOp::sum, dtype, shape, 0, 0, false,
+           {perm.begin(), perm.end()}};
+  const size_t bytes = size_t(shape.size() * itemsize(dtype));
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+    for (auto [s, d] : perm)
+      if (d == me) {
+        if (outs[me] != ins[s]) std::memcpy(outs[me], ins[s], bytes);
+        return;
+      }
+    std::memset(outs[me], 0, bytes);
+  });
+}
+
+void Communicator::barrier(const char* api, std::span<const int> group, int me) {
+  Params p;
+  p.kind = Kind::barrier;
+  p.api = api;
+  state_->run(p, group, me, nullptr, nullptr, [](const auto&, const auto&) {});
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,93 @@
+// In-process collectives between the devices of one launch: a rendezvous over shared memory.
+// Each participant publishes its buffers, waits on a condition variable until its group has
+// arrived, reads its peers' buffers directly (each member does an equal share of a reduction),
+// and waits again until every member is done reading before returning. Nothing spin-waits.
+//
+// A launch (one run of a per-device program on N devices) owns one Communicator; the device
+// threads call it with their rank. Collectives run over a *group*: a list of ranks (for a mesh
+// axis, the devices that share the other mesh coordinates). Members of a group are matched by
+// call order: the k-th collective a rank joins on a group meets the k-th collective of every
+// other member on that group. Group order is rank order of the result (member j of the group is
+// instance j along the named axis).
+//
+// Errors: when a group does not complete within the timeout, or members disagree on the
+// operation, dtype or shapes, every member that arrived throws CollectiveError naming the
+// devices that arrived and those that did not; later arrivals at that collective throw too.
+#pragma once
+
+#include <spmd/dtype.h>
+#include <spmd/error.h>
+#include <spmd/shape.h>
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spmd::runtime {
+
+enum class ReduceOp { sum, max, min };
+
+// Default wait before a collective gives up: env SPMD_COLLECTIVE_TIMEOUT_MS, else 60 s.
+std::chrono::milliseconds default_collective_timeout();
+
+class Communicator {
+ public:
+  // `device_ids[r]` is the device id of rank r (used in error messages).
+  explicit Communicator(std::vector<int> device_ids,
+                        std::chrono::milliseconds timeout = default_collective_timeout());
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int size() const;
+
+  // Marks the launch as failed on `rank` (its program threw): every collective that waits for
+  // `rank`, now or later, throws CollectiveError at once instead of waiting for the timeout.
+  void abort(int rank, const std::string& reason);
+
+  // In every call: `group` lists the member ranks in instance order, `me` is the caller's
+  // position in `group`, `shape`/`dtype` describe the caller's block (the same on every member),
+  // `in` and `out` are the caller's row-major buffers; `api` names the collective for messages
+  // ("psum"). Output shapes are the caller's business: the kernels compute them from the shape
+  // rules and pass correctly sized buffers.
+
+  // out = reduction over members of in (elementwise, members combined in group order 0..n-1,
+  // each step rounded to `dtype`; bool is not accepted: callers convert).
+  void all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op, DType dtype,
+                  const Shape& shape, const void* in, void* out);
+
+  // out = the members' blocks stacked along a new axis `axis` (tiled = false; out has shape
+  // shape[:axis] + [n] + shape[axis:]) or concatenated along `axis` (tiled = true).
+  void all_gather(const char* api, std::span<const int> group, int me, DType dtype,
+                  const Shape& shape, int axis, bool tiled, const void* in, void* out);
+
+  // S = sum over members of in. tiled: out = the me-th of n equal chunks of S along `dim`
+  // (shape[dim] % n == 0). Untiled: shape[dim] == n and out = S[me] with `dim` removed
+  // (the same bytes as the tiled chunk).
+  void reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
+                      DType dtype, const Shape& shape, int dim, const void* in, void* out);
+
+  // Splits `in` into n chunks along split_axis; chunk j goes to member j; member i concatenates
+  // the chunks it receives (from members 0..n-1) along concat_axis. Shapes are those of the
+  // tiled form (shape[split_axis] % n == 0); callers express the untiled form by reshaping.
+  void all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
+                  const Shape& shape, int split_axis, int concat_axis, const void* in, void* out);
+
+  // perm: (source, destination) pairs of group positions; sources unique, destinations unique.
+  // out = the block of the member whose (source → me) pair exists, else zeros.
+  void permute(const char* api, std::span<const int> group, int me,
+               std::span<const std::pair<int, int>> perm, DType dtype, const Shape& shape,
+               const void* in, void* out);
+
+  // Waits until every member of `group` has arrived (used by debug printing to keep order).
+  void barrier(const char* api, std::span<const int> group, int me);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace spmd::runtime

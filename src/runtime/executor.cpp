@@ -1,0 +1,138 @@
+// One worker thread per device, sleeping on a condition variable between tasks.
+#include "runtime/executor.h"
+
+#include "backends/cpu/parallel.h"
+
+#include <spmd/config.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <omp.h>
+
+namespace spmd::runtime {
+namespace {
+
+thread_local int t_device = -1;
+
+class Worker {
+ public:
+  explicit Worker(int device) : thread_([this, device] { loop(device); }) {}
+  ~Worker() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop(int device) {
+    t_device = device;
+    cpu::DenormalsAreZero ftz;
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// The shared state of one launch.
+struct LaunchState {
+  explicit LaunchState(int n) : remaining(n), errors(size_t(n)) {}
+  std::mutex mu;
+  int remaining;
+  std::vector<std::exception_ptr> errors;
+  std::promise<void> done;
+};
+
+class Workers {
+ public:
+  std::mutex launch_mu;  // keeps every device's queue in one launch order
+  Worker& at(int device) {
+    std::lock_guard lock(mu_);
+    auto& w = workers_[device];
+    if (!w) w = std::make_unique<Worker>(device);
+    return *w;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<int, std::unique_ptr<Worker>> workers_;
+};
+
+Workers& workers() {
+  static Workers* w = new Workers();  // threads live for the process
+  return *w;
+}
+
+}  // namespace
+
+int current_device_id() {
+  return t_device;
+}
+
+std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn) {
+  const int n = int(device_ids.size());
+  auto state = std::make_shared<LaunchState>(n);
+  std::shared_future<void> result = state->done.get_future().share();
+  if (n == 0) {
+    state->done.set_value();
+    return result;
+  }
+  auto shared_fn = std::make_shared<std::function<void(int)>>(std::move(fn));
+  // Threads each kernel may use: the cores divided among the devices running at once, so
+  // eight devices on two cores do not oversubscribe.
+  const int kernel_threads = std::max(1, config::num_threads() / n);
+  Workers& ws = workers();
+  std::lock_guard order(ws.launch_mu);
+  for (int rank = 0; rank < n; ++rank) {
+    ws.at(device_ids[size_t(rank)]).post([state, shared_fn, rank, kernel_threads] {
+      omp_set_num_threads(kernel_threads);
+      cpu::set_thread_limit(kernel_threads);
+      try {
+        (*shared_fn)(rank);
+      } catch (...) {
+        state->errors[size_t(rank)] = std::current_exception();
+      }
+      std::lock_guard lock(state->mu);
+      if (--state->remaining > 0) return;
+      for (auto& e : state->errors)
+        if (e) {
+          state->done.set_exception(e);
+          return;
+        }
+      state->done.set_value();
+    });
+  }
+  return result;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,51 @@
+// The context of one device's share of a launch: while a per-device program (a shard_map or
+// pmap body) runs on a device thread, collectives find here the mesh axes, this device's place
+// on them and the launch's Communicator.
+#pragma once
+
+#include "runtime/communicator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd::runtime {
+
+struct LaunchContext {
+  std::vector<std::string> axis_names;  // mesh axes, major to minor
+  std::vector<int64_t> axis_sizes;
+  Communicator* comm = nullptr;
+  int rank = 0;  // this device's row-major position in the mesh (its Communicator rank)
+  int device_id = 0;
+
+  // The coordinate of this device along mesh axis `axis` (an index into axis_names).
+  int64_t coord(int axis) const;
+  // The mesh axis index of `name`, or -1.
+  int axis_of(const std::string& name) const;
+};
+
+// A collective's group over the named axes (major to minor): the ranks whose coordinates on
+// every other mesh axis equal this device's, ordered by their linear index over `names`
+// (for (a, b): idx_a · size_b + idx_b), and this device's position in it.
+struct Group {
+  std::vector<int> ranks;
+  int me = 0;
+};
+Group group_over(const LaunchContext& ctx, const std::vector<std::string>& names);
+
+// The launch the calling thread runs in, or null on a thread outside any launch.
+const LaunchContext* current_launch();
+
+// Installs `ctx` as the calling thread's launch for the scope's lifetime.
+class LaunchScope {
+ public:
+  explicit LaunchScope(const LaunchContext* ctx);
+  ~LaunchScope();
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  const LaunchContext* saved_;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,99 @@
+#include "runtime/sharded.h"
+
+#include "backends/cpu/copy.h"
+#include "runtime/transfer.h"
+
+#include <cstring>
+
+namespace spmd {
+namespace {
+
+// Row-major element strides of `shape`.
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(size_t(shape.ndim()), 1);
+  for (int d = shape.ndim() - 2; d >= 0; --d) s[size_t(d)] = s[size_t(d) + 1] * shape[d + 1];
+  return s;
+}
+
+int64_t offset_of(const ShardSlot& slot, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t d = 0; d < slot.index.size(); ++d) off += slot.index[d].start * strides[d];
+  return off;
+}
+
+bool covers_all(const ShardSlot& slot, const Shape& shape) {
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (slot.index[size_t(d)].start != 0 || slot.index[size_t(d)].stop != shape[d]) return false;
+  return true;
+}
+
+}  // namespace
+
+Shape slot_shape(const ShardSlot& slot) {
+  std::vector<int64_t> dims;
+  for (const Slice& s : slot.index) dims.push_back(s.stop - s.start);
+  return Shape(dims);
+}
+
+void ShardedData::wait() const {
+  if (ready.valid()) ready.get();
+}
+
+int ShardedData::slot_of(int device_id) const {
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].device.id == device_id) return int(i);
+  return -1;
+}
+
+const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) const {
+  wait();
+  std::call_once(gather_once_, [&] {
+    for (size_t i = 0; i < layout.size(); ++i)
+      if (covers_all(layout[i], aval.shape)) {
+        gathered_ = shards[i];
+        return;
+      }
+    auto out = Buffer::allocate(size_t(aval.nbytes()));
+    const int itemsize = int(spmd::itemsize(aval.dtype));
+    const std::vector<int64_t> strides = strides_of(aval.shape);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (layout[i].replica_id != 0) continue;
+      Shape block = slot_shape(layout[i]);
+      std::vector<int64_t> block_strides = strides_of(block);
+      char* dst = static_cast<char*>(out->data()) + offset_of(layout[i], strides) * itemsize;
+      cpu::strided_copy(shards[i]->data(), block_strides, dst, strides, block.dims(), itemsize);
+      runtime::record_transfer(runtime::TransferKind::device_to_host, block.size() * itemsize);
+    }
+    gathered_ = std::move(out);
+  });
+  return gathered_;
+}
+
+std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
+                                         std::shared_ptr<const Sharding> sharding) {
+  auto data = std::make_shared<ShardedData>();
+  data->layout = sharding->layout(aval.shape);
+  data->sharding = std::move(sharding);
+  data->shards.resize(data->layout.size());
+  return data;
+}
+
+std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
+                                  const ShardSlot& slot) {
+  const int itemsize = int(spmd::itemsize(aval.dtype));
+  Shape block = slot_shape(slot);
+  auto out = Buffer::allocate(size_t(block.size() * itemsize));
+  const std::vector<int64_t> strides = strides_of(aval.shape);
+  const char* src = static_cast<const char*>(global) + offset_of(slot, strides) * itemsize;
+  cpu::strided_copy(src, strides, out->data(), strides_of(block), block.dims(), itemsize);
+  return out;
+}
+
+Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = std::move(aval);
+  impl->sharded = std::move(data);
+  return Array(std::move(impl));
+}
+
+}  // namespace spmd

@@ -1,0 +1,45 @@
+// The data of a committed array: its sharding, the per-device layout and one buffer per device.
+// Buffers produced by a launch become valid when the launch's future is ready.
+#pragma once
+
+#include <spmd/sharding.h>
+
+#include "core/array_impl.h"
+#include "runtime/buffer.h"
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace spmd {
+
+struct ShardedData {
+  std::shared_ptr<const Sharding> sharding;
+  std::vector<ShardSlot> layout;                // per device, in the sharding's device order
+  std::vector<std::shared_ptr<Buffer>> shards;  // one per layout entry
+  std::shared_future<void> ready;               // invalid when the shards were filled at once
+
+  // Waits until the shards are filled; rethrows the error of the launch that filled them.
+  void wait() const;
+  // The whole value in one buffer (the single shard that holds it all, or a gathered copy).
+  const std::shared_ptr<Buffer>& gathered(const AbstractValue& aval) const;
+  // The slot of `device_id`, or -1.
+  int slot_of(int device_id) const;
+
+ private:
+  mutable std::once_flag gather_once_;
+  mutable std::shared_ptr<Buffer> gathered_;
+};
+
+// Shard shape of a layout slot.
+Shape slot_shape(const ShardSlot& slot);
+// Empty sharded data for `aval` laid out by `sharding` (buffers not yet allocated).
+std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
+                                         std::shared_ptr<const Sharding> sharding);
+// Copies the slot's slice of a row-major global value into a fresh buffer.
+std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
+                                  const ShardSlot& slot);
+Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data);
+
+}  // namespace spmd

@@ -1,0 +1,11 @@
+// Counting copies between the host and devices (spmd::runtime::transfer_stats).
+#pragma once
+
+#include <cstdint>
+
+namespace spmd::runtime {
+
+enum class TransferKind { host_to_device, device_to_host, device_to_device };
+void record_transfer(TransferKind kind, int64_t bytes);
+
+}  // namespace spmd::runtime

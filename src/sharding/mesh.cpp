@@ -1,0 +1,110 @@
+// Mesh, make_mesh and create_device_mesh: devices arranged in an N-d array with named axes.
+#include <spmd/error.h>
+#include <spmd/sharding.h>
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+
+#include "sharding/python_repr.h"
+
+namespace spmd {
+namespace {
+
+void check_mesh(const std::vector<Device>& devices, const Shape& shape,
+                const std::vector<std::string>& names) {
+  if (int(names.size()) != shape.ndim())
+    throw ShardingError(
+        "[Mesh] Mesh requires the ndim of its first argument (`devices`) to equal the length of "
+        "its second argument (`axis_names`), but got devices.ndim == " +
+        std::to_string(shape.ndim()) + " and len(axis_names) == " + std::to_string(names.size()) +
+        ".");
+  if (int64_t(devices.size()) != shape.size())
+    throw ShardingError("[Mesh] a mesh of shape " + shape.str() + " needs " +
+                        std::to_string(shape.size()) + " devices, got " +
+                        std::to_string(devices.size()));
+  if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
+    throw ShardingError("[Mesh] axis names must be unique, got " +
+                        python_repr::tuple_of_names(names));
+  std::set<int> seen;
+  for (const Device& d : devices)
+    if (!seen.insert(d.id).second)
+      throw ShardingError("[Mesh] a device may appear in a mesh only once, but " + repr(d) +
+                          " appears more than once");
+}
+
+// The first prod(shape) devices, or JAX's error naming `api`.
+std::vector<Device> first_devices(const Shape& shape, const char* api) {
+  std::vector<Device> all = devices();
+  if (int64_t(all.size()) < shape.size())
+    throw ShardingError(std::string("[") + api + "] Number of devices " +
+                        std::to_string(all.size()) + " must be >= the product of mesh_shape " +
+                        shape.str());
+  all.resize(size_t(shape.size()));
+  return all;
+}
+
+}  // namespace
+
+DeviceMesh create_device_mesh(const Shape& mesh_shape) {
+  return DeviceMesh{mesh_shape, first_devices(mesh_shape, "create_device_mesh")};
+}
+
+Mesh::Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names)
+    : devices_(std::move(devices)),
+      devices_shape_(std::move(shape)),
+      axis_names_(std::move(axis_names)) {
+  check_mesh(devices_, devices_shape_, axis_names_);
+  for (int i = 0; i < devices_shape_.ndim(); ++i)
+    shape_.emplace_back(axis_names_[size_t(i)], devices_shape_[i]);
+}
+
+Mesh::Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names)
+    : Mesh(mesh.devices, mesh.shape, std::move(axis_names)) {}
+
+int Mesh::axis_position(std::string_view name) const {
+  auto it = std::find(axis_names_.begin(), axis_names_.end(), name);
+  return it == axis_names_.end() ? -1 : int(it - axis_names_.begin());
+}
+
+int64_t Mesh::axis_size(std::string_view name) const {
+  int pos = axis_position(name);
+  if (pos < 0)
+    throw ShardingError("[Mesh] axis name '" + std::string(name) +
+                        "' is not in the mesh: " + python_repr::tuple_of_names(axis_names_));
+  return devices_shape_[pos];
+}
+
+std::vector<int> Mesh::device_ids() const {
+  std::vector<int> ids;
+  for (const Device& d : devices_) ids.push_back(d.id);
+  return ids;
+}
+
+// JAX 0.10 prints the axis types; spmd's meshes are all Auto.
+static std::string axis_types(size_t n) {
+  return python_repr::tuple(std::vector<std::string>(n, "Auto"));
+}
+
+std::string Mesh::repr() const {
+  return "Mesh(axis_sizes=" + python_repr::tuple_of_ints(devices_shape_.dims()) +
+         ", axis_names=" + python_repr::tuple_of_names(axis_names_) +
+         ", axis_types=" + axis_types(axis_names_.size()) + ")";
+}
+
+std::string Mesh::str() const {
+  std::string out = "Mesh(";
+  for (const auto& [name, size] : shape_)
+    out += python_repr::quoted(name) + ": " + std::to_string(size) + ", ";
+  return out + "axis_types=" + axis_types(axis_names_.size()) + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Mesh& mesh) {
+  return os << mesh.repr();
+}
+
+Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names) {
+  return Mesh(first_devices(axis_shapes, "make_mesh"), axis_shapes, std::move(axis_names));
+}
+
+}  // namespace spmd

@@ -1,0 +1,113 @@
+// Sharding's derived queries, NamedSharding and SingleDeviceSharding. Geometry comes from
+// geometry.cpp only.
+#include <spmd/error.h>
+#include <spmd/sharding.h>
+
+#include <algorithm>
+#include <ostream>
+
+#include "sharding/geometry.h"
+
+namespace spmd {
+
+void Sharding::check_shape(const Shape& global, std::string_view api) const {
+  if (auto message = shape_error(global))
+    throw ShardingError("[" + std::string(api) + "] " + *message);
+}
+
+std::vector<Device> Sharding::device_set() const {
+  std::vector<Device> out = device_list();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Shape Sharding::shard_shape(const Shape& global) const {
+  std::vector<ShardSlot> slots = layout(global);
+  Shape out;
+  for (const Slice& s : slots.front().index) out.push_back(s.stop - s.start);
+  return out;
+}
+
+std::vector<std::pair<Device, std::vector<Slice>>> Sharding::devices_indices_map(
+    const Shape& global) const {
+  std::vector<std::pair<Device, std::vector<Slice>>> out;
+  for (ShardSlot& slot : layout(global)) out.emplace_back(slot.device, std::move(slot.index));
+  return out;
+}
+
+bool operator==(const Sharding& a, const Sharding& b) {
+  return a.equals(b);
+}
+
+std::ostream& operator<<(std::ostream& os, const Sharding& sharding) {
+  return os << sharding.repr();
+}
+
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
+    : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+  spec_.check(mesh_);
+}
+
+std::optional<std::string> NamedSharding::shape_error(const Shape& global) const {
+  const int rank = global.ndim();
+  if (spec_.size() > rank)
+    return "Sharding " + repr() + " is only valid for values of rank at least " +
+           std::to_string(spec_.size()) + ", but was applied to a value of rank " +
+           std::to_string(rank) + "." +
+           (rank == 0 ? " For scalars the PartitionSpec should be P()" : "");
+  std::vector<int64_t> tiles = tile_assignment(mesh_, spec_, rank).tiles;
+  for (int d = 0; d < rank; ++d) {
+    if (global[d] % tiles[size_t(d)] == 0) continue;
+    std::string factors;
+    for (size_t i = 0; i < tiles.size(); ++i) factors += (i ? ", " : "") + std::to_string(tiles[i]);
+    return "Sharding " + repr() + " implies that array axis " + std::to_string(d) +
+           " is partitioned " + std::to_string(tiles[size_t(d)]) +
+           " times, but the dimension size is " + std::to_string(global[d]) +
+           " (full shape: " + global.str() + ", per-dimension tiling factors: [" + factors +
+           "] should evenly divide the shape)";
+  }
+  return std::nullopt;
+}
+
+std::vector<ShardSlot> NamedSharding::layout(const Shape& global) const {
+  check_shape(global, "NamedSharding");
+  return tile_layout(mesh_, spec_, global);
+}
+
+bool NamedSharding::is_fully_replicated() const {
+  return tile_assignment(mesh_, spec_, spec_.size()).replication == mesh_.size();
+}
+
+std::string NamedSharding::repr() const {
+  return "NamedSharding(mesh=" + mesh_.str() + ", spec=" + spec_.repr() + ", memory_kind=device)";
+}
+
+// Trailing Nones do not change a sharding: P('x') and P('x', None) are equal.
+static std::vector<PartitionSpec::Entry> without_trailing_nones(const PartitionSpec& spec) {
+  std::vector<PartitionSpec::Entry> entries = spec.entries();
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return entries;
+}
+
+bool NamedSharding::equals(const Sharding& other) const {
+  auto* o = dynamic_cast<const NamedSharding*>(&other);
+  return o && mesh_ == o->mesh_ &&
+         without_trailing_nones(spec_) == without_trailing_nones(o->spec_);
+}
+
+std::vector<ShardSlot> SingleDeviceSharding::layout(const Shape& global) const {
+  ShardSlot slot{devices_[0], {}, 0};
+  for (int64_t n : global) slot.index.push_back(Slice{0, n});
+  return {slot};
+}
+
+std::string SingleDeviceSharding::repr() const {
+  return "SingleDeviceSharding(device=" + spmd::repr(devices_[0]) + ", memory_kind=device)";
+}
+
+bool SingleDeviceSharding::equals(const Sharding& other) const {
+  auto* o = dynamic_cast<const SingleDeviceSharding*>(&other);
+  return o && o->device() == device();
+}
+
+}  // namespace spmd

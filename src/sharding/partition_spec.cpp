@@ -1,0 +1,65 @@
+// PartitionSpec: canonical entries, Python-style repr and the checks against a mesh.
+#include <spmd/error.h>
+#include <spmd/sharding.h>
+
+#include <map>
+#include <ostream>
+
+#include "sharding/python_repr.h"
+
+namespace spmd {
+
+PartitionSpec::PartitionSpec(std::vector<Entry> entries) : entries_(std::move(entries)) {
+  // JAX treats ('x',) as 'x' and () as None; canonical entries make equal specs compare equal.
+  for (Entry& e : entries_) {
+    if (!e) continue;
+    if (e->empty())
+      e.reset();
+    else if (e->size() == 1 && e->is_tuple())
+      e = AxisNames(e->names()[0]);
+  }
+}
+
+PartitionSpec::Entry PartitionSpec::operator[](int d) const {
+  if (d < 0 || d >= size()) return std::nullopt;
+  return entries_[size_t(d)];
+}
+
+std::vector<std::string> PartitionSpec::axes_of(int d) const {
+  Entry e = (*this)[d];
+  return e ? e->names() : std::vector<std::string>{};
+}
+
+void PartitionSpec::check(const Mesh& mesh, std::string_view api) const {
+  std::map<std::string, int> uses;
+  std::vector<std::string> order;
+  for (int d = 0; d < size(); ++d)
+    for (const std::string& name : axes_of(d))
+      if (uses[name]++ == 0) order.push_back(name);
+  std::string duplicates;
+  for (const std::string& name : order)
+    if (uses[name] > 1) duplicates += (duplicates.empty() ? "`" : ", `") + name + "`";
+  if (!duplicates.empty())
+    throw ShardingError("[" + std::string(api) +
+                        "] A single NamedSharding spec specification can map every mesh axis to "
+                        "at most one positional dimension, but " +
+                        repr() + " has duplicate entries for " + duplicates);
+  for (const std::string& name : order)
+    if (mesh.axis_position(name) < 0)
+      throw ShardingError(
+          "[" + std::string(api) + "] Resource axis: " + name + " of " + repr() +
+          " is not found in mesh: " + python_repr::tuple_of_names(mesh.axis_names()) + ".");
+}
+
+std::string PartitionSpec::repr() const {
+  std::vector<std::string> items;
+  for (const Entry& e : entries_) items.push_back(e ? e->repr() : "None");
+  std::string t = python_repr::tuple(items);
+  return "P" + t;
+}
+
+std::ostream& operator<<(std::ostream& os, const PartitionSpec& spec) {
+  return os << spec.repr();
+}
+
+}  // namespace spmd

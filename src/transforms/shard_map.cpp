@@ -1,0 +1,642 @@
+// shard_map and pmap. The body is traced once on the block types of one device, with the mesh
+// axes in the axis environment, into a `shard_map` equation whose sub-program is the per-device
+// Program. Running the equation places every operand by its spec, then runs the sub-program on
+// each device's worker thread at once; collectives inside meet through the launch's
+// Communicator. Results are sharded Arrays that become ready when every device has finished.
+#include <spmd/error.h>
+#include <spmd/ops.h>
+#include <spmd/parallel.h>
+#include <spmd/placement.h>
+#include <spmd/shard_map.h>
+
+#include "compile/executable.h"
+#include "core/axis_env.h"
+#include "prims/primitive.h"
+#include "runtime/communicator.h"
+#include "runtime/executor.h"
+#include "runtime/launch.h"
+#include "runtime/sharded.h"
+#include "transforms/interpreters.h"
+#include "transforms/staging.h"
+
+#include <atomic>
+#include <mutex>
+#include <sstream>
+
+namespace spmd {
+namespace {
+
+// What a shard_map equation carries besides its sub-program.
+struct ShardMapInfo {
+  Mesh mesh;
+  std::vector<PartitionSpec> in_specs;   // per operand (closed-over constants first)
+  std::vector<PartitionSpec> out_specs;  // per result
+  bool check_vma = true;
+  std::string name;
+  // The body compiled on first eager use; lives as long as the equation that holds this.
+  mutable std::once_flag compiled;
+  mutable std::unique_ptr<Executable> executable;
+};
+
+const ShardMapInfo& info_of(const Params& p) {
+  return *static_cast<const ShardMapInfo*>(p.get<OpaqueParam>("mesh").value.get());
+}
+
+std::string specs_repr(const std::vector<PartitionSpec>& specs) {
+  std::string s = "(";
+  for (size_t i = 0; i < specs.size(); ++i) s += (i ? ", " : "") + specs[i].repr();
+  return s + (specs.size() == 1 ? ",)" : ")");
+}
+
+int64_t split_factor(const Mesh& mesh, const PartitionSpec& spec, int dim) {
+  int64_t f = 1;
+  for (const std::string& a : spec.axes_of(dim)) f *= mesh.axis_size(a);
+  return f;
+}
+
+std::string shape_tuple(const Shape& s) {
+  std::string out = "(";
+  for (int d = 0; d < s.ndim(); ++d) out += (d ? ", " : "") + std::to_string(s[d]);
+  return out + (s.ndim() == 1 ? ",)" : ")");
+}
+
+// The block one device sees of an operand of type `global`, after JAX's checks.
+AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh,
+                         const std::string& fn, size_t arg) {
+  spec.check(mesh, "shard_map");
+  if (spec.size() > global.shape.ndim())
+    throw ShardingError("[shard_map] shard_map applied to the function '" + fn +
+                        "' was given an in_specs entry which is too long to be compatible with "
+                        "the corresponding input value from the function inputs: in_specs[" +
+                        std::to_string(arg) + "] is " + spec.repr() + " of length " +
+                        std::to_string(spec.size()) + ", but the corresponding input has shape " +
+                        shape_tuple(global.shape) + " of rank " +
+                        std::to_string(global.shape.ndim()));
+  AbstractValue block = global;
+  std::vector<int64_t> dims = global.shape.dims();
+  for (int d = 0; d < global.shape.ndim(); ++d) {
+    int64_t f = split_factor(mesh, spec, d);
+    if (dims[size_t(d)] % f != 0)
+      throw ShardingError(
+          "[shard_map] shard_map applied to the function '" + fn +
+          "' was given argument arrays with axis sizes that are not evenly divisible by the "
+          "corresponding mesh axis sizes: the mesh is " + mesh.str() + ", in_specs[" +
+          std::to_string(arg) + "] is " + spec.repr() + ", and the argument has shape " +
+          shape_tuple(global.shape) + ": dimension " + std::to_string(d) + " of size " +
+          std::to_string(dims[size_t(d)]) + " is not divisible by " + std::to_string(f));
+    dims[size_t(d)] /= f;
+  }
+  block.shape = Shape(dims);
+  return block;
+}
+
+AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec, const Mesh& mesh,
+                          const std::string& fn, size_t out) {
+  if (spec.size() > block.shape.ndim())
+    throw ShardingError("[shard_map] shard_map applied to the function '" + fn +
+                        "' was given an out_specs entry which is too long to be compatible with "
+                        "the corresponding output value from the function: out_specs[" +
+                        std::to_string(out) + "] is " + spec.repr() + " of length " +
+                        std::to_string(spec.size()) + ", but the corresponding output has shape " +
+                        shape_tuple(block.shape) + " of rank " +
+                        std::to_string(block.shape.ndim()));
+  spec.check(mesh, "shard_map");
+  AbstractValue global = block;
+  std::vector<int64_t> dims = block.shape.dims();
+  for (int d = 0; d < block.shape.ndim(); ++d) dims[size_t(d)] *= split_factor(mesh, spec, d);
+  global.shape = Shape(dims);
+  return global;
+}
+
+std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, const Params& p) {
+  const ShardMapInfo& info = info_of(p);
+  std::vector<AbstractValue> block = p.get<ProgramRef>("jaxpr")->out_types();
+  std::vector<AbstractValue> out;
+  for (size_t k = 0; k < block.size(); ++k)
+    out.push_back(global_type(block[k], info.out_specs[k], info.mesh, info.name, k));
+  return out;
+}
+
+// Runs the body on every device of the mesh; returns at once with results that become ready.
+std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
+  const ShardMapInfo& info = info_of(p);
+  if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
+  ProgramRef body = p.get<ProgramRef>("jaxpr");
+  std::call_once(info.compiled, [&] { info.executable = std::make_unique<Executable>(*body); });
+  const Executable& exe = *info.executable;
+  const std::vector<int> ids = info.mesh.device_ids();
+
+  std::vector<std::shared_ptr<ShardedData>> ins;
+  std::vector<AbstractValue> in_types;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Array placed = device_put(args[i], std::make_shared<NamedSharding>(info.mesh, info.in_specs[i]));
+    ins.push_back(placed.impl()->sharded);
+    in_types.push_back(aval_of(args[i]));
+  }
+  std::vector<AbstractValue> out_types = shard_map_shape_rule({}, p);
+  std::vector<std::shared_ptr<ShardedData>> outs;
+  std::vector<Array> results;
+  for (size_t k = 0; k < out_types.size(); ++k) {
+    outs.push_back(make_layout(out_types[k],
+                               std::make_shared<NamedSharding>(info.mesh, info.out_specs[k])));
+    results.push_back(make_sharded_array(out_types[k], outs.back()));
+  }
+
+  runtime::LaunchContext base;
+  for (const auto& [name, size] : info.mesh.shape()) {
+    base.axis_names.push_back(name);
+    base.axis_sizes.push_back(size);
+  }
+  auto comm = std::make_shared<runtime::Communicator>(ids);
+  std::shared_ptr<const void> keep = p.get<OpaqueParam>("mesh").value;
+  auto task = [base, comm, ids, ins, in_types, outs, keep, &exe](int rank) {
+    runtime::LaunchContext ctx = base;
+    ctx.comm = comm.get();
+    ctx.rank = rank;
+    ctx.device_id = ids[size_t(rank)];
+    runtime::LaunchScope scope(&ctx);
+    try {
+      std::vector<Array> blocks;
+      for (size_t i = 0; i < ins.size(); ++i) {
+        ins[i]->wait();
+        AbstractValue t = in_types[i];
+        t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
+        blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
+      }
+      std::vector<Array> values = exe.run(blocks);
+      for (size_t k = 0; k < outs.size(); ++k)
+        outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
+    } catch (const std::exception& e) {
+      comm->abort(rank, e.what());
+      throw;
+    }
+  };
+  std::shared_future<void> done = runtime::launch(ids, std::move(task));
+  for (auto& o : outs) o->ready = done;
+  return results;
+}
+
+
+Params shard_map_params(std::shared_ptr<ShardMapInfo> info, ProgramRef body) {
+  std::string manual = "frozenset({";
+  for (size_t a = 0; a < info->mesh.axis_names().size(); ++a)
+    manual += (a ? ", '" : "'") + info->mesh.axis_names()[a] + "'";
+  manual += "})";
+  std::string mesh = info->mesh.str();
+  std::string in = specs_repr(info->in_specs), out = specs_repr(info->out_specs);
+  bool check = info->check_vma;
+  return Params{{"jaxpr", std::move(body)},
+                {"mesh", OpaqueParam{info, mesh}},
+                {"in_specs", OpaqueParam{info, in}},
+                {"out_specs", OpaqueParam{info, out}},
+                {"check_vma", check},
+                {"newly_manual_axes", OpaqueParam{info, manual}}};
+}
+
+std::vector<AxisFrame> frames_of(const Mesh& mesh) {
+  std::vector<AxisFrame> frames;
+  for (const auto& [axis, size] : mesh.shape()) frames.push_back({axis, size, "shard_map"});
+  return frames;
+}
+
+// Traces fn on per-device block types with the mesh axes in scope.
+Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Mesh& mesh) {
+  AxisEnvScope axes(frames_of(mesh));
+  return trace_to_program(fn, types, "shard_map");
+}
+
+// Binds a shard_map of `body` (constants hoisted to replicated leading operands).
+std::vector<Array> bind_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info,
+                                  std::span<const Array> args) {
+  std::vector<Array> consts;
+  auto body = std::make_shared<const Program>(hoist_consts(traced, &consts));
+  info->in_specs.insert(info->in_specs.begin(), consts.size(), PartitionSpec());
+  std::vector<Array> operands = consts;
+  operands.insert(operands.end(), args.begin(), args.end());
+  return spmd::bind(primitive("shard_map"), operands, shard_map_params(info, body));
+}
+
+std::shared_ptr<ShardMapInfo> derived_info(const ShardMapInfo& from) {
+  auto info = std::make_shared<ShardMapInfo>();
+  info->mesh = from.mesh;
+  info->check_vma = from.check_vma;
+  info->name = from.name;
+  return info;
+}
+
+// Mesh axes a spec does not mention (the value is replicated over them).
+std::vector<std::string> unmentioned(const Mesh& mesh, const PartitionSpec& spec) {
+  std::vector<std::string> out;
+  for (const std::string& a : mesh.axis_names()) {
+    bool used = false;
+    for (int d = 0; d < spec.size() && !used; ++d)
+      for (const std::string& b : spec.axes_of(d)) used = used || a == b;
+    if (!used) out.push_back(a);
+  }
+  return out;
+}
+
+// Residuals are per-device values: stacked along a new leading dim over every mesh axis.
+PartitionSpec stacked_spec(const Mesh& mesh) {
+  return PartitionSpec({PartitionSpec::Entry(AxisNames(mesh.axis_names(), true))});
+}
+
+PartitionSpec with_leading_none(const PartitionSpec& spec) {
+  std::vector<PartitionSpec::Entry> entries{std::nullopt};
+  entries.insert(entries.end(), spec.entries().begin(), spec.entries().end());
+  return PartitionSpec(entries);
+}
+
+// jvp: one shard_map computes the primal results and the residuals the tangents need; a second,
+// linear in the tangents, computes the output tangents from the residuals.
+JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> tangents,
+                        const Params& p) {
+  const ShardMapInfo& info = info_of(p);
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  const size_t n_out = body->outputs.size();
+  std::vector<size_t> nz;
+  for (size_t i = 0; i < tangents.size(); ++i)
+    if (!is_zero(tangents[i])) nz.push_back(i);
+
+  Program linear;
+  std::vector<size_t> residual_consts;  // positions in linear.consts that are residuals
+  std::vector<AbstractValue> residual_types;
+  auto primal_fn = [&](std::span<const Array> xs) {
+    auto lt = std::make_shared<StagingTrace>("jvp");
+    std::vector<Array> ts(xs.size());
+    for (size_t i : nz) {
+      AbstractValue t = body->types[size_t(body->invars[i])];
+      t.weak_type = false;
+      ts[i] = lt->new_input(t);
+    }
+    auto [outs, touts] = jvp_program(*body, xs, ts);
+    std::vector<Array> lin_outs;
+    for (size_t k = 0; k < n_out; ++k) {
+      if (is_zero(touts[k])) {
+        CurrentTraceScope in_linear(lt.get());
+        lin_outs.push_back(zeros_like_aval(aval_of(outs[k])));
+      } else {
+        lin_outs.push_back(touts[k]);
+      }
+    }
+    linear = lt->finish(lin_outs);
+    std::vector<Array> result = outs;
+    for (size_t j = 0; j < linear.consts.size(); ++j) {
+      if (is_concrete(linear.consts[j])) continue;
+      residual_consts.push_back(j);
+      residual_types.push_back(aval_of(linear.consts[j]));
+      result.push_back(expand_dims(linear.consts[j], {0}));
+    }
+    return result;
+  };
+  Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh);
+  auto pinfo = derived_info(info);
+  pinfo->in_specs = info.in_specs;
+  pinfo->out_specs = info.out_specs;
+  pinfo->out_specs.insert(pinfo->out_specs.end(), residual_consts.size(), stacked_spec(info.mesh));
+  std::vector<Array> outs = bind_shard_map(primal_body, pinfo, primals);
+  std::vector<Array> residuals(outs.begin() + long(n_out), outs.end());
+  outs.resize(n_out);
+
+  const size_t n_res = residual_consts.size();
+  auto tangent_fn = [&](std::span<const Array> xs) {
+    Program lp = linear;
+    std::vector<int> invars;
+    std::vector<Array> args;
+    std::vector<bool> is_residual(lp.consts.size(), false);
+    for (size_t r = 0; r < n_res; ++r) {
+      is_residual[residual_consts[r]] = true;
+      invars.push_back(lp.constvars[residual_consts[r]]);
+      args.push_back(squeeze(xs[r], {0}));
+    }
+    std::vector<int> constvars;
+    std::vector<Array> consts;
+    for (size_t j = 0; j < lp.consts.size(); ++j) {
+      if (is_residual[j]) continue;
+      constvars.push_back(lp.constvars[j]);
+      consts.push_back(lp.consts[j]);
+    }
+    lp.constvars = constvars;
+    lp.consts = consts;
+    invars.insert(invars.end(), lp.invars.begin(), lp.invars.end());
+    lp.invars = invars;
+    args.insert(args.end(), xs.begin() + long(n_res), xs.end());
+    return eval_program(lp, args);
+  };
+  std::vector<AbstractValue> ttypes;
+  for (const AbstractValue& t : residual_types) {
+    AbstractValue s = t;
+    std::vector<int64_t> dims{1};
+    dims.insert(dims.end(), t.shape.dims().begin(), t.shape.dims().end());
+    s.shape = Shape(dims);
+    ttypes.push_back(s);
+  }
+  auto tinfo = derived_info(info);
+  tinfo->in_specs.assign(n_res, stacked_spec(info.mesh));
+  std::vector<Array> targs = residuals;
+  for (size_t i : nz) {
+    AbstractValue t = body->types[size_t(body->invars[i])];
+    t.weak_type = false;
+    ttypes.push_back(t);
+    tinfo->in_specs.push_back(info.in_specs[i]);
+    targs.push_back(tangents[i]);
+  }
+  tinfo->out_specs = info.out_specs;
+  Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh);
+  std::vector<Array> touts = bind_shard_map(tangent_body, tinfo, targs);
+  return {outs, touts};
+}
+
+// Transpose of a shard_map linear in some operands: a shard_map of the transposed body from the
+// output cotangents (and the known operands) to the cotangents of the linear operands. As JAX
+// does without vma checking, cotangents of outputs replicated over mesh axes are divided among
+// the replicas and cotangents of replicated operands are summed over their replicas.
+std::vector<Array> shard_map_transpose(std::span<const Array> cts,
+                                       std::span<const LinearInput> ins, const Params& p) {
+  const ShardMapInfo& info = info_of(p);
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  std::vector<AbstractValue> gouts = shard_map_shape_rule({}, p);
+  std::vector<size_t> known, lin;
+  for (size_t i = 0; i < ins.size(); ++i) (ins[i].is_linear() ? lin : known).push_back(i);
+
+  auto tinfo = derived_info(info);
+  std::vector<Array> args;
+  std::vector<AbstractValue> types;
+  for (size_t i : known) {
+    args.push_back(ins[i].value);
+    types.push_back(body->types[size_t(body->invars[i])]);
+    tinfo->in_specs.push_back(info.in_specs[i]);
+  }
+  for (size_t k = 0; k < cts.size(); ++k) {
+    Array c = instantiate_zero(cts[k], gouts[k]);
+    int64_t replicas = 1;
+    for (const std::string& a : unmentioned(info.mesh, info.out_specs[k]))
+      replicas *= info.mesh.axis_size(a);
+    if (replicas != 1) c = c / Array(double(replicas)).astype(c.dtype());
+    args.push_back(c);
+    AbstractValue t = body->types[size_t(body->outputs[k].var)];
+    if (body->outputs[k].is_literal()) t = aval_of(body->outputs[k].literal);
+    t.weak_type = false;
+    types.push_back(t);
+    tinfo->in_specs.push_back(info.out_specs[k]);
+  }
+  for (size_t i : lin) tinfo->out_specs.push_back(info.in_specs[i]);
+
+  auto fn = [&](std::span<const Array> xs) {
+    Program sub = *body;
+    std::vector<int> lin_vars;
+    for (size_t j = 0; j < known.size(); ++j) {
+      sub.constvars.push_back(body->invars[known[j]]);
+      sub.consts.push_back(xs[j]);
+    }
+    for (size_t i : lin) lin_vars.push_back(body->invars[i]);
+    sub.invars = lin_vars;
+    std::vector<Array> sub_cts = transpose_program(sub, xs.subspan(known.size()));
+    std::vector<Array> outs;
+    for (size_t j = 0; j < lin.size(); ++j) {
+      Array c = instantiate_zero(sub_cts[j], ins[lin[j]].aval.shape == body->types[size_t(
+                                                 body->invars[lin[j]])].shape
+                                                 ? ins[lin[j]].aval
+                                                 : body->types[size_t(body->invars[lin[j]])]);
+      std::vector<std::string> axes = unmentioned(info.mesh, info.in_specs[lin[j]]);
+      if (!axes.empty()) c = psum(c, AxisNames(axes, true));
+      outs.push_back(c);
+    }
+    return outs;
+  };
+  Program tbody = trace_body(fn, types, info.mesh);
+  std::vector<Array> res = bind_shard_map(tbody, tinfo, args);
+  std::vector<Array> out(ins.size());
+  for (size_t j = 0; j < lin.size(); ++j) out[lin[j]] = res[j];
+  return out;
+}
+
+// vmap of a shard_map: the batch dimension becomes a leading, unsharded dim of every block.
+BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims,
+                            const Params& p, const BatchContext& ctx) {
+  const ShardMapInfo& info = info_of(p);
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  auto binfo = derived_info(info);
+  std::vector<Array> moved;
+  std::vector<AbstractValue> types;
+  std::vector<int> bdims;
+  for (size_t i = 0; i < args.size(); ++i) {
+    AbstractValue t = body->types[size_t(body->invars[i])];
+    if (dims[i] == kNotBatched) {
+      moved.push_back(args[i]);
+      binfo->in_specs.push_back(info.in_specs[i]);
+      bdims.push_back(kNotBatched);
+    } else {
+      moved.push_back(move_batch_dim(args[i], dims[i], 0, ctx.axis_size));
+      binfo->in_specs.push_back(with_leading_none(info.in_specs[i]));
+      std::vector<int64_t> d{ctx.axis_size};
+      d.insert(d.end(), t.shape.dims().begin(), t.shape.dims().end());
+      t.shape = Shape(d);
+      bdims.push_back(0);
+    }
+    types.push_back(t);
+  }
+  for (const PartitionSpec& s : info.out_specs) binfo->out_specs.push_back(with_leading_none(s));
+  auto fn = [&](std::span<const Array> xs) {
+    auto [outs, odims] = batch_program(*body, xs, bdims, ctx);
+    for (size_t k = 0; k < outs.size(); ++k)
+      outs[k] = move_batch_dim(outs[k], odims[k], 0, ctx.axis_size);
+    return outs;
+  };
+  Program bbody = trace_body(fn, types, info.mesh);
+  std::vector<Array> outs = bind_shard_map(bbody, binfo, moved);
+  return {outs, std::vector<int>(outs.size(), 0)};
+}
+
+}  // namespace
+
+void register_shard_map_primitive(PrimitiveRegistry& r) {
+  Primitive& sm = r.define("shard_map", shard_map_shape_rule, [](const KernelArgs&) {
+    throw std::logic_error("[shard_map] runs through its eager rule");
+  });
+  sm.eager = shard_map_eager;
+  sm.jvp = shard_map_jvp;
+  sm.transpose = shard_map_transpose;
+  sm.batch = shard_map_batch;
+}
+
+namespace transform_detail {
+
+std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
+                             const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def) {
+  const Mesh& mesh = call.mesh;
+  const std::string& name = call.options.name;
+  std::vector<AbstractValue> block_types;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    block_types.push_back(block_type(aval_of(leaves[i]), call.in_specs[i], mesh, name, i));
+
+  Program traced = trace_body(fn, block_types, mesh);
+
+  auto info = std::make_shared<ShardMapInfo>();
+  info->mesh = mesh;
+  info->check_vma = call.options.check_vma;
+  info->name = name;
+  info->in_specs = call.in_specs;
+  // out_specs: one spec for all results, or one per top-level element of the result.
+  const size_t n_out = traced.outputs.size();
+  const auto& specs = call.out_specs.specs();
+  if (call.out_specs.single()) {
+    info->out_specs.assign(n_out, specs[0]);
+  } else if (!out_def) {
+    // A flat list: one spec per result.
+    if (specs.size() != n_out)
+      throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
+                       " entries for " + std::to_string(n_out) + " results");
+    info->out_specs = specs;
+  } else {
+    std::vector<TreeDef> children = out_def->children();
+    if (children.size() != specs.size())
+      throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
+                       " entries but the function '" + name + "' returned " +
+                       std::to_string(children.size()) + " values");
+    for (size_t c = 0; c < children.size(); ++c)
+      for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
+  }
+  for (size_t k = 0; k < n_out; ++k) {
+    const Atom& a = traced.outputs[k];
+    global_type(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)],
+                info->out_specs[k], mesh, name, k);
+  }
+  return bind_shard_map(traced, info, leaves);
+}
+
+namespace {
+
+// The product of the sizes of the pmaps whose bodies the calling thread is tracing.
+thread_local int64_t t_enclosing_pmap_size = 1;
+
+class EnclosingPmap {
+ public:
+  explicit EnclosingPmap(int64_t size) : saved_(t_enclosing_pmap_size) {
+    t_enclosing_pmap_size *= size;
+  }
+  ~EnclosingPmap() { t_enclosing_pmap_size = saved_; }
+  EnclosingPmap(const EnclosingPmap&) = delete;
+  EnclosingPmap& operator=(const EnclosingPmap&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
+// JAX's name for the axis of a pmap without axis_name (no collective can name it).
+constexpr const char* kInternalAxisName = "_internal_pmap_axis_name";
+
+}  // namespace
+
+std::vector<Array> pmap(const FlatFn& fn, std::span<const Array> leaves, const PmapCall& call,
+                        const std::shared_ptr<TreeDef>& out_def) {
+  const PmapOptions& o = call.options;
+  std::vector<std::optional<int>> dims = call.in_dims;
+  int64_t n = -1;
+  std::string sizes;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!dims[i]) continue;
+    int nd = leaves[i].ndim();
+    int d = *dims[i] < 0 ? *dims[i] + nd : *dims[i];
+    if (d < 0 || d >= nd)
+      throw ValueError("[pmap] pmap was requested to map its argument along axis " +
+                       std::to_string(*dims[i]) + ", which implies that its rank should be at "
+                       "least " + std::to_string(*dims[i] < 0 ? -*dims[i] : *dims[i] + 1) +
+                       ", but is only " + std::to_string(nd) + " (its shape is " +
+                       leaves[i].shape().str() + ")");
+    dims[i] = d;
+    int64_t size = leaves[i].shape()[d];
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+    if (n >= 0 && size != n)
+      throw ValueError("[pmap] pmap got inconsistent sizes for array axes to be mapped: " + sizes);
+    n = size;
+  }
+  if (n < 0)
+    throw ValueError("[pmap] pmap requires at least one argument with a mapped axis (in_axes "
+                     "were all None)");
+  const int64_t required = t_enclosing_pmap_size * n;
+  const int64_t available = o.devices.empty() ? device_count() : int64_t(o.devices.size());
+  if (required > available)
+    throw ValueError("[pmap] compiling computation that requires " + std::to_string(required) +
+                     " logical devices, but only " + std::to_string(available) +
+                     " devices are available (num_replicas=" + std::to_string(required) + ")");
+  const std::string axis = o.axis_name.empty() ? kInternalAxisName : o.axis_name;
+
+  if (t_enclosing_pmap_size > 1 || !axis_env().empty()) {
+    // Inside another pmap (or shard_map) body: this pmap's instances become a batch dimension
+    // of the enclosing instance (the values are those of separate devices).
+    EnclosingPmap nested(n);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < leaves.size(); ++i) names.push_back("argument " + std::to_string(i));
+    return vmap(fn, leaves, dims, o.out_axes, n, axis, names);
+  }
+
+  std::vector<Device> devs = o.devices;
+  if (devs.empty()) {
+    std::vector<Device> all = devices();
+    devs.assign(all.begin(), all.begin() + n);
+  } else if (int64_t(devs.size()) != n) {
+    throw ValueError("[pmap] leading axis size of the mapped arguments (" + std::to_string(n) +
+                     ") does not match the number of devices given (" +
+                     std::to_string(devs.size()) + ")");
+  }
+  Mesh mesh(devs, Shape{n}, {axis});
+
+  const std::vector<Axis>& out_axes = o.out_axes;
+  // The whole map: mapped axes to the front, the body on each device's slice, results back to
+  // out_axes. Staged (make_jaxpr, jit) it is a call named _fun, as JAX's pmap is.
+  auto whole = [&](std::span<const Array> xs) {
+    std::vector<Array> moved;
+    std::vector<PartitionSpec> in_specs;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (dims[i]) {
+        moved.push_back(*dims[i] == 0 ? xs[i] : moveaxis(xs[i], *dims[i], 0));
+        in_specs.push_back(P(axis));
+      } else {
+        moved.push_back(xs[i]);
+        in_specs.push_back(P());
+      }
+    }
+    auto body = [&](std::span<const Array> blocks) {
+      std::vector<Array> args;
+      for (size_t i = 0; i < blocks.size(); ++i)
+        args.push_back(dims[i] ? squeeze(blocks[i], {0}) : blocks[i]);
+      std::vector<Array> outs = fn(args);
+      if (out_axes.size() != 1 && out_axes.size() != outs.size())
+        throw ValueError("[pmap] out_axes has " + std::to_string(out_axes.size()) +
+                         " entries for " + std::to_string(outs.size()) + " outputs");
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (out_axes[out_axes.size() == 1 ? 0 : k].dim) outs[k] = expand_dims(outs[k], {0});
+      return outs;
+    };
+    std::vector<PartitionSpec> out_specs;
+    for (const Axis& a : out_axes) out_specs.push_back(a.dim ? P(axis) : P());
+    ShardMapCall sm{mesh, in_specs,
+                    out_axes.size() == 1 ? SpecList(out_specs[0]) : SpecList(out_specs),
+                    ShardMapOptions{.check_vma = false, .name = o.name}};
+    std::vector<Array> outs;
+    {
+      EnclosingPmap scope(n);
+      outs = shard_map(body, moved, sm, nullptr);
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const Axis& a = out_axes[out_axes.size() == 1 ? 0 : k];
+      if (a.dim && *a.dim != 0) outs[k] = moveaxis(outs[k], 0, *a.dim);
+    }
+    return outs;
+  };
+  (void)out_def;
+  if (all_concrete(leaves)) return whole(leaves);
+  std::vector<AbstractValue> types;
+  for (const Array& x : leaves) types.push_back(aval_of(x));
+  Program traced = trace_to_program(whole, types, "pmap");
+  std::vector<Array> consts;
+  auto program = std::make_shared<const Program>(hoist_consts(traced, &consts));
+  std::vector<Array> operands = consts;
+  operands.insert(operands.end(), leaves.begin(), leaves.end());
+  return spmd::bind(primitive("jit"), operands,
+                    Params{{"name", std::string("_fun")}, {"jaxpr", ProgramRef(program)}});
+}
+
+}  // namespace transform_detail
+}  // namespace spmd

@@ -1,0 +1,112 @@
+// The C++ twins of the seed programs print what JAX printed for each notebook cell
+// (tests/goldens/seeds, recorded by tools/goldens/gen_seeds.py). Each example runs once with
+// SPMD_EXAMPLE_CELLS=1, which marks where every cell's output starts.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string run(const std::string& program) {
+  std::string command = "SPMD_EXAMPLE_CELLS=1 SPMD_CPU_DEVICES=8 " + program;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(pipe), 0) << program << " failed";
+  return out;
+}
+
+// Cell id → the text printed by the cell.
+std::map<std::string, std::string> split_cells(const std::string& out) {
+  std::map<std::string, std::string> cells;
+  std::istringstream in(out);
+  std::string line, current;
+  while (std::getline(in, line)) {
+    if (line.rfind("## cell ", 0) == 0) {
+      current = line.substr(8);
+      cells[current];
+      continue;
+    }
+    cells[current] += line + "\n";
+  }
+  return cells;
+}
+
+std::map<std::string, std::string> goldens(const std::string& seed) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::directory_iterator(fs::path(SPMD_GOLDEN_DIR) / "seeds")) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(seed + "_", 0) != 0 || entry.path().extension() != ".txt") continue;
+    std::ifstream f(entry.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    out[name.substr(seed.size() + 1, 2)] = ss.str();
+  }
+  return out;
+}
+
+std::vector<double> numbers(const std::string& text) {
+  static const std::regex number(R"([-+]?\d+\.?\d*(e[-+]?\d+)?)");
+  std::vector<double> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), number);
+       it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod(it->str()));
+  return out;
+}
+
+// Compares every cell: exactly, or for `close` cells number by number within a relative 1e-5
+// (float32 sums in another order), and reports cells printed without a golden or missing.
+void check_example(const std::string& program, const std::string& seed,
+                   const std::set<std::string>& close, const std::set<std::string>& not_ported) {
+  std::map<std::string, std::string> want = goldens(seed);
+  ASSERT_FALSE(want.empty());
+  std::map<std::string, std::string> got = split_cells(run(program));
+  EXPECT_EQ(got[""], "") << "output before the first cell";
+  got.erase("");
+  for (const auto& [id, text] : want) {
+    if (not_ported.count(id)) {
+      EXPECT_FALSE(got.count(id)) << "cell " << id << " is listed as not ported";
+      continue;
+    }
+    if (!got.count(id)) {
+      EXPECT_EQ(text, "") << seed << " cell " << id << " is not in the example";
+      continue;
+    }
+    if (!close.count(id)) {
+      EXPECT_EQ(got[id], text) << seed << " cell " << id;
+      continue;
+    }
+    std::vector<double> a = numbers(got[id]), b = numbers(text);
+    ASSERT_EQ(a.size(), b.size()) << seed << " cell " << id << ":\n" << got[id];
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-5 * std::max(1.0, std::abs(b[i])))
+          << seed << " cell " << id << " number " << i;
+  }
+  for (const auto& [id, text] : got) EXPECT_TRUE(want.count(id)) << "cell " << id << " has no golden";
+}
+
+TEST(Examples, PmapCookbookPrintsWhatJaxPrints) {
+  // 12: means of 25M float32 products, 17/18: nested maps; both summed in another order.
+  // 09 is NumPy's np.sin on the host (float64), not a JAX operation.
+  check_example(SPMD_EXAMPLES_DIR "/pmap_cookbook", "000", {"12", "17", "18"}, {"09"});
+}
+
+TEST(Examples, ShardMapBasicsPrintsWhatJaxPrints) {
+  check_example(SPMD_EXAMPLES_DIR "/shard_map_basics", "001", {}, {});
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+// Readers for the sharding goldens recorded by tools/goldens/gen_sharding.py
+// (tests/goldens/sharding/*.txt): the meshes, spec and shape codes, and the line-oriented files.
+#pragma once
+
+#include <spmd/error.h>
+#include <spmd/sharding.h>
+
+#include <gtest/gtest.h>
+
+#include "support/golden.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace sharding_test {
+
+namespace sp = spmd;
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, sep)) out.push_back(item);
+  return out;
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  return split(text, '\n');
+}
+
+// "8,2" → (8, 2); "-" → ().
+inline sp::Shape decode_shape(const std::string& code) {
+  sp::Shape shape;
+  if (code == "-") return shape;
+  for (const std::string& d : split(code, ',')) shape.push_back(std::stoll(d));
+  return shape;
+}
+
+// "x/-/y+z" → P('x', None, ('y', 'z')); "_" → P().
+inline sp::PartitionSpec decode_spec(const std::string& code) {
+  std::vector<sp::PartitionSpec::Entry> entries;
+  if (code == "_") return sp::PartitionSpec(entries);
+  for (const std::string& e : split(code, '/')) {
+    if (e == "-")
+      entries.push_back(std::nullopt);
+    else if (e.find('+') != std::string::npos)
+      entries.push_back(sp::AxisNames(split(e, '+')));
+    else
+      entries.push_back(sp::AxisNames(e));
+  }
+  return sp::PartitionSpec(entries);
+}
+
+// CPU devices by id, independent of how many devices the process has.
+inline std::vector<sp::Device> cpu_devices(const std::vector<int>& ids) {
+  std::vector<sp::Device> out;
+  for (int id : ids) out.push_back(sp::Device{id, "cpu", 0});
+  return out;
+}
+
+struct GoldenMesh {
+  std::shared_ptr<sp::Mesh> mesh;
+  std::string repr, str;
+};
+
+// The meshes listed at the top of layouts.txt, by name.
+inline const std::map<std::string, GoldenMesh>& golden_meshes() {
+  static const std::map<std::string, GoldenMesh> meshes = [] {
+    std::map<std::string, GoldenMesh> out;
+    std::string current;
+    for (const std::string& line : lines_of(spmd_test::golden_text("sharding/layouts.txt"))) {
+      std::vector<std::string> f = split(line, ' ');
+      if (f[0] == "mesh") {
+        std::vector<int> ids;
+        for (const std::string& id : split(f[4], ',')) ids.push_back(std::stoi(id));
+        current = f[1];
+        out[current].mesh =
+            std::make_shared<sp::Mesh>(cpu_devices(ids), decode_shape(f[2]), split(f[3], ','));
+      } else if (f[0] == "mesh_repr") {
+        out[current].repr = line.substr(10);
+      } else if (f[0] == "mesh_str") {
+        out[current].str = line.substr(9);
+      } else if (f[0] == "case") {
+        break;
+      }
+    }
+    return out;
+  }();
+  return meshes;
+}
+
+inline const sp::Mesh& golden_mesh(const std::string& name) {
+  return *golden_meshes().at(name).mesh;
+}
+
+// "0:2,0:4" → {{0, 2}, {0, 4}}; "-" → {}.
+inline std::vector<sp::Slice> decode_slices(const std::string& code) {
+  std::vector<sp::Slice> out;
+  if (code == "-") return out;
+  for (const std::string& s : split(code, ',')) {
+    auto colon = s.find(':');
+    out.push_back(sp::Slice{std::stoll(s.substr(0, colon)), std::stoll(s.substr(colon + 1))});
+  }
+  return out;
+}
+
+// One recorded error: `kind mesh spec shape` and JAX's message.
+struct GoldenError {
+  std::string kind, mesh, spec, shape, message;
+};
+
+inline std::vector<GoldenError> golden_errors(const std::string& kind) {
+  std::vector<GoldenError> out;
+  std::vector<std::string> lines = lines_of(spmd_test::golden_text("sharding/errors.txt"));
+  for (size_t i = 0; i + 1 < lines.size(); i += 2) {
+    std::vector<std::string> f = split(lines[i], ' ');
+    if (f[1] == kind) out.push_back({f[1], f[2], f[3], f[4], lines[i + 1]});
+  }
+  EXPECT_FALSE(out.empty()) << "no recorded errors of kind " << kind;
+  return out;
+}
+
+// The message of the ShardingError `fn` throws ("" if it throws none).
+template <class F>
+std::string sharding_error(F fn) {
+  try {
+    fn();
+  } catch (const sp::ShardingError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace sharding_test

@@ -43,25 +43,24 @@ double bus_factor(Collective c, int n) {
   return c == Collective::all_reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
 }
 
-void run_once(Collective c, Communicator& comm, const std::vector<int>& group, int r,
-              Buffers& b) {
+void run_once(Collective c, Communicator& comm, const std::vector<int>& group, int r, Buffers& b) {
   const int n = int(group.size());
   switch (c) {
     case Collective::all_reduce:
-      comm.all_reduce("psum", group, r, ReduceOp::sum, spmd::float32,
-                      Shape{int64_t(b.in.size())}, b.in.data(), b.out.data());
+      comm.all_reduce("psum", group, r, ReduceOp::sum, spmd::float32, Shape{int64_t(b.in.size())},
+                      b.in.data(), b.out.data());
       break;
     case Collective::all_gather:
-      comm.all_gather("all_gather", group, r, spmd::float32, Shape{int64_t(b.in.size())}, 0,
-                      true, b.in.data(), b.out.data());
+      comm.all_gather("all_gather", group, r, spmd::float32, Shape{int64_t(b.in.size())}, 0, true,
+                      b.in.data(), b.out.data());
       break;
     case Collective::reduce_scatter:
       comm.reduce_scatter("psum_scatter", group, r, ReduceOp::sum, spmd::float32,
                           Shape{int64_t(b.in.size())}, 0, b.in.data(), b.out.data());
       break;
     case Collective::all_to_all:
-      comm.all_to_all("all_to_all", group, r, spmd::float32, Shape{int64_t(n), int64_t(b.in.size()) / n},
-                      0, 0, b.in.data(), b.out.data());
+      comm.all_to_all("all_to_all", group, r, spmd::float32,
+                      Shape{int64_t(n), int64_t(b.in.size()) / n}, 0, 0, b.in.data(), b.out.data());
       break;
   }
 }
@@ -104,7 +103,8 @@ void BM_CollectiveMemcpy(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  state.counters["bw"] = benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw"] =
+      benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // 4 KiB … 256 MiB in powers of 4.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -27,6 +28,51 @@ double median_seconds(F&& f, int reps) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The Pmap Cookbook's main steps on the virtual devices (examples/pmap_cookbook.cpp has every
+// cell).
+void cookbook() {
+  using sp::P;
+  section("devices, pmap and collectives (the Pmap Cookbook)");
+  std::cout << sp::device_count() << " devices: " << sp::devices().front() << " ... "
+            << sp::devices().back() << "\n";
+  sp::Array y = sp::pmap([](sp::Array x) { return x * x; })(sp::arange(8));
+  std::cout << "pmap(x ** 2)(arange(8)) / 2   " << y / 2 << "\n";
+  auto normalize = sp::pmap([](sp::Array x) { return x / sp::psum(x, "i"); }, {.axis_name = "i"});
+  std::cout << "pmap(x / psum(x, 'i'))        " << normalize(sp::arange(4.0f)) << "\n";
+
+  sp::Array keys = sp::random::split(sp::random::key(0), sp::device_count());
+  sp::runtime::reset_transfer_stats();
+  sp::Array means;
+  double s = median_seconds(
+      [&] {
+        sp::Array mats =
+            sp::pmap([](sp::Array key) { return sp::random::normal(key, {1000, 1200}); })(keys);
+        sp::Array prods = sp::pmap([](sp::Array x) { return sp::dot(x, x.T()); })(mats);
+        means = sp::pmap([](sp::Array x) { return sp::mean(x); })(prods).block_until_ready();
+      },
+      3);
+  std::printf("%d random 1000 x 1200 matrices, each times its transpose on its own device: "
+              "%.1f ms (median of 3)\n",
+              sp::device_count(), s * 1e3);
+  std::cout << "their means " << means << "\n";
+  std::cout << "bytes copied between host and devices: "
+            << sp::runtime::transfer_stats().total_bytes() << " (keys and means only)\n";
+
+  section("shard_map: matmul_basic on a 4 x 2 mesh");
+  if (sp::device_count() < 8) {
+    std::cout << "(needs 8 devices; run with SPMD_CPU_DEVICES=8)\n";
+    return;
+  }
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto matmul_basic = sp::shard_map(
+      [](sp::Array a, sp::Array b) { return sp::psum(sp::dot(a, b), "y"); }, mesh,
+      {P("x", "y"), P("y", sp::None)}, P("x", sp::None));
+  sp::Array c = matmul_basic(sp::arange(128.0f).reshape({8, 16}),
+                             sp::arange(64.0f).reshape({16, 4}));
+  std::cout << "c[:2] = " << sp::lax::slice(c, {0, 0}, {2, 4}) << "\n";
+  sp::visualize_array_sharding(c);
 }
 
 void tour(int matmul_size) {
@@ -67,6 +113,8 @@ void tour(int matmul_size) {
   std::cout << "grad(sum(sin(w)^2))(w)  " << sp::jit(sp::grad(loss))(w) << "\n";
   std::cout << "vmap(dot)(f32[8,2,3], f32[8,3,4]).shape  "
             << sp::vmap(f)(sp::ones({8, 2, 3}), sp::ones({8, 3, 4})).shape().str() << "\n";
+
+  cookbook();
 }
 
 }  // namespace
@@ -79,6 +127,7 @@ int main(int argc, char** argv) {
   t->add_option("--matmul-size", size, "Side of the square matmul to time")
       ->check(CLI::Range(1, 16384));
   CLI11_PARSE(app, argc, argv);
+  if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(8);
   try {
     if (*t) tour(size);
   } catch (const sp::Error& e) {

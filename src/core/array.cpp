@@ -24,7 +24,13 @@ std::string AbstractValue::str() const {
     if (i) s += ",";
     s += std::to_string(shape[i]);
   }
-  return s + "]";
+  s += "]";
+  if (!vma.empty()) {
+    std::string names;
+    for (size_t i = 0; i < vma.size(); ++i) names += (i ? "," : "") + vma[i];
+    s += "{V:" + (vma.size() == 1 ? names : "(" + names + ")") + "}";
+  }
+  return s;
 }
 
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer) {

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace spmd {
 
@@ -19,6 +20,9 @@ struct AbstractValue {
   Shape shape;
   DType dtype = DType::float32;
   bool weak_type = false;
+  // Inside shard_map with check_vma: the mesh axes the value varies over (in mesh order);
+  // empty elsewhere. Printed as {V:x} or {V:(x,y)}.
+  std::vector<std::string> vma = {};
   bool operator==(const AbstractValue&) const = default;
   int64_t size() const { return shape.size(); }
   int64_t nbytes() const { return shape.size() * itemsize(dtype); }

@@ -15,6 +15,41 @@ std::optional<AxisFrame> find_axis(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  for (const std::string& s : v)
+    if (s == x) return true;
+  return false;
+}
+
+// `names` ordered as the frames in scope, unknown names last in their given order.
+std::vector<std::string> in_scope_order(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const AxisFrame& f : t_frames)
+    if (contains(names, f.name) && !contains(out, f.name)) out.push_back(f.name);
+  for (const std::string& n : names)
+    if (!contains(out, n)) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> vma_union(const std::vector<std::string>& a,
+                                   const std::vector<std::string>& b) {
+  std::vector<std::string> all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  return in_scope_order(all);
+}
+
+std::vector<std::string> vma_minus(const std::vector<std::string>& a,
+                                   const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  for (const std::string& x : a)
+    if (!contains(b, x)) out.push_back(x);
+  return in_scope_order(out);
+}
+
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {
   for (auto& f : frames) t_frames.push_back(std::move(f));
 }

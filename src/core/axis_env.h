@@ -16,12 +16,22 @@ struct AxisFrame {
   // Who bound it: "vmap", "pmap" or "shard_map" (collectives under vmap are batched; under
   // pmap/shard_map they run on devices).
   std::string binder;
+  // Values vary over this axis by type (shard_map with check_vma): collectives and mixing
+  // operands follow the varying-manual-axes rules.
+  bool vma = false;
 };
 
 // Frames in scope on this thread, outermost first.
 const std::vector<AxisFrame>& axis_env();
 // The innermost frame named `name`, if any.
 std::optional<AxisFrame> find_axis(const std::string& name);
+
+// The union of `a` and `b`, ordered as the axes are in scope (mesh order).
+std::vector<std::string> vma_union(const std::vector<std::string>& a,
+                                   const std::vector<std::string>& b);
+// Names in `a` not in `b`, in scope order.
+std::vector<std::string> vma_minus(const std::vector<std::string>& a,
+                                   const std::vector<std::string>& b);
 
 // Pushes frames for the scope's lifetime.
 class AxisEnvScope {

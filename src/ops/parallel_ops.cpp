@@ -6,6 +6,7 @@
 #include <spmd/ops.h>
 #include <spmd/parallel.h>
 
+#include "core/axis_env.h"
 #include "ops/op_util.h"
 #include "prims/collectives.h"
 #include "runtime/launch.h"
@@ -15,19 +16,18 @@
 namespace spmd {
 namespace {
 
-using namespace collectives;
-
-// JAX's _validate_reduce_axis_index_groups.
-void validate_groups(const std::optional<AxisIndexGroups>& groups, const char* api) {
-  if (!groups) return;
-  std::vector<int> seen;
-  for (const auto& g : *groups) seen.insert(seen.end(), g.begin(), g.end());
-  std::sort(seen.begin(), seen.end());
-  bool exact = true;
-  for (size_t i = 0; i < seen.size(); ++i) exact = exact && seen[i] == int(i);
-  if (!exact)
-    throw ValueError(ops::prefix(api) + "axis_index_groups must cover all indices exactly once");
+// Whether every name is a mesh axis of an enclosing shard_map that checks vma.
+bool typed_axes(const std::vector<std::string>& names) {
+  if (names.empty()) return false;
+  for (const std::string& n : names) {
+    std::optional<AxisFrame> f = find_axis(n);
+    if (!f || !f->vma) return false;
+  }
+  return true;
 }
+
+
+using namespace collectives;
 
 int64_t group_size(const AxisNames& name, const std::optional<AxisIndexGroups>& groups,
                    const char* api) {
@@ -57,6 +57,15 @@ Array psum(const Array& x, const AxisNames& name, const ReduceOptions& options) 
   if (is_concrete(v) && !runtime::current_launch()) {
     int64_t n = group_size(name, options.axis_index_groups, "psum");
     return ops::apply("mul", {ops::scalar(double(n), v.dtype(), false), v});
+  }
+  if (typed_axes(name.names())) {
+    // Inside shard_map with check_vma: psum_invariant, the operand first made varying over
+    // every summed axis (JAX's bind_psum_invariant).
+    if (options.axis_index_groups)
+      throw NotImplementedError("[psum] axis_index_groups inside shard_map with check_vma");
+    std::vector<std::string> missing = vma_minus(name.names(), aval_of(v).vma);
+    if (!missing.empty()) v = pvary(v, AxisNames(missing, true));
+    return ops::apply("psum_invariant", {v}, Params{{"axes", name.names()}});
   }
   return ops::apply("psum", {v}, reduce_params(name, options.axis_index_groups));
 }

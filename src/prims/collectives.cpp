@@ -18,6 +18,26 @@
 #include <memory>
 
 namespace spmd {
+namespace {
+
+std::string prefix(const char* api) {
+  return std::string("[") + api + "] ";
+}
+
+// Python's repr of a tuple of int tuples: ((0, 1), (2,)).
+std::string int_tuples(const std::vector<std::vector<int>>& tuples) {
+  std::string s = "(";
+  for (size_t i = 0; i < tuples.size(); ++i) {
+    s += i ? ", (" : "(";
+    for (size_t k = 0; k < tuples[i].size(); ++k)
+      s += (k ? ", " : "") + std::to_string(tuples[i][k]);
+    s += tuples[i].size() == 1 ? ",)" : ")";
+  }
+  return s + (tuples.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
 namespace collectives {
 namespace {
 
@@ -25,21 +45,6 @@ namespace {
 constexpr const char* kPrimitives[] = {"psum",           "pmax",     "pmin",       "all_gather",
                                        "reduce_scatter", "ppermute", "all_to_all", "pbroadcast",
                                        "axis_index",     "pvary"};
-
-std::string prefix(const char* api) {
-  return std::string("[") + api + "] ";
-}
-
-std::string int_pairs(const std::vector<std::vector<int>>& groups) {
-  std::string s = "(";
-  for (size_t i = 0; i < groups.size(); ++i) {
-    s += i ? ", (" : "(";
-    for (size_t k = 0; k < groups[i].size(); ++k)
-      s += (k ? ", " : "") + std::to_string(groups[i][k]);
-    s += groups[i].size() == 1 ? ",)" : ")";
-  }
-  return s + (groups.size() == 1 ? ",)" : ")");
-}
 
 }  // namespace
 
@@ -105,7 +110,17 @@ std::vector<std::string> read_names(const Params& p, const char* key) {
 
 ParamValue groups_param(const std::optional<AxisIndexGroups>& groups) {
   if (!groups) return NoneParam{};
-  return OpaqueParam{std::make_shared<const AxisIndexGroups>(*groups), int_pairs(*groups)};
+  return OpaqueParam{std::make_shared<const AxisIndexGroups>(*groups), int_tuples(*groups)};
+}
+
+void validate_groups(const std::optional<AxisIndexGroups>& groups, const char* api) {
+  if (!groups) return;
+  std::vector<int> seen;
+  for (const auto& g : *groups) seen.insert(seen.end(), g.begin(), g.end());
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (seen[i] != int(i))
+      throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
 }
 
 std::optional<AxisIndexGroups> read_groups(const Params& p) {
@@ -118,7 +133,7 @@ std::optional<AxisIndexGroups> read_groups(const Params& p) {
 ParamValue perm_param(const Perm& perm) {
   std::vector<std::vector<int>> pairs;
   for (auto [s, d] : perm) pairs.push_back({s, d});
-  return OpaqueParam{std::make_shared<const Perm>(perm), int_pairs(pairs)};
+  return OpaqueParam{std::make_shared<const Perm>(perm), int_tuples(pairs)};
 }
 
 const Perm& read_perm(const Params& p) {
@@ -157,10 +172,6 @@ namespace {
 using namespace collectives;
 using runtime::ReduceOp;
 
-std::string prefix(const char* api) {
-  return std::string("[") + api + "] ";
-}
-
 // JAX's _check_axis_names: every name must be bound while the collective is staged or run.
 void check_bound(const std::vector<std::string>& names, const char* api) {
   for (const auto& name : names) {
@@ -172,16 +183,14 @@ void check_bound(const std::vector<std::string>& names, const char* api) {
   }
 }
 
-// JAX's _validate_reduce_axis_index_groups, plus the equal sizes collectives need.
+// The number of instances one collective spans: the axis size, or a subgroup's size.
 int64_t group_size(const std::optional<AxisIndexGroups>& groups, int64_t axis_size,
                    const char* api) {
   if (!groups) return axis_size;
-  std::vector<int> seen;
-  for (const auto& g : *groups) seen.insert(seen.end(), g.begin(), g.end());
-  std::sort(seen.begin(), seen.end());
-  bool exact = int64_t(seen.size()) == axis_size;
-  for (size_t i = 0; exact && i < seen.size(); ++i) exact = seen[i] == int(i);
-  if (!exact)
+  validate_groups(groups, api);
+  int64_t covered = 0;
+  for (const auto& g : *groups) covered += int64_t(g.size());
+  if (covered != axis_size)
     throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
   return int64_t((*groups)[0].size());
 }
@@ -309,12 +318,8 @@ void check_perm(const Perm& perm, int64_t n) {
   };
   if (!unique(srcs) || !unique(dsts)) {
     std::vector<std::vector<int>> pairs;
-    for (auto [s, d] : perm) pairs.push_back({s, d});
-    std::string text = "(";
-    for (size_t i = 0; i < pairs.size(); ++i)
-      text += (i ? ", (" : "(") + std::to_string(pairs[i][0]) + ", " + std::to_string(pairs[i][1]) +
-              ")";
-    text += pairs.size() == 1 ? ",)" : ")";
+    for (auto [src, dst] : perm) pairs.push_back({src, dst});
+    std::string text = int_tuples(pairs);
     throw ValueError("[ppermute] ppermute sources and destinations must be unique, got " + text +
                      ".");
   }

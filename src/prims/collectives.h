@@ -30,6 +30,8 @@ std::vector<std::string> read_names(const Params& p, const char* key = "axis_nam
 // axis_index_groups: None or a tuple of tuples.
 ParamValue groups_param(const std::optional<AxisIndexGroups>& groups);
 std::optional<AxisIndexGroups> read_groups(const Params& p);
+// JAX's _validate_reduce_axis_index_groups: the groups cover 0..total-1 exactly once.
+void validate_groups(const std::optional<AxisIndexGroups>& groups, const char* api);
 
 // ppermute's perm: (source, destination) pairs.
 using Perm = std::vector<std::pair<int, int>>;

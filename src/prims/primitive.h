@@ -63,6 +63,10 @@ struct Primitive {
   // The result depends on the device that computes it (collectives, axis_index): never
   // computed at compile time by constant folding.
   bool device_dependent = false;
+  // The mesh axes the outputs vary over, inside shard_map with check_vma (collectives change
+  // them). Without a rule, outputs vary over the union of the operands' axes and operands that
+  // vary over fewer are cast up with pvary first, as JAX does.
+  std::function<std::vector<std::string>(std::span<const AbstractValue>, const Params&)> vma_rule;
   // Has an effect beyond its outputs (debug printing): never removed or merged by the passes.
   bool effectful = false;
   // An Array-level implementation used instead of cpu_kernel when set: primitives that run

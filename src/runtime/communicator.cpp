@@ -33,21 +33,30 @@ enum class Kind { all_reduce, all_gather, reduce_scatter, all_to_all, permute, b
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::all_to_all: return "all_to_all";
-    case Kind::permute: return "permute";
-    case Kind::barrier: return "barrier";
+    case Kind::all_reduce:
+      return "all_reduce";
+    case Kind::all_gather:
+      return "all_gather";
+    case Kind::reduce_scatter:
+      return "reduce_scatter";
+    case Kind::all_to_all:
+      return "all_to_all";
+    case Kind::permute:
+      return "permute";
+    case Kind::barrier:
+      return "barrier";
   }
   return "?";
 }
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
@@ -149,8 +158,7 @@ struct Acc<float16_t> {
   using type = float;
 };
 template <class T>
-  requires(std::is_integral_v<T> && std::is_signed_v<T>)
-struct Acc<T> {
+requires(std::is_integral_v<T>&& std::is_signed_v<T>) struct Acc<T> {
   using type = std::make_unsigned_t<T>;
 };
 template <class T>
@@ -226,9 +234,12 @@ void reduce_range(ReduceOp op, DType dtype, const std::vector<const Byte*>& srcs
   dispatch_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     switch (op) {
-      case ReduceOp::sum: return reduce_range<T, ReduceOp::sum>(srcs, begin, end, dsts, dst_offset);
-      case ReduceOp::max: return reduce_range<T, ReduceOp::max>(srcs, begin, end, dsts, dst_offset);
-      case ReduceOp::min: return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset);
+      case ReduceOp::sum:
+        return reduce_range<T, ReduceOp::sum>(srcs, begin, end, dsts, dst_offset);
+      case ReduceOp::max:
+        return reduce_range<T, ReduceOp::max>(srcs, begin, end, dsts, dst_offset);
+      case ReduceOp::min:
+        return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset);
     }
   });
 }
@@ -350,8 +361,8 @@ std::string Communicator::State::missing_message(const Op& op, const Channel& ch
 }
 
 template <class Work>
-void Communicator::State::run(const Params& p, std::span<const int> group, int me,
-                              const void* in, void* out, Work&& work) {
+void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
+                              void* out, Work&& work) {
   const char* api = p.api.c_str();
   validate_group(api, group, me);
   const int n = int(group.size());
@@ -397,15 +408,14 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
           reason = abort_reasons[*r];
         }
         op->error = missing_message(
-            *op, ch,
-            "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while");
+            *op, ch, "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while");
         ch.cv.notify_all();
         break;
       }
       if (ch.cv.wait_until(lock, deadline) == std::cv_status::timeout && !op->ready &&
           op->error.empty()) {
-        op->error = missing_message(
-            *op, ch, "timed out after " + std::to_string(timeout.count()) + " ms");
+        op->error =
+            missing_message(*op, ch, "timed out after " + std::to_string(timeout.count()) + " ms");
         ch.cv.notify_all();
       }
     }
@@ -485,8 +495,7 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
 }
 
 void Communicator::all_gather(const char* api, std::span<const int> group, int me, DType dtype,
-                              const Shape& shape, int axis, bool tiled, const void* in,
-                              void* out) {
+                              const Shape& shape, int axis, bool tiled, const void* in, void* out) {
   if (axis < 0 || axis > shape.ndim() - (tiled ? 1 : 0))
     throw AxisError(std::string("[") + api + "] axis " + std::to_string(axis) +
                     " is out of bounds for the gathered shape " + shape.str());
@@ -512,9 +521,9 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
   });
 }
 
-void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me,
-                                  ReduceOp op, DType dtype, const Shape& shape, int dim,
-                                  const void* in, void* out) {
+void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
+                                  DType dtype, const Shape& shape, int dim, const void* in,
+                                  void* out) {
   const int n = int(group.size());
   if (dim < 0 || dim >= shape.ndim())
     throw AxisError(std::string("[") + api + "] scatter dimension " + std::to_string(dim) +
@@ -535,8 +544,8 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
 }
 
 void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
-                              const Shape& shape, int split_axis, int concat_axis,
-                              const void* in, void* out) {
+                              const Shape& shape, int split_axis, int concat_axis, const void* in,
+                              void* out) {
   const int n = int(group.size());
   const int nd = shape.ndim();
   if (split_axis < 0 || split_axis >= nd || concat_axis < 0 || concat_axis >= nd)
@@ -546,8 +555,7 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
   if (n > 0 && shape[split_axis] % n != 0)
     invalid(api, "split axis " + std::to_string(split_axis) + " of shape " + shape.str() +
                      " is not divisible by the axis size " + std::to_string(n));
-  Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false,
-           {}};
+  Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false, {}};
   const int64_t item = itemsize(dtype);
   state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
     const int64_t m = int64_t(ins.size());
@@ -560,8 +568,8 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
     const auto dst_strides = byte_strides(out_dims, item);
     for (int64_t j = 0; j < m; ++j)
       copy_block(ins[j] + me * chunk[split_axis] * src_strides[split_axis], src_strides,
-                 outs[me] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides,
-                 chunk, item);
+                 outs[me] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
+                 item);
   });
 }
 
@@ -569,6 +577,8 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
                            std::span<const std::pair<int, int>> perm, DType dtype,
                            const Shape& shape, const void* in, void* out) {
   const int n = int(group.size());
+  Params p{
+      Kind::permute, api, ReduceOp::sum, dtype, shape, 0, 0, false, {perm.begin(), perm.end()}};
   std::vector<bool> src_seen(size_t(std::max(n, 0)), false), dst_seen(src_seen);
   for (auto [s, d] : perm) {
     if (s < 0 || s >= n || d < 0 || d >= n)
@@ -576,20 +586,9 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
                        ") is outside an axis of size " + std::to_string(n));
     if (src_seen[s] || dst_seen[d])
       invalid(api, "ppermute sources and destinations must be unique, got " +
-                       params_str(Params{.kind = Kind::permute,
-                                               .api = api,
-                                               .op = ReduceOp::sum,
-                                               .dtype = dtype,
-                                               .shape = shape,
-                                               .axis = 0,
-                                               .concat_axis = 0,
-                                               .tiled = false,
-                                               .perm = {perm.begin(), perm.end()}},
-                                        "permutation"));
+                       params_str(p, "permutation"));
     src_seen[s] = dst_seen[d] = true;
   }
-  Params p{Kind::permute, api, ReduceOp::sum, dtype, shape, 0, 0, false,
-           {perm.begin(), perm.end()}};
   const size_t bytes = size_t(shape.size() * itemsize(dtype));
   state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
     for (auto [s, d] : perm)

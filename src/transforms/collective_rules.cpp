@@ -265,11 +265,51 @@ std::vector<Array> reduce_scatter_transpose(std::span<const Array> cts,
 }
 
 // ---- ppermute, pbroadcast ----------------------------------------------------------------------
-void single_axis_only(const std::vector<std::string>& names, const char* api) {
-  if (names.size() > 1)
-    throw NotImplementedError(std::string("[") + api +
-                              "] a tuple of axis names that includes a vmap axis is not "
-                              "supported; use one axis name");
+// The size of the product of `names`, which include this vmap's axis: its own frame has left the
+// axis environment once the function was traced.
+int64_t tuple_size(const std::vector<std::string>& names, const BatchContext& ctx) {
+  return ctx.axis_size * axes_size(without(names, ctx.axis_name), "vmap");
+}
+
+// The index of each of this vmap's instances over a tuple of names that includes it:
+// idx_major · (n · size_minor) + t · size_minor + idx_minor for batch position t.
+Array tuple_instance_index(const std::vector<std::string>& names, const BatchContext& ctx) {
+  auto [major, minor] = around(names, ctx.axis_name);
+  const int64_t n_minor = axes_size(minor, "axis_index");
+  Array index = lax::iota(int32, ctx.axis_size) * Array(int(n_minor));
+  if (!minor.empty()) index = index + axis_index(AxisNames(minor));
+  if (!major.empty())
+    index = index + axis_index(AxisNames(major)) * Array(int(ctx.axis_size * n_minor));
+  return index;
+}
+
+// Every instance's block over a tuple of names that includes this vmap's axis, stacked in
+// instance order (unbatched).
+Array gather_over_tuple(const Array& x, int d, const std::vector<std::string>& names,
+                        const BatchContext& ctx) {
+  Params p = all_gather_params(names, 0, false, std::nullopt, tuple_size(names, ctx));
+  Array arg[] = {x};
+  int dim[] = {d};
+  return all_gather_batch(arg, dim, p, ctx).outputs[0];
+}
+
+// For each destination instance its source under `perm` (entries modulo n), or -1.
+std::vector<int> sources_by_destination(const Perm& perm, int64_t n) {
+  std::vector<int> source_of(size_t(n), -1);
+  for (auto [s, t] : perm) source_of[size_t(((t % n) + n) % n)] = int(((s % n) + n) % n);
+  return source_of;
+}
+
+// ppermute over a tuple that includes this vmap's axis: each instance takes its source's block
+// from a gather over the tuple, or zeros when no pair sends to it.
+BatchResult ppermute_tuple_batch(const Array& x, int d, const std::vector<std::string>& names,
+                                 const Params& p, const BatchContext& ctx) {
+  std::vector<int> source_of = sources_by_destination(read_perm(p), tuple_size(names, ctx));
+  Array blocks = gather_over_tuple(x, d, names, ctx);
+  Array sources = take(array(source_of), tuple_instance_index(names, ctx));
+  Array picked = take(blocks, maximum(sources, Array(0)), 0);
+  Array has_source = lax::broadcast_in_dim(sources >= Array(0), picked.shape(), {0});
+  return single(where(has_source, picked, zeros_like(picked)), 0);
 }
 
 BatchResult ppermute_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
@@ -278,10 +318,9 @@ BatchResult ppermute_batch(std::span<const Array> args, std::span<const int> dim
   Array x = args[0];
   int d = dims[0];
   if (!contains(names, ctx.axis_name)) return single(bind_as("ppermute", x, p), d);
-  single_axis_only(names, "ppermute");
+  if (names.size() > 1) return ppermute_tuple_batch(x, d, names, p, ctx);
   const int64_t n = ctx.axis_size;
-  std::vector<int> source_of(size_t(n), -1);
-  for (auto [s, t] : read_perm(p)) source_of[size_t(((t % n) + n) % n)] = int(((s % n) + n) % n);
+  std::vector<int> source_of = sources_by_destination(read_perm(p), n);
   const bool full = std::find(source_of.begin(), source_of.end(), -1) == source_of.end();
   if (d == kNotBatched) {
     if (full) return single(x, kNotBatched);
@@ -315,7 +354,10 @@ BatchResult pbroadcast_batch(std::span<const Array> args, std::span<const int> d
   Array x = args[0];
   int d = dims[0];
   if (!contains(names, ctx.axis_name)) return single(bind_as("pbroadcast", x, p), d);
-  single_axis_only(names, "pbroadcast");
+  if (names.size() > 1) {
+    Array blocks = gather_over_tuple(x, d, names, ctx);
+    return single(lax::index_in_dim(blocks, p.get_int("source"), 0, false), kNotBatched);
+  }
   if (d == kNotBatched) return single(x, kNotBatched);
   return single(lax::index_in_dim(x, p.get_int("source"), d, false), kNotBatched);
 }

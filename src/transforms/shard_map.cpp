@@ -61,6 +61,16 @@ std::string shape_tuple(const Shape& s) {
 }
 
 // The block one device sees of an operand of type `global`, after JAX's checks.
+// The mesh axes a spec splits the value over, in mesh order (the block's vma).
+std::vector<std::string> spec_axes(const Mesh& mesh, const PartitionSpec& spec) {
+  std::vector<std::string> out;
+  for (const std::string& a : mesh.axis_names())
+    for (int d = 0; d < spec.size(); ++d)
+      for (const std::string& b : spec.axes_of(d))
+        if (a == b) out.push_back(a);
+  return out;
+}
+
 AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh,
                          const std::string& fn, size_t arg) {
   spec.check(mesh, "shard_map");
@@ -90,6 +100,61 @@ AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec,
   return block;
 }
 
+std::string join(const std::vector<std::string>& xs, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
+  return out;
+}
+
+// One entry of JAX's out_specs replication error.
+std::string replication_failure(const Mesh& mesh, const PartitionSpec& spec,
+                                const std::string& key, const std::vector<std::string>& vma) {
+  std::vector<std::string> missing;
+  std::vector<std::string> need = spec_axes(mesh, spec);
+  for (const std::string& a : mesh.axis_names()) {
+    bool mentioned = false;
+    for (const std::string& b : need) mentioned = mentioned || a == b;
+    if (!mentioned) missing.push_back(a);
+  }
+  if (missing.size() > 1) {
+    std::vector<std::string> diff;
+    for (const std::string& a : missing)
+      for (const std::string& v : vma)
+        if (a == v) diff.push_back(a);
+    std::vector<std::string> got;
+    for (const std::string& a : mesh.axis_names())
+      for (const std::string& v : vma)
+        if (a == v) got.push_back(a);
+    return "* out_specs" + key + " is " + spec.repr() +
+           " which implies that the corresponding output value is only varying across mesh "
+           "axes {" + join(need, ",") + "} and not {" + join(diff, ",") +
+           "}, but it was inferred to be possibly varying over {" + join(got, ",") + "}";
+  }
+  return "* out_specs" + key + " is " + spec.repr() +
+         " which implies that the corresponding output value is replicated across mesh axis '" +
+         missing[0] + "', but could not infer replication over any axes";
+}
+
+std::string replication_error(const Mesh& mesh, const std::string& fn,
+                              std::vector<std::string> failures) {
+  if (failures.size() == 1) failures[0] = failures[0].substr(2);
+  std::vector<std::string> sizes, names;
+  for (const auto& [a, n] : mesh.shape()) {
+    sizes.push_back(std::to_string(n));
+    names.push_back("'" + a + "'");
+  }
+  auto tuple = [&](const std::vector<std::string>& xs) {
+    return "(" + join(xs, ", ") + (xs.size() == 1 ? ",)" : ")");
+  };
+  return "[shard_map] shard_map applied to the function '" + fn +
+         "' was given out_specs which require replication which can't be statically inferred "
+         "given the mesh:\n\nThe mesh given has shape " + tuple(sizes) +
+         " with corresponding axis names " + tuple(names) + ".\n\n" + join(failures, "\n\n") +
+         "\n\nCheck if these output values are meant to be replicated over those mesh axes. If "
+         "not, consider revising the corresponding out_specs entries. If so, consider disabling "
+         "the check by passing the check_vma=False argument to `jax.shard_map`.";
+}
+
 AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec, const Mesh& mesh,
                           const std::string& fn, size_t out) {
   if (spec.size() > block.shape.ndim())
@@ -105,6 +170,7 @@ AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec,
   std::vector<int64_t> dims = block.shape.dims();
   for (int d = 0; d < block.shape.ndim(); ++d) dims[size_t(d)] *= split_factor(mesh, spec, d);
   global.shape = Shape(dims);
+  global.vma.clear();
   return global;
 }
 
@@ -193,15 +259,17 @@ Params shard_map_params(std::shared_ptr<ShardMapInfo> info, ProgramRef body) {
                 {"newly_manual_axes", OpaqueParam{info, manual}}};
 }
 
-std::vector<AxisFrame> frames_of(const Mesh& mesh) {
+std::vector<AxisFrame> frames_of(const Mesh& mesh, bool check_vma) {
   std::vector<AxisFrame> frames;
-  for (const auto& [axis, size] : mesh.shape()) frames.push_back({axis, size, "shard_map"});
+  for (const auto& [axis, size] : mesh.shape())
+    frames.push_back({axis, size, "shard_map", check_vma});
   return frames;
 }
 
 // Traces fn on per-device block types with the mesh axes in scope.
-Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Mesh& mesh) {
-  AxisEnvScope axes(frames_of(mesh));
+Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Mesh& mesh,
+                   bool check_vma) {
+  AxisEnvScope axes(frames_of(mesh, check_vma));
   return trace_to_program(fn, types, "shard_map");
 }
 
@@ -289,7 +357,7 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     }
     return result;
   };
-  Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh);
+  Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh, info.check_vma);
   auto pinfo = derived_info(info);
   pinfo->in_specs = info.in_specs;
   pinfo->out_specs = info.out_specs;
@@ -342,7 +410,7 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     targs.push_back(tangents[i]);
   }
   tinfo->out_specs = info.out_specs;
-  Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh);
+  Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh, info.check_vma);
   std::vector<Array> touts = bind_shard_map(tangent_body, tinfo, targs);
   return {outs, touts};
 }
@@ -372,10 +440,10 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts,
     int64_t replicas = 1;
     for (const std::string& a : unmentioned(info.mesh, info.out_specs[k]))
       replicas *= info.mesh.axis_size(a);
-    if (replicas != 1) c = c / Array(double(replicas)).astype(c.dtype());
+    if (replicas != 1 && !info.check_vma) c = c / Array(double(replicas)).astype(c.dtype());
     args.push_back(c);
-    AbstractValue t = body->types[size_t(body->outputs[k].var)];
-    if (body->outputs[k].is_literal()) t = aval_of(body->outputs[k].literal);
+    AbstractValue t = body->outputs[k].is_literal() ? aval_of(body->outputs[k].literal)
+                                                    : body->types[size_t(body->outputs[k].var)];
     t.weak_type = false;
     types.push_back(t);
     tinfo->in_specs.push_back(info.out_specs[k]);
@@ -399,12 +467,12 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts,
                                                  ? ins[lin[j]].aval
                                                  : body->types[size_t(body->invars[lin[j]])]);
       std::vector<std::string> axes = unmentioned(info.mesh, info.in_specs[lin[j]]);
-      if (!axes.empty()) c = psum(c, AxisNames(axes, true));
+      if (!axes.empty() && !info.check_vma) c = psum(c, AxisNames(axes, true));
       outs.push_back(c);
     }
     return outs;
   };
-  Program tbody = trace_body(fn, types, info.mesh);
+  Program tbody = trace_body(fn, types, info.mesh, info.check_vma);
   std::vector<Array> res = bind_shard_map(tbody, tinfo, args);
   std::vector<Array> out(ins.size());
   for (size_t j = 0; j < lin.size(); ++j) out[lin[j]] = res[j];
@@ -443,14 +511,19 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       outs[k] = move_batch_dim(outs[k], odims[k], 0, ctx.axis_size);
     return outs;
   };
-  Program bbody = trace_body(fn, types, info.mesh);
+  Program bbody = trace_body(fn, types, info.mesh, info.check_vma);
   std::vector<Array> outs = bind_shard_map(bbody, binfo, moved);
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
 }  // namespace
 
+void register_vma_rules(PrimitiveRegistry& r);
+void register_debug_primitives(PrimitiveRegistry& r);
+
 void register_shard_map_primitive(PrimitiveRegistry& r) {
+  register_vma_rules(r);
+  register_debug_primitives(r);
   Primitive& sm = r.define("shard_map", shard_map_shape_rule, [](const KernelArgs&) {
     throw std::logic_error("[shard_map] runs through its eager rule");
   });
@@ -467,10 +540,12 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
   const Mesh& mesh = call.mesh;
   const std::string& name = call.options.name;
   std::vector<AbstractValue> block_types;
-  for (size_t i = 0; i < leaves.size(); ++i)
+  for (size_t i = 0; i < leaves.size(); ++i) {
     block_types.push_back(block_type(aval_of(leaves[i]), call.in_specs[i], mesh, name, i));
+    if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, call.in_specs[i]);
+  }
 
-  Program traced = trace_body(fn, block_types, mesh);
+  Program traced = trace_body(fn, block_types, mesh, call.options.check_vma);
 
   auto info = std::make_shared<ShardMapInfo>();
   info->mesh = mesh;
@@ -497,11 +572,18 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     for (size_t c = 0; c < children.size(); ++c)
       for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
   }
+  std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {
     const Atom& a = traced.outputs[k];
-    global_type(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)],
-                info->out_specs[k], mesh, name, k);
+    const AbstractValue& t = a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)];
+    global_type(t, info->out_specs[k], mesh, name, k);
+    if (!info->check_vma) continue;
+    std::vector<std::string> allowed = spec_axes(mesh, info->out_specs[k]);
+    if (vma_minus(t.vma, allowed).empty()) continue;
+    std::string key = call.out_specs.single() && n_out == 1 ? "" : "[" + std::to_string(k) + "]";
+    failures.push_back(replication_failure(mesh, info->out_specs[k], key, t.vma));
   }
+  if (!failures.empty()) throw ShardingError(replication_error(mesh, name, failures));
   return bind_shard_map(traced, info, leaves);
 }
 

@@ -3,6 +3,7 @@
 
 #include <spmd/error.h>
 
+#include "core/axis_env.h"
 #include "prims/primitive.h"
 
 namespace spmd {
@@ -40,14 +41,30 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
                                                    const Params& params) {
   Equation eqn{&p, params, {}, {}};
   std::vector<AbstractValue> in_types;
-  eqn.inputs.reserve(inputs.size());
-  for (const Array& x : inputs) {
-    eqn.inputs.push_back(lift(x));
-    in_types.push_back(aval_of(x));
+  std::vector<Array> operands(inputs.begin(), inputs.end());
+  for (const Array& x : operands) in_types.push_back(aval_of(x));
+  // Varying manual axes: the rule's, or the union with less varying operands cast up.
+  std::vector<std::string> out_vma;
+  if (p.vma_rule) {
+    out_vma = p.vma_rule(in_types, params);
+  } else {
+    for (const AbstractValue& t : in_types) out_vma = vma_union(out_vma, t.vma);
+    if (!out_vma.empty()) {
+      for (size_t i = 0; i < operands.size(); ++i) {
+        if (in_types[i].vma == out_vma) continue;
+        std::vector<std::string> missing = vma_minus(out_vma, in_types[i].vma);
+        operands[i] = spmd::bind1(primitive("pvary"), {operands[i]},
+                                  Params{{"axes", missing}});
+        in_types[i] = aval_of(operands[i]);
+      }
+    }
   }
+  eqn.inputs.reserve(operands.size());
+  for (const Array& x : operands) eqn.inputs.push_back(lift(x));
   std::vector<AbstractValue> out_types = p.shape_rule(in_types, params);
   std::vector<Array> outs;
   for (AbstractValue& t : out_types) {
+    t.vma = out_vma;
     int v = program_.new_var(std::move(t));
     eqn.outputs.push_back(v);
     outs.push_back(tracer(v));

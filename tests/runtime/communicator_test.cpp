@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -104,7 +105,8 @@ std::vector<T> ref_reduce(const std::vector<std::vector<T>>& ins, ReduceOp op) {
 }
 
 template <class T>
-void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want,
+                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   if (std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0) return;
   for (size_t k = 0; k < got.size(); ++k)
@@ -131,8 +133,9 @@ void check_all_reduce(const std::vector<int>& group, ReduceOp op, const Shape& s
   expect_no_errors(errors);
   auto want = ref_reduce(ins, op);
   for (int j = 0; j < n; ++j)
-    expect_same_bits(outs[j], want, std::string(dtype_name(dtype_of_v<T>)) + " member " +
-                                        std::to_string(j) + " of " + std::to_string(n));
+    expect_same_bits(outs[j], want,
+                     std::string(dtype_name(dtype_of_v<T>)) + " member " + std::to_string(j) +
+                         " of " + std::to_string(n));
 }
 
 TEST(CommunicatorAllReduce, SumsFloat32InGroupOrderForGroupsOf1To8) {
@@ -202,8 +205,7 @@ TEST(CommunicatorAllReduce, MaxAndMinPropagateNaN) {
                                    bfloat16_t(-1.0f)};
     std::vector<bfloat16_t> bout(4);
     auto errors = run_ranks(4, [&](int r) {
-      comm.all_reduce("pmax", iota_ids(4), r, op, float32, Shape{5}, ins[r].data(),
-                      outs[r].data());
+      comm.all_reduce("pmax", iota_ids(4), r, op, float32, Shape{5}, ins[r].data(), outs[r].data());
       comm.all_reduce("pmax", iota_ids(4), r, op, bfloat16, Shape{}, &bin[r], &bout[r]);
     });
     expect_no_errors(errors);
@@ -381,8 +383,8 @@ TEST(CommunicatorReduceScatter, GivesEachMemberItsChunkOfTheSum) {
         for (int64_t o = 0; o < outer; ++o)
           for (int64_t k = 0; k < chunk; ++k)
             want.push_back(sum[size_t(o * shape[dim] * inner + j * chunk + k)]);
-        expect_same_bits(outs[j], want, "dim " + std::to_string(dim) + " member " +
-                                            std::to_string(j));
+        expect_same_bits(outs[j], want,
+                         "dim " + std::to_string(dim) + " member " + std::to_string(j));
       }
     }
   }
@@ -455,9 +457,9 @@ TEST(CommunicatorAllToAll, EverySplitAndConcatAxis) {
           idx[split] += i * cdims[split];
           want[size_t(flat)] = ins[j][size_t((idx[0] * shape[1] + idx[1]) * shape[2] + idx[2])];
         }
-        expect_same_bits(outs[i], want, "split " + std::to_string(split) + " concat " +
-                                            std::to_string(concat) + " member " +
-                                            std::to_string(i));
+        expect_same_bits(outs[i], want,
+                         "split " + std::to_string(split) + " concat " + std::to_string(concat) +
+                             " member " + std::to_string(i));
       }
     }
 }
@@ -486,8 +488,7 @@ TEST(CommunicatorPermute, RejectsRepeatedDestinations) {
   Communicator comm(iota_ids(2));
   float x = 1, y = 0;
   const std::vector<std::pair<int, int>> bad = {{0, 1}, {1, 1}};
-  EXPECT_THROW(comm.permute("ppermute", iota_ids(2), 0, bad, float32, Shape{}, &x, &y),
-               ValueError);
+  EXPECT_THROW(comm.permute("ppermute", iota_ids(2), 0, bad, float32, Shape{}, &x, &y), ValueError);
 }
 
 // ---- groups ------------------------------------------------------------------------------------
@@ -640,8 +641,8 @@ TEST(CommunicatorErrors, MismatchedShapeOrOperationThrowsOnEveryMember) {
   Communicator comm(iota_ids(2), 20s);
   std::vector<float> in(8, 1), out(16);
   auto errors = run_ranks(2, [&](int r) {
-    comm.all_gather("all_gather", iota_ids(2), r, float32, r == 0 ? Shape{4} : Shape{2, 2}, 0,
-                    true, in.data(), out.data() + 8 * r);
+    comm.all_gather("all_gather", iota_ids(2), r, float32, r == 0 ? Shape{4} : Shape{2, 2}, 0, true,
+                    in.data(), out.data() + 8 * r);
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(errors[r].find("shape"), std::string::npos) << errors[r];
@@ -693,6 +694,16 @@ TEST(CommunicatorErrors, AbortWakesWaitersAtOnce) {
   } catch (const CollectiveError& e) {
     EXPECT_NE(std::string(e.what()).find("device 3 failed (boom)"), std::string::npos);
   }
+}
+
+TEST(CommunicatorErrors, DefaultTimeoutReadsTheEnvironment) {
+  const char* saved = std::getenv("SPMD_COLLECTIVE_TIMEOUT_MS");
+  std::string saved_value = saved ? saved : "";
+  setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "1234", 1);
+  EXPECT_EQ(default_collective_timeout(), 1234ms);
+  unsetenv("SPMD_COLLECTIVE_TIMEOUT_MS");
+  EXPECT_EQ(default_collective_timeout(), 60s);
+  if (saved) setenv("SPMD_COLLECTIVE_TIMEOUT_MS", saved_value.c_str(), 1);
 }
 
 }  // namespace

@@ -322,6 +322,32 @@ TEST(CollectiveVmap, ComposesWithJit) {
   EXPECT_EQ(whole(x).to_vector<float>(), (std::vector<float>{6, 7, 6, 7, 6, 7, 6, 7}));
 }
 
+// ppermute and pbroadcast over a tuple that includes the vmap axis address instances by their
+// index over the tuple (a · size_j + b), as on a mesh.
+TEST(CollectiveVmap, TuplePpermuteAndPbroadcastAddressInstancesMajorToMinor) {
+  Array x = sp::arange(2 * 3 * 2.0).reshape({2, 3, 2}).astype(sp::float32);
+  Array flat = x.reshape({6, 2});
+  Array shifted =
+      nested2([](const Array& v) { return sp::ppermute(v, sp::axes("i", "j"), shift(6, 1)); }, x);
+  Array rolled =
+      sp::concatenate({sp::lax::slice_in_dim(flat, 5, 6), sp::lax::slice_in_dim(flat, 0, 5)}, 0);
+  EXPECT_TRUE(spmd_test::arrays_equal(shifted, rolled.reshape({2, 3, 2})));
+  Array partial = nested2(
+      [](const Array& v) {
+        return sp::ppermute(v, sp::axes("j", "i"), {{0, 5}, {5, 0}});
+      },
+      x);
+  // Over (j, i) instance (a, b) is number b · 2 + a: 0 is (0, 0) and 5 is (1, 2).
+  std::vector<float> want(12, 0.0f);
+  want[0] = 10, want[1] = 11, want[10] = 0, want[11] = 1;
+  EXPECT_EQ(partial.to_vector<float>(), want);
+  Array broadcast =
+      nested2([](const Array& v) { return sp::pbroadcast(v, sp::axes("i", "j"), 4); }, x);
+  EXPECT_TRUE(spmd_test::arrays_equal(
+      broadcast,
+      sp::broadcast_to(sp::lax::slice_in_dim(flat, 4, 5).reshape({1, 1, 2}), {2, 3, 2})));
+}
+
 // ---- grads -------------------------------------------------------------------------------------
 void check_grad(const std::string& name, const Fn& f) {
   SCOPED_TRACE(name);
@@ -384,6 +410,19 @@ TEST(CollectiveVmap, PbroadcastTransposeSendsTheSumToTheSource) {
   };
   Array g = sp::vmap(per_instance, {.axis_name = "i"})(x, w);
   EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{0, 0, 0, 0, 16, 20, 0, 0}));
+}
+
+// pvary changes no value under vmap, and transposes to psum (pmap semantics).
+TEST(CollectiveVmap, PvaryIsIdentityAndTransposesToPsum) {
+  Array x = sp::arange(8.0f).reshape({4, 2});
+  Array w = sp::arange(1.0f, 9.0f).reshape({4, 2});
+  EXPECT_TRUE(
+      spmd_test::arrays_equal(vmap_i([](const Array& v) { return sp::lax::pvary(v, "i"); }, x), x));
+  auto per_instance = [](const Array& v, const Array& wv) {
+    return sp::grad([&](const Array& u) { return sp::sum(sp::lax::pvary(u, "i") * wv); })(v);
+  };
+  Array g = sp::vmap(per_instance, {.axis_name = "i"})(x, w);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{16, 20, 16, 20, 16, 20, 16, 20}));
 }
 
 // ---- errors ------------------------------------------------------------------------------------

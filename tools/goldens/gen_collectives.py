@@ -8,7 +8,8 @@ tests/transforms/collectives_vmap_test.cpp:
 * values.npz: <case>.x (input) and <case>.y (output) of vmapped collectives, including nested
   vmaps over axis tuples (2-D and 3-D) and several dtypes;
 * grads.npz: <case>.x and <case>.g = jax.grad(lambda x: sum(vmap(f, axis_name='i')(x) * w))(x)
-  with w = <case>.w, through psum, all_gather, ppermute, all_to_all and psum_scatter;
+  with w = <case>.w, through psum, all_gather, ppermute, all_to_all and psum_scatter; cases
+  named in_* take the gradient inside the vmap (vmap of grad), which transposes the collectives;
 * errors.txt: `<case>: <message>` lines, JAX's texts for bad perms, unbound names, wrong sizes.
 Run: python3 tools/goldens/gen_collectives.py   (needs jax 0.10.2; the tests do not)
 """

@@ -1,0 +1,96 @@
+// make_jaxpr of shard_map against JAX 0.10.2's text: the per-device body with its varying
+// manual axes ({V:...}), the pvary JAX inserts when operands vary over different axes, and
+// psum_invariant (check_vma) or psum (without).
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace sp = spmd;
+using sp::P;
+
+namespace {
+
+std::string seed_golden(const std::string& name) {
+  std::ifstream f(std::string(SPMD_GOLDEN_DIR) + "/seeds/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+sp::Array a() {
+  return sp::arange(8 * 16.0f).reshape({8, 16});
+}
+sp::Array b() {
+  return sp::arange(16 * 4.0f).reshape({16, 4});
+}
+
+auto matmul_basic(bool check_vma) {
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  return sp::shard_map(
+      [](sp::Array a_block, sp::Array b_block) {
+        sp::Array c_partialsum = sp::dot(a_block, b_block);
+        return sp::lax::psum(c_partialsum, "y");
+      },
+      mesh, {P("x", "y"), P("y", sp::None)}, P("x", sp::None),
+      {.check_vma = check_vma, .name = "matmul_basic"});
+}
+
+TEST(ShardMapJaxpr, MatmulBasicWithVmaTypes) {
+  EXPECT_EQ(sp::make_jaxpr(matmul_basic(true))(a(), b()).str(),
+            seed_golden("extra_jaxpr_shard_map_matmul_basic.txt"));
+}
+
+TEST(ShardMapJaxpr, MatmulBasicWithoutVmaCheck) {
+  EXPECT_EQ(sp::make_jaxpr(matmul_basic(false))(a(), b()).str(),
+            seed_golden("extra_jaxpr_shard_map_matmul_basic_check_vma_false.txt"));
+}
+
+TEST(ShardMapJaxpr, BothGiveTheSameValues) {
+  sp::Array want = sp::dot(a(), b());
+  EXPECT_TRUE(sp::array_equal(matmul_basic(true)(a(), b()), want));
+  EXPECT_TRUE(sp::array_equal(matmul_basic(false)(a(), b()), want));
+}
+
+TEST(ShardMapJaxpr, ReplicationErrorAsJax) {
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  auto f = sp::shard_map([](sp::Array blk) { return sp::lax::all_gather(blk, "x"); }, mesh,
+                         P("x", "y"), P(sp::None, "y"), {.name = "f"});
+  try {
+    f(sp::ones({8, 8}));
+    FAIL() << "expected the replication error";
+  } catch (const sp::ShardingError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[shard_map] shard_map applied to the function 'f' was given out_specs which "
+              "require replication which can't be statically inferred given the mesh:\n\n"
+              "The mesh given has shape (4, 2) with corresponding axis names ('x', 'y').\n\n"
+              "out_specs is P(None, 'y') which implies that the corresponding output value is "
+              "replicated across mesh axis 'x', but could not infer replication over any axes\n\n"
+              "Check if these output values are meant to be replicated over those mesh axes. "
+              "If not, consider revising the corresponding out_specs entries. If so, consider "
+              "disabling the check by passing the check_vma=False argument to "
+              "`jax.shard_map`.");
+  }
+  // Without the check the same function runs.
+  auto g = sp::shard_map([](sp::Array blk) { return sp::lax::all_gather(blk, "x", {.tiled = true}); },
+                         mesh, P("x", "y"), P(sp::None, "y"), {.check_vma = false});
+  sp::Array x = sp::arange(64.0f).reshape({8, 8});
+  EXPECT_TRUE(sp::array_equal(g(x), x));
+}
+
+TEST(ShardMapJaxpr, GradThroughPsumWithVmaIsExact) {
+  // d/dx sum(psum(x_blk, 'y')) with out_specs P('x', None): each element counts once.
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  auto loss = [&](sp::Array x) {
+    return sp::sum(sp::shard_map([](sp::Array blk) { return sp::lax::psum(blk, "y"); }, mesh,
+                                 P("x", "y"), P("x", sp::None))(x));
+  };
+  sp::Array g = sp::grad(loss)(sp::arange(128.0f).reshape({8, 16}));
+  EXPECT_TRUE(sp::array_equal(g, sp::ones({8, 16})));
+}
+
+}  // namespace

@@ -130,6 +130,28 @@ def run_jax_transforms(quick):
     return res
 
 
+def run_jax_parallel(quick):
+    """The pmap workloads of bench/parallel_bench.cpp, on 8 host devices (run in a child process:
+    the device count is fixed when JAX starts)."""
+    import jax
+    jax.config.update("jax_num_cpu_devices", 8)
+    import jax.numpy as jnp
+    res = {}
+    keys = jax.random.split(jax.random.key(0), 8)
+    for rows, cols in ([(1000, 1200)] if quick else [(5000, 6000), (1000, 1200)]):
+        mats = jax.pmap(lambda k: jax.random.normal(k, (rows, cols)))(keys)
+        step = jax.pmap(lambda x: jnp.dot(x, x.T))
+        res[f"BM_PmapCookbookMatmul/{rows}/{cols}/real_time"] = time_jax(
+            step, mats, repeats=3 if rows > 1000 else 7)
+    sin = jax.pmap(jnp.sin)
+    for side in (8192, 1024):
+        x = jax.pmap(lambda v: v)(jax.random.uniform(jax.random.key(1), (8, side * side // 8)))
+        res[f"BM_PmapSin/{side}/real_time"] = time_jax(sin, x)
+    inc = jax.pmap(lambda v: v + 1)
+    res["BM_PmapDispatch/real_time"] = time_jax(inc, jnp.arange(8.0), repeats=101)
+    return res
+
+
 def fmt(seconds):
     if seconds < 1e-3:
         return f"{seconds * 1e6:.2f} us"
@@ -141,7 +163,11 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true", help="skip the largest sizes")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--jax-parallel-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.jax_parallel_child:
+        print(json.dumps(run_jax_parallel(args.quick)))
+        return 0
     try:
         import jax  # noqa: F401
     except ImportError:
@@ -149,6 +175,10 @@ def main():
         return 0
     spmd = run_spmd(args.build, args.reps)
     jaxr = run_jax(args.quick)
+    child = subprocess.run([sys.executable, __file__, "--jax-parallel-child"] +
+                           (["--quick"] if args.quick else []),
+                           check=True, capture_output=True, text=True).stdout
+    jaxr.update(json.loads(child.strip().splitlines()[-1]))
     print(f"{'workload':34} {'spmd':>11} {'JAX':>11} {'spmd/JAX':>9}  limit")
     memcpy2 = spmd.get("BM_Memcpy/67108864/2/real_time")
     for name, t in spmd.items():

@@ -55,11 +55,17 @@ struct PmapOptions {
 
 namespace transform_detail {
 
+// Traced bodies by input signature, kept by a shard_map object across calls.
+struct ShardMapCache;
+std::shared_ptr<ShardMapCache> new_shard_map_cache();
+
 struct ShardMapCall {
   Mesh mesh;
   std::vector<PartitionSpec> in_specs;  // one per leaf
   SpecList out_specs;
   ShardMapOptions options;
+  std::shared_ptr<ShardMapCache> cache = nullptr;  // null: trace on every call
+  const TreeDef* in_def = nullptr;                 // the arguments' structure (cache key)
 };
 std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
                              const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def);
@@ -68,15 +74,19 @@ struct PmapCall {
   std::vector<std::optional<int>> in_dims;  // per leaf
   PmapOptions options;
 };
-std::vector<Array> pmap(const FlatFn& fn, std::span<const Array> leaves, const PmapCall& call,
-                        const std::shared_ptr<TreeDef>& out_def);
+// pmap runs as a cached call named _fun (JAX's jit of the mapped shard_map); `make_fn` builds
+// the flat user function on a cache miss and records its result structure.
+std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
+                        const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
+                        const PmapCall& call, TreeDef* out_def);
 
 }  // namespace transform_detail
 
 template <class F>
 auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
                ShardMapOptions options = {}) {
-  return [f, mesh, in_specs, out_specs, options](const auto&... args) {
+  auto cache = transform_detail::new_shard_map_cache();
+  return [f, mesh, in_specs, out_specs, options, cache](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     constexpr size_t n = sizeof...(args);
     if (!in_specs.single() && in_specs.specs().size() != n)
@@ -93,7 +103,8 @@ auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
     auto [leaves, def] = tree_flatten(std::make_tuple(args...));
     auto out_def = std::make_shared<TreeDef>();
     auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
-    transform_detail::ShardMapCall call{mesh, std::move(leaf_specs), out_specs, options};
+    transform_detail::ShardMapCall call{mesh, std::move(leaf_specs), out_specs, options, cache,
+                                        &def};
     std::vector<Array> outs = transform_detail::shard_map(fn, leaves, call, out_def);
     return tree_unflatten<R>(*out_def, outs);
   };
@@ -101,7 +112,8 @@ auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
 
 template <class F>
 auto pmap(F f, PmapOptions options = {}) {
-  return [f, options](const auto&... args) {
+  auto state = transform_detail::new_jit_state(JitOptions{.name = "_fun"});
+  return [f, options, state](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     constexpr size_t n = sizeof...(args);
     if (options.in_axes.size() != 1 && options.in_axes.size() != n)
@@ -121,11 +133,13 @@ auto pmap(F f, PmapOptions options = {}) {
     };
     (add(args), ...);
     auto [leaves, def] = tree_flatten(std::make_tuple(args...));
-    auto out_def = std::make_shared<TreeDef>();
-    auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    auto make_fn = [&](std::shared_ptr<TreeDef> out_def) {
+      return transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    };
     transform_detail::PmapCall call{std::move(dims), options};
-    std::vector<Array> outs = transform_detail::pmap(fn, leaves, call, out_def);
-    return tree_unflatten<R>(*out_def, outs);
+    TreeDef out_def;
+    std::vector<Array> outs = transform_detail::pmap(*state, def, leaves, make_fn, call, &out_def);
+    return tree_unflatten<R>(out_def, outs);
   };
 }
 

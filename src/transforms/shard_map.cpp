@@ -21,7 +21,9 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
 namespace spmd {
 namespace {
@@ -54,12 +56,6 @@ int64_t split_factor(const Mesh& mesh, const PartitionSpec& spec, int dim) {
   return f;
 }
 
-std::string shape_tuple(const Shape& s) {
-  std::string out = "(";
-  for (int d = 0; d < s.ndim(); ++d) out += (d ? ", " : "") + std::to_string(s[d]);
-  return out + (s.ndim() == 1 ? ",)" : ")");
-}
-
 // The block one device sees of an operand of type `global`, after JAX's checks.
 // The mesh axes a spec splits the value over, in mesh order (the block's vma).
 std::vector<std::string> spec_axes(const Mesh& mesh, const PartitionSpec& spec) {
@@ -71,31 +67,11 @@ std::vector<std::string> spec_axes(const Mesh& mesh, const PartitionSpec& spec) 
   return out;
 }
 
-AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh,
-                         const std::string& fn, size_t arg) {
-  spec.check(mesh, "shard_map");
-  if (spec.size() > global.shape.ndim())
-    throw ShardingError("[shard_map] shard_map applied to the function '" + fn +
-                        "' was given an in_specs entry which is too long to be compatible with "
-                        "the corresponding input value from the function inputs: in_specs[" +
-                        std::to_string(arg) + "] is " + spec.repr() + " of length " +
-                        std::to_string(spec.size()) + ", but the corresponding input has shape " +
-                        shape_tuple(global.shape) + " of rank " +
-                        std::to_string(global.shape.ndim()));
+// The block one device sees of an operand of type `global` (specs already checked).
+AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh) {
   AbstractValue block = global;
   std::vector<int64_t> dims = global.shape.dims();
-  for (int d = 0; d < global.shape.ndim(); ++d) {
-    int64_t f = split_factor(mesh, spec, d);
-    if (dims[size_t(d)] % f != 0)
-      throw ShardingError(
-          "[shard_map] shard_map applied to the function '" + fn +
-          "' was given argument arrays with axis sizes that are not evenly divisible by the "
-          "corresponding mesh axis sizes: the mesh is " + mesh.str() + ", in_specs[" +
-          std::to_string(arg) + "] is " + spec.repr() + ", and the argument has shape " +
-          shape_tuple(global.shape) + ": dimension " + std::to_string(d) + " of size " +
-          std::to_string(dims[size_t(d)]) + " is not divisible by " + std::to_string(f));
-    dims[size_t(d)] /= f;
-  }
+  for (int d = 0; d < global.shape.ndim(); ++d) dims[size_t(d)] /= split_factor(mesh, spec, d);
   block.shape = Shape(dims);
   return block;
 }
@@ -104,6 +80,103 @@ std::string join(const std::vector<std::string>& xs, const char* sep) {
   std::string out;
   for (size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
   return out;
+}
+
+// "float32[8,16]", as JAX's aval.str_short() names types in shard_map errors.
+std::string type_short(const AbstractValue& t) {
+  std::string s = std::string(dtype_name(t.dtype)) + "[";
+  for (int d = 0; d < t.shape.ndim(); ++d) {
+    if (d) s += ",";
+    s += std::to_string(t.shape[d]);
+  }
+  return s + "]";
+}
+
+std::string bullets(std::vector<std::string> msgs) {
+  if (msgs.size() == 1) return msgs[0].substr(2);
+  std::string out;
+  for (size_t i = 0; i < msgs.size(); ++i) out += (i ? "\n\n" : "") + msgs[i];
+  return out;
+}
+
+// JAX's error for specs longer than their value's rank; `prefix` is "in" or "out".
+void check_spec_ranks(std::span<const AbstractValue> types, std::span<const PartitionSpec> specs,
+                      bool single, const std::string& fn, const std::string& prefix) {
+  std::vector<std::string> msgs;
+  bool scalar = false;
+  for (size_t i = 0; i < types.size(); ++i) {
+    int rank = types[i].shape.ndim(), len = specs[i].size();
+    if (len <= rank) continue;
+    scalar = scalar || rank == 0;
+    std::string key = single ? "" : "[" + std::to_string(i) + "]";
+    std::string base = prefix == "in" ? "the passed args[" + std::to_string(i) + "]"
+                                      : fn + "(*args)" + key;
+    msgs.push_back("* " + prefix + "_specs" + key + " is " + specs[i].repr() +
+                   " which has length " + std::to_string(len) + ", but " + base +
+                   " has shape " + type_short(types[i]) + ", which has rank " +
+                   std::to_string(rank) + " (and " + std::to_string(rank) + " < " +
+                   std::to_string(len) + ")");
+  }
+  if (msgs.empty()) return;
+  std::string msg = "[shard_map] shard_map applied to the function '" + fn + "' was given an " +
+                    prefix + "_specs entry which is too long to be compatible with the "
+                    "corresponding " + prefix + "put value from the function:\n\n" +
+                    bullets(msgs) + "\n\nEntries in " + prefix +
+                    "_specs must be of length no greater than the number of axes in the "
+                    "corresponding " + prefix + "put value.\n\nEither revise the spec to be "
+                    "shorter, or modify '" + fn + "' so that its " + prefix +
+                    "puts have sufficient rank.";
+  if (scalar)
+    msg += "\n\nFor scalar values (rank 0), consider using an " + prefix +
+           "_specs entry of `P()`, where `P = jax.sharding.PartitionSpec`.";
+  throw ShardingError(msg);
+}
+
+// JAX's error for operand dims that the mesh axes of their spec do not divide.
+void check_divisible(std::span<const AbstractValue> types, std::span<const PartitionSpec> specs,
+                     bool single, const Mesh& mesh, const std::string& fn) {
+  std::vector<std::string> msgs;
+  for (size_t i = 0; i < types.size(); ++i) {
+    for (int d = 0; d < types[i].shape.ndim(); ++d) {
+      std::vector<std::string> names = specs[i].axes_of(d);
+      int64_t size = split_factor(mesh, specs[i], d), dim = types[i].shape[d];
+      if (names.empty() || dim % size == 0) continue;
+      std::string axis;
+      if (names.size() > 1) {
+        std::vector<std::string> quoted;
+        for (const std::string& n : names) quoted.push_back("'" + n + "'");
+        axis = "axes (" + join(quoted, ", ") + ")";
+      } else {
+        axis = "axis '" + names[0] + "'";
+      }
+      std::string key = single ? "" : "[" + std::to_string(i) + "]";
+      msgs.push_back("* the passed args[" + std::to_string(i) + "] of shape " +
+                     type_short(types[i]) + " corresponds to in_specs" + key + " of value " +
+                     specs[i].repr() + ", which maps array axis " + std::to_string(d) +
+                     " (of size " + std::to_string(dim) + ") to mesh " + axis + " (of " +
+                     (names.size() > 1 ? "total " : "") + "size " + std::to_string(size) +
+                     "), but " + std::to_string(size) + " does not evenly divide " +
+                     std::to_string(dim));
+    }
+  }
+  if (msgs.empty()) return;
+  std::vector<std::string> sizes, names;
+  for (const auto& [a, n] : mesh.shape()) {
+    sizes.push_back(std::to_string(n));
+    names.push_back("'" + a + "'");
+  }
+  auto tuple = [](const std::vector<std::string>& xs) {
+    return "(" + join(xs, ", ") + (xs.size() == 1 ? ",)" : ")");
+  };
+  throw ShardingError(
+      "[shard_map] shard_map applied to the function '" + fn +
+      "' was given argument arrays with axis sizes that are not evenly divisible by the "
+      "corresponding mesh axis sizes:\n\nThe mesh given has shape " + tuple(sizes) +
+      " with corresponding axis names " + tuple(names) + ".\n\n" + bullets(msgs) +
+      "\n\nArray arguments' axis sizes must be evenly divisible by the mesh axis or axes "
+      "indicated by the corresponding elements of the argument's in_specs entry. Consider "
+      "checking that in_specs are correct, and if so consider changing the mesh axis sizes or "
+      "else padding the input and adapting '" + fn + "' appropriately.");
 }
 
 // One entry of JAX's out_specs replication error.
@@ -155,17 +228,7 @@ std::string replication_error(const Mesh& mesh, const std::string& fn,
          "the check by passing the check_vma=False argument to `jax.shard_map`.";
 }
 
-AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec, const Mesh& mesh,
-                          const std::string& fn, size_t out) {
-  if (spec.size() > block.shape.ndim())
-    throw ShardingError("[shard_map] shard_map applied to the function '" + fn +
-                        "' was given an out_specs entry which is too long to be compatible with "
-                        "the corresponding output value from the function: out_specs[" +
-                        std::to_string(out) + "] is " + spec.repr() + " of length " +
-                        std::to_string(spec.size()) + ", but the corresponding output has shape " +
-                        shape_tuple(block.shape) + " of rank " +
-                        std::to_string(block.shape.ndim()));
-  spec.check(mesh, "shard_map");
+AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec, const Mesh& mesh) {
   AbstractValue global = block;
   std::vector<int64_t> dims = block.shape.dims();
   for (int d = 0; d < block.shape.ndim(); ++d) dims[size_t(d)] *= split_factor(mesh, spec, d);
@@ -179,7 +242,7 @@ std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, 
   std::vector<AbstractValue> block = p.get<ProgramRef>("jaxpr")->out_types();
   std::vector<AbstractValue> out;
   for (size_t k = 0; k < block.size(); ++k)
-    out.push_back(global_type(block[k], info.out_specs[k], info.mesh, info.name, k));
+    out.push_back(global_type(block[k], info.out_specs[k], info.mesh));
   return out;
 }
 
@@ -273,15 +336,30 @@ Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const
   return trace_to_program(fn, types, "shard_map");
 }
 
-// Binds a shard_map of `body` (constants hoisted to replicated leading operands).
+// A shard_map equation ready to bind: its params and the constants it closed over, which become
+// replicated leading operands.
+struct PreparedShardMap {
+  Params params;
+  std::vector<Array> consts;
+};
+
+PreparedShardMap prepare_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info) {
+  PreparedShardMap out;
+  auto body = std::make_shared<const Program>(hoist_consts(traced, &out.consts));
+  info->in_specs.insert(info->in_specs.begin(), out.consts.size(), PartitionSpec());
+  out.params = shard_map_params(info, body);
+  return out;
+}
+
+std::vector<Array> bind_prepared(const PreparedShardMap& prepared, std::span<const Array> args) {
+  std::vector<Array> operands = prepared.consts;
+  operands.insert(operands.end(), args.begin(), args.end());
+  return spmd::bind(primitive("shard_map"), operands, prepared.params);
+}
+
 std::vector<Array> bind_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info,
                                   std::span<const Array> args) {
-  std::vector<Array> consts;
-  auto body = std::make_shared<const Program>(hoist_consts(traced, &consts));
-  info->in_specs.insert(info->in_specs.begin(), consts.size(), PartitionSpec());
-  std::vector<Array> operands = consts;
-  operands.insert(operands.end(), args.begin(), args.end());
-  return spmd::bind(primitive("shard_map"), operands, shard_map_params(info, body));
+  return bind_prepared(prepare_shard_map(traced, std::move(info)), args);
 }
 
 std::shared_ptr<ShardMapInfo> derived_info(const ShardMapInfo& from) {
@@ -535,13 +613,65 @@ void register_shard_map_primitive(PrimitiveRegistry& r) {
 
 namespace transform_detail {
 
+struct ShardMapCache {
+  struct Key {
+    TreeDef def;
+    std::vector<AbstractValue> types;
+    bool operator==(const Key& o) const { return def == o.def && types == o.types; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      size_t h = k.def.hash();
+      for (const AbstractValue& t : k.types) {
+        h = h * 1000003 ^ size_t(t.dtype) * 7 ^ size_t(t.weak_type);
+        for (int64_t d : t.shape) h = h * 31 + size_t(d);
+      }
+      return h;
+    }
+  };
+  struct Entry {
+    PreparedShardMap prepared;
+    TreeDef out_def;
+  };
+  std::mutex mu;
+  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> entries;
+};
+
+std::shared_ptr<ShardMapCache> new_shard_map_cache() {
+  return std::make_shared<ShardMapCache>();
+}
+
 std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
                              const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def) {
   const Mesh& mesh = call.mesh;
   const std::string& name = call.options.name;
+  // A traced body is reused for the same argument structure and types, unless this call is
+  // traced inside another map (its body may then depend on the enclosing axes).
+  std::optional<ShardMapCache::Key> key;
+  if (call.cache && call.in_def && axis_env().empty()) {
+    std::vector<AbstractValue> types;
+    for (const Array& x : leaves) types.push_back(aval_of(x));
+    key = ShardMapCache::Key{*call.in_def, std::move(types)};
+    std::shared_ptr<const ShardMapCache::Entry> hit;
+    {
+      std::lock_guard lock(call.cache->mu);
+      auto it = call.cache->entries.find(*key);
+      if (it != call.cache->entries.end()) hit = it->second;
+    }
+    if (hit) {
+      if (out_def) *out_def = hit->out_def;
+      return bind_prepared(hit->prepared, leaves);
+    }
+  }
+  std::vector<AbstractValue> types;
+  for (const Array& x : leaves) types.push_back(aval_of(x));
+  for (const PartitionSpec& spec : call.in_specs) spec.check(mesh, "shard_map");
+  const bool single_in = call.in_specs.size() == 1;
+  check_spec_ranks(types, call.in_specs, single_in, name, "in");
+  check_divisible(types, call.in_specs, single_in, mesh, name);
   std::vector<AbstractValue> block_types;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    block_types.push_back(block_type(aval_of(leaves[i]), call.in_specs[i], mesh, name, i));
+    block_types.push_back(block_type(types[i], call.in_specs[i], mesh));
     if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, call.in_specs[i]);
   }
 
@@ -572,11 +702,14 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     for (size_t c = 0; c < children.size(); ++c)
       for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
   }
+  std::vector<AbstractValue> out_types;
+  for (const Atom& a : traced.outputs)
+    out_types.push_back(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)]);
+  for (const PartitionSpec& spec : info->out_specs) spec.check(mesh, "shard_map");
+  check_spec_ranks(out_types, info->out_specs, call.out_specs.single() && n_out == 1, name, "out");
   std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {
-    const Atom& a = traced.outputs[k];
-    const AbstractValue& t = a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)];
-    global_type(t, info->out_specs[k], mesh, name, k);
+    const AbstractValue& t = out_types[k];
     if (!info->check_vma) continue;
     std::vector<std::string> allowed = spec_axes(mesh, info->out_specs[k]);
     if (vma_minus(t.vma, allowed).empty()) continue;
@@ -584,7 +717,16 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     failures.push_back(replication_failure(mesh, info->out_specs[k], key, t.vma));
   }
   if (!failures.empty()) throw ShardingError(replication_error(mesh, name, failures));
-  return bind_shard_map(traced, info, leaves);
+  PreparedShardMap prepared = prepare_shard_map(traced, info);
+  bool cacheable = key.has_value();
+  for (const Array& c : prepared.consts) cacheable = cacheable && is_concrete(c);
+  if (cacheable) {
+    auto entry = std::make_shared<ShardMapCache::Entry>(
+        ShardMapCache::Entry{prepared, out_def ? *out_def : TreeDef()});
+    std::lock_guard lock(call.cache->mu);
+    call.cache->entries.emplace(*key, std::move(entry));
+  }
+  return bind_prepared(prepared, leaves);
 }
 
 namespace {
@@ -610,8 +752,10 @@ constexpr const char* kInternalAxisName = "_internal_pmap_axis_name";
 
 }  // namespace
 
-std::vector<Array> pmap(const FlatFn& fn, std::span<const Array> leaves, const PmapCall& call,
-                        const std::shared_ptr<TreeDef>& out_def) {
+namespace {
+
+std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
+                              const PmapCall& call) {
   const PmapOptions& o = call.options;
   std::vector<std::optional<int>> dims = call.in_dims;
   int64_t n = -1;
@@ -707,17 +851,28 @@ std::vector<Array> pmap(const FlatFn& fn, std::span<const Array> leaves, const P
     }
     return outs;
   };
-  (void)out_def;
-  if (all_concrete(leaves)) return whole(leaves);
-  std::vector<AbstractValue> types;
-  for (const Array& x : leaves) types.push_back(aval_of(x));
-  Program traced = trace_to_program(whole, types, "pmap");
-  std::vector<Array> consts;
-  auto program = std::make_shared<const Program>(hoist_consts(traced, &consts));
-  std::vector<Array> operands = consts;
-  operands.insert(operands.end(), leaves.begin(), leaves.end());
-  return spmd::bind(primitive("jit"), operands,
-                    Params{{"name", std::string("_fun")}, {"jaxpr", ProgramRef(program)}});
+  return whole(leaves);
+}
+
+}  // namespace
+
+std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
+                        const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
+                        const PmapCall& call, TreeDef* out_def) {
+  if (t_enclosing_pmap_size > 1 || !axis_env().empty()) {
+    // Nested in another map: no call of its own (pmap_whole maps it over a batch dimension).
+    auto def = std::make_shared<TreeDef>();
+    std::vector<Array> outs = pmap_whole(make_fn(def), leaves, call);
+    *out_def = *def;
+    return outs;
+  }
+  return jit_call(
+      state, in_def, leaves,
+      [&](std::shared_ptr<TreeDef> def) {
+        FlatFn user = make_fn(std::move(def));
+        return FlatFn([user, call](std::span<const Array> xs) { return pmap_whole(user, xs, call); });
+      },
+      out_def);
 }
 
 }  // namespace transform_detail

@@ -94,3 +94,86 @@ TEST(ShardMapJaxpr, GradThroughPsumWithVmaIsExact) {
 }
 
 }  // namespace
+
+namespace {
+
+// JAX's message for `name` in tests/goldens/seeds/extra_errors.txt (its first line is the type).
+std::string jax_error(const std::string& name) {
+  std::ifstream f(std::string(SPMD_GOLDEN_DIR) + "/seeds/extra_errors.txt");
+  std::string line, text;
+  bool in = false;
+  while (std::getline(f, line)) {
+    if (line.rfind("=== ", 0) == 0) {
+      if (in) break;
+      in = line == "=== " + name;
+      continue;
+    }
+    if (in) text += (text.empty() ? "" : "\n") + line;
+  }
+  return text.substr(text.find(": ") + 2);
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const sp::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// C++ has no parameter names: JAX's ", where args[0] is bound to f's parameter 'x'," is left out.
+std::string without_parameter_clause(std::string s) {
+  const std::string clause = ", where args[0] is bound to f's parameter 'x',";
+  if (size_t i = s.find(clause); i != std::string::npos) s.erase(i, clause.size());
+  return s;
+}
+
+TEST(ShardMapErrors, InSpecTooLongAsJax) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto f = sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y", sp::None), P("x", "y"),
+                         {.name = "f"});
+  EXPECT_EQ(message_of([&] { f(sp::ones({8, 16})); }),
+            "[shard_map] " + without_parameter_clause(jax_error("shard_map_in_spec_too_long")));
+}
+
+TEST(ShardMapErrors, IndivisibleAsJax) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto f = sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"), P("x", "y"),
+                         {.name = "f"});
+  EXPECT_EQ(message_of([&] { f(sp::ones({6, 16})); }),
+            "[shard_map] " + without_parameter_clause(jax_error("shard_map_indivisible")));
+}
+
+TEST(ShardMapErrors, OutSpecsReplicationAsJaxUnderJit) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto f = sp::jit(sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"),
+                                 P("x", sp::None), {.name = "f"}));
+  EXPECT_EQ(message_of([&] { f(sp::ones({8, 16})); }),
+            "[shard_map] " + jax_error("shard_map_out_specs_replication_jit"));
+}
+
+TEST(ShardMapErrors, PpermuteDuplicateDestinationsAsJax) {
+  sp::Mesh mesh = sp::make_mesh({4}, {"x"});
+  auto f = sp::shard_map(
+      [](sp::Array x) { return sp::lax::ppermute(x, "x", {{0, 1}, {1, 1}, {2, 3}, {3, 0}}); },
+      mesh, P("x"), P("x"));
+  EXPECT_EQ(message_of([&] { f(sp::ones({8})); }),
+            "[ppermute] " + jax_error("ppermute_duplicate_destinations"));
+}
+
+TEST(ShardMapErrors, UnknownMeshAxisInSpec) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto f = sp::shard_map([](sp::Array x) { return x; }, mesh, P("z"), P("z"));
+  EXPECT_THROW(f(sp::ones({8})), sp::ShardingError);
+}
+
+TEST(ShardMapErrors, CollectiveOverUnboundAxisIsNameError) {
+  sp::Mesh mesh = sp::make_mesh({4}, {"x"});
+  auto f = sp::shard_map([](sp::Array x) { return sp::lax::psum(x, "z"); }, mesh, P("x"), P("x"),
+                         {.check_vma = false});
+  EXPECT_THROW(f(sp::ones({8})), sp::NameError);
+}
+
+}  // namespace

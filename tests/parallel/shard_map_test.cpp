@@ -146,3 +146,51 @@ TEST(Pmap, CookbookMatricesStayOnTheirDevices) {
 }
 
 }  // namespace
+
+namespace {
+
+// A collective only some devices reach (a psum in one branch of a device-dependent cond) must
+// raise on every device after the timeout, never hang.
+TEST(ShardMap, MismatchedCollectiveRaisesInsteadOfHanging) {
+  setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "300", 1);
+  sp::Mesh mesh = sp::make_mesh({4}, {"x"});
+  auto f = sp::shard_map(
+      [](sp::Array x) {
+        return sp::lax::cond(
+            sp::lax::axis_index("x") == 0, [](sp::Array v) { return sp::lax::psum(v, "x"); },
+            [](sp::Array v) { return v * 2; }, x);
+      },
+      mesh, P("x"), P("x"), {.check_vma = false});
+  sp::Array y = f(sp::arange(8.0f));
+  try {
+    y.block_until_ready();
+    ADD_FAILURE() << "expected a CollectiveError";
+  } catch (const sp::CollectiveError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("[psum] timed out after 300 ms waiting for devices [1, 2, 3]"),
+              std::string::npos)
+        << what;
+  }
+  unsetenv("SPMD_COLLECTIVE_TIMEOUT_MS");
+  // The devices are usable again afterwards.
+  auto g = sp::shard_map([](sp::Array x) { return sp::lax::psum(x, "x"); }, mesh, P("x"), P("x"),
+                         {.check_vma = false});
+  EXPECT_EQ(g(sp::arange(4.0f)).to_vector<float>(), (std::vector<float>{6, 6, 6, 6}));
+}
+
+TEST(ShardMap, MismatchedAllGatherRaisesOnEveryWaitingDevice) {
+  sp::Mesh mesh = sp::make_mesh({2}, {"x"});
+  setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "200", 1);
+  auto f = sp::shard_map(
+      [](sp::Array x) {
+        return sp::lax::cond(
+            sp::lax::axis_index("x") == 1,
+            [](sp::Array v) { return sp::lax::all_gather(v, "x", {.tiled = true}); },
+            [](sp::Array v) { return sp::concatenate({v, v}); }, x);
+      },
+      mesh, P("x"), P("x"), {.check_vma = false});
+  EXPECT_THROW(f(sp::arange(4.0f)).block_until_ready(), sp::CollectiveError);
+  unsetenv("SPMD_COLLECTIVE_TIMEOUT_MS");
+}
+
+}  // namespace

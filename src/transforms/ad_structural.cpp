@@ -126,15 +126,6 @@ ParamValue zero_fill(const Params& p) {
 using Cotangents = std::span<const Array>;
 using Inputs = std::span<const LinearInput>;
 
-void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
-  Primitive& prim = r.at(name);
-  const Primitive* p = &prim;
-  prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
-    return linear_jvp(*p, x, t, params);
-  };
-  prim.transpose = std::move(transpose);
-}
-
 // A rule for a primitive with one output and one input, which must be the linear one.
 TransposeRule unary_transpose(Array (*rule)(const Array& ct, const AbstractValue& operand,
                                             const Params& params)) {

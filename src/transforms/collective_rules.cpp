@@ -474,15 +474,6 @@ std::vector<Array> pvary_transpose(std::span<const Array> cts, std::span<const L
                   Params{{"axes", axes_param(axes)}, {"axis_index_groups", NoneParam{}}})};
 }
 
-void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
-  Primitive& prim = r.at(name);
-  const Primitive* p = &prim;
-  prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
-    return linear_jvp(*p, x, t, params);
-  };
-  prim.transpose = std::move(transpose);
-}
-
 }  // namespace
 
 void register_collective_rules(PrimitiveRegistry& r) {

@@ -4,6 +4,8 @@
 #include <spmd/transforms.h>
 
 #include "compile/executable.h"
+#include "core/axis_env.h"
+#include "transforms/signature.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "transforms/staging.h"
@@ -53,22 +55,6 @@ ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args) {
   return ClosedJaxpr(std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr")));
 }
 
-struct SignatureKey {
-  TreeDef def;
-  std::vector<AbstractValue> types;
-  bool operator==(const SignatureKey& o) const { return def == o.def && types == o.types; }
-};
-struct SignatureHash {
-  size_t operator()(const SignatureKey& k) const {
-    size_t h = k.def.hash();
-    for (const AbstractValue& t : k.types) {
-      h = h * 1000003 ^ size_t(t.dtype) * 7 ^ size_t(t.weak_type);
-      for (int64_t d : t.shape) h = h * 31 + size_t(d);
-    }
-    return h;
-  }
-};
-
 struct CacheEntry {
   ProgramRef program;         // as traced, consts hoisted to leading inputs
   std::vector<Array> consts;  // concrete constants the function closed over
@@ -97,7 +83,10 @@ int64_t jit_trace_count(const JitState& state) {
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                             const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                             TreeDef* out_def) {
-  SignatureKey key{in_def, types_of(leaves)};
+  std::vector<std::string> axes;
+  for (const AxisFrame& f : axis_env())
+    axes.push_back(f.name + ":" + std::to_string(f.size) + ":" + f.binder + (f.vma ? ":v" : ""));
+  SignatureKey key{in_def, types_of(leaves), std::move(axes)};
   std::shared_ptr<CacheEntry> entry;
   {
     std::lock_guard<std::mutex> lock(state.mu);

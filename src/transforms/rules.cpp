@@ -60,6 +60,15 @@ Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
   return lax::transpose(x, perm);
 }
 
+void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
+  Primitive& prim = r.at(name);
+  const Primitive* p = &prim;
+  prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
+    return linear_jvp(*p, x, t, params);
+  };
+  prim.transpose = std::move(transpose);
+}
+
 void register_call_primitives(PrimitiveRegistry& r);
 void register_control_flow_primitives(PrimitiveRegistry& r);
 void register_custom_vjp_primitives(PrimitiveRegistry& r);

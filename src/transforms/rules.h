@@ -75,6 +75,9 @@ Array add_cotangents(const Array& a, const Array& b);
 // primals, then on the tangents with zeros instantiated (all-zero tangents stay symbolic).
 JvpResult linear_jvp(const Primitive& p, std::span<const Array> primals,
                      std::span<const Array> tangents, const Params& params);
+// Registers a primitive linear in its inputs: linear_jvp as its jvp, `transpose` as its
+// transpose rule.
+void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose);
 // Moves the batch dimension of x from `from` to `to` (kNotBatched broadcasts to axis_size).
 Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size);
 

@@ -17,6 +17,7 @@
 #include "runtime/launch.h"
 #include "runtime/sharded.h"
 #include "transforms/interpreters.h"
+#include "transforms/signature.h"
 #include "transforms/staging.h"
 
 #include <atomic>
@@ -614,27 +615,13 @@ void register_shard_map_primitive(PrimitiveRegistry& r) {
 namespace transform_detail {
 
 struct ShardMapCache {
-  struct Key {
-    TreeDef def;
-    std::vector<AbstractValue> types;
-    bool operator==(const Key& o) const { return def == o.def && types == o.types; }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      size_t h = k.def.hash();
-      for (const AbstractValue& t : k.types) {
-        h = h * 1000003 ^ size_t(t.dtype) * 7 ^ size_t(t.weak_type);
-        for (int64_t d : t.shape) h = h * 31 + size_t(d);
-      }
-      return h;
-    }
-  };
+  using Key = SignatureKey;
   struct Entry {
     PreparedShardMap prepared;
     TreeDef out_def;
   };
   std::mutex mu;
-  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> entries;
+  std::unordered_map<Key, std::shared_ptr<const Entry>, SignatureHash> entries;
 };
 
 std::shared_ptr<ShardMapCache> new_shard_map_cache() {
@@ -651,7 +638,7 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
   if (call.cache && call.in_def && axis_env().empty()) {
     std::vector<AbstractValue> types;
     for (const Array& x : leaves) types.push_back(aval_of(x));
-    key = ShardMapCache::Key{*call.in_def, std::move(types)};
+    key = ShardMapCache::Key{*call.in_def, std::move(types), {}};
     std::shared_ptr<const ShardMapCache::Entry> hit;
     {
       std::lock_guard lock(call.cache->mu);

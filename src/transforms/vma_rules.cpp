@@ -89,12 +89,10 @@ void register_vma_rules(PrimitiveRegistry& r) {
           tuple_repr(axes) + " and jax.typeof(inp).mat.varying=" + frozenset_repr(in[0].vma));
     return vma_minus(in[0].vma, axes);
   };
-  psum_inv.jvp = [](std::span<const Array> primals, std::span<const Array> tangents,
-                    const Params& p) { return linear_jvp(primitive("psum_invariant"), primals, tangents, p); };
-  psum_inv.transpose = [](std::span<const Array> cts, std::span<const LinearInput>,
-                          const Params& p) {
+  deflinear(r, "psum_invariant", [](std::span<const Array> cts, std::span<const LinearInput>,
+                                     const Params& p) {
     return std::vector<Array>{bind_pvary(cts[0], read_names(p, "axes"))};
-  };
+  });
 
   psum_inv.batch = [](std::span<const Array> args, std::span<const int> dims, const Params& p,
                       const BatchContext& ctx) {

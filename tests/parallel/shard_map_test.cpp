@@ -194,3 +194,18 @@ TEST(ShardMap, MismatchedAllGatherRaisesOnEveryWaitingDevice) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(JitInAxisEnv, TraceIsNotReusedUnderAnotherAxisSize) {
+  auto gather = sp::jit([](sp::Array x) { return sp::lax::all_gather(x, "i"); });
+  auto run = [&](int n) {
+    return sp::vmap([&](sp::Array x) { return gather(x); }, {.axis_name = "i"})(
+        sp::arange(float(n)));
+  };
+  EXPECT_EQ(run(2).shape(), (sp::Shape{2, 2}));
+  EXPECT_EQ(run(4).shape(), (sp::Shape{4, 4}));
+  EXPECT_EQ(run(4).to_vector<float>()[5], 1.0f);
+}
+
+}  // namespace

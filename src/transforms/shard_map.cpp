@@ -251,6 +251,11 @@ std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, 
 std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
   const ShardMapInfo& info = info_of(p);
   if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
+  // A device thread cannot wait for a launch queued behind its own current task.
+  if (runtime::current_device_id() >= 0)
+    throw NotImplementedError(
+        "[shard_map] a shard_map or pmap run inside another shard_map or pmap body is not "
+        "supported (nest the mesh axes in one shard_map instead)");
   ProgramRef body = p.get<ProgramRef>("jaxpr");
   std::call_once(info.compiled, [&] { info.executable = std::make_unique<Executable>(*body); });
   const Executable& exe = *info.executable;

@@ -209,3 +209,19 @@ TEST(JitInAxisEnv, TraceIsNotReusedUnderAnotherAxisSize) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ShardMap, NestedShardMapRaisesInsteadOfDeadlocking) {
+  sp::Mesh outer = sp::make_mesh({2}, {"a"});
+  std::vector<sp::Device> all = sp::devices();
+  sp::Mesh inner(std::vector<sp::Device>(all.begin() + 2, all.begin() + 4), {2}, {"b"});
+  auto f = sp::shard_map(
+      [&](sp::Array x) {
+        return sp::shard_map([](sp::Array y) { return y + 1; }, inner, P("b"), P("b"))(x);
+      },
+      outer, P("a"), P("a"));
+  EXPECT_THROW(f(sp::arange(8.0f)).block_until_ready(), sp::NotImplementedError);
+}
+
+}  // namespace

@@ -19,8 +19,9 @@ const bool kEightDevices = [] {
 void BM_PmapCookbookMatmul(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
   sp::Array keys = sp::random::split(sp::random::key(0), sp::device_count());
-  sp::Array mats = sp::pmap([=](sp::Array key) { return sp::random::normal(key, {rows, cols}); })(
-      keys);
+  sp::Array mats = sp::pmap([=](sp::Array key) {
+    return sp::random::normal(key, {rows, cols});
+  })(keys);
   auto step = sp::pmap([](sp::Array x) { return sp::dot(x, x.T()); });
   step(mats).block_until_ready();
   for (auto _ : state) step(mats).block_until_ready();
@@ -28,15 +29,17 @@ void BM_PmapCookbookMatmul(benchmark::State& state) {
       2.0 * double(rows) * double(rows) * double(cols) * sp::device_count() * 1e-9,
       benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_PmapCookbookMatmul)->Args({5000, 6000})->Args({1000, 1200})->UseRealTime()
+BENCHMARK(BM_PmapCookbookMatmul)
+    ->Args({5000, 6000})
+    ->Args({1000, 1200})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_PmapSin(benchmark::State& state) {
   const int64_t side = state.range(0);
   const int64_t n = sp::device_count();
-  sp::Array x = sp::device_put(
-      sp::random::uniform(sp::random::key(1), {n, side * side / n}),
-      sp::NamedSharding(sp::make_mesh({n}, {"i"}), sp::P("i")));
+  sp::Array x = sp::device_put(sp::random::uniform(sp::random::key(1), {n, side * side / n}),
+                               sp::NamedSharding(sp::make_mesh({n}, {"i"}), sp::P("i")));
   auto f = sp::pmap([](sp::Array v) { return sp::sin(v); });
   f(x).block_until_ready();
   for (auto _ : state) f(x).block_until_ready();

@@ -63,7 +63,9 @@ int main() {
   // create 8 random keys
   sp::Array keys = sp::random::split(sp::random::key(0), 8);
   // create a 5000 x 6000 matrix on each device by mapping over keys
-  sp::Array mats = sp::pmap([](sp::Array key) { return sp::random::normal(key, {5000, 6000}); })(keys);
+  sp::Array mats = sp::pmap([](sp::Array key) {
+    return sp::random::normal(key, {5000, 6000});
+  })(keys);
   // the stack of matrices is represented logically as a single array
   std::cout << mats.shape() << "\n";
 
@@ -83,21 +85,20 @@ int main() {
   std::cout << result << "\n";
 
   cell("14");
-  auto normalize2 = sp::pmap([](sp::Array x) { return x / sp::lax::psum(x, "i"); },
-                             {.axis_name = "i"});
+  auto normalize2 =
+      sp::pmap([](sp::Array x) { return x / sp::lax::psum(x, "i"); }, {.axis_name = "i"});
   std::cout << normalize2(sp::arange(4.0f)) << "\n";
 
   cell("15");
-  auto f2 = sp::pmap(
-      sp::pmap(
-          [](sp::Array x) {
-            sp::Array row_normed = x / sp::lax::psum(x, "rows");
-            sp::Array col_normed = x / sp::lax::psum(x, "cols");
-            sp::Array doubly_normed = x / sp::lax::psum(x, sp::axes("rows", "cols"));
-            return std::make_tuple(row_normed, col_normed, doubly_normed);
-          },
-          {.axis_name = "cols"}),
-      {.axis_name = "rows"});
+  auto f2 = sp::pmap(sp::pmap(
+                         [](sp::Array x) {
+                           sp::Array row_normed = x / sp::lax::psum(x, "rows");
+                           sp::Array col_normed = x / sp::lax::psum(x, "cols");
+                           sp::Array doubly_normed = x / sp::lax::psum(x, sp::axes("rows", "cols"));
+                           return std::make_tuple(row_normed, col_normed, doubly_normed);
+                         },
+                         {.axis_name = "cols"}),
+                     {.axis_name = "rows"});
   x = sp::arange(8.0f).reshape({4, 2});
   auto [a, b, c] = f2(x);
   std::cout << a << "\n";
@@ -149,9 +150,8 @@ int main() {
   cell("17");
   auto f3 = sp::pmap([](sp::Array x) {
     sp::Array y = sp::sin(x);
-    auto g = sp::pmap([&](sp::Array z) {
-      return sp::cos(z) * sp::tan(y.sum()) * sp::tanh(x).sum();
-    });
+    auto g =
+        sp::pmap([&](sp::Array z) { return sp::cos(z) * sp::tan(y.sum()) * sp::tanh(x).sum(); });
     return sp::grad([&](sp::Array w) { return sp::sum(g(w)); })(x);
   });
   std::cout << sp::repr(f3(x)) << "\n";

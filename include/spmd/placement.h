@@ -17,7 +17,7 @@ struct Shard {
   Device device;
   std::vector<Slice> index;  // the global slice this shard holds, one per dim
   int replica_id = 0;
-  Array data;                // the shard's values, on `device`
+  Array data;  // the shard's values, on `device`
 };
 
 // Places x on a device or lays it out by a sharding; the result is committed. An array already

@@ -47,15 +47,17 @@ void cookbook() {
   sp::Array means;
   double s = median_seconds(
       [&] {
-        sp::Array mats =
-            sp::pmap([](sp::Array key) { return sp::random::normal(key, {1000, 1200}); })(keys);
+        sp::Array mats = sp::pmap([](sp::Array key) {
+          return sp::random::normal(key, {1000, 1200});
+        })(keys);
         sp::Array prods = sp::pmap([](sp::Array x) { return sp::dot(x, x.T()); })(mats);
         means = sp::pmap([](sp::Array x) { return sp::mean(x); })(prods).block_until_ready();
       },
       3);
-  std::printf("%d random 1000 x 1200 matrices, each times its transpose on its own device: "
-              "%.1f ms (median of 3)\n",
-              sp::device_count(), s * 1e3);
+  std::printf(
+      "%d random 1000 x 1200 matrices, each times its transpose on its own device: "
+      "%.1f ms (median of 3)\n",
+      sp::device_count(), s * 1e3);
   std::cout << "their means " << means << "\n";
   std::cout << "bytes copied between host and devices: "
             << sp::runtime::transfer_stats().total_bytes() << " (keys and means only)\n";
@@ -66,11 +68,11 @@ void cookbook() {
     return;
   }
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
-  auto matmul_basic = sp::shard_map(
-      [](sp::Array a, sp::Array b) { return sp::psum(sp::dot(a, b), "y"); }, mesh,
-      {P("x", "y"), P("y", sp::None)}, P("x", sp::None));
-  sp::Array c = matmul_basic(sp::arange(128.0f).reshape({8, 16}),
-                             sp::arange(64.0f).reshape({16, 4}));
+  auto matmul_basic =
+      sp::shard_map([](sp::Array a, sp::Array b) { return sp::psum(sp::dot(a, b), "y"); }, mesh,
+                    {P("x", "y"), P("y", sp::None)}, P("x", sp::None));
+  sp::Array c =
+      matmul_basic(sp::arange(128.0f).reshape({8, 16}), sp::arange(64.0f).reshape({16, 4}));
   std::cout << "c[:2] = " << sp::lax::slice(c, {0, 0}, {2, 4}) << "\n";
   sp::visualize_array_sharding(c);
 }

@@ -43,11 +43,13 @@ std::vector<Array> Executable::run(std::span<const Array> args) const {
       std::vector<Array> outs = prim.eager(ins, e.params);
       for (size_t k = 0; k < outs.size(); ++k) env[size_t(e.outputs[k])] = std::move(outs[k]);
     } else if (prim.output_aliases_input) {
-      env[size_t(e.outputs[0])] = make_array(p.types[size_t(e.outputs[0])], concrete_buffer(ins[0], prim.name.c_str()));
+      env[size_t(e.outputs[0])] =
+          make_array(p.types[size_t(e.outputs[0])], concrete_buffer(ins[0], prim.name.c_str()));
     } else {
       operands.clear();
       results.clear();
-      for (const Array& x : ins) operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
+      for (const Array& x : ins)
+        operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
       for (int v : e.outputs) {
         Array out = make_uninitialized(p.types[size_t(v)]);
         results.push_back({out.impl()->buffer->data(), &out.impl()->aval});

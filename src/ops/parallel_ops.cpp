@@ -26,7 +26,6 @@ bool typed_axes(const std::vector<std::string>& names) {
   return true;
 }
 
-
 using namespace collectives;
 
 int64_t group_size(const AxisNames& name, const std::optional<AxisIndexGroups>& groups,

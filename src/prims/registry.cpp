@@ -89,7 +89,8 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
     operands.push_back({host_data(inputs[i], p.name.c_str()), &in_avals[i]});
 
   std::vector<AbstractValue> out_avals = p.shape_rule(in_avals, params);
-  if (p.output_aliases_input) return {make_array(out_avals[0], concrete_buffer(inputs[0], p.name.c_str()))};
+  if (p.output_aliases_input)
+    return {make_array(out_avals[0], concrete_buffer(inputs[0], p.name.c_str()))};
   std::vector<Array> outputs;
   std::vector<Result> results;
   outputs.reserve(out_avals.size());

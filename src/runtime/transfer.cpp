@@ -11,9 +11,15 @@ std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_count{0};
 
 void record_transfer(TransferKind kind, int64_t bytes) {
   switch (kind) {
-    case TransferKind::host_to_device: g_h2d += bytes; break;
-    case TransferKind::device_to_host: g_d2h += bytes; break;
-    case TransferKind::device_to_device: g_d2d += bytes; break;
+    case TransferKind::host_to_device:
+      g_h2d += bytes;
+      break;
+    case TransferKind::device_to_host:
+      g_d2h += bytes;
+      break;
+    case TransferKind::device_to_device:
+      g_d2d += bytes;
+      break;
   }
   ++g_count;
 }

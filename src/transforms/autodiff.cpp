@@ -300,7 +300,8 @@ Array jacobian(const FlatFn& fn, const Array& x, bool forward) {
   if (!is_floating(x.dtype()))
     throw TypeError(std::string(forward ? "[jacfwd]" : "[jacrev]") +
                     " requires real-valued inputs (input dtype that is a sub-dtype of "
-                    "np.floating), but got " + std::string(dtype_name(x.dtype())) + ".");
+                    "np.floating), but got " +
+                    std::string(dtype_name(x.dtype())) + ".");
   Array out = fn(std::span<const Array>(&x, 1)).at(0);
   int64_t n = forward ? x.size() : out.size();
   const Shape& basis_shape = forward ? x.shape() : out.shape();
@@ -311,9 +312,8 @@ Array jacobian(const FlatFn& fn, const Array& x, bool forward) {
     if (forward) return std::vector<Array>{jvp(fn, std::span<const Array>(&x, 1), v).second.at(0)};
     return vjp(fn, std::span<const Array>(&x, 1)).second(v);
   };
-  std::vector<Array> rows =
-      vmap(column, std::span<const Array>(&basis, 1), {0}, {Axis(0)}, std::nullopt, "",
-           {"argument 0"});
+  std::vector<Array> rows = vmap(column, std::span<const Array>(&basis, 1), {0}, {Axis(0)},
+                                 std::nullopt, "", {"argument 0"});
   // rows: [n, *(forward ? out : x)] → out.shape + x.shape
   Array r = rows.at(0);
   if (forward) {

@@ -5,9 +5,9 @@
 
 #include "compile/executable.h"
 #include "core/axis_env.h"
-#include "transforms/signature.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "transforms/signature.h"
 #include "transforms/staging.h"
 
 #include <mutex>

@@ -110,23 +110,25 @@ void check_spec_ranks(std::span<const AbstractValue> types, std::span<const Part
     if (len <= rank) continue;
     scalar = scalar || rank == 0;
     std::string key = single ? "" : "[" + std::to_string(i) + "]";
-    std::string base = prefix == "in" ? "the passed args[" + std::to_string(i) + "]"
-                                      : fn + "(*args)" + key;
+    std::string base =
+        prefix == "in" ? "the passed args[" + std::to_string(i) + "]" : fn + "(*args)" + key;
     msgs.push_back("* " + prefix + "_specs" + key + " is " + specs[i].repr() +
-                   " which has length " + std::to_string(len) + ", but " + base +
-                   " has shape " + type_short(types[i]) + ", which has rank " +
-                   std::to_string(rank) + " (and " + std::to_string(rank) + " < " +
-                   std::to_string(len) + ")");
+                   " which has length " + std::to_string(len) + ", but " + base + " has shape " +
+                   type_short(types[i]) + ", which has rank " + std::to_string(rank) + " (and " +
+                   std::to_string(rank) + " < " + std::to_string(len) + ")");
   }
   if (msgs.empty()) return;
-  std::string msg = "[shard_map] shard_map applied to the function '" + fn + "' was given an " +
-                    prefix + "_specs entry which is too long to be compatible with the "
-                    "corresponding " + prefix + "put value from the function:\n\n" +
-                    bullets(msgs) + "\n\nEntries in " + prefix +
-                    "_specs must be of length no greater than the number of axes in the "
-                    "corresponding " + prefix + "put value.\n\nEither revise the spec to be "
-                    "shorter, or modify '" + fn + "' so that its " + prefix +
-                    "puts have sufficient rank.";
+  std::string msg =
+      "[shard_map] shard_map applied to the function '" + fn + "' was given an " + prefix +
+      "_specs entry which is too long to be compatible with the "
+      "corresponding " +
+      prefix + "put value from the function:\n\n" + bullets(msgs) + "\n\nEntries in " + prefix +
+      "_specs must be of length no greater than the number of axes in the "
+      "corresponding " +
+      prefix +
+      "put value.\n\nEither revise the spec to be "
+      "shorter, or modify '" +
+      fn + "' so that its " + prefix + "puts have sufficient rank.";
   if (scalar)
     msg += "\n\nFor scalar values (rank 0), consider using an " + prefix +
            "_specs entry of `P()`, where `P = jax.sharding.PartitionSpec`.";
@@ -172,17 +174,18 @@ void check_divisible(std::span<const AbstractValue> types, std::span<const Parti
   throw ShardingError(
       "[shard_map] shard_map applied to the function '" + fn +
       "' was given argument arrays with axis sizes that are not evenly divisible by the "
-      "corresponding mesh axis sizes:\n\nThe mesh given has shape " + tuple(sizes) +
-      " with corresponding axis names " + tuple(names) + ".\n\n" + bullets(msgs) +
+      "corresponding mesh axis sizes:\n\nThe mesh given has shape " +
+      tuple(sizes) + " with corresponding axis names " + tuple(names) + ".\n\n" + bullets(msgs) +
       "\n\nArray arguments' axis sizes must be evenly divisible by the mesh axis or axes "
       "indicated by the corresponding elements of the argument's in_specs entry. Consider "
       "checking that in_specs are correct, and if so consider changing the mesh axis sizes or "
-      "else padding the input and adapting '" + fn + "' appropriately.");
+      "else padding the input and adapting '" +
+      fn + "' appropriately.");
 }
 
 // One entry of JAX's out_specs replication error.
-std::string replication_failure(const Mesh& mesh, const PartitionSpec& spec,
-                                const std::string& key, const std::vector<std::string>& vma) {
+std::string replication_failure(const Mesh& mesh, const PartitionSpec& spec, const std::string& key,
+                                const std::vector<std::string>& vma) {
   std::vector<std::string> missing;
   std::vector<std::string> need = spec_axes(mesh, spec);
   for (const std::string& a : mesh.axis_names()) {
@@ -201,7 +204,8 @@ std::string replication_failure(const Mesh& mesh, const PartitionSpec& spec,
         if (a == v) got.push_back(a);
     return "* out_specs" + key + " is " + spec.repr() +
            " which implies that the corresponding output value is only varying across mesh "
-           "axes {" + join(need, ",") + "} and not {" + join(diff, ",") +
+           "axes {" +
+           join(need, ",") + "} and not {" + join(diff, ",") +
            "}, but it was inferred to be possibly varying over {" + join(got, ",") + "}";
   }
   return "* out_specs" + key + " is " + spec.repr() +
@@ -222,8 +226,9 @@ std::string replication_error(const Mesh& mesh, const std::string& fn,
   };
   return "[shard_map] shard_map applied to the function '" + fn +
          "' was given out_specs which require replication which can't be statically inferred "
-         "given the mesh:\n\nThe mesh given has shape " + tuple(sizes) +
-         " with corresponding axis names " + tuple(names) + ".\n\n" + join(failures, "\n\n") +
+         "given the mesh:\n\nThe mesh given has shape " +
+         tuple(sizes) + " with corresponding axis names " + tuple(names) + ".\n\n" +
+         join(failures, "\n\n") +
          "\n\nCheck if these output values are meant to be replicated over those mesh axes. If "
          "not, consider revising the corresponding out_specs entries. If so, consider disabling "
          "the check by passing the check_vma=False argument to `jax.shard_map`.";
@@ -264,7 +269,8 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
   std::vector<std::shared_ptr<ShardedData>> ins;
   std::vector<AbstractValue> in_types;
   for (size_t i = 0; i < args.size(); ++i) {
-    Array placed = device_put(args[i], std::make_shared<NamedSharding>(info.mesh, info.in_specs[i]));
+    Array placed =
+        device_put(args[i], std::make_shared<NamedSharding>(info.mesh, info.in_specs[i]));
     ins.push_back(placed.impl()->sharded);
     in_types.push_back(aval_of(args[i]));
   }
@@ -272,8 +278,8 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
   std::vector<std::shared_ptr<ShardedData>> outs;
   std::vector<Array> results;
   for (size_t k = 0; k < out_types.size(); ++k) {
-    outs.push_back(make_layout(out_types[k],
-                               std::make_shared<NamedSharding>(info.mesh, info.out_specs[k])));
+    outs.push_back(
+        make_layout(out_types[k], std::make_shared<NamedSharding>(info.mesh, info.out_specs[k])));
     results.push_back(make_sharded_array(out_types[k], outs.back()));
   }
 
@@ -310,7 +316,6 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
   for (auto& o : outs) o->ready = done;
   return results;
 }
-
 
 Params shard_map_params(std::shared_ptr<ShardMapInfo> info, ProgramRef body) {
   std::string manual = "frozenset({";
@@ -503,8 +508,8 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
 // output cotangents (and the known operands) to the cotangents of the linear operands. As JAX
 // does without vma checking, cotangents of outputs replicated over mesh axes are divided among
 // the replicas and cotangents of replicated operands are summed over their replicas.
-std::vector<Array> shard_map_transpose(std::span<const Array> cts,
-                                       std::span<const LinearInput> ins, const Params& p) {
+std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
+                                       const Params& p) {
   const ShardMapInfo& info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   std::vector<AbstractValue> gouts = shard_map_shape_rule({}, p);
@@ -546,10 +551,10 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts,
     std::vector<Array> sub_cts = transpose_program(sub, xs.subspan(known.size()));
     std::vector<Array> outs;
     for (size_t j = 0; j < lin.size(); ++j) {
-      Array c = instantiate_zero(sub_cts[j], ins[lin[j]].aval.shape == body->types[size_t(
-                                                 body->invars[lin[j]])].shape
-                                                 ? ins[lin[j]].aval
-                                                 : body->types[size_t(body->invars[lin[j]])]);
+      Array c = instantiate_zero(
+          sub_cts[j], ins[lin[j]].aval.shape == body->types[size_t(body->invars[lin[j]])].shape
+                          ? ins[lin[j]].aval
+                          : body->types[size_t(body->invars[lin[j]])]);
       std::vector<std::string> axes = unmentioned(info.mesh, info.in_specs[lin[j]]);
       if (!axes.empty() && !info.check_vma) c = psum(c, AxisNames(axes, true));
       outs.push_back(c);
@@ -564,8 +569,8 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts,
 }
 
 // vmap of a shard_map: the batch dimension becomes a leading, unsharded dim of every block.
-BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims,
-                            const Params& p, const BatchContext& ctx) {
+BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
+                            const BatchContext& ctx) {
   const ShardMapInfo& info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   auto binfo = derived_info(info);
@@ -758,10 +763,11 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     int d = *dims[i] < 0 ? *dims[i] + nd : *dims[i];
     if (d < 0 || d >= nd)
       throw ValueError("[pmap] pmap was requested to map its argument along axis " +
-                       std::to_string(*dims[i]) + ", which implies that its rank should be at "
-                       "least " + std::to_string(*dims[i] < 0 ? -*dims[i] : *dims[i] + 1) +
-                       ", but is only " + std::to_string(nd) + " (its shape is " +
-                       leaves[i].shape().str() + ")");
+                       std::to_string(*dims[i]) +
+                       ", which implies that its rank should be at "
+                       "least " +
+                       std::to_string(*dims[i] < 0 ? -*dims[i] : *dims[i] + 1) + ", but is only " +
+                       std::to_string(nd) + " (its shape is " + leaves[i].shape().str() + ")");
     dims[i] = d;
     int64_t size = leaves[i].shape()[d];
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
@@ -770,8 +776,9 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     n = size;
   }
   if (n < 0)
-    throw ValueError("[pmap] pmap requires at least one argument with a mapped axis (in_axes "
-                     "were all None)");
+    throw ValueError(
+        "[pmap] pmap requires at least one argument with a mapped axis (in_axes "
+        "were all None)");
   const int64_t required = t_enclosing_pmap_size * n;
   const int64_t available = o.devices.empty() ? device_count() : int64_t(o.devices.size());
   if (required > available)
@@ -862,7 +869,8 @@ std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const 
       state, in_def, leaves,
       [&](std::shared_ptr<TreeDef> def) {
         FlatFn user = make_fn(std::move(def));
-        return FlatFn([user, call](std::span<const Array> xs) { return pmap_whole(user, xs, call); });
+        return FlatFn(
+            [user, call](std::span<const Array> xs) { return pmap_whole(user, xs, call); });
       },
       out_def);
 }

@@ -66,8 +66,7 @@ void register_vma_rules(PrimitiveRegistry& r) {
   Primitive& psum_inv = r.define(
       "psum_invariant",
       [](std::span<const AbstractValue> in, const Params& p) {
-        for (const std::string& a : read_names(p, "axes"))
-          collectives::axis_size_of(a, "psum");
+        for (const std::string& a : read_names(p, "axes")) collectives::axis_size_of(a, "psum");
         return std::vector<AbstractValue>{in[0]};
       },
       [](const KernelArgs& args) {
@@ -89,10 +88,10 @@ void register_vma_rules(PrimitiveRegistry& r) {
           tuple_repr(axes) + " and jax.typeof(inp).mat.varying=" + frozenset_repr(in[0].vma));
     return vma_minus(in[0].vma, axes);
   };
-  deflinear(r, "psum_invariant", [](std::span<const Array> cts, std::span<const LinearInput>,
-                                     const Params& p) {
-    return std::vector<Array>{bind_pvary(cts[0], read_names(p, "axes"))};
-  });
+  deflinear(r, "psum_invariant",
+            [](std::span<const Array> cts, std::span<const LinearInput>, const Params& p) {
+              return std::vector<Array>{bind_pvary(cts[0], read_names(p, "axes"))};
+            });
 
   psum_inv.batch = [](std::span<const Array> args, std::span<const int> dims, const Params& p,
                       const BatchContext& ctx) {
@@ -113,8 +112,7 @@ void register_vma_rules(PrimitiveRegistry& r) {
           tuple_repr(axes) + " and jax.typeof(inp)=" + in[0].str());
     return vma_union(in[0].vma, axes);
   };
-  pvary.transpose = [](std::span<const Array> cts, std::span<const LinearInput>,
-                       const Params& p) {
+  pvary.transpose = [](std::span<const Array> cts, std::span<const LinearInput>, const Params& p) {
     return std::vector<Array>{bind_psum_invariant(cts[0], read_names(p, "axes"))};
   };
 

@@ -96,7 +96,8 @@ void check_example(const std::string& program, const std::string& seed,
       EXPECT_NEAR(a[i], b[i], 1e-5 * std::max(1.0, std::abs(b[i])))
           << seed << " cell " << id << " number " << i;
   }
-  for (const auto& [id, text] : got) EXPECT_TRUE(want.count(id)) << "cell " << id << " has no golden";
+  for (const auto& [id, text] : got)
+    EXPECT_TRUE(want.count(id)) << "cell " << id << " has no golden";
 }
 
 TEST(Examples, PmapCookbookPrintsWhatJaxPrints) {

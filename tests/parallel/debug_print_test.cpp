@@ -48,8 +48,8 @@ TEST(DebugPrint, UnderJitWithMeshCoordinates) {
   sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
   auto show_xy = sp::jit(sp::shard_map(
       [](sp::Array blk) {
-        sp::debug::print("x={} y={} block={}", sp::lax::axis_index("x"),
-                         sp::lax::axis_index("y"), blk);
+        sp::debug::print("x={} y={} block={}", sp::lax::axis_index("x"), sp::lax::axis_index("y"),
+                         blk);
         return blk;
       },
       mesh, P("x", "y"), P("x", "y")));

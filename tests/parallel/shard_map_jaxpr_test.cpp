@@ -76,8 +76,9 @@ TEST(ShardMapJaxpr, ReplicationErrorAsJax) {
               "`jax.shard_map`.");
   }
   // Without the check the same function runs.
-  auto g = sp::shard_map([](sp::Array blk) { return sp::lax::all_gather(blk, "x", {.tiled = true}); },
-                         mesh, P("x", "y"), P(sp::None, "y"), {.check_vma = false});
+  auto g =
+      sp::shard_map([](sp::Array blk) { return sp::lax::all_gather(blk, "x", {.tiled = true}); },
+                    mesh, P("x", "y"), P(sp::None, "y"), {.check_vma = false});
   sp::Array x = sp::arange(64.0f).reshape({8, 8});
   EXPECT_TRUE(sp::array_equal(g(x), x));
 }
@@ -134,30 +135,38 @@ TEST(ShardMapErrors, InSpecTooLongAsJax) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
   auto f = sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y", sp::None), P("x", "y"),
                          {.name = "f"});
-  EXPECT_EQ(message_of([&] { f(sp::ones({8, 16})); }),
+  EXPECT_EQ(message_of([&] {
+              f(sp::ones({8, 16}));
+            }),
             "[shard_map] " + without_parameter_clause(jax_error("shard_map_in_spec_too_long")));
 }
 
 TEST(ShardMapErrors, IndivisibleAsJax) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
-  auto f = sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"), P("x", "y"),
-                         {.name = "f"});
-  EXPECT_EQ(message_of([&] { f(sp::ones({6, 16})); }),
+  auto f =
+      sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"), P("x", "y"), {.name = "f"});
+  EXPECT_EQ(message_of([&] {
+              f(sp::ones({6, 16}));
+            }),
             "[shard_map] " + without_parameter_clause(jax_error("shard_map_indivisible")));
 }
 
 TEST(ShardMapErrors, OutSpecsReplicationAsJaxUnderJit) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
-  auto f = sp::jit(sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"),
-                                 P("x", sp::None), {.name = "f"}));
-  EXPECT_EQ(message_of([&] { f(sp::ones({8, 16})); }),
+  auto f = sp::jit(sp::shard_map([](sp::Array x) { return x; }, mesh, P("x", "y"), P("x", sp::None),
+                                 {.name = "f"}));
+  EXPECT_EQ(message_of([&] {
+              f(sp::ones({8, 16}));
+            }),
             "[shard_map] " + jax_error("shard_map_out_specs_replication_jit"));
 }
 
 TEST(ShardMapErrors, PpermuteDuplicateDestinationsAsJax) {
   sp::Mesh mesh = sp::make_mesh({4}, {"x"});
   auto f = sp::shard_map(
-      [](sp::Array x) { return sp::lax::ppermute(x, "x", {{0, 1}, {1, 1}, {2, 3}, {3, 0}}); },
+      [](sp::Array x) {
+        return sp::lax::ppermute(x, "x", {{0, 1}, {1, 1}, {2, 3}, {3, 0}});
+      },
       mesh, P("x"), P("x"));
   EXPECT_EQ(message_of([&] { f(sp::ones({8})); }),
             "[ppermute] " + jax_error("ppermute_duplicate_destinations"));

@@ -1,9 +1,9 @@
 // shard_map and pmap on 8 virtual devices: values against split-apply-concatenate and the JAX
 // reference values, placement of the results, and the errors.
-#include <spmd/spmd.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
 #include <spmd/shard_map.h>
+#include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
 
@@ -19,8 +19,7 @@ TEST(ShardMap, EightDevicesAreAvailable) {
 
 TEST(ShardMap, ElementwiseBodyMatchesWholeArray) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
-  auto f = sp::shard_map([](sp::Array a) { return a * 2 + 1; }, mesh, {P("x", "y")},
-                         P("x", "y"));
+  auto f = sp::shard_map([](sp::Array a) { return a * 2 + 1; }, mesh, {P("x", "y")}, P("x", "y"));
   sp::Array x = sp::arange(32.0f).reshape({8, 4});
   sp::Array y = f(x);
   EXPECT_EQ(y.shape(), (sp::Shape{8, 4}));
@@ -94,8 +93,8 @@ TEST(ShardMap, GradWithReplicatedOperand) {
   sp::Array x = sp::arange(32.0f).reshape({8, 4});
   sp::Array w = sp::arange(4.0f) + 1;
   auto loss = [&](std::pair<sp::Array, sp::Array> xw) {
-    auto f = sp::shard_map([](sp::Array a, sp::Array b) { return a * b; }, mesh,
-                           {P("x"), P()}, P("x"));
+    auto f =
+        sp::shard_map([](sp::Array a, sp::Array b) { return a * b; }, mesh, {P("x"), P()}, P("x"));
     return sp::sum(f(xw.first, xw.second));
   };
   auto [gx, gw] = sp::grad(loss)(std::make_pair(x, w));
@@ -130,8 +129,9 @@ TEST(Pmap, CookbookMatricesStayOnTheirDevices) {
   // only the means (8 float32) come back.
   sp::runtime::reset_transfer_stats();
   sp::Array keys = sp::random::split(sp::random::key(0), 8);
-  sp::Array mats =
-      sp::pmap([](sp::Array key) { return sp::random::normal(key, {500, 600}); })(keys);
+  sp::Array mats = sp::pmap([](sp::Array key) {
+    return sp::random::normal(key, {500, 600});
+  })(keys);
   sp::Array result = sp::pmap([](sp::Array x) { return sp::dot(x, x.T()); })(mats);
   sp::Array means = sp::pmap([](sp::Array x) { return sp::mean(x); })(result);
   std::vector<float> values = means.to_vector<float>();
@@ -186,7 +186,10 @@ TEST(ShardMap, MismatchedAllGatherRaisesOnEveryWaitingDevice) {
         return sp::lax::cond(
             sp::lax::axis_index("x") == 1,
             [](sp::Array v) { return sp::lax::all_gather(v, "x", {.tiled = true}); },
-            [](sp::Array v) { return sp::concatenate({v, v}); }, x);
+            [](sp::Array v) {
+              return sp::concatenate({v, v});
+            },
+            x);
       },
       mesh, P("x"), P("x"), {.check_vma = false});
   EXPECT_THROW(f(sp::arange(4.0f)).block_until_ready(), sp::CollectiveError);
@@ -200,8 +203,8 @@ namespace {
 TEST(JitInAxisEnv, TraceIsNotReusedUnderAnotherAxisSize) {
   auto gather = sp::jit([](sp::Array x) { return sp::lax::all_gather(x, "i"); });
   auto run = [&](int n) {
-    return sp::vmap([&](sp::Array x) { return gather(x); }, {.axis_name = "i"})(
-        sp::arange(float(n)));
+    return sp::vmap([&](sp::Array x) { return gather(x); },
+                    {.axis_name = "i"})(sp::arange(float(n)));
   };
   EXPECT_EQ(run(2).shape(), (sp::Shape{2, 2}));
   EXPECT_EQ(run(4).shape(), (sp::Shape{4, 4}));
@@ -230,16 +233,15 @@ namespace {
 
 sp::Array matmul_basic(const sp::Array& a, const sp::Array& b) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
-  return sp::shard_map([](sp::Array x, sp::Array y) { return sp::psum(sp::dot(x, y), "y"); },
-                       mesh, {P("x", "y"), P("y", sp::None)}, P("x", sp::None))(a, b);
+  return sp::shard_map([](sp::Array x, sp::Array y) { return sp::psum(sp::dot(x, y), "y"); }, mesh,
+                       {P("x", "y"), P("y", sp::None)}, P("x", sp::None))(a, b);
 }
 
 TEST(ShardMapComposition, VmapOfMatmulBasicMatchesLoop) {
   sp::Array as = sp::random::normal(sp::random::key(3), {3, 8, 16});
   sp::Array b = sp::random::normal(sp::random::key(4), {16, 4});
   sp::Array got = sp::vmap([&](sp::Array a) { return matmul_basic(a, b); })(as);
-  for (int i = 0; i < 3; ++i)
-    EXPECT_TRUE(sp::allclose(got[i], sp::dot(as[i], b), 1e-5, 1e-5)) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(sp::allclose(got[i], sp::dot(as[i], b), 1e-5, 1e-5)) << i;
 }
 
 TEST(ShardMapComposition, JitGradAndGradGradOfMatmulBasic) {

@@ -1,8 +1,8 @@
 // The device worker threads: launches run on every device at once, in launch order per device,
 // hand data from one launch to the next, report errors through their future, and combine with
 // the Communicator as shard_map uses them. Also built into spmd_tsan_tests.
-#include "runtime/communicator.h"
 #include "runtime/executor.h"
+#include "runtime/communicator.h"
 #include "runtime/launch.h"
 
 #include <spmd/error.h>
@@ -79,8 +79,7 @@ TEST(Executor, CollectivesAcrossALaunchAndAbortOnFailure) {
       if (rank == 0) throw spmd::ValueError("[test] device 0 failed");
       std::vector<int> all = ids(4);
       float in = 1, sum = 0;
-      comm2->all_reduce("psum", all, rank, rt::ReduceOp::sum, DType::float32, Shape{}, &in,
-                        &sum);
+      comm2->all_reduce("psum", all, rank, rt::ReduceOp::sum, DType::float32, Shape{}, &in, &sum);
     } catch (const std::exception& e) {
       comm2->abort(rank, e.what());
       throw;

@@ -672,33 +672,50 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, call.in_specs[i]);
   }
 
-  Program traced = trace_body(fn, block_types, mesh, call.options.check_vma);
-
   auto info = std::make_shared<ShardMapInfo>();
   info->mesh = mesh;
   info->check_vma = call.options.check_vma;
   info->name = name;
   info->in_specs = call.in_specs;
-  // out_specs: one spec for all results, or one per top-level element of the result.
+  // out_specs: one spec for all results, or one per top-level element of the result; known once
+  // the function has returned (its result structure is in *out_def then).
+  auto assign_out_specs = [&](size_t n_out) {
+    const auto& specs = call.out_specs.specs();
+    info->out_specs.clear();
+    if (call.out_specs.single()) {
+      info->out_specs.assign(n_out, specs[0]);
+    } else if (!out_def) {
+      // A flat list: one spec per result.
+      if (specs.size() != n_out)
+        throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
+                         " entries for " + std::to_string(n_out) + " results");
+      info->out_specs = specs;
+    } else {
+      std::vector<TreeDef> children = out_def->children();
+      if (children.size() != specs.size())
+        throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
+                         " entries but the function '" + name + "' returned " +
+                         std::to_string(children.size()) + " values");
+      for (size_t c = 0; c < children.size(); ++c)
+        for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
+    }
+  };
+  // With check_vma, a result that does not vary over an axis its out_spec splits is cast to
+  // varying there (JAX's pvary at the body's end), so its cotangent is summed over that axis.
+  auto body = [&](std::span<const Array> xs) {
+    std::vector<Array> outs = fn(xs);
+    assign_out_specs(outs.size());
+    if (!call.options.check_vma) return outs;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (k >= info->out_specs.size()) break;
+      std::vector<std::string> missing =
+          vma_minus(spec_axes(mesh, info->out_specs[k]), aval_of(outs[k]).vma);
+      if (!missing.empty()) outs[k] = pvary(outs[k], AxisNames(missing, true));
+    }
+    return outs;
+  };
+  Program traced = trace_body(body, block_types, mesh, call.options.check_vma);
   const size_t n_out = traced.outputs.size();
-  const auto& specs = call.out_specs.specs();
-  if (call.out_specs.single()) {
-    info->out_specs.assign(n_out, specs[0]);
-  } else if (!out_def) {
-    // A flat list: one spec per result.
-    if (specs.size() != n_out)
-      throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
-                       " entries for " + std::to_string(n_out) + " results");
-    info->out_specs = specs;
-  } else {
-    std::vector<TreeDef> children = out_def->children();
-    if (children.size() != specs.size())
-      throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
-                       " entries but the function '" + name + "' returned " +
-                       std::to_string(children.size()) + " values");
-    for (size_t c = 0; c < children.size(); ++c)
-      for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
-  }
   std::vector<AbstractValue> out_types;
   for (const Atom& a : traced.outputs)
     out_types.push_back(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)]);

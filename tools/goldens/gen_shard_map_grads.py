@@ -2,7 +2,7 @@
 one axis and over a tuple, pmean, all_gather tiled and untiled, psum_scatter tiled and untiled,
 ppermute as a cyclic shift, all_to_all, axis_index in arithmetic, pmax) on the meshes (8,) 'i',
 (4, 2) ('x', 'y') and (2, 2, 2) ('a', 'b', 'c') of 8 CPU devices, for
-tests/parallel/shard_map_grad_test.cpp.
+tests/transforms/shard_map_grad_test.cpp.
 
 Writes tests/goldens/shard_map_grads/grads.npz with, per case:
 * <case>.x<k>: the k-th input (float32 standard normal from a fixed seed), read by the C++ test;
@@ -190,7 +190,7 @@ def record(case, out):
 def write_manifest():
     lines = ["# shard_map gradient goldens", "",
              "Written by `tools/goldens/gen_shard_map_grads.py` with JAX " + jax.__version__ +
-             " on 8 CPU devices; read by `tests/parallel/shard_map_grad_test.cpp`.",
+             " on 8 CPU devices; read by `tests/transforms/shard_map_grad_test.cpp`.",
              "Loss: `sum(f(x...) * w)`; inputs and `w` are float32 standard normals stored in "
              "`grads.npz`.", "",
              "| case | mesh | in_specs | out_specs | f | input shapes | grads |",

@@ -1,6 +1,7 @@
 // Primitive family: indexing — dynamic_slice and dynamic_update_slice (start indices are scalar
 // operands, clamped so the window fits, as XLA does) and XLA's gather with JAX's parameters,
 // which jnp.take, take_along_axis and x[i] lower to.
+#include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 
@@ -18,15 +19,7 @@
 namespace spmd {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() == 1 ? ",)" : ")");
-}
-
-bool contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
+using namespace dimension_numbers;
 
 // Scalar integer start indices, one per operand dimension, from in[first, …).
 void check_start_indices(const char* name, std::span<const AbstractValue> in, size_t first,
@@ -140,20 +133,6 @@ cpu::GatherDims gather_dims(const Params& p) {
   throw ShapeError("[gather] " + what);
 }
 
-// Sorted, unique and within [0, bound).
-void check_dim_list(const char* what, const std::vector<int64_t>& dims, int64_t bound,
-                    bool sorted) {
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= bound)
-      gather_fail(std::string(what) + " must be in [0, " + std::to_string(bound) + "), got " +
-                  ints_str(dims));
-    for (size_t j = 0; j < i; ++j)
-      if (dims[j] == dims[i] || (sorted && dims[j] > dims[i]))
-        gather_fail(std::string(what) + " must be " + (sorted ? "sorted and " : "") +
-                    "unique, got " + ints_str(dims));
-  }
-}
-
 std::vector<AbstractValue> gather_rule(std::span<const AbstractValue> in, const Params& p) {
   if (in.size() != 2) throw ValueError("[gather] expected an operand and indices");
   const AbstractValue &x = in[0], &idx = in[1];
@@ -177,22 +156,16 @@ std::vector<AbstractValue> gather_rule(std::span<const AbstractValue> in, const 
     if (g.slice_sizes[size_t(d)] < 0 || g.slice_sizes[size_t(d)] > x.shape[d])
       gather_fail("slice_sizes must be in [0, operand size], got " + ints_str(g.slice_sizes) +
                   " for operand shape " + x.shape.str());
-  check_dim_list("collapsed_slice_dims", g.collapsed_slice_dims, r, true);
-  check_dim_list("operand_batching_dims", g.operand_batching_dims, r, true);
-  check_dim_list("start_index_map", g.start_index_map, r, false);
-  check_dim_list("start_indices_batching_dims", g.start_indices_batching_dims, q - 1, false);
-  if (g.operand_batching_dims.size() != g.start_indices_batching_dims.size())
-    gather_fail("operand_batching_dims and start_indices_batching_dims must have equal lengths");
-  for (size_t j = 0; j < g.operand_batching_dims.size(); ++j) {
-    const int64_t d = g.operand_batching_dims[j];
-    if (contains(g.collapsed_slice_dims, d) || contains(g.start_index_map, d))
-      gather_fail(
-          "operand_batching_dims must not appear in collapsed_slice_dims or "
-          "start_index_map");
-    if (x.shape[int(d)] != idx.shape[int(g.start_indices_batching_dims[j])])
-      gather_fail("operand batching dimension " + std::to_string(d) +
-                  " and its start indices batching dimension must have equal sizes");
-  }
+  check_dim_list("gather", "collapsed_slice_dims", g.collapsed_slice_dims, r, true);
+  check_dim_list("gather", "operand_batching_dims", g.operand_batching_dims, r, true);
+  check_dim_list("gather", "start_index_map", g.start_index_map, r, false);
+  check_dim_list("gather", "start_indices_batching_dims", g.start_indices_batching_dims, q - 1,
+                 false);
+  check_batching_dims(
+      "gather",
+      {"start_indices_batching_dims", "collapsed_slice_dims", "start_index_map", "start indices"},
+      x, idx, g.operand_batching_dims, g.start_indices_batching_dims, g.collapsed_slice_dims,
+      g.start_index_map);
   std::vector<int64_t> window;
   for (int d = 0; d < r; ++d) {
     const bool collapsed = contains(g.collapsed_slice_dims, d);
@@ -206,7 +179,7 @@ std::vector<AbstractValue> gather_rule(std::span<const AbstractValue> in, const 
   if (window.size() != g.offset_dims.size())
     gather_fail("offset_dims must have one entry per window dimension (" +
                 std::to_string(window.size()) + "), got " + ints_str(g.offset_dims));
-  check_dim_list("offset_dims", g.offset_dims, out_rank, true);
+  check_dim_list("gather", "offset_dims", g.offset_dims, out_rank, true);
   std::vector<int64_t> out;
   size_t w = 0, b = 0;
   for (int o = 0; o < out_rank; ++o)

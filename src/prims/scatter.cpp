@@ -6,6 +6,7 @@
 #include <spmd/error.h>
 
 #include "ir/program.h"
+#include "prims/dimension_numbers.h"
 #include "prims/primitive.h"
 
 #include <algorithm>
@@ -15,15 +16,7 @@
 namespace spmd {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() == 1 ? ",)" : ")");
-}
-
-bool contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
+using namespace dimension_numbers;
 
 [[noreturn]] void fail(const std::string& what) {
   throw ShapeError("[scatter-add] " + what);
@@ -33,20 +26,6 @@ cpu::ScatterDims scatter_dims(const Params& p) {
   return {p.get_ints("update_window_dims"), p.get_ints("inserted_window_dims"),
           p.get_ints("scatter_dims_to_operand_dims"), p.get_ints("operand_batching_dims"),
           p.get_ints("scatter_indices_batching_dims")};
-}
-
-// Unique, within [0, bound) and, when asked, sorted.
-void check_dim_list(const char* what, const std::vector<int64_t>& dims, int64_t bound,
-                    bool sorted) {
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= bound)
-      fail(std::string(what) + " must be in [0, " + std::to_string(bound) + "), got " +
-           ints_str(dims));
-    for (size_t j = 0; j < i; ++j)
-      if (dims[j] == dims[i] || (sorted && dims[j] > dims[i]))
-        fail(std::string(what) + " must be " + (sorted ? "sorted and " : "") + "unique, got " +
-             ints_str(dims));
-  }
 }
 
 void check_types(const AbstractValue& x, const AbstractValue& idx, const AbstractValue& upd) {
@@ -106,23 +85,18 @@ std::vector<AbstractValue> scatter_add_rule(std::span<const AbstractValue> in, c
     fail("scatter_dims_to_operand_dims has " +
          std::to_string(g.scatter_dims_to_operand_dims.size()) +
          " entries but the index vector has size " + std::to_string(idx.shape[q - 1]));
-  check_dim_list("update_window_dims", g.update_window_dims, upd.shape.ndim(), true);
-  check_dim_list("inserted_window_dims", g.inserted_window_dims, r, true);
-  check_dim_list("operand_batching_dims", g.operand_batching_dims, r, true);
-  check_dim_list("scatter_dims_to_operand_dims", g.scatter_dims_to_operand_dims, r, false);
-  check_dim_list("scatter_indices_batching_dims", g.scatter_indices_batching_dims, q - 1, false);
-  if (g.operand_batching_dims.size() != g.scatter_indices_batching_dims.size())
-    fail("operand_batching_dims and scatter_indices_batching_dims must have equal lengths");
-  for (size_t j = 0; j < g.operand_batching_dims.size(); ++j) {
-    const int64_t d = g.operand_batching_dims[j];
-    if (contains(g.inserted_window_dims, d) || contains(g.scatter_dims_to_operand_dims, d))
-      fail(
-          "operand_batching_dims must not appear in inserted_window_dims or "
-          "scatter_dims_to_operand_dims");
-    if (x.shape[int(d)] != idx.shape[int(g.scatter_indices_batching_dims[j])])
-      fail("operand batching dimension " + std::to_string(d) +
-           " and its indices batching dimension must have equal sizes");
-  }
+  check_dim_list("scatter-add", "update_window_dims", g.update_window_dims, upd.shape.ndim(), true);
+  check_dim_list("scatter-add", "inserted_window_dims", g.inserted_window_dims, r, true);
+  check_dim_list("scatter-add", "operand_batching_dims", g.operand_batching_dims, r, true);
+  check_dim_list("scatter-add", "scatter_dims_to_operand_dims", g.scatter_dims_to_operand_dims, r,
+                 false);
+  check_dim_list("scatter-add", "scatter_indices_batching_dims", g.scatter_indices_batching_dims,
+                 q - 1, false);
+  check_batching_dims("scatter-add",
+                      {"scatter_indices_batching_dims", "inserted_window_dims",
+                       "scatter_dims_to_operand_dims", "indices"},
+                      x, idx, g.operand_batching_dims, g.scatter_indices_batching_dims,
+                      g.inserted_window_dims, g.scatter_dims_to_operand_dims);
   check_window(x, idx, upd, g);
   return {x};
 }

@@ -1,7 +1,8 @@
 // In-process collectives: a rendezvous over shared memory between the device threads of a launch.
 // Each collective is an Op record on the channel of its group; members publish their buffers in
-// it, wait (condition variable) until all arrived, do their share of the copying or reducing
-// straight from their peers' buffers, and wait again until every member is done reading.
+// it (small inputs as copies), wait until all arrived, do their share of the copying or reducing
+// straight from their peers' buffers, and, unless the inputs were copied, wait again until every
+// member is done reading.
 #include "runtime/communicator.h"
 
 #include <algorithm>
@@ -14,9 +15,12 @@
 #include <mutex>
 #include <optional>
 
+#include <spmd/config.h>
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include <thread>
 
 namespace spmd::runtime {
 
@@ -81,19 +85,27 @@ struct Params {
 struct Member {
   const void* in = nullptr;
   void* out = nullptr;
+  std::unique_ptr<unsigned char[]> staged;  // a copy of `in` for small messages
   Params params;
 };
 
-// One collective on one group: the k-th call of every member.
+// One collective on one group: the k-th call of every member. `ready`, `failed` and `done`
+// are written under the channel's lock and may be polled without it.
 struct Op {
   explicit Op(size_t n) : members(n), arrived_flags(n, false) {}
   std::vector<Member> members;
   std::vector<bool> arrived_flags;
   int arrived = 0;
-  int done = 0;
   int departed = 0;
-  bool ready = false;
+  std::atomic<int> done{0};
+  std::atomic<bool> ready{false};
+  std::atomic<bool> failed{false};
   std::string error;  // without the "[api] " prefix, which is each thrower's own
+
+  void set_error(std::string e) {
+    error = std::move(e);
+    failed.store(true, std::memory_order_release);
+  }
 };
 
 // The state of one group (an ordered list of ranks): its own lock, so disjoint groups never
@@ -230,6 +242,46 @@ void stream_fence() {
 // Outputs from this many bytes per member share are written with streaming stores.
 constexpr int64_t kStreamBytes = int64_t(1) << 20;
 
+// Inputs up to this size are copied into the collective on arrival, so it completes in one
+// rendezvous: every member computes its own output from the copies and leaves without waiting
+// for the others to finish reading its buffers.
+constexpr int64_t kStagedBytes = int64_t(64) << 10;
+
+void cpu_relax() {
+#if defined(__SSE2__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `done` for up to `budget` before the caller blocks: a member woken from a sleeping core
+// loses tens of microseconds, more than a small collective takes. Called only when every device
+// of the launch has a core of its own (see Communicator::State::poll_budget).
+template <class Done>
+bool poll_until(Done done, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
+
+// How long a member polls before sleeping: env SPMD_COLLECTIVE_POLL_US (0 turns polling off),
+// else 50 µs; zero when the launch has more devices than there are cores, where a polling member
+// would take the core a peer needs.
+std::chrono::microseconds poll_budget(size_t devices) {
+  if (devices > size_t(config::num_threads())) return std::chrono::microseconds(0);
+  if (const char* s = std::getenv("SPMD_COLLECTIVE_POLL_US")) {
+    char* end = nullptr;
+    long long us = std::strtoll(s, &end, 10);
+    if (end != s && us >= 0) return std::chrono::microseconds(us);
+  }
+  return std::chrono::microseconds(50);
+}
+
 // For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
 // result at `dst_offset` of every dst. Works chunkwise through a small buffer so a dst may alias
 // the caller's own input.
@@ -342,6 +394,7 @@ std::vector<int64_t> byte_strides(const std::vector<int64_t>& dims, int64_t item
 struct Communicator::State {
   std::vector<int> device_ids;
   std::chrono::milliseconds timeout;
+  std::chrono::microseconds poll{0};  // see poll_budget
 
   std::mutex channels_mu;  // guards `channels`; taken before a channel's lock, never after
   std::map<std::vector<int>, std::unique_ptr<Channel>> channels;
@@ -412,53 +465,70 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   if (n == 1) {
     std::vector<const Byte*> ins = {static_cast<const Byte*>(in)};
     std::vector<Byte*> outs = {static_cast<Byte*>(out)};
-    work(ins, outs);
+    work(ins, outs, /*own_output_only=*/true);
     return;
   }
+  const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
+  const bool staged = in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
+  Member mine{in, out, nullptr, p};
+  if (staged) {
+    mine.staged.reset(new Byte[size_t(std::max<int64_t>(in_bytes, 1))]);
+    std::memcpy(mine.staged.get(), in, size_t(in_bytes));
+  }
+
   Channel& ch = channel(group);
   std::unique_lock lock(ch.mu);
   const uint64_t seq = ch.next_seq[me]++;
   auto& slot = ch.ops[seq];
   if (!slot) slot = std::make_shared<Op>(size_t(n));
   std::shared_ptr<Op> op = slot;
-  if (!op->error.empty()) fail(api, op->error);
+  if (op->failed.load(std::memory_order_relaxed)) fail(api, op->error);
 
-  op->members[me] = Member{in, out, p};
+  op->members[me] = std::move(mine);
   op->arrived_flags[me] = true;
   if (++op->arrived == n) {
     for (int j = 1; j < n && op->error.empty(); ++j) {
       const Params& a = op->members[0].params;
       const Params& b = op->members[j].params;
       if (auto field = first_difference(a, b))
-        op->error = "collective mismatch: the members disagree on the " + *field + ": device " +
-                    std::to_string(device_ids[group[0]]) + " has " + params_str(a, *field) +
-                    ", device " + std::to_string(device_ids[group[j]]) + " has " +
-                    params_str(b, *field);
+        op->set_error("collective mismatch: the members disagree on the " + *field + ": device " +
+                      std::to_string(device_ids[group[0]]) + " has " + params_str(a, *field) +
+                      ", device " + std::to_string(device_ids[group[j]]) + " has " +
+                      params_str(b, *field));
     }
-    op->ready = op->error.empty();
+    if (op->error.empty()) op->ready.store(true, std::memory_order_release);
     // Notify after unlocking, so the woken members do not block again on the mutex. Nobody
     // writes the Op's members or error once it is ready or failed.
     lock.unlock();
     ch.cv.notify_all();
-    if (!op->ready) fail(api, op->error);
+    if (!op->ready.load(std::memory_order_relaxed)) fail(api, op->error);
   } else {
+    lock.unlock();
+    poll_until(
+        [&] {
+          return op->ready.load(std::memory_order_acquire) ||
+                 op->failed.load(std::memory_order_acquire);
+        },
+        poll);
+    lock.lock();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!op->ready && op->error.empty()) {
+    while (!op->ready.load(std::memory_order_relaxed) && op->error.empty()) {
       if (auto r = aborted_missing(*op, ch)) {
         std::string reason;
         {
           std::lock_guard alock(abort_mu);
           reason = abort_reasons[*r];
         }
-        op->error = missing_message(
-            *op, ch, "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while");
+        op->set_error(missing_message(
+            *op, ch,
+            "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while"));
         ch.cv.notify_all();
         break;
       }
-      if (ch.cv.wait_until(lock, deadline) == std::cv_status::timeout && !op->ready &&
-          op->error.empty()) {
-        op->error =
-            missing_message(*op, ch, "timed out after " + std::to_string(timeout.count()) + " ms");
+      if (ch.cv.wait_until(lock, deadline) == std::cv_status::timeout &&
+          !op->ready.load(std::memory_order_relaxed) && op->error.empty()) {
+        op->set_error(
+            missing_message(*op, ch, "timed out after " + std::to_string(timeout.count()) + " ms"));
         ch.cv.notify_all();
       }
     }
@@ -466,27 +536,34 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     lock.unlock();
   }
 
-  // Everyone arrived and agrees: the published pointers stay valid until the done-wait below.
+  // Everyone arrived and agrees: the published pointers stay valid until the done-wait below
+  // (staged inputs live as long as the Op).
   if (p.kind != Kind::barrier) {
     std::vector<const Byte*> ins(static_cast<size_t>(n));
     std::vector<Byte*> outs(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j) {
-      ins[j] = static_cast<const Byte*>(op->members[j].in);
-      outs[j] = static_cast<Byte*>(op->members[j].out);
+      const Member& m = op->members[j];
+      ins[j] = staged ? m.staged.get() : static_cast<const Byte*>(m.in);
+      outs[j] = static_cast<Byte*>(m.out);
     }
-    work(ins, outs);
+    work(ins, outs, /*own_output_only=*/staged);
   }
-  lock.lock();
-  bool last_done = false;
-  if (p.kind != Kind::barrier) {
-    last_done = ++op->done == n;
-    if (!last_done) ch.cv.wait(lock, [&] { return op->done == n; });
+  // Unless the inputs were staged, a member's buffers must stay valid until every member is
+  // done with them. The last one done takes the lock before notifying, so a waiter that saw
+  // `done < n` under the lock is asleep by then and gets the wakeup.
+  const bool wait_for_readers = p.kind != Kind::barrier && !staged;
+  const bool last_done =
+      wait_for_readers && op->done.fetch_add(1, std::memory_order_acq_rel) + 1 == n;
+  if (wait_for_readers && !last_done) {
+    poll_until([&] { return op->done.load(std::memory_order_acquire) == n; }, poll);
+    lock.lock();
+    ch.cv.wait(lock, [&] { return op->done.load(std::memory_order_relaxed) == n; });
+  } else {
+    lock.lock();
   }
   if (++op->departed == n) ch.ops.erase(seq);
-  if (last_done) {
-    lock.unlock();
-    ch.cv.notify_all();
-  }
+  lock.unlock();
+  if (last_done) ch.cv.notify_all();
 }
 
 Communicator::Communicator(std::vector<int> device_ids, std::chrono::milliseconds timeout)
@@ -494,6 +571,7 @@ Communicator::Communicator(std::vector<int> device_ids, std::chrono::millisecond
   const size_t n = device_ids.size();
   state_->device_ids = std::move(device_ids);
   state_->timeout = timeout;
+  state_->poll = poll_budget(n);
   state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
   for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
   state_->abort_reasons.resize(n);
@@ -530,7 +608,8 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}};
   const int64_t total = shape.size();
   const int64_t item = itemsize(dtype);
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool own_only) {
+    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0);
     // Member `me` reduces its share of the elements and writes it into every member's output.
     auto [b, e] = share(total, me, int(ins.size()), std::max<int64_t>(1, 64 / item));
     reduce_range(op, dtype, ins, b, e, outs, b);
@@ -548,19 +627,31 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
   // the n members' blocks of `block` bytes one after another: the same bytes either way.
   const int64_t outer = prod(shape, 0, axis);
   const int64_t block = prod(shape, axis, shape.ndim()) * item;
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool own_only) {
     const int n = int(ins.size());
     const int64_t row = block * n;
-    // Every output is the same; member `me` copies its share of the output bytes to all of them.
-    auto [b, e] = share(outer * row, me, n, 64);
+    // Every output is the same; member `me` copies its share of the output bytes to all of them
+    // (or, for staged inputs, all the bytes to its own).
+    auto [b, e] =
+        own_only ? std::pair<int64_t, int64_t>{0, outer * row} : share(outer * row, me, n, 64);
+    const std::vector<Byte*> dsts = own_only ? std::vector<Byte*>{outs[me]} : outs;
+    bool streamed = false;
     for (int64_t pos = b; pos < e;) {
       const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
       const int64_t len = std::min(block - off, e - pos);
       const Byte* src = ins[j] + o * block + off;
-      for (Byte* d : outs)
-        if (d + pos != src) std::memcpy(d + pos, src, size_t(len));
+      const bool stream = len >= kStreamBytes;
+      streamed |= stream;
+      for (Byte* d : dsts) {
+        if (d + pos == src) continue;
+        if (stream)
+          stream_copy(d + pos, src, size_t(len));
+        else
+          std::memcpy(d + pos, src, size_t(len));
+      }
       pos += len;
     }
+    if (streamed) stream_fence();
   });
 }
 
@@ -577,7 +668,7 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   Params p{Kind::reduce_scatter, api, op, dtype, shape, dim, 0, false, {}};
   const int64_t outer = prod(shape, 0, dim);
   const int64_t inner = prod(shape, dim + 1, shape.ndim());
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
     const int64_t row = shape[dim] * inner, chunk = row / int64_t(ins.size());
     std::vector<Byte*> mine{outs[me]};
     for (int64_t o = 0; o < outer; ++o)
@@ -600,7 +691,7 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
                      " is not divisible by the axis size " + std::to_string(n));
   Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false, {}};
   const int64_t item = itemsize(dtype);
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
     const int64_t m = int64_t(ins.size());
     // Member `me` fills its own output: chunk `me` of every member's input, in member order.
     std::vector<int64_t> chunk = shape.dims();
@@ -633,7 +724,7 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
     src_seen[s] = dst_seen[d] = true;
   }
   const size_t bytes = size_t(shape.size() * itemsize(dtype));
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs) {
+  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
     for (auto [s, d] : perm)
       if (d == me) {
         if (outs[me] != ins[s]) std::memcpy(outs[me], ins[s], bytes);
@@ -647,7 +738,7 @@ void Communicator::barrier(const char* api, std::span<const int> group, int me) 
   Params p;
   p.kind = Kind::barrier;
   p.api = api;
-  state_->run(p, group, me, nullptr, nullptr, [](const auto&, const auto&) {});
+  state_->run(p, group, me, nullptr, nullptr, [](const auto&, const auto&, bool) {});
 }
 
 }  // namespace spmd::runtime

@@ -1,7 +1,10 @@
 // In-process collectives between the devices of one launch: a rendezvous over shared memory.
 // Each participant publishes its buffers, waits on a condition variable until its group has
 // arrived, reads its peers' buffers directly (each member does an equal share of a reduction),
-// and waits again until every member is done reading before returning. Nothing spin-waits.
+// and waits again until every member is done reading before returning. Small inputs (64 KiB or
+// less) are copied into the collective on arrival instead, so one rendezvous suffices. When the
+// launch has no more devices than cores, a member polls for up to 50 µs before it sleeps (a
+// wakeup on a sleeping core costs more than a small collective); otherwise nothing polls.
 //
 // A launch (one run of a per-device program on N devices) owns one Communicator; the device
 // threads call it with their rank. Collectives run over a *group*: a list of ranks (for a mesh
@@ -67,8 +70,8 @@ class Communicator {
   // S = sum over members of in. tiled: out = the me-th of n equal chunks of S along `dim`
   // (shape[dim] % n == 0). Untiled: shape[dim] == n and out = S[me] with `dim` removed
   // (the same bytes as the tiled chunk).
-  void reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
-                      DType dtype, const Shape& shape, int dim, const void* in, void* out);
+  void reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op, DType dtype,
+                      const Shape& shape, int dim, const void* in, void* out);
 
   // Splits `in` into n chunks along split_axis; chunk j goes to member j; member i concatenates
   // the chunks it receives (from members 0..n-1) along concat_axis. Shapes are those of the

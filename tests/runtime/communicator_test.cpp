@@ -493,6 +493,60 @@ TEST(CommunicatorPermute, RejectsRepeatedDestinations) {
 
 // ---- groups ------------------------------------------------------------------------------------
 
+// Inputs of 64 KiB or less are copied on arrival and each member computes its own output; larger
+// ones are read in place, each member doing a share for everyone. Both sides of the threshold,
+// with polling (2 devices on 2 cores) and without (a launch of 8), in place and out of place.
+TEST(CommunicatorPaths, EveryCollectiveAgreesOnBothSidesOfTheStagingThreshold) {
+  for (int launch : {2, 8})
+    for (int64_t count : {int64_t(16384), int64_t(17920)})
+      for (bool in_place : {false, true}) {
+        const int n = 2;
+        const std::string what = "launch " + std::to_string(launch) + " count " +
+                                 std::to_string(count) + (in_place ? " in place" : "");
+        Communicator comm(iota_ids(launch));
+        const std::vector<int> group = iota_ids(n);
+        std::vector<std::vector<float>> ins(n), reduced(n), gathered(n), scattered(n), exchanged(n),
+            shifted(n);
+        for (int j = 0; j < n; ++j) {
+          ins[j] = make_data<float>(count, j, int(count));
+          reduced[j] = in_place ? ins[j] : std::vector<float>(size_t(count), -1.0f);
+          gathered[j].assign(size_t(count * n), -1.0f);
+          scattered[j].assign(size_t(count / n), -1.0f);
+          exchanged[j].assign(size_t(count), -1.0f);
+          shifted[j].assign(size_t(count), -1.0f);
+        }
+        const std::vector<std::pair<int, int>> perm = {{0, 1}, {1, 0}};
+        auto errors = run_ranks(n, [&](int j) {
+          const float* in = ins[j].data();
+          comm.all_reduce("psum", group, j, ReduceOp::sum, float32, Shape{count},
+                          in_place ? reduced[j].data() : in, reduced[j].data());
+          comm.all_gather("all_gather", group, j, float32, Shape{count}, 0, true, in,
+                          gathered[j].data());
+          comm.reduce_scatter("psum_scatter", group, j, ReduceOp::sum, float32, Shape{count}, 0, in,
+                              scattered[j].data());
+          comm.all_to_all("all_to_all", group, j, float32, Shape{n, count / n}, 0, 0, in,
+                          exchanged[j].data());
+          comm.permute("ppermute", group, j, perm, float32, Shape{count}, in, shifted[j].data());
+        });
+        expect_no_errors(errors);
+        const auto sum = ref_reduce(ins, ReduceOp::sum);
+        const auto all = ref_all_gather(ins, Shape{count}, 0);
+        const int64_t half = count / n;
+        for (int j = 0; j < n; ++j) {
+          expect_same_bits(reduced[j], sum, what + " all_reduce");
+          expect_same_bits(gathered[j], all, what + " all_gather");
+          expect_same_bits(scattered[j],
+                           std::vector<float>(sum.begin() + j * half, sum.begin() + (j + 1) * half),
+                           what + " reduce_scatter");
+          std::vector<float> want;
+          for (int k = 0; k < n; ++k)
+            want.insert(want.end(), ins[k].begin() + j * half, ins[k].begin() + (j + 1) * half);
+          expect_same_bits(exchanged[j], want, what + " all_to_all");
+          expect_same_bits(shifted[j], ins[1 - j], what + " ppermute");
+        }
+      }
+}
+
 TEST(CommunicatorGroups, MeshRowsAndColumnsRunConcurrently) {
   // A 2 x 4 mesh: each device alternates psums over its row and its column, 50 times, so the
   // rows' and columns' collectives interleave and the k-th calls must match per group.

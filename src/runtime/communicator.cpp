@@ -22,6 +22,8 @@
 #endif
 #include <thread>
 
+#include <unistd.h>
+
 namespace spmd::runtime {
 
 std::chrono::milliseconds default_collective_timeout() {
@@ -239,8 +241,18 @@ void stream_fence() {
 #endif
 }
 
-// Outputs from this many bytes per member share are written with streaming stores.
+// Output runs from this many bytes are written with streaming stores, when the collective as a
+// whole writes more than fits in half the last-level cache (below that its outputs stay in the
+// cache, where the next kernel reads them faster than from memory).
 constexpr int64_t kStreamBytes = int64_t(1) << 20;
+
+bool outputs_exceed_cache(int64_t total_output_bytes) {
+  static const int64_t half_cache = [] {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? int64_t(l3) / 2 : int64_t(16) << 20;
+  }();
+  return total_output_bytes > half_cache;
+}
 
 // Inputs up to this size are copied into the collective on arrival, so it completes in one
 // rendezvous: every member computes its own output from the copies and leaves without waiting
@@ -287,12 +299,12 @@ std::chrono::microseconds poll_budget(size_t devices) {
 // the caller's own input.
 template <class T, ReduceOp kOp>
 void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t end,
-                  const std::vector<Byte*>& dsts, int64_t dst_offset) {
+                  const std::vector<Byte*>& dsts, int64_t dst_offset, bool may_stream) {
   using A = AccOf<T>;
   constexpr int64_t kChunk = 2048;
   alignas(64) A acc[kChunk];
   alignas(64) [[maybe_unused]] T res[kChunk];
-  const bool stream = (end - begin) * int64_t(sizeof(T)) >= kStreamBytes;
+  const bool stream = may_stream && (end - begin) * int64_t(sizeof(T)) >= kStreamBytes;
   for (int64_t c = begin; c < end; c += kChunk) {
     const int64_t len = std::min(kChunk, end - c);
     const T* s0 = reinterpret_cast<const T*>(srcs[0]) + c;
@@ -319,17 +331,18 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
 }
 
 void reduce_range(ReduceOp op, DType dtype, const std::vector<const Byte*>& srcs, int64_t begin,
-                  int64_t end, const std::vector<Byte*>& dsts, int64_t dst_offset) {
+                  int64_t end, const std::vector<Byte*>& dsts, int64_t dst_offset,
+                  bool may_stream) {
   if (begin >= end) return;
   dispatch_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     switch (op) {
       case ReduceOp::sum:
-        return reduce_range<T, ReduceOp::sum>(srcs, begin, end, dsts, dst_offset);
+        return reduce_range<T, ReduceOp::sum>(srcs, begin, end, dsts, dst_offset, may_stream);
       case ReduceOp::max:
-        return reduce_range<T, ReduceOp::max>(srcs, begin, end, dsts, dst_offset);
+        return reduce_range<T, ReduceOp::max>(srcs, begin, end, dsts, dst_offset, may_stream);
       case ReduceOp::min:
-        return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset);
+        return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset, may_stream);
     }
   });
 }
@@ -352,14 +365,14 @@ int64_t prod(const Shape& s, int from, int to) {
 // the trailing dims that are contiguous in both become one memcpy.
 void copy_block(const Byte* src, const std::vector<int64_t>& src_strides, Byte* dst,
                 const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& dims,
-                int64_t itemsize) {
+                int64_t itemsize, bool may_stream) {
   int nd = int(dims.size());
   int64_t run = itemsize;
   while (nd > 0 && src_strides[nd - 1] == run && dst_strides[nd - 1] == run) run *= dims[--nd];
   for (int64_t d : dims)
     if (d == 0) return;
   std::vector<int64_t> idx(size_t(nd), 0);
-  const bool stream = run >= kStreamBytes;
+  const bool stream = may_stream && run >= kStreamBytes;
   while (true) {
     int64_t so = 0, dof = 0;
     for (int d = 0; d < nd; ++d) so += idx[d] * src_strides[d], dof += idx[d] * dst_strides[d];
@@ -609,10 +622,11 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
   const int64_t total = shape.size();
   const int64_t item = itemsize(dtype);
   state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool own_only) {
-    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0);
+    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
     // Member `me` reduces its share of the elements and writes it into every member's output.
-    auto [b, e] = share(total, me, int(ins.size()), std::max<int64_t>(1, 64 / item));
-    reduce_range(op, dtype, ins, b, e, outs, b);
+    const int n = int(ins.size());
+    auto [b, e] = share(total, me, n, std::max<int64_t>(1, 64 / item));
+    reduce_range(op, dtype, ins, b, e, outs, b, outputs_exceed_cache(n * total * item));
   });
 }
 
@@ -635,12 +649,13 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
     auto [b, e] =
         own_only ? std::pair<int64_t, int64_t>{0, outer * row} : share(outer * row, me, n, 64);
     const std::vector<Byte*> dsts = own_only ? std::vector<Byte*>{outs[me]} : outs;
+    const bool may_stream = outputs_exceed_cache(n * outer * row);
     bool streamed = false;
     for (int64_t pos = b; pos < e;) {
       const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
       const int64_t len = std::min(block - off, e - pos);
       const Byte* src = ins[j] + o * block + off;
-      const bool stream = len >= kStreamBytes;
+      const bool stream = may_stream && len >= kStreamBytes;
       streamed |= stream;
       for (Byte* d : dsts) {
         if (d + pos == src) continue;
@@ -671,9 +686,10 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
     const int64_t row = shape[dim] * inner, chunk = row / int64_t(ins.size());
     std::vector<Byte*> mine{outs[me]};
+    const bool may_stream = outputs_exceed_cache(shape.size() * itemsize(dtype));
     for (int64_t o = 0; o < outer; ++o)
       reduce_range(op, dtype, ins, o * row + me * chunk, o * row + (me + 1) * chunk, mine,
-                   o * chunk);
+                   o * chunk, may_stream);
   });
 }
 
@@ -700,10 +716,11 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
     out_dims[concat_axis] *= m;
     const auto src_strides = byte_strides(shape.dims(), item);
     const auto dst_strides = byte_strides(out_dims, item);
+    const bool may_stream = outputs_exceed_cache(m * shape.size() * item);
     for (int64_t j = 0; j < m; ++j)
       copy_block(ins[j] + me * chunk[split_axis] * src_strides[split_axis], src_strides,
                  outs[me] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
-                 item);
+                 item, may_stream);
   });
 }
 

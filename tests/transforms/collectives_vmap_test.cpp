@@ -322,6 +322,16 @@ TEST(CollectiveVmap, ComposesWithJit) {
   EXPECT_EQ(whole(x).to_vector<float>(), (std::vector<float>{6, 7, 6, 7, 6, 7, 6, 7}));
 }
 
+// One jit object traced under an axis of size 4 is traced again under size 2: the cache key
+// includes the named axes in scope, so psum's size is not reused from the first trace.
+TEST(CollectiveVmap, JitRetracesUnderAnotherAxisSize) {
+  auto body = sp::jit([](const Array& v) { return sp::psum(sp::ones_like(v), "i"); });
+  Array four = vmap_i([&](const Array& v) { return body(v); }, sp::zeros({4}));
+  Array two = vmap_i([&](const Array& v) { return body(v); }, sp::zeros({2}));
+  EXPECT_EQ(four.to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(two.to_vector<float>(), (std::vector<float>{2, 2}));
+}
+
 // ppermute and pbroadcast over a tuple that includes the vmap axis address instances by their
 // index over the tuple (a · size_j + b), as on a mesh.
 TEST(CollectiveVmap, TuplePpermuteAndPbroadcastAddressInstancesMajorToMinor) {

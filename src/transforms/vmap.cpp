@@ -14,16 +14,27 @@
 namespace spmd {
 namespace {
 
-// Whether `e` communicates over the vmap axis `axis`, directly or inside a jit call: such an
-// equation is batched even when none of its operands is (psum of an unbatched value is x · n,
-// axis_index is an iota).
+bool names_vmap_axis(const Equation& e, const std::string& axis);
+
+bool program_names_axis(const Program& p, const std::string& axis) {
+  return std::any_of(p.equations.begin(), p.equations.end(),
+                     [&](const Equation& inner) { return names_vmap_axis(inner, axis); });
+}
+
+// Whether `e` communicates over the vmap axis `axis`, directly or inside a sub-program (a jit
+// call, cond branches, loop bodies): such an equation is batched even when none of its operands
+// is (psum of an unbatched value is x · n, axis_index is an iota).
 bool names_vmap_axis(const Equation& e, const std::string& axis) {
   if (axis.empty()) return false;
   if (collectives::names_axis(e.primitive->name, e.params, axis)) return true;
-  if (e.primitive->name != "jit" || !e.params.has("jaxpr")) return false;
-  const Program& body = *e.params.get<ProgramRef>("jaxpr");
-  return std::any_of(body.equations.begin(), body.equations.end(),
-                     [&](const Equation& inner) { return names_vmap_axis(inner, axis); });
+  for (const auto& [name, value] : e.params.items()) {
+    if (const auto* p = std::get_if<ProgramRef>(&value))
+      if (program_names_axis(**p, axis)) return true;
+    if (const auto* ps = std::get_if<std::vector<ProgramRef>>(&value))
+      for (const ProgramRef& p : *ps)
+        if (program_names_axis(*p, axis)) return true;
+  }
+  return false;
 }
 
 }  // namespace

@@ -332,6 +332,38 @@ TEST(CollectiveVmap, JitRetracesUnderAnotherAxisSize) {
   EXPECT_EQ(two.to_vector<float>(), (std::vector<float>{2, 2}));
 }
 
+// Control flow whose operands are all unbatched still runs its collectives over the vmap axis
+// (JAX: [4 4 4 4], [12 12 12 12] twice, [0 1 2 3]).
+TEST(CollectiveVmap, CollectivesInsideControlFlowWithUnbatchedOperands) {
+  namespace lax = sp::lax;
+  const Array x = sp::zeros({4});
+  auto in_cond = [](const Array& v) {
+    return v + lax::cond(
+                   Array(true), [](const Array& u) { return sp::psum(u, "i"); },
+                   [](const Array& u) { return u; }, Array(1.0f));
+  };
+  auto in_fori = [](const Array& v) {
+    return v + lax::fori_loop(
+                   0, 3,
+                   [](const Array&, const Array& c) { return c + sp::psum(Array(1.0f), "i"); },
+                   Array(0.0f));
+  };
+  auto in_while = [](const Array& v) {
+    return v + lax::while_loop([](const Array& c) { return c < 10.0f; },
+                               [](const Array& c) { return c + sp::psum(Array(1.0f), "i"); },
+                               Array(0.0f));
+  };
+  auto index_in_cond = [](const Array& v) {
+    return v + lax::cond(
+                   Array(true), [](const Array& u) { return u * sp::axis_index("i"); },
+                   [](const Array& u) { return u; }, Array(1.0f));
+  };
+  EXPECT_EQ(vmap_i(in_cond, x).to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(vmap_i(in_fori, x).to_vector<float>(), (std::vector<float>{12, 12, 12, 12}));
+  EXPECT_EQ(vmap_i(in_while, x).to_vector<float>(), (std::vector<float>{12, 12, 12, 12}));
+  EXPECT_EQ(vmap_i(index_in_cond, x).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+}
+
 // ppermute and pbroadcast over a tuple that includes the vmap axis address instances by their
 // index over the tuple (a · size_j + b), as on a mesh.
 TEST(CollectiveVmap, TuplePpermuteAndPbroadcastAddressInstancesMajorToMinor) {

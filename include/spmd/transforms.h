@@ -48,7 +48,7 @@ struct Axis {
 struct JitOptions {
   std::vector<int> static_argnums = {};  // non-Array arguments are always static; see jit()
   std::vector<int> donate_argnums = {};  // accepted; buffers are not yet reused (see docs)
-  std::string name = {};  // shown in jaxprs as the call's name; defaults to "jit"
+  std::string name = {};                 // shown in jaxprs as the call's name; defaults to "jit"
 };
 struct GradOptions {
   std::vector<int> argnums = {0};
@@ -351,6 +351,44 @@ auto vjp(F f, const Args&... primals) {
     return tree_unflatten<std::tuple<Args...>>(def, pullback(ct_leaves));
   };
   return std::make_pair(tree_unflatten<R>(*out_def, outs), pb);
+}
+
+// ---- custom_jvp ----
+struct CustomJvpOptions {
+  std::string name = "<lambda>";      // the function's name in jaxprs (JAX: f.__name__)
+  std::string jvp_name = "<lambda>";  // the jvp rule's name in jaxprs
+};
+namespace transform_detail {
+std::vector<Array> custom_jvp_call(const FlatFn& primal, FlatFn jvp, std::span<const Array> args,
+                                   const CustomJvpOptions& options);
+}  // namespace transform_detail
+
+// custom_jvp(f, jvp): f with a user-defined forward-mode derivative, as jax.custom_jvp with
+// defjvp. jvp(primals, tangents) takes std::tuples of the arguments and of their tangents and
+// returns the pair (f(primals...), the output's tangent), which must be linear in the tangents;
+// reverse mode follows by linearizing and transposing it, as in JAX. Staged as
+// `custom_jvp_call`, which evaluates f.
+template <class F, class Jvp>
+auto custom_jvp(F f, Jvp jvp, CustomJvpOptions options = {}) {
+  return [f, jvp, options](const auto&... args) {
+    using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
+    using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
+    auto [leaves, def] = tree_flatten(ArgsTuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto primal = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
+    const size_t n = leaves.size();
+    transform_detail::FlatFn jvp_flat = [jvp, def, n](std::span<const Array> xs) {
+      auto [out, tangent] = jvp(tree_unflatten<ArgsTuple>(def, xs.first(n)),
+                                tree_unflatten<ArgsTuple>(def, xs.subspan(n)));
+      std::vector<Array> flat = tree_leaves(out);
+      std::vector<Array> tangent_leaves = tree_leaves(tangent);
+      flat.insert(flat.end(), tangent_leaves.begin(), tangent_leaves.end());
+      return flat;
+    };
+    std::vector<Array> outs =
+        transform_detail::custom_jvp_call(primal, std::move(jvp_flat), leaves, options);
+    return tree_unflatten<R>(*out_def, outs);
+  };
 }
 
 // ---- custom_vjp ----

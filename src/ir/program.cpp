@@ -86,13 +86,14 @@ namespace {
 // Parameters JAX's printer leaves out: always, or only when None or empty.
 bool hidden_param(const std::string& prim, const std::string& key, const ParamValue& v) {
   bool none = std::holds_alternative<NoneParam>(v);
-  bool empty = std::holds_alternative<std::vector<int64_t>>(v) &&
-               std::get<std::vector<int64_t>>(v).empty();
+  bool empty =
+      std::holds_alternative<std::vector<int64_t>>(v) && std::get<std::vector<int64_t>>(v).empty();
   if (prim == "broadcast_in_dim")
     return key == "shape" || key == "sharding" || (key == "broadcast_dimensions" && empty);
   if (prim == "convert_element_type") return key == "sharding";
   if (prim == "dot_general") return (key == "out_sharding" || key == "precision") && none;
   if (prim == "mul") return key == "out_dtype" && none;
+  if (prim == "custom_jvp_call") return key == "num_consts";
   if (key == "accuracy") return none;
   return false;
 }
@@ -300,11 +301,12 @@ class Printer {
     if (!e.params.items().empty()) {
       std::vector<pp::Doc> kvs;
       // A call's name comes first, as JAX prints it.
-      if (e.params.has("name") && e.params.has("jaxpr"))
-        kvs.push_back(pp::text("name=") + param_value(e.params.at("name")));
+      const bool name_first =
+          e.params.has("name") && (e.params.has("jaxpr") || e.params.has("call_jaxpr"));
+      if (name_first) kvs.push_back(pp::text("name=") + param_value(e.params.at("name")));
       for (const auto& [k, v] : e.params.items()) {
         if (hidden_param(e.primitive->name, k, v)) continue;
-        if (k == "name" && e.params.has("jaxpr")) continue;
+        if (k == "name" && name_first) continue;
         kvs.push_back(pp::text(k + "=") + param_value(v));
       }
       if (!kvs.empty())
@@ -336,10 +338,10 @@ class Printer {
       int& c = count[p];
       c += (p != &top && p->equations.size() > 10) ? 2 : 1;
       for (const Equation& e : p->equations) {
-        std::string name = e.params.has("name") && std::holds_alternative<std::string>(
-                                                       e.params.at("name"))
-                               ? e.params.get<std::string>("name")
-                               : std::string();
+        std::string name =
+            e.params.has("name") && std::holds_alternative<std::string>(e.params.at("name"))
+                ? e.params.get<std::string>("name")
+                : std::string();
         for (const auto& [k, v] : e.params.items()) {
           std::vector<const Program*> subs;
           if (auto* one = std::get_if<ProgramRef>(&v)) subs.push_back(one->get());
@@ -370,8 +372,8 @@ class Printer {
     }
     std::vector<pp::Doc> docs;
     for (const auto& [name, p] : hoisted)
-      docs.push_back(pp::concat({pp::text("let " + name + " = "), program(*p), pp::text(" in"),
-                                 pp::brk()}));
+      docs.push_back(
+          pp::concat({pp::text("let " + name + " = "), program(*p), pp::text(" in"), pp::brk()}));
     docs.push_back(program(top));
     return pp::concat(docs);
   }

@@ -198,7 +198,23 @@ Array erf_inv(const Array& x) {
   return unary_inexact("erf_inv", x);
 }
 Array relu(const Array& x) {
-  return maximum(x, 0);
+  std::array<Array, 1> args{x};
+  if (!innermost_trace(args)) return maximum(x, 0);
+  // Traced, relu is jax.nn.relu: a custom_jvp function around a call named relu, whose jvp
+  // passes the tangent where x > 0 (max's own rule would split it at ties).
+  static const auto relu_fn = custom_jvp(
+      jit([](const Array& v) { return maximum(v, 0); }, {.name = "relu"}),
+      [](const std::tuple<Array>& primals, const std::tuple<Array>& tangents) {
+        const Array& v = std::get<0>(primals);
+        const Array& g = std::get<0>(tangents);
+        // One statement per operation: C++ leaves the order of argument evaluation open.
+        Array out = relu(v);
+        Array positive = greater(v, 0);
+        Array zeros = full_like(g, 0);
+        return std::make_pair(out, lax::select_n(positive, {zeros, g}));
+      },
+      {.name = "relu", .jvp_name = "jvp"});
+  return relu_fn(x);
 }
 
 // ---- binary ----------------------------------------------------------------------------------

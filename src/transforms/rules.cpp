@@ -72,12 +72,14 @@ void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) 
 void register_call_primitives(PrimitiveRegistry& r);
 void register_control_flow_primitives(PrimitiveRegistry& r);
 void register_custom_vjp_primitives(PrimitiveRegistry& r);
+void register_custom_jvp_primitive(PrimitiveRegistry& r);
 void register_shard_map_primitive(PrimitiveRegistry& r);
 
 void register_transform_primitives(PrimitiveRegistry& r) {
   register_call_primitives(r);
   register_control_flow_primitives(r);
   register_custom_vjp_primitives(r);
+  register_custom_jvp_primitive(r);
   register_shard_map_primitive(r);
   // add_any: the sum of two cotangent contributions of the same type.
   r.define(

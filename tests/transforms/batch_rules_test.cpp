@@ -458,15 +458,16 @@ std::vector<Case> all_cases() {
 // program grad builds and transposes away before any vmap sees it (vmap of a jvp raises as JAX).
 const std::set<std::string> kNeverBatched = {"iota", "iota_2x32_shape", "custom_lin"};
 // Primitives holding sub-programs: vmap batches the call's sub-program equation by equation;
-// the control flow rules batch their bodies (control_flow_test.cpp), custom_vjp_call its function
-// (transforms_test.cpp).
-const std::set<std::string> kBatchedByVmap = {"jit", "cond", "while", "scan", "custom_vjp_call"};
+// the control flow rules batch their bodies (control_flow_test.cpp), custom_vjp_call and
+// custom_jvp_call their functions (transforms_test.cpp).
+const std::set<std::string> kBatchedByVmap = {
+    "jit", "cond", "while", "scan", "custom_vjp_call", "custom_jvp_call"};
 // Rules tested against vmap-with-axis-name and JAX's values in their own suites: the collectives
 // (collectives_vmap_test.cpp), shard_map (shard_map_test.cpp) and debug printing.
 const std::set<std::string> kTestedElsewhere = {
-    "psum",     "pmax",       "pmin",       "all_gather", "reduce_scatter", "all_to_all",
-    "ppermute", "pbroadcast", "axis_index", "pvary",      "psum_invariant", "shard_map",
-    "debug_print"};
+    "psum",           "pmax",      "pmin",       "all_gather", "reduce_scatter",
+    "all_to_all",     "ppermute",  "pbroadcast", "axis_index", "pvary",
+    "psum_invariant", "shard_map", "debug_print"};
 
 // ---- equation recording ---------------------------------------------------------------------
 std::string ints_str(const std::vector<int64_t>& v, bool brackets = false) {

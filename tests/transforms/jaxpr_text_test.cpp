@@ -156,6 +156,41 @@ TEST(JaxprText, MaximumRelu) {
   EXPECT_EQ(sp::make_jaxpr(f)(f32({3})).str(), golden("maximum_relu"));
 }
 
+// ---- custom_jvp -------------------------------------------------------------------------------
+// jax.nn.relu is a custom_jvp function around a jit call; its jvp selects the tangent.
+TEST(JaxprText, NnRelu) {
+  auto f = [](const Array& x) { return sp::relu(x); };
+  EXPECT_EQ(sp::make_jaxpr(f)(f32({3})).str(), golden("nn_relu"));
+  EXPECT_EQ(sp::make_jaxpr(sp::vmap(f))(f32({2, 3})).str(), golden("vmap_nn_relu"));
+  auto jvp = [](const Array& x, const Array& t) { return sp::jvp(sp::relu, x, t); };
+  EXPECT_EQ(sp::make_jaxpr(jvp)(f32({3}), f32({3})).str(), golden("jvp_nn_relu"));
+}
+
+// A user's custom_jvp function with a weakly typed scalar argument, and its jvp.
+Array sin_scaled(const Array& x, const Array& y) {
+  static const auto f = sp::custom_jvp(
+      [](const Array& a, const Array& b) { return sp::sin(a) * b; },
+      [](const std::tuple<Array, Array>& primals, const std::tuple<Array, Array>& tangents) {
+        const auto& [a, b] = primals;
+        const auto& [ta, tb] = tangents;
+        Array out = sin_scaled(a, b);
+        Array along_a = sp::cos(a) * ta * b;
+        Array along_b = sp::sin(a) * tb;
+        return std::make_pair(out, along_a + along_b);
+      },
+      {.name = "sin_scaled", .jvp_name = "sin_scaled_jvp"});
+  return f(x, y);
+}
+
+TEST(JaxprText, CustomJvpUser) {
+  auto f = [](const Array& x, const Array& y) { return sin_scaled(x, y); };
+  EXPECT_EQ(sp::make_jaxpr(f)(f32({3}), Array(1.0)).str(), golden("custom_jvp_user"));
+  auto jvp = [](const Array& x, const Array& t) {
+    return sp::jvp([](const Array& v) { return sin_scaled(v, Array(2.0)); }, x, t);
+  };
+  EXPECT_EQ(sp::make_jaxpr(jvp)(f32({3}), f32({3})).str(), golden("jvp_custom_jvp_user"));
+}
+
 // ---- broadcasting -----------------------------------------------------------------------------
 
 TEST(JaxprText, BroadcastRow) {

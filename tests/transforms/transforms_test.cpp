@@ -239,11 +239,10 @@ namespace {
 
 // A clipped gradient: f(x) = sin(x), backward pass scales the cotangent by 0.5 * cos(x).
 auto scaled_sin() {
-  return sp::custom_vjp([](const Array& x) { return sp::sin(x); },
-                        [](const Array& x) { return std::make_pair(sp::sin(x), sp::cos(x)); },
-                        [](const Array& cos_x, const Array& ct) {
-                          return std::make_tuple(ct * cos_x * 0.5);
-                        });
+  return sp::custom_vjp(
+      [](const Array& x) { return sp::sin(x); },
+      [](const Array& x) { return std::make_pair(sp::sin(x), sp::cos(x)); },
+      [](const Array& cos_x, const Array& ct) { return std::make_tuple(ct * cos_x * 0.5); });
 }
 
 TEST(CustomVjp, UsesTheUserBackwardPass) {
@@ -253,7 +252,8 @@ TEST(CustomVjp, UsesTheUserBackwardPass) {
   Array g = sp::grad([&](const Array& v) { return f(v).sum(); })(x);
   expect_close(g, {0.5f * std::cos(0.3f), 0.5f * std::cos(1.2f)});
   // The same under jit, and composed with vmap of the gradient.
-  expect_close(sp::jit(sp::grad([&](const Array& v) { return f(v).sum(); }))(x), g.to_vector<float>());
+  expect_close(sp::jit(sp::grad([&](const Array& v) { return f(v).sum(); }))(x),
+               g.to_vector<float>());
   expect_close(sp::vmap(sp::grad([&](const Array& v) { return f(v); }))(x), g.to_vector<float>());
 }
 
@@ -261,6 +261,59 @@ TEST(CustomVjp, VmapEvaluatesTheFunction) {
   auto f = scaled_sin();
   Array xs = f32({0.1f, 0.2f, 0.3f, 0.4f}, {2, 2});
   expect_close(sp::vmap(f)(xs), sp::sin(xs).to_vector<float>());
+}
+
+// f(x) = x³ with a jvp rule that doubles the true tangent, so every derivative shows the rule
+// was used (3x² · 2).
+Array doubled_cube(const Array& x) {
+  static const auto f =
+      sp::custom_jvp([](const Array& v) { return v * v * v; },
+                     [](const std::tuple<Array>& primals, const std::tuple<Array>& tangents) {
+                       const Array& v = std::get<0>(primals);
+                       Array out = doubled_cube(v);
+                       return std::make_pair(out, v * v * 6.0 * std::get<0>(tangents));
+                     });
+  return f(x);
+}
+
+TEST(CustomJvp, EveryDerivativeUsesTheRule) {
+  Array x = f32({0.5f, -2.0f}, {2});
+  expect_close(doubled_cube(x), {0.125f, -8.0f});
+  auto [y, t] = sp::jvp(doubled_cube, x, f32({1.0f, 0.5f}, {2}));
+  expect_close(y, {0.125f, -8.0f});
+  expect_close(t, {1.5f, 12.0f});
+  auto loss = [](const Array& v) { return doubled_cube(v).sum(); };
+  expect_close(sp::grad(loss)(x), {1.5f, 24.0f});
+  expect_close(sp::jit(sp::grad(loss))(x), {1.5f, 24.0f});
+  // Batched, the call keeps its rule: vmap of grad, grad of vmap, jvp of vmap.
+  expect_close(sp::vmap(sp::grad(doubled_cube))(x), {1.5f, 24.0f});
+  expect_close(sp::grad([](const Array& v) { return sp::vmap(doubled_cube)(v).sum(); })(x),
+               {1.5f, 24.0f});
+  auto [yb, tb] = sp::jvp(sp::vmap(doubled_cube), x, f32({1.0f, 1.0f}, {2}));
+  expect_close(tb, {1.5f, 24.0f});
+  // Second order differentiates the rule's own tangent: d/dx 6x² = 12x.
+  expect_close(sp::grad(sp::grad(doubled_cube))(Array(0.5f)), {6.0f});
+}
+
+TEST(CustomJvp, RuleWithWrongTangentTypeRaises) {
+  auto f = sp::custom_jvp([](const Array& v) { return v * 2.0; },
+                          [](const std::tuple<Array>& p, const std::tuple<Array>&) {
+                            return std::make_pair(std::get<0>(p) * 2.0, sp::zeros({5}));
+                          });
+  EXPECT_THROW(sp::grad([&](const Array& v) { return f(v).sum(); })(f32({1, 2}, {2})),
+               sp::TypeError);
+}
+
+// jax.nn.relu's derivative is 0 at 0 (its rule selects the tangent where x > 0), where max's
+// own rule would give 0.5.
+TEST(CustomJvp, ReluGradientIsZeroAtZero) {
+  Array x = f32({-1.0f, 0.0f, 2.0f}, {3});
+  auto loss = [](const Array& v) { return sp::relu(v).sum(); };
+  expect_close(sp::grad(loss)(x), {0.0f, 0.0f, 1.0f});
+  expect_close(sp::jit(sp::grad(loss))(x), {0.0f, 0.0f, 1.0f});
+  expect_close(sp::vmap(sp::grad(sp::relu))(x), {0.0f, 0.0f, 1.0f});
+  expect_close(sp::relu(x), {0.0f, 0.0f, 2.0f});
+  expect_close(sp::jit(sp::relu)(x), {0.0f, 0.0f, 2.0f});
 }
 
 TEST(CustomVjp, ForwardModeRaisesAsInJax) {

@@ -46,8 +46,19 @@ def sin_chain(v):
     return v
 
 
+@jax.custom_jvp
+def sin_scaled(x, y):
+    return jnp.sin(x) * y
+
+
+@sin_scaled.defjvp
+def sin_scaled_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    return sin_scaled(x, y), jnp.cos(x) * tx * y + jnp.sin(x) * ty
+
+
 CONST = np.arange(3.0, dtype=np.float32)
-HELPERS = [g, mlp_loss, sin_chain]
+HELPERS = [g, mlp_loss, sin_chain, sin_scaled, sin_scaled_jvp]
 NAMESPACE = {"jax": jax, "jnp": jnp, "lax": lax, "np": np, "CONST": CONST,
              **{h.__name__: h for h in HELPERS}}
 
@@ -108,6 +119,14 @@ case("weak_scalar_arg_times_array", "lambda s, x: x * s", "weak f32[]", "f32[3]"
 # where / maximum: two spellings of relu.
 case("where_relu", "lambda x: jnp.where(x > 0, x, 0.0)", "f32[3]")
 case("maximum_relu", "lambda x: jnp.maximum(x, 0.0)", "f32[3]")
+
+# custom_jvp: jax.nn.relu is one (a jit call inside, its own jvp), and a user's function.
+case("nn_relu", "jax.nn.relu", "f32[3]")
+case("vmap_nn_relu", "jax.vmap(jax.nn.relu)", "f32[2,3]")
+case("jvp_nn_relu", "lambda x, t: jax.jvp(jax.nn.relu, (x,), (t,))", "f32[3]", "f32[3]")
+case("custom_jvp_user", "sin_scaled", "f32[3]", "weak f32[]")
+case("jvp_custom_jvp_user", "lambda x, t: jax.jvp(lambda v: sin_scaled(v, 2.0), (x,), (t,))",
+     "f32[3]", "f32[3]")
 
 # Broadcasting.
 case("broadcast_row", "lambda x, b: x + b", "f32[2,3]", "f32[3]")

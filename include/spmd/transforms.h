@@ -47,7 +47,10 @@ struct Axis {
 
 struct JitOptions {
   std::vector<int> static_argnums = {};  // non-Array arguments are always static; see jit()
-  std::vector<int> donate_argnums = {};  // accepted; buffers are not yet reused (see docs)
+  // Arguments whose buffers the call may reuse for its results, as in JAX: a donated Array that
+  // an output of the same shape and dtype can take over is deleted for the caller (any later
+  // use raises RuntimeError, Array::is_deleted() is true); elementwise results write over it.
+  std::vector<int> donate_argnums = {};
   std::string name = {};  // shown in jaxprs as the call's name; defaults to "jit"
 };
 struct GradOptions {

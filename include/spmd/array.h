@@ -45,6 +45,9 @@ class Array {
   int64_t nbytes() const;
   int64_t itemsize() const;
   bool valid() const { return impl_ != nullptr; }
+  // Whether the array was donated to a jit call (JitOptions::donate_argnums): its shape and
+  // dtype stay readable, any use of its value raises RuntimeError, as in JAX.
+  bool is_deleted() const;
 
   // The single element as T (converted as by astype). Raises unless size() == 1.
   template <Scalar T>

@@ -47,6 +47,11 @@ class NotImplementedError : public Error {
 class UnexpectedTracerError : public Error {
   using Error::Error;
 };
+// JAX's RuntimeError: an Array used after it was deleted (donated to a jit call), or a buffer
+// donated to a call that also uses it in another argument.
+class RuntimeError : public Error {
+  using Error::Error;
+};
 
 // Shardings, meshes and partition specs that do not fit (unknown axis, indivisible dims, devices
 // that differ between committed arguments).

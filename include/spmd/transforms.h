@@ -47,8 +47,11 @@ struct Axis {
 
 struct JitOptions {
   std::vector<int> static_argnums = {};  // non-Array arguments are always static; see jit()
-  std::vector<int> donate_argnums = {};  // accepted; buffers are not yet reused (see docs)
-  std::string name = {};                 // shown in jaxprs as the call's name; defaults to "jit"
+  // Arguments whose buffers the call may reuse for its results, as in JAX: a donated Array that
+  // an output of the same shape and dtype can take over is deleted for the caller (any later
+  // use raises RuntimeError, Array::is_deleted() is true); elementwise results write over it.
+  std::vector<int> donate_argnums = {};
+  std::string name = {};  // shown in jaxprs as the call's name; defaults to "jit"
 };
 struct GradOptions {
   std::vector<int> argnums = {0};
@@ -116,6 +119,14 @@ struct IsTuple : std::false_type {};
 template <class... Ts>
 struct IsTuple<std::tuple<Ts...>> : std::true_type {};
 
+// A function's (out, aux) result for grad with has_aux: a std::pair or a two-element tuple.
+template <class T>
+struct IsOutAux : std::false_type {};
+template <class A, class B>
+struct IsOutAux<std::pair<A, B>> : std::true_type {};
+template <class A, class B>
+struct IsOutAux<std::tuple<A, B>> : std::true_type {};
+
 }  // namespace transform_detail
 
 // ---- make_jaxpr ----
@@ -181,11 +192,23 @@ Jitted<F> jit(F f, JitOptions options = {}) {
 // ---- automatic differentiation ----
 namespace transform_detail {
 
-// Calls f with the arguments at `argnums` replaced by the leaves being differentiated.
+// Calls f with the arguments at `argnums` replaced by the leaves being differentiated. When f
+// returns a pair (out, aux), the result carries aux too (has_aux).
 template <bool WithValue, class F>
 auto grad_impl(F f, GradOptions options) {
   return [f, options](const auto&... args) {
     using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
+    using R = std::decay_t<decltype(std::apply(f, std::declval<ArgsTuple&>()))>;
+    constexpr bool kAux = IsOutAux<R>::value;
+    const std::string api = WithValue ? "value_and_grad" : "grad";
+    if (kAux && !options.has_aux)
+      throw TypeError("[" + api +
+                      "] Gradient only defined for scalar-output functions. Output was a pair "
+                      "(out, aux): pass .has_aux = true to differentiate out and return aux.");
+    if (!kAux && options.has_aux)
+      throw TypeError("[" + api +
+                      "] expected function with aux output to return a two-element tuple, but "
+                      "got a single output; with .has_aux = true return std::pair(out, aux).");
     ArgsTuple all(args...);
     constexpr size_t n = sizeof...(args);
     // Differentiated arguments as one tree: a tuple of the chosen ones.
@@ -222,23 +245,20 @@ auto grad_impl(F f, GradOptions options) {
       }
       (std::make_index_sequence<n>{});
       auto result = std::apply(f, call);
-      if constexpr (IsTuple<std::decay_t<decltype(result)>>::value || requires { result.first; }) {
-        if (options.has_aux) {
-          auto [out_leaves, od] = tree_flatten(std::get<0>(result));
-          auto [aux_leaves, ad] = tree_flatten(std::get<1>(result));
-          *out_def = od;
-          *aux_def = ad;
-          *num_out = out_leaves.size();
-          out_leaves.insert(out_leaves.end(), aux_leaves.begin(), aux_leaves.end());
-          return out_leaves;
-        }
+      if constexpr (kAux) {
+        auto [out_leaves, od] = tree_flatten(std::get<0>(result));
+        auto [aux_leaves, ad] = tree_flatten(std::get<1>(result));
+        *out_def = od;
+        *aux_def = ad;
+        *num_out = out_leaves.size();
+        out_leaves.insert(out_leaves.end(), aux_leaves.begin(), aux_leaves.end());
+        return out_leaves;
+      } else {
+        auto [out_leaves, od] = tree_flatten(result);
+        *out_def = od;
+        *num_out = out_leaves.size();
+        return out_leaves;
       }
-      if (options.has_aux)
-        throw ValueError("[grad] has_aux=True requires the function to return a pair (out, aux)");
-      auto [out_leaves, od] = tree_flatten(result);
-      *out_def = od;
-      *num_out = out_leaves.size();
-      return out_leaves;
     };
     GradResult r = value_and_grad(fn, leaves, 0, "grad");
     // Gradients, shaped like the differentiated arguments.
@@ -277,9 +297,18 @@ auto grad_impl(F f, GradOptions options) {
       }
     };
     auto grads = make_grads();
-    if constexpr (WithValue) {
-      using R = std::decay_t<std::invoke_result_t<F, std::decay_t<decltype(args)>...>>;
-      return std::make_pair(tree_unflatten<R>(*out_def, r.outputs), grads);
+    std::span<const Array> outputs(r.outputs);
+    if constexpr (kAux) {
+      using Out = std::decay_t<std::tuple_element_t<0, R>>;
+      using Aux = std::decay_t<std::tuple_element_t<1, R>>;
+      Aux aux = tree_unflatten<Aux>(*aux_def, outputs.subspan(*num_out));
+      if constexpr (WithValue)
+        return std::make_pair(
+            std::make_pair(tree_unflatten<Out>(*out_def, outputs.first(*num_out)), aux), grads);
+      else
+        return std::make_pair(grads, aux);
+    } else if constexpr (WithValue) {
+      return std::make_pair(tree_unflatten<R>(*out_def, outputs), grads);
     } else {
       return grads;
     }
@@ -289,12 +318,15 @@ auto grad_impl(F f, GradOptions options) {
 }  // namespace transform_detail
 
 // grad(f): the gradient of a scalar-valued f with respect to argument argnums[0] (an Array or a
-// tree of Arrays), shaped like that argument.
+// tree of Arrays), shaped like that argument. With .has_aux = true, f returns a pair (out, aux)
+// (aux any tree) and grad returns the pair (gradient, aux), as JAX's grad(f, has_aux=True);
+// a pair result requires has_aux, since only a scalar can be differentiated.
 template <class F>
 auto grad(F f, GradOptions options = {}) {
   return transform_detail::grad_impl<false>(std::move(f), std::move(options));
 }
-// value_and_grad(f): the pair (f(args...), grad(f)(args...)).
+// value_and_grad(f): the pair (f(args...), grad(f)(args...)); with has_aux,
+// ((out, aux), gradient).
 template <class F>
 auto value_and_grad(F f, GradOptions options = {}) {
   return transform_detail::grad_impl<true>(std::move(f), std::move(options));

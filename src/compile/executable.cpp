@@ -5,6 +5,7 @@
 #include "compile/passes.h"
 #include "prims/primitive.h"
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -24,11 +25,40 @@ Executable::Executable(const Program& program) : program_(optimize(program)) {
       release_after_[size_t(last_use[v])].push_back(int(v));
 }
 
+namespace {
+
+// The operand whose buffer the single output of elementwise equation `e` can take over, or -1:
+// a value whose buffer this run owns (a donated argument, or a result already written over one)
+// that dies at `e`, has the output's shape and element size, and that no other Array shares.
+int buffer_donor(const Equation& e, const AbstractValue& out, std::span<const Array> env,
+                 const std::vector<bool>& owned, const std::vector<int>& dying) {
+  if (e.outputs.size() != 1) return -1;
+  for (const Atom& a : e.inputs) {
+    if (a.is_literal() || !owned[size_t(a.var)]) continue;
+    if (std::find(dying.begin(), dying.end(), a.var) == dying.end()) continue;
+    const std::shared_ptr<ArrayImpl>& x = env[size_t(a.var)].impl();
+    if (!(x->aval.shape == out.shape) || itemsize(x->aval.dtype) != itemsize(out.dtype)) continue;
+    if (x.use_count() == 1 && x->buffer && x->buffer.use_count() == 1) return a.var;
+  }
+  return -1;
+}
+
+}  // namespace
+
 std::vector<Array> Executable::run(std::span<const Array> args) const {
+  return run(std::vector<Array>(args.begin(), args.end()), std::vector<bool>(args.size(), false));
+}
+
+std::vector<Array> Executable::run(std::vector<Array> args,
+                                   const std::vector<bool>& donated) const {
   const Program& p = program_;
   std::vector<Array> env(p.types.size());
+  std::vector<bool> owned(p.types.size(), false);
   for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
-  for (size_t i = 0; i < args.size(); ++i) env[size_t(p.invars[i])] = args[i];
+  for (size_t i = 0; i < args.size(); ++i) {
+    env[size_t(p.invars[i])] = std::move(args[i]);
+    owned[size_t(p.invars[i])] = i < donated.size() && donated[i];
+  }
 
   std::vector<Array> ins;
   std::vector<Operand> operands;
@@ -37,7 +67,11 @@ std::vector<Array> Executable::run(std::span<const Array> args) const {
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
     const Primitive& prim = *e.primitive;
+    // Decided before `ins` takes its own references to the operands.
     ins.clear();
+    int donor = prim.elementwise
+                    ? buffer_donor(e, p.types[size_t(e.outputs[0])], env, owned, release_after_[i])
+                    : -1;
     for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
     if (prim.eager) {
       std::vector<Array> outs = prim.eager(ins, e.params);
@@ -51,7 +85,10 @@ std::vector<Array> Executable::run(std::span<const Array> args) const {
       for (const Array& x : ins)
         operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
       for (int v : e.outputs) {
-        Array out = make_uninitialized(p.types[size_t(v)]);
+        const AbstractValue& type = p.types[size_t(v)];
+        Array out = donor >= 0 ? make_array(type, env[size_t(donor)].impl()->buffer)
+                               : make_uninitialized(type);
+        owned[size_t(v)] = donor >= 0;
         results.push_back({out.impl()->buffer->data(), &out.impl()->aval});
         env[size_t(v)] = std::move(out);
       }

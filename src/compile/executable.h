@@ -1,6 +1,7 @@
 // An Executable: a Program prepared to run repeatedly on concrete arrays. Equations run in
 // order; each value is released right after its last use, so its buffer is reused by later
-// equations (the buffer cache hands freed blocks back out).
+// equations (the buffer cache hands freed blocks back out). A donated argument's buffer is
+// written over in place by an elementwise result once the argument is dead.
 #pragma once
 
 #include "ir/program.h"
@@ -15,8 +16,11 @@ class Executable {
  public:
   // Optimises `program` (passes.h) and plans its execution.
   explicit Executable(const Program& program);
-  // `donated[i]`: argument i may be consumed (its buffer reused for an output).
   std::vector<Array> run(std::span<const Array> args) const;
+  // As run(args), where `donated[i]` says argument i's buffer may take the result of an
+  // elementwise equation of its size after the argument's last use, when no other Array holds
+  // that buffer. The caller gives up the donated arrays (jit's donate_argnums).
+  std::vector<Array> run(std::vector<Array> args, const std::vector<bool>& donated) const;
   const Program& program() const { return program_; }
 
  private:

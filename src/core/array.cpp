@@ -50,6 +50,21 @@ const AbstractValue& aval_of(const Array& x) {
   return x.impl()->aval;
 }
 
+namespace {
+
+// JAX's text, with the dtype's full name: "Array has been deleted with shape=float32[3]."
+[[noreturn]] void throw_deleted(const AbstractValue& aval, const char* api) {
+  std::string dims;
+  for (int i = 0; i < aval.shape.ndim(); ++i) {
+    if (i) dims += ",";
+    dims += std::to_string(aval.shape[i]);
+  }
+  throw RuntimeError("[" + std::string(api) + "] Array has been deleted with shape=" +
+                     std::string(dtype_name(aval.dtype)) + "[" + dims + "].");
+}
+
+}  // namespace
+
 bool is_concrete(const Array& x) {
   return x.impl() && (x.impl()->buffer || x.impl()->sharded);
 }
@@ -59,6 +74,7 @@ const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api) 
   const ArrayImpl& impl = *x.impl();
   if (impl.buffer) return impl.buffer;
   if (impl.sharded) return impl.sharded->gathered(impl.aval);
+  if (impl.deleted) throw_deleted(impl.aval, api);
   const char* transform = impl.trace ? impl.trace->transformation_name() : "a transformation";
   throw ConcretizationError(
       "[" + std::string(api) + "] cannot read the value of an array traced by " + transform +
@@ -69,6 +85,16 @@ const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api) 
 
 const void* host_data(const Array& x, const char* api) {
   return concrete_buffer(x, api)->data();
+}
+
+Array take_and_delete(const Array& x) {
+  ArrayImpl& impl = *x.impl();
+  auto taken = std::make_shared<ArrayImpl>();
+  taken->aval = impl.aval;
+  taken->buffer = std::move(impl.buffer);
+  taken->sharded = std::move(impl.sharded);
+  impl.deleted = true;
+  return Array(std::move(taken));
 }
 
 namespace {
@@ -134,8 +160,13 @@ void Array::copy_to_host(DType target, void* out, const char* api, bool require_
   cpu::convert(host_data(*this, api), impl.aval.dtype, out, target, impl.aval.size());
 }
 
+bool Array::is_deleted() const {
+  return checked().deleted;
+}
+
 const Array& Array::block_until_ready() const {
   const ArrayImpl& impl = checked();
+  if (impl.deleted) throw_deleted(impl.aval, "block_until_ready");
   if (impl.sharded) impl.sharded->wait();
   return *this;
 }

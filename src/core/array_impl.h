@@ -37,12 +37,15 @@ struct ArrayImpl {
   std::shared_ptr<ShardedData> sharded;
   std::shared_ptr<Trace> trace;  // the trace this value belongs to, if any
   int64_t trace_slot = -1;       // the trace's own identifier for the value
+  // Donated to a jit call: the data went to the call, the type stays readable.
+  bool deleted = false;
 };
 
 // Whether x holds data (on the default device or sharded) rather than being traced.
 bool is_concrete(const Array& x);
 // The whole value of a concrete array in one buffer: the array's own buffer, or its shards
 // brought together (once, counted as a device-to-host transfer). Waits for pending results.
+// Raises RuntimeError for a deleted (donated) array, ConcretizationError for a traced one.
 const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api);
 
 // A concrete array over an existing buffer.
@@ -52,5 +55,8 @@ Array make_uninitialized(AbstractValue aval);
 // Host pointer to a concrete array's elements; throws ConcretizationError for traced values.
 const void* host_data(const Array& x, const char* api);
 const AbstractValue& aval_of(const Array& x);
+// Hands x's data to a new Array and marks x deleted, as donating x to a jit call does; every
+// handle of x then raises JAX's "Array has been deleted" on use.
+Array take_and_delete(const Array& x);
 
 }  // namespace spmd

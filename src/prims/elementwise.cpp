@@ -68,7 +68,7 @@ void check_kind(const std::string& name, DType t, Kinds kinds) {
 
 void define_binary(PrimitiveRegistry& r, const char* name, BinaryOp op, Kinds kinds) {
   std::string n = name;
-  r.define(
+  Primitive& p = r.define(
       n,
       [n, op, kinds](std::span<const AbstractValue> in, const Params&) {
         AbstractValue out = broadcast_operands(n, in);
@@ -80,12 +80,13 @@ void define_binary(PrimitiveRegistry& r, const char* name, BinaryOp op, Kinds ki
         cpu::binary(op, a.in[0].aval->dtype, a.in[0].data, a.in[0].aval->shape, a.in[1].data,
                     a.in[1].aval->shape, a.out[0].data, a.out[0].aval->shape);
       });
+  p.elementwise = true;
 }
 
 void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kinds,
                   bool to_bool = false) {
   std::string n = name;
-  r.define(
+  Primitive& p = r.define(
       n,
       [n, kinds, to_bool](std::span<const AbstractValue> in, const Params&) {
         check_kind(n, in[0].dtype, kinds);
@@ -96,6 +97,7 @@ void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kind
       [op](const KernelArgs& a) {
         cpu::unary(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size());
       });
+  p.elementwise = true;
 }
 
 std::vector<AbstractValue> one(AbstractValue a) {
@@ -265,6 +267,8 @@ void register_elementwise_primitives(PrimitiveRegistry& r) {
       });
   define_conversions(r);
   define_select_clamp(r);
+  for (const char* name : {"round", "integer_pow", "convert_element_type", "select_n", "clamp"})
+    r.at(name).elementwise = true;
 }
 
 }  // namespace spmd

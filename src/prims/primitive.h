@@ -52,6 +52,10 @@ struct Primitive {
   // The single output has the same bytes as the first input (reshape, squeeze): eager evaluation
   // shares the input's buffer instead of copying. Arrays are immutable, so sharing is safe.
   bool output_aliases_input = false;
+  // Each output element depends only on the operands' elements at the same index (operands of
+  // the output's shape) and on broadcast operands: the kernel may write its output over an
+  // operand of the output's shape and element size (donated buffers, compile/executable.cpp).
+  bool elementwise = false;
   // Transformation rules (transforms/rules.h); empty when the primitive has none: jvp of a
   // primitive without a rule raises, transpose exists only for linear primitives.
   JvpRule jvp;

@@ -77,7 +77,7 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
   };
   for (const auto& [name, op] : table) {
     std::string n = name;
-    r.define(
+    Primitive& p = r.define(
         n,
         [n](std::span<const AbstractValue> in, const Params&) {
           if (!is_floating(in[0].dtype))
@@ -91,6 +91,7 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
                             cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data,
                                             a.in[0].aval->size());
                           }));
+    p.elementwise = true;
   }
 }
 

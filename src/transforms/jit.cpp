@@ -10,6 +10,7 @@
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
+#include <algorithm>
 #include <mutex>
 #include <ostream>
 #include <unordered_map>
@@ -30,6 +31,81 @@ std::vector<AbstractValue> types_of(std::span<const Array> xs) {
   out.reserve(xs.size());
   for (const Array& x : xs) out.push_back(aval_of(x));
   return out;
+}
+
+// Python's repr of a tuple of ints: "(3,)", "(0, 2)".
+std::string tuple_str(const std::vector<int>& xs) {
+  std::string s = "(";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(xs[i]);
+  }
+  return s + (xs.size() == 1 ? ",)" : ")");
+}
+
+bool contains(const std::vector<int>& xs, int x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+// Per leaf of the arguments, whether its argument is in donate_argnums (JAX's donation_vector),
+// after JAX's checks: every index names a positional argument (a negative one is accepted and
+// donates nothing, as in JAX) and no donated argument is static.
+std::vector<bool> donation_vector(const JitOptions& options, const TreeDef& in_def) {
+  const std::vector<int>& donate = options.donate_argnums;
+  std::vector<bool> donated;
+  if (donate.empty()) return std::vector<bool>(size_t(in_def.num_leaves()), false);
+  std::vector<TreeDef> args = in_def.children();
+  int n = int(args.size());
+  for (int a : donate)
+    if (a >= n || -a > n)
+      throw ValueError("[jit] Jitted function has donate_argnums=" + tuple_str(donate) +
+                       ", but only accepts " + std::to_string(n) + " positional arguments.");
+  for (int i = 0; i < n; ++i) {
+    bool d = contains(donate, i);
+    if (d && (contains(options.static_argnums, i) ||
+              args[size_t(i)].kind() == TreeDef::Kind::static_leaf))
+      throw ValueError("[jit] static_argnums and donate_argnums cannot intersect: argument " +
+                       std::to_string(i) +
+                       " is static (arguments that are not Arrays always are) and cannot be "
+                       "donated.");
+    donated.insert(donated.end(), size_t(args[size_t(i)].num_leaves()), d);
+  }
+  return donated;
+}
+
+// The donated leaves an output takes over, as JAX's _set_up_aliases matches them: each output in
+// order takes the first donated leaf left of its shape and dtype. Only these are deleted; JAX
+// warns about the others and leaves them alone.
+std::vector<bool> usable_donations(const std::vector<bool>& donated, std::span<const Array> leaves,
+                                   std::span<const AbstractValue> out_types) {
+  std::vector<bool> usable(donated.size(), false);
+  for (const AbstractValue& out : out_types)
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      const AbstractValue& t = aval_of(leaves[k]);
+      if (donated[k] && !usable[k] && t.shape == out.shape && t.dtype == out.dtype) {
+        usable[k] = true;
+        break;
+      }
+    }
+  return usable;
+}
+
+// A donated array must not be used by another argument of the same call; raises XLA's error.
+void check_donated_once(std::span<const Array> leaves, const std::vector<bool>& usable) {
+  std::unordered_map<const ArrayImpl*, size_t> first_use;
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    auto [it, inserted] = first_use.try_emplace(leaves[k].impl().get(), k);
+    if (inserted || !(usable[k] || usable[it->second])) continue;
+    std::string where = " (flattened argument " + std::to_string(k) +
+                        ", first use: " + std::to_string(it->second) +
+                        "). Toy example for this bug: ";
+    if (usable[it->second])
+      throw RuntimeError(
+          "[jit] Attempt to use a buffer that was previously donated in the same call" + where +
+          "`f(donate(a), a)`.");
+    throw RuntimeError("[jit] Attempt to donate a buffer which is also used by the same call" +
+                       where + "`f(a, donate(a))`.");
+  }
 }
 
 }  // namespace
@@ -80,9 +156,40 @@ int64_t jit_trace_count(const JitState& state) {
   return state.traces;
 }
 
+namespace {
+
+// Runs a compiled call whose arguments include donated leaves: those an output can take over are
+// deleted for the caller and their buffers handed to the Executable.
+std::vector<Array> run_donating(JitState& state, CacheEntry& entry, std::span<const Array> leaves,
+                                const std::vector<bool>& donated) {
+  std::vector<bool> usable = usable_donations(donated, leaves, entry.program->out_types());
+  check_donated_once(leaves, usable);
+  std::vector<Array> operands;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    // A constant the function closed over keeps its value when the same array is donated.
+    for (Array& c : entry.consts)
+      for (size_t k = 0; k < leaves.size(); ++k)
+        if (usable[k] && c.impl() == leaves[k].impl())
+          c = Array(std::make_shared<ArrayImpl>(*c.impl()));
+    operands = entry.consts;
+  }
+  std::vector<bool> consumable(operands.size(), false);
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    operands.push_back(usable[k] ? take_and_delete(leaves[k]) : leaves[k]);
+    consumable.push_back(usable[k]);
+  }
+  return entry.executable->run(std::move(operands), consumable);
+}
+
+}  // namespace
+
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                             const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                             TreeDef* out_def) {
+  for (const Array& x : leaves)
+    if (x.valid() && x.impl()->deleted) concrete_buffer(x, "jit");  // raises JAX's error
+  std::vector<bool> donated = donation_vector(state.options, in_def);
   std::vector<std::string> axes;
   for (const AxisFrame& f : axis_env())
     axes.push_back(f.name + ":" + std::to_string(f.size) + ":" + f.binder + (f.vma ? ":v" : ""));
@@ -113,7 +220,11 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     std::lock_guard<std::mutex> lock(state.mu);
     if (!entry->executable) entry->executable = std::make_unique<Executable>(*entry->program);
   }
-  if (entry->executable && all_concrete(operands)) return entry->executable->run(operands);
+  if (entry->executable && all_concrete(operands)) {
+    if (std::find(donated.begin(), donated.end(), true) == donated.end())
+      return entry->executable->run(operands);
+    return run_donating(state, *entry, leaves, donated);
+  }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   return spmd::bind(primitive("jit"), operands, params);
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "core/array_impl.h"
+
 #include <cmath>
 
 namespace {
@@ -158,6 +160,108 @@ TEST(Grad, Errors) {
   } catch (const sp::TypeError& e) {
     EXPECT_NE(std::string(e.what()).find("Gradient only defined for scalar-output functions"),
               std::string::npos);
+  }
+}
+
+}  // namespace
+
+namespace transforms_test {
+
+// An aux tree of grad(f, {.has_aux = true}): Arrays and a static leaf.
+struct Stats {
+  Array mean;
+  std::vector<Array> parts;
+  int count = 0;
+};
+SPMD_TREE(Stats, mean, parts, count);
+
+}  // namespace transforms_test
+
+namespace {
+
+// f(x) = Σ x², aux = (mean(x), 2x): g = 2x.
+std::pair<Array, std::pair<Array, Array>> loss_with_aux(const Array& x) {
+  return {(x * x).sum(), {x.mean(), x * 2.0}};
+}
+
+TEST(Grad, HasAuxReturnsTheGradientAndTheAux) {
+  Array x = f32({0, 1, 2}, {3});
+  auto [g, aux] = sp::grad(loss_with_aux, {.has_aux = true})(x);
+  expect_close(g, {0, 2, 4});
+  expect_close(aux.first, {1});
+  expect_close(aux.second, {0, 2, 4});
+  EXPECT_TRUE(sp::is_concrete(aux.first));
+}
+
+TEST(Grad, ValueAndGradHasAuxReturnsValueAuxAndGradient) {
+  Array x = f32({0, 1, 2}, {3});
+  auto [value_aux, g] = sp::value_and_grad(loss_with_aux, {.has_aux = true})(x);
+  EXPECT_FLOAT_EQ(value_aux.first.item<float>(), 5.0f);
+  expect_close(value_aux.second.first, {1});
+  expect_close(value_aux.second.second, {0, 2, 4});
+  expect_close(g, {0, 2, 4});
+}
+
+TEST(Grad, AuxIsAnyTree) {
+  using transforms_test::Stats;
+  auto f = [](const Array& w, const Array& x) {
+    Array y = sp::sin(w) * x;
+    Stats s{y.mean(), {y, sp::argmax(y, 0)}, int(y.size())};
+    return std::make_tuple(y.sum(), s);
+  };
+  Array w = f32({0.5f, 1.0f}, {2}), x = f32({3, -1}, {2});
+  auto [g, s] = sp::grad(f, {.has_aux = true})(w, x);
+  expect_close(g, {3 * std::cos(0.5f), -std::cos(1.0f)});
+  std::vector<float> y = {3 * std::sin(0.5f), -std::sin(1.0f)};
+  expect_close(s.mean, {(y[0] + y[1]) / 2});
+  expect_close(s.parts[0], y);
+  EXPECT_EQ(s.parts[1].dtype(), sp::DType::int32);
+  EXPECT_EQ(s.parts[1].item<int>(), 0);
+  EXPECT_EQ(s.count, 2);
+  // Differentiating the second argument returns its gradient with the same aux.
+  auto [gx, s2] = sp::grad(f, {.argnums = {1}, .has_aux = true})(w, x);
+  expect_close(gx, {std::sin(0.5f), std::sin(1.0f)});
+  expect_close(s2.parts[0], y);
+}
+
+TEST(Grad, HasAuxComposesWithJitAndVmap) {
+  Array x = f32({0, 1, 2}, {3});
+  // grad of a jitted function with aux.
+  auto [g1, aux1] = sp::grad(sp::jit(loss_with_aux), {.has_aux = true})(x);
+  expect_close(g1, {0, 2, 4});
+  expect_close(aux1.second, {0, 2, 4});
+  // jit of grad with aux: both come out of the compiled call as concrete arrays.
+  auto jitted = sp::jit(sp::grad(loss_with_aux, {.has_aux = true}));
+  auto [g2, aux2] = jitted(x);
+  expect_close(g2, {0, 2, 4});
+  expect_close(aux2.first, {1});
+  EXPECT_TRUE(sp::is_concrete(aux2.first));
+  EXPECT_TRUE(sp::is_concrete(aux2.second));
+  // vmap over rows: per-row gradients and per-row aux.
+  auto row = [](const Array& r) { return std::make_pair((r * r).sum(), r.max()); };
+  Array xs = f32({1, 2, 3, 4}, {2, 2});
+  auto [g3, aux3] = sp::vmap(sp::grad(row, {.has_aux = true}))(xs);
+  expect_close(g3, {2, 4, 6, 8});
+  expect_close(aux3, {2, 4});
+  EXPECT_TRUE(sp::is_concrete(aux3));
+}
+
+TEST(Grad, HasAuxMustMatchWhatTheFunctionReturns) {
+  Array x = f32({0, 1, 2}, {3});
+  try {
+    sp::grad(loss_with_aux)(x);
+    FAIL() << "a pair without has_aux must raise";
+  } catch (const sp::TypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("has_aux"), std::string::npos) << e.what();
+  }
+  try {
+    sp::value_and_grad([](const Array& v) { return (v * v).sum(); }, {.has_aux = true})(x);
+    FAIL() << "has_aux without a pair must raise";
+  } catch (const sp::TypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[value_and_grad] expected function with aux output to "
+                                         "return a two-element tuple"),
+              std::string::npos)
+        << e.what();
   }
 }
 

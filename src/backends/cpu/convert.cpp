@@ -72,7 +72,7 @@ void convert_typed(const From* in, To* out, int64_t n) {
 
 void convert(const void* in, DType from, void* out, DType to, int64_t n) {
   if (from == to) {
-    std::memcpy(out, in, size_t(n) * size_t(itemsize(from)));
+    if (out != in) std::memcpy(out, in, size_t(n) * size_t(itemsize(from)));
     return;
   }
   dispatch_dtype(from, [&](auto f) {

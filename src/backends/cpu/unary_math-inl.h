@@ -1,6 +1,7 @@
 // Per-target vector math for unary_math.cpp (re-included once per SIMD target by Highway's
 // foreach_target). Each op is a struct with Apply(d, x) on a vector of float or double, and
-// ApplyToF32(d, x) for kViaF64 ops, which compute float32 inputs in double and round once.
+// ApplyToF32(d, x) for kViaF64 ops, which compute float32 inputs in double and round once; kFastF32
+// ops add a float32 kernel FastF32(d, x) for the lanes where FastF32Lanes(d, x) holds.
 #if defined(SPMD_UNARY_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SPMD_UNARY_MATH_INL_H_
 #undef SPMD_UNARY_MATH_INL_H_
@@ -199,7 +200,7 @@ HWY_INLINE Vec<D> Log1pChecked(D d, Vec<D> x) {
   return hn::IfThenElse(hn::Eq(x, PosInf(d)), x, y);
 }
 
-// ---- trigonometric (double; float32 goes through double) ---------------------------------------
+// ---- trigonometric in double -------------------------------------------------------------------
 
 // x = k * pi/2 + (r + r_lo), Cody-Waite with pi/2 in three 33-bit parts: k * part is exact for
 // |k| < 2^20, so the reduction is accurate for |x| < kTrigMaxArg; larger |x| go to libm.
@@ -251,24 +252,31 @@ HWY_INLINE Vec<D> CosKernel(D d, Vec<D> r, Vec<D> r_lo) {
 }
 
 enum class Trig { kSin, kCos, kTan };
+
+// Lanes whose quadrant number q has `bit` set.
+template <class D>
+HWY_INLINE auto QuadrantBit(D d, hn::Vec<hn::RebindToSigned<D>> q, int bit) {
+  const hn::RebindToSigned<D> di;
+  return hn::RebindMask(d, hn::Ne(hn::And(q, hn::Set(di, bit)), hn::Zero(di)));
+}
+
+// f(x) for x = q * pi/2 + r from s = sin(r) and c = cos(r).
+template <Trig kind, class D>
+HWY_INLINE Vec<D> FromQuadrant(D d, hn::Vec<hn::RebindToSigned<D>> q, Vec<D> s, Vec<D> c) {
+  const auto odd = QuadrantBit(d, q, 1);
+  if constexpr (kind == Trig::kTan)
+    return hn::Div(hn::IfThenElse(odd, hn::Neg(c), s), hn::IfThenElse(odd, s, c));
+  const auto q2 = QuadrantBit(d, q, 2);
+  Vec<D> y = kind == Trig::kSin ? hn::IfThenElse(odd, c, s) : hn::IfThenElse(odd, hn::Neg(s), c);
+  return hn::IfThenElse(q2, hn::Neg(y), y);
+}
+
 template <Trig kind, class D>
 HWY_INLINE Vec<D> TrigF64(D d, Vec<D> x) {
-  const hn::RebindToSigned<D> di;
   const Reduced<D> red = ReducePiOver2(d, x);
   const Vec<D> s = SinKernel(d, red.r, red.r_lo);
   const Vec<D> c = CosKernel(d, red.r, red.r_lo);
-  const auto odd = hn::RebindMask(d, hn::Ne(hn::And(red.q, hn::Set(di, 1)), hn::Zero(di)));
-  const auto q2 = hn::RebindMask(d, hn::Ne(hn::And(red.q, hn::Set(di, 2)), hn::Zero(di)));
-  Vec<D> y;
-  if constexpr (kind == Trig::kSin) {
-    y = hn::IfThenElse(odd, c, s);
-    y = hn::IfThenElse(q2, hn::Neg(y), y);
-  } else if constexpr (kind == Trig::kCos) {
-    y = hn::IfThenElse(odd, hn::Neg(s), c);
-    y = hn::IfThenElse(q2, hn::Neg(y), y);
-  } else {
-    y = hn::IfThenElse(odd, hn::Neg(hn::Div(c, s)), hn::Div(s, c));
-  }
+  const Vec<D> y = FromQuadrant<kind>(d, red.q, s, c);
   const auto big = hn::Not(hn::Le(hn::Abs(x), K(d, kTrigMaxArg)));
   if (HWY_LIKELY(hn::AllFalse(d, big))) return y;
   return PatchLanes(d, x, y, big, [](double v) {
@@ -276,6 +284,97 @@ HWY_INLINE Vec<D> TrigF64(D d, Vec<D> x) {
     if constexpr (kind == Trig::kCos) return std::cos(v);
     return std::tan(v);
   });
+}
+
+// ---- trigonometric in float32 (needs fused multiply-adds) --------------------------------------
+
+// Twice as many lanes per vector as TrigF64, for float32 inputs up to kTrigF32MaxArg; callers send
+// larger ones, inf and nan to TrigF64. Every float up to 2^18 is within 0.95 ulp of the exact
+// result. Beyond, round(x * float(2/pi)) lets |r| pass pi/4 by up to |x| * 2^-24 and the
+// polynomials (fitted on [-pi/4, pi/4]) pass 1 ulp: 1.06 ulp for sin near 2^20, 1.08 for tan.
+inline constexpr float kTrigF32MaxArg = 262144.0f;
+
+// x = k * pi/2 + (r + r_lo) with pi/2 = P1 + P2 + P3 in floats: r1 = x - k * P1 is exact (a
+// multiple of 2^-24 below 1 in magnitude), k * P2 is split exactly by a fused multiply-add and
+// subtracted by Fast2Sum (exact as r1 is a multiple of ulp(k * P2)); k * P3 only shifts r_lo.
+template <class D>
+HWY_INLINE Reduced<D> ReducePiOver2F32(D d, Vec<D> x) {
+  const hn::RebindToSigned<D> di;
+  const Vec<D> p2 = K(d, -0x1.777a5cp-25);
+  const Vec<D> magic = K(d, 12582912.0);  // 1.5 * 2^23: the low bits hold round(x * 2/pi)
+  const Vec<D> kd = hn::MulAdd(x, K(d, 0x1.45f306p-1), magic);
+  const Vec<D> k = hn::Sub(kd, magic);
+  const Vec<D> r1 = hn::NegMulAdd(k, K(d, 0x1.921fb6p+0), x);
+  const Vec<D> w = hn::Mul(k, p2);
+  const Vec<D> w_lo = hn::MulSub(k, p2, w);
+  const Vec<D> r2 = hn::Sub(r1, w);
+  const Vec<D> lo =
+      hn::Sub(hn::Sub(hn::Sub(r1, r2), w), hn::MulAdd(k, K(d, -0x1.ee59dap-50), w_lo));
+  const Vec<D> r = hn::Add(r2, lo);
+  return {r, hn::Add(hn::Sub(r2, r), lo), hn::BitCast(di, kd)};
+}
+
+// hi + lo, unrounded: tan divides the two sums and corrects for the rounding of each.
+template <class D>
+struct Sum2 {
+  Vec<D> hi, lo;
+};
+template <class D>
+HWY_INLINE Vec<D> Rounded(Sum2<D> v) {
+  return hn::Add(v.hi, v.lo);
+}
+
+// sin(r + r_lo) on |r| <= pi/4 with the minimax coefficients of Cephes' sinf (S. L. Moshier,
+// Cephes Math Library 2.2); r_lo enters through its first-order term r_lo * cos(r).
+template <class D>
+HWY_INLINE Sum2<D> SinKernelF32(D d, Vec<D> r, Vec<D> r_lo) {
+  static constexpr double s[] = {-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1};
+  const Vec<D> z = hn::Mul(r, r);
+  const Vec<D> t = hn::NegMulAdd(hn::Mul(K(d, 0.5), z), r_lo, r_lo);
+  return {r, hn::MulAdd(hn::Mul(z, r), Horner(d, z, s), t)};
+}
+
+// cos(r + r_lo) = 1 - r^2/2 + r^4 * Q(r^2) - r * r_lo, Q from Cephes' cosf. 1 - r^2/2 is kept as
+// w + its rounding error, and r^2 as z + z_lo: the two errors reach 1/2 and 1/4 ulp of the result.
+template <class D>
+HWY_INLINE Sum2<D> CosKernelF32(D d, Vec<D> r, Vec<D> r_lo) {
+  static constexpr double c[] = {2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2};
+  const Vec<D> z = hn::Mul(r, r);
+  const Vec<D> z_lo = hn::MulSub(r, r, z);
+  const Vec<D> hz = hn::Mul(K(d, 0.5), z);
+  const Vec<D> w = hn::Sub(K(d, 1.0), hz);
+  const Vec<D> small = hn::MulAdd(r, r_lo, hn::Mul(K(d, 0.5), z_lo));
+  const Vec<D> tail = hn::Add(hn::Sub(hn::Sub(K(d, 1.0), w), hz),
+                              hn::MulSub(hn::Mul(z, z), Horner(d, z, c), small));
+  return {w, tail};
+}
+
+// n / d for hi + lo sums with |lo| <= |hi|: q = n / d from the rounded sums and one correction
+// step, whose residual n - q * d is exact by a fused multiply-add (the plain quotient of rounded
+// sin and cos is up to 2.2 ulp off). One division: the correction only needs 1/d roughly.
+template <class D>
+HWY_INLINE Vec<D> DivideSums(D d, Sum2<D> num, Sum2<D> den) {
+  const Vec<D> n = Rounded(num);
+  const Vec<D> m = Rounded(den);
+  const Vec<D> inv = hn::Div(K(d, 1.0), m);
+  const Vec<D> q = hn::Mul(n, inv);
+  const Vec<D> n_lo = hn::Add(hn::Sub(num.hi, n), num.lo);
+  const Vec<D> m_lo = hn::Add(hn::Sub(den.hi, m), den.lo);
+  const Vec<D> e = hn::NegMulAdd(q, m_lo, hn::Add(hn::NegMulAdd(q, m, n), n_lo));
+  return hn::MulAdd(e, inv, q);
+}
+
+template <Trig kind, class D>
+HWY_INLINE Vec<D> TrigF32(D d, Vec<D> x) {
+  const Reduced<D> red = ReducePiOver2F32(d, x);
+  const Sum2<D> s = SinKernelF32(d, red.r, red.r_lo);
+  const Sum2<D> c = CosKernelF32(d, red.r, red.r_lo);
+  if constexpr (kind != Trig::kTan) return FromQuadrant<kind>(d, red.q, Rounded(s), Rounded(c));
+  const auto odd = QuadrantBit(d, red.q, 1);  // tan = -cos(r) / sin(r)
+  const Sum2<D> num = {hn::IfThenElse(odd, hn::Neg(c.hi), s.hi),
+                       hn::IfThenElse(odd, hn::Neg(c.lo), s.lo)};
+  const Sum2<D> den = {hn::IfThenElse(odd, s.hi, c.hi), hn::IfThenElse(odd, s.lo, c.lo)};
+  return DivideSums(d, num, den);
 }
 
 // ---- hyperbolic --------------------------------------------------------------------------------
@@ -694,9 +793,6 @@ SPMD_UNARY_OP(OpLog, false, false, LogE(d, x))
 SPMD_UNARY_OP(OpLog1p, false, true, Log1pChecked(d, x))
 SPMD_UNARY_OP(OpLog2, false, false, Log2Exact(d, x))
 SPMD_UNARY_OP(OpLog10, false, false, Log10Split(d, x))
-SPMD_UNARY_OP(OpSin, true, true, TrigF64<Trig::kSin>(d, x))
-SPMD_UNARY_OP(OpCos, true, false, TrigF64<Trig::kCos>(d, x))
-SPMD_UNARY_OP(OpTan, true, true, TrigF64<Trig::kTan>(d, x))
 SPMD_UNARY_OP(OpAsin, false, true, AsinChecked(d, x))
 SPMD_UNARY_OP(OpAcos, false, false, AcosChecked(d, x))
 SPMD_UNARY_OP(OpAtan, false, true, hn::Atan(d, x))
@@ -710,6 +806,34 @@ SPMD_UNARY_OP(OpLogistic, false, false, LogisticSplit(d, x))
 SPMD_UNARY_OP(OpSqrt, false, false, hn::Sqrt(x))
 SPMD_UNARY_OP(OpRsqrt, false, false, hn::Div(K(d, 1.0), hn::Sqrt(x)))
 #undef SPMD_UNARY_OP
+
+// sin, cos, tan: float32 in float32 (TrigF32, twice the lanes) up to kTrigF32MaxArg where the
+// target fuses multiply-adds, which its reduction needs exact; the rest in double as float64.
+template <Trig kind>
+struct OpTrig {
+  static constexpr bool kViaF64 = true;
+  static constexpr bool kKeepZero = kind != Trig::kCos;
+  static constexpr bool kFastF32 = HWY_NATIVE_FMA;
+  template <class D>
+  static HWY_INLINE Vec<D> Apply(D d, Vec<D> x) {
+    return TrigF64<kind>(d, x);
+  }
+  template <class D>
+  static HWY_INLINE Vec<D> ApplyToF32(D d, Vec<D> x) {
+    return Apply(d, x);
+  }
+  template <class D>
+  static HWY_INLINE auto FastF32Lanes(D d, Vec<D> x) {
+    return hn::Le(hn::Abs(x), K(d, kTrigF32MaxArg));  // false for inf and nan
+  }
+  template <class D>
+  static HWY_INLINE Vec<D> FastF32(D d, Vec<D> x) {
+    return TrigF32<kind>(d, x);
+  }
+};
+using OpSin = OpTrig<Trig::kSin>;
+using OpCos = OpTrig<Trig::kCos>;
+using OpTan = OpTrig<Trig::kTan>;
 
 // erf and erfc: float32 inputs (in double) use the shorter approximation of ErfOfF32.
 template <bool complement>

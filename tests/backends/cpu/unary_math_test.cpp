@@ -250,6 +250,33 @@ TEST_P(UnaryMathAccuracy, Float64WithinFourUlpOverTheDomain) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, UnaryMathAccuracy, ::testing::ValuesIn(kAllOps), op_name);
 
+// float32 sin, cos and tan reduce in float32 up to |x| = 2^18 and in double above. The hardest
+// inputs for the float32 reduction are the floats nearest multiples of pi/2 (most digits cancel);
+// sweep them up to twice the switch, with both signs.
+std::vector<float> near_multiples_of_half_pi() {
+  std::vector<float> xs;
+  for (double k = 1; k < 0x1p19 / 1.5707963267948966; k = std::ceil(k * 1.003)) {
+    float v = float(k * 1.5707963267948966);
+    for (int i = 0; i < 3; ++i) v = std::nextafter(v, 0.0f);
+    for (int i = 0; i < 7; ++i, v = std::nextafter(v, 1e30f)) {
+      xs.push_back(v);
+      xs.push_back(-v);
+    }
+  }
+  return xs;
+}
+
+TEST(UnaryMathTrig, Float32WithinBoundNearMultiplesOfHalfPi) {
+  const std::vector<float> xs = near_multiples_of_half_pi();
+  ASSERT_GT(xs.size(), 20000u);
+  for (O op : {O::sin, O::cos, O::tan}) {
+    const Measured m = measure(op, xs);
+    std::printf("[ measured ] %-8s f32 near k*pi/2: %g ulp from rounded (%.3f from exact)\n",
+                unary_math_name(op).data(), m.max_steps, m.max_ulp);
+    EXPECT_LE(m.max_steps, unary_math_ulp_bound_f32(op)) << "worst x = " << m.worst_x;
+  }
+}
+
 // ---- agreement with JAX ------------------------------------------------------------------------
 
 // Largest ulp distance to JAX's float32 results measured over the goldens; a change that makes
@@ -465,6 +492,28 @@ TEST(UnaryMathBuffers, InPlaceMatchesOutOfPlace) {
     unary_math(op, DType::float32, inplace.data(), inplace.data(), int64_t(xs.size()));
     EXPECT_EQ(std::memcmp(out.data(), inplace.data(), xs.size() * sizeof(float)), 0)
         << unary_math_name(op);
+  }
+}
+
+// Lanes on both sides of the switch in one vector: each element gets its own result.
+TEST(UnaryMathTrig, Float32LanesAboveTheSwitchDoNotChangeTheirNeighbours) {
+  const float big[] = {262144.0f, 262144.03f, -262144.03f, 1e30f, -3e38f, float(kInf), float(kNaN)};
+  std::vector<float> xs = mixed_inputs(256);
+  for (size_t i = 0; i < xs.size(); i += 5) xs[i] = big[(i / 5) % std::size(big)];
+  for (O op : {O::sin, O::cos, O::tan}) {
+    std::vector<float> ys(xs.size());
+    unary_math(op, DType::float32, xs.data(), ys.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float one = 0;
+      unary_math(op, DType::float32, &xs[i], &one, 1);
+      EXPECT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(one))
+          << unary_math_name(op) << " x = " << xs[i];
+    }
+    const double huge = xs[15];  // 1e30: libm's result, as before the float32 path existed
+    const double want = op == O::sin   ? std::sin(huge)
+                        : op == O::cos ? std::cos(huge)
+                                       : std::tan(huge);
+    EXPECT_EQ(ys[15], float(want)) << unary_math_name(op);
   }
 }
 

@@ -308,8 +308,16 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
   for (int64_t c = begin; c < end; c += kChunk) {
     const int64_t len = std::min(kChunk, end - c);
     const T* s0 = reinterpret_cast<const T*>(srcs[0]) + c;
-    for (int64_t k = 0; k < len; ++k) acc[k] = load(s0[k]);
-    for (size_t j = 1; j < srcs.size(); ++j) {
+    size_t next = 1;
+    if (srcs.size() > 1) {
+      // The first two sources in one pass.
+      const T* s1 = reinterpret_cast<const T*>(srcs[1]) + c;
+      for (int64_t k = 0; k < len; ++k) acc[k] = combine<T, kOp>(load(s0[k]), load(s1[k]));
+      next = 2;
+    } else {
+      for (int64_t k = 0; k < len; ++k) acc[k] = load(s0[k]);
+    }
+    for (size_t j = next; j < srcs.size(); ++j) {
       const T* sj = reinterpret_cast<const T*>(srcs[j]) + c;
       for (int64_t k = 0; k < len; ++k) acc[k] = combine<T, kOp>(acc[k], load(sj[k]));
     }

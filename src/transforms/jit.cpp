@@ -5,6 +5,7 @@
 
 #include "compile/executable.h"
 #include "core/axis_env.h"
+#include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "transforms/signature.h"
@@ -33,16 +34,6 @@ std::vector<AbstractValue> types_of(std::span<const Array> xs) {
   return out;
 }
 
-// Python's repr of a tuple of ints: "(3,)", "(0, 2)".
-std::string tuple_str(const std::vector<int>& xs) {
-  std::string s = "(";
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(xs[i]);
-  }
-  return s + (xs.size() == 1 ? ",)" : ")");
-}
-
 bool contains(const std::vector<int>& xs, int x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
@@ -58,8 +49,10 @@ std::vector<bool> donation_vector(const JitOptions& options, const TreeDef& in_d
   int n = int(args.size());
   for (int a : donate)
     if (a >= n || -a > n)
-      throw ValueError("[jit] Jitted function has donate_argnums=" + tuple_str(donate) +
-                       ", but only accepts " + std::to_string(n) + " positional arguments.");
+      throw ValueError(
+          "[jit] Jitted function has donate_argnums=" +
+          dimension_numbers::ints_str(std::vector<int64_t>(donate.begin(), donate.end())) +
+          ", but only accepts " + std::to_string(n) + " positional arguments.");
   for (int i = 0; i < n; ++i) {
     bool d = contains(donate, i);
     if (d && (contains(options.static_argnums, i) ||

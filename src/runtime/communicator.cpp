@@ -297,6 +297,15 @@ std::chrono::microseconds poll_budget(size_t devices) {
 // For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
 // result at `dst_offset` of every dst. Works chunkwise through a small buffer so a dst may alias
 // the caller's own input.
+// Whether [a, a + n) and [b, b + n) share a byte.
+bool overlap(const Byte* a, const Byte* b, size_t n) {
+  return a < b + n && b < a + n;
+}
+
+// For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
+// result at `dst_offset` of every dst. A single destination that overlaps no input is reduced
+// into directly; otherwise the work goes chunkwise through a small buffer, so a dst may alias
+// the caller's own input.
 template <class T, ReduceOp kOp>
 void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t end,
                   const std::vector<Byte*>& dsts, int64_t dst_offset, bool may_stream) {
@@ -307,20 +316,27 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
   const bool stream = may_stream && (end - begin) * int64_t(sizeof(T)) >= kStreamBytes;
   for (int64_t c = begin; c < end; c += kChunk) {
     const int64_t len = std::min(kChunk, end - c);
+    const size_t bytes = size_t(len) * sizeof(T);
+    Byte* first_dst = dsts[0] + (dst_offset + c - begin) * int64_t(sizeof(T));
+    bool direct = sizeof(A) == sizeof(T) && dsts.size() == 1 && !stream;
+    for (size_t j = 0; j < srcs.size() && direct; ++j)
+      direct = !overlap(first_dst, srcs[j] + c * int64_t(sizeof(T)), bytes);
+    A* out = direct ? reinterpret_cast<A*>(first_dst) : acc;
     const T* s0 = reinterpret_cast<const T*>(srcs[0]) + c;
     size_t next = 1;
     if (srcs.size() > 1) {
       // The first two sources in one pass.
       const T* s1 = reinterpret_cast<const T*>(srcs[1]) + c;
-      for (int64_t k = 0; k < len; ++k) acc[k] = combine<T, kOp>(load(s0[k]), load(s1[k]));
+      for (int64_t k = 0; k < len; ++k) out[k] = combine<T, kOp>(load(s0[k]), load(s1[k]));
       next = 2;
     } else {
-      for (int64_t k = 0; k < len; ++k) acc[k] = load(s0[k]);
+      for (int64_t k = 0; k < len; ++k) out[k] = load(s0[k]);
     }
     for (size_t j = next; j < srcs.size(); ++j) {
       const T* sj = reinterpret_cast<const T*>(srcs[j]) + c;
-      for (int64_t k = 0; k < len; ++k) acc[k] = combine<T, kOp>(acc[k], load(sj[k]));
+      for (int64_t k = 0; k < len; ++k) out[k] = combine<T, kOp>(out[k], load(sj[k]));
     }
+    if (direct) continue;
     // The unsigned accumulator of a signed type has the same bits: copy it as it is.
     const void* result = acc;
     if constexpr (sizeof(A) != sizeof(T)) {
@@ -330,9 +346,9 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
     for (Byte* d : dsts) {
       Byte* to = d + (dst_offset + c - begin) * int64_t(sizeof(T));
       if (stream)
-        stream_copy(to, static_cast<const Byte*>(result), size_t(len) * sizeof(T));
+        stream_copy(to, static_cast<const Byte*>(result), bytes);
       else
-        std::memcpy(to, result, size_t(len) * sizeof(T));
+        std::memcpy(to, result, bytes);
     }
   }
   if (stream) stream_fence();

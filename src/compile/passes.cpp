@@ -157,9 +157,40 @@ Program constant_folding(const Program& p) {
   return compact(out, keep);
 }
 
+Program fold_transposed_products(const Program& p) {
+  Program out = p;
+  std::vector<int> uses(p.types.size(), 0), producer(p.types.size(), -1);
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    for (const Atom& a : p.equations[i].inputs)
+      if (!a.is_literal()) ++uses[size_t(a.var)];
+    for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
+  }
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) ++uses[size_t(a.var)];
+  for (Equation& t : out.equations) {
+    if (t.primitive->name != "transpose" || t.inputs[0].is_literal()) continue;
+    if (t.params.get_ints("permutation") != std::vector<int64_t>{1, 0}) continue;
+    const int v = t.inputs[0].var;
+    if (uses[size_t(v)] != 1 || producer[size_t(v)] < 0) continue;
+    const Equation& dot = p.equations[size_t(producer[size_t(v)])];
+    if (dot.primitive->name != "dot_general") continue;
+    const auto& dn = dot.params.get<lax::DotDimensionNumbers>("dimension_numbers");
+    if (!dn.lhs_batch.empty() || p.type_of(dot.inputs[0]).shape.ndim() != 2 ||
+        p.type_of(dot.inputs[1]).shape.ndim() != 2)
+      continue;
+    // (A·B)ᵀ = Bᵀ·Aᵀ: the product with its operands swapped gives the transposed result.
+    Params params = dot.params;
+    params.set("dimension_numbers",
+               lax::DotDimensionNumbers{dn.rhs_contracting, dn.lhs_contracting, {}, {}});
+    t = Equation{dot.primitive, std::move(params), {dot.inputs[1], dot.inputs[0]}, t.outputs};
+  }
+  return out;
+}
+
 Program optimize(const Program& p) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
-  return dead_code_elimination(common_subexpression_elimination(constant_folding(p)));
+  return dead_code_elimination(
+      fold_transposed_products(common_subexpression_elimination(constant_folding(p))));
 }
 
 }  // namespace spmd

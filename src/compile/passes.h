@@ -12,6 +12,10 @@ Program common_subexpression_elimination(const Program& p);
 // Evaluates equations whose inputs are all literals or constants and whose outputs are small;
 // their outputs become constants (0-d: literals).
 Program constant_folding(const Program& p);
+// A 2-D transpose of a 2-D dot_general used only there becomes the dot_general with its
+// operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ), as the transposes of weight gradients are in reverse mode;
+// the product then writes the transposed layout itself.
+Program fold_transposed_products(const Program& p);
 // All of the above, in an order that lets each expose work for the next.
 Program optimize(const Program& p);
 

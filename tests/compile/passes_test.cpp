@@ -1,0 +1,65 @@
+// Program passes run by jit: a transposed 2-D product becomes the product with its operands
+// swapped, and gives the same values.
+#include <gtest/gtest.h>
+#include <spmd/spmd.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::Array;
+using DN = sp::lax::DotDimensionNumbers;
+
+Array arange_matrix(int64_t rows, int64_t cols, float scale) {
+  return (sp::arange(float(rows * cols)) * scale).reshape({rows, cols});
+}
+
+int count(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+// The weight gradient of a dense layer as reverse mode writes it: (hᵀ·g)ᵀ from a product that
+// contracts the batch dims of both operands, then a transpose.
+Array weight_gradient_transposed(const Array& h, const Array& g) {
+  return sp::transpose(sp::lax::dot_general(h, g, DN{{0}, {0}, {}, {}}), {1, 0});
+}
+
+TEST(FoldTransposedProducts, TransposeOfAProductBecomesTheSwappedProduct) {
+  auto jf = sp::jit(weight_gradient_transposed);
+  Array h = arange_matrix(4, 3, 0.5f), g = arange_matrix(4, 5, 0.25f);
+  std::string after = jf.lower_optimized(h, g).str();
+  EXPECT_EQ(count(after, "transpose"), 0) << after;
+  EXPECT_EQ(count(after, "dot_general"), 1) << after;
+  Array want = weight_gradient_transposed(h, g);  // eager: the product, then the transpose
+  Array got = jf(h, g);
+  ASSERT_EQ(got.shape(), (sp::Shape{5, 3}));
+  EXPECT_TRUE(sp::allclose(got, want, 1e-6, 1e-6)) << got << "\n" << want;
+}
+
+TEST(FoldTransposedProducts, ProductUsedElsewhereKeepsItsTranspose) {
+  auto jf = sp::jit([](const Array& h, const Array& g) {
+    Array product = sp::lax::dot_general(h, g, DN{{0}, {0}, {}, {}});
+    return product.sum() + sp::transpose(product, {1, 0}).sum();
+  });
+  Array h = arange_matrix(4, 3, 0.5f), g = arange_matrix(4, 5, 0.25f);
+  std::string after = jf.lower_optimized(h, g).str();
+  EXPECT_EQ(count(after, "transpose"), 1) << after;
+  EXPECT_EQ(count(after, "dot_general"), 1) << after;
+}
+
+TEST(FoldTransposedProducts, ReverseModeWeightGradientsNeedNoTranspose) {
+  auto loss = [](const Array& w, const Array& x) { return sp::relu(sp::dot(x, w)).sum(); };
+  Array w = arange_matrix(3, 5, 0.1f) - 0.7f, x = arange_matrix(4, 3, 0.2f) - 1.0f;
+  auto grad = sp::jit(sp::grad(loss));
+  std::string after = grad.lower_optimized(w, x).str();
+  EXPECT_EQ(count(after, "transpose"), 0) << after;
+  // dL/dw = xᵀ · [x·w > 0], computed eagerly (no passes).
+  Array want = sp::dot(x.T(), sp::astype(sp::greater(sp::dot(x, w), 0.0f), sp::float32));
+  EXPECT_TRUE(sp::allclose(grad(w, x), want, 1e-6, 1e-6)) << grad(w, x) << "\n" << want;
+}
+
+}  // namespace

@@ -45,24 +45,73 @@ int buffer_donor(const Equation& e, const AbstractValue& out, std::span<const Ar
 
 }  // namespace
 
+// The per-run working vectors, kept per thread between runs so a cached call allocates only its
+// results. Runs nest on one thread (an eager rule runs another Executable), hence a stack.
+struct RunScratch {
+  std::vector<Array> env;
+  std::vector<bool> owned;
+  std::vector<Array> ins;
+  std::vector<Operand> operands;
+  std::vector<Result> results;
+};
+
+namespace {
+
+class ScratchLease {
+ public:
+  explicit ScratchLease(size_t num_vars) {
+    if (depth_ == stack_.size()) stack_.push_back(std::make_unique<RunScratch>());
+    scratch_ = stack_[depth_++].get();
+    scratch_->env.resize(num_vars);
+    scratch_->owned.assign(num_vars, false);
+  }
+  ~ScratchLease() {
+    // Drop every reference the run still holds, so buffers go back at once.
+    for (Array& x : scratch_->env) x = Array();
+    scratch_->ins.clear();
+    --depth_;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  RunScratch& operator*() const { return *scratch_; }
+
+ private:
+  static thread_local std::vector<std::unique_ptr<RunScratch>> stack_;
+  static thread_local size_t depth_;
+  RunScratch* scratch_;
+};
+
+thread_local std::vector<std::unique_ptr<RunScratch>> ScratchLease::stack_;
+thread_local size_t ScratchLease::depth_ = 0;
+
+}  // namespace
+
 std::vector<Array> Executable::run(std::span<const Array> args) const {
-  return run(std::vector<Array>(args.begin(), args.end()), std::vector<bool>(args.size(), false));
+  ScratchLease lease(program_.types.size());
+  RunScratch& s = *lease;
+  for (size_t i = 0; i < args.size(); ++i) s.env[size_t(program_.invars[i])] = args[i];
+  return execute(s);
 }
 
 std::vector<Array> Executable::run(std::vector<Array> args,
                                    const std::vector<bool>& donated) const {
-  const Program& p = program_;
-  std::vector<Array> env(p.types.size());
-  std::vector<bool> owned(p.types.size(), false);
-  for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
+  ScratchLease lease(program_.types.size());
+  RunScratch& s = *lease;
   for (size_t i = 0; i < args.size(); ++i) {
-    env[size_t(p.invars[i])] = std::move(args[i]);
-    owned[size_t(p.invars[i])] = i < donated.size() && donated[i];
+    s.env[size_t(program_.invars[i])] = std::move(args[i]);
+    s.owned[size_t(program_.invars[i])] = i < donated.size() && donated[i];
   }
+  return execute(s);
+}
 
-  std::vector<Array> ins;
-  std::vector<Operand> operands;
-  std::vector<Result> results;
+std::vector<Array> Executable::execute(RunScratch& s) const {
+  const Program& p = program_;
+  std::vector<Array>& env = s.env;
+  std::vector<bool>& owned = s.owned;
+  std::vector<Array>& ins = s.ins;
+  std::vector<Operand>& operands = s.operands;
+  std::vector<Result>& results = s.results;
+  for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
   cpu::DenormalsAreZero ftz;
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];

@@ -12,6 +12,8 @@
 
 namespace spmd {
 
+struct RunScratch;
+
 class Executable {
  public:
   // Optimises `program` (passes.h) and plans its execution.
@@ -24,6 +26,8 @@ class Executable {
   const Program& program() const { return program_; }
 
  private:
+  std::vector<Array> execute(RunScratch& scratch) const;
+
   Program program_;
   std::vector<std::vector<int>> release_after_;  // per equation: variables last used there
 };

@@ -66,9 +66,14 @@ struct RowGeometry {
 };
 
 // The loop kernels are compiled for AVX-512 and AVX2 too and picked at load time (the library
-// itself targets baseline x86-64).
+// itself targets baseline x86-64). Not under ThreadSanitizer: it instruments the load-time
+// resolvers, which then run before its runtime has started and crash the program.
+#if defined(__SANITIZE_THREAD__)
+#define SPMD_GEMM_CLONES
+#else
 #define SPMD_GEMM_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 
 template <class T, class W, class Out>
 SPMD_GEMM_CLONES void row_product(const T* a, const T* b, W* acc, Out* c, RowGeometry g) {

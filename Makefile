@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= $(CURDIR)/$(BUILD)/install
 
-.PHONY: all deps configure build run test install consumer bench clean
+.PHONY: all deps configure build run test install consumer bench tsan clean
 
 all: build
 
@@ -34,6 +34,19 @@ test: build consumer
 
 bench: build
 	@$(BUILD)/bench/spmd_bench
+
+# The whole library built with ThreadSanitizer, running the tests of devices, collectives,
+# shard_map and pmap on 8 devices. A second full build, so not part of `make test` (which runs
+# the runtime and collectives under ThreadSanitizer in spmd_tsan_tests).
+TSAN_BUILD ?= build-tsan
+TSAN_TESTS ?= ShardMap*:Pmap*:Placement*:CollectiveVmap*:Executor*:Communicator*:Examples*
+tsan: deps
+	@[ -f $(TSAN_BUILD)/Makefile ] || cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -O1" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
+	@TSAN_OPTIONS=halt_on_error=1 SPMD_CPU_DEVICES=8 \
+	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
 
 clean:
 	rm -rf $(BUILD)

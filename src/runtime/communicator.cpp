@@ -5,6 +5,8 @@
 // member is done reading.
 #include "runtime/communicator.h"
 
+#include "backends/cpu/poll.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -20,7 +22,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#include <thread>
 
 #include <unistd.h>
 
@@ -258,28 +259,6 @@ bool outputs_exceed_cache(int64_t total_output_bytes) {
 // rendezvous: every member computes its own output from the copies and leaves without waiting
 // for the others to finish reading its buffers.
 constexpr int64_t kStagedBytes = int64_t(64) << 10;
-
-void cpu_relax() {
-#if defined(__SSE2__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
-// Polls `done` for up to `budget` before the caller blocks: a member woken from a sleeping core
-// loses tens of microseconds, more than a small collective takes. Called only when every device
-// of the launch has a core of its own (see Communicator::State::poll_budget).
-template <class Done>
-bool poll_until(Done done, std::chrono::microseconds budget) {
-  if (budget.count() <= 0) return done();
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  for (int i = 0;; ++i) {
-    if (done()) return true;
-    cpu_relax();
-    if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return done();
-  }
-}
 
 // How long a member polls before sleeping: env SPMD_COLLECTIVE_POLL_US (0 turns polling off),
 // else 50 µs; zero when the launch has more devices than there are cores, where a polling member
@@ -541,7 +520,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     if (!op->ready.load(std::memory_order_relaxed)) fail(api, op->error);
   } else {
     lock.unlock();
-    poll_until(
+    cpu::poll_until(
         [&] {
           return op->ready.load(std::memory_order_acquire) ||
                  op->failed.load(std::memory_order_acquire);
@@ -592,7 +571,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   const bool last_done =
       wait_for_readers && op->done.fetch_add(1, std::memory_order_acq_rel) + 1 == n;
   if (wait_for_readers && !last_done) {
-    poll_until([&] { return op->done.load(std::memory_order_acquire) == n; }, poll);
+    cpu::poll_until([&] { return op->done.load(std::memory_order_acquire) == n; }, poll);
     lock.lock();
     ch.cv.wait(lock, [&] { return op->done.load(std::memory_order_relaxed) == n; });
   } else {

@@ -1,7 +1,12 @@
-// A small fixed pool of worker threads for kernels. Workers sleep on a condition variable; the
-// caller takes a share of the work itself. Calls made while the pool is busy (another device
-// thread, or a kernel inside a kernel) run on the calling thread.
+// A small fixed pool of worker threads for kernels. Between jobs a worker polls briefly for the
+// next one (the kernels of a program follow each other closely) and then sleeps on a condition
+// variable; the caller takes a share of the work itself and polls briefly for the workers'
+// shares. The pool has cores − 1 workers and is used by one calling thread at a time, so every
+// polling thread has a core. Calls made while the pool is busy (another device thread, or a
+// kernel inside a kernel) run on the calling thread.
 #include "backends/cpu/parallel.h"
+
+#include "backends/cpu/poll.h"
 
 #include <spmd/config.h>
 
@@ -34,6 +39,9 @@ DenormalsAreZero::~DenormalsAreZero() {}
 
 namespace {
 
+// How long an idle worker waits for the next job, and the caller for the workers, before sleeping.
+constexpr std::chrono::microseconds kPoll(50);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int workers) {
@@ -42,7 +50,7 @@ class ThreadPool {
   ~ThreadPool() {
     {
       std::lock_guard lock(mu_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
@@ -59,14 +67,15 @@ class ThreadPool {
       job_ = &chunk;
       chunks_ = chunks;
       next_ = 0;
-      pending_ = chunks;
+      pending_.store(chunks, std::memory_order_relaxed);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work();
+    cpu::poll_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, kPoll);
     std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_relaxed) == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
     return true;
@@ -88,7 +97,7 @@ class ThreadPool {
         if (!error_) error_ = std::current_exception();
       }
       std::lock_guard lock(mu_);
-      if (--pending_ == 0) done_.notify_all();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_all();
     }
   }
 
@@ -96,11 +105,17 @@ class ThreadPool {
     DenormalsAreZero ftz;
     uint64_t seen = 0;
     for (;;) {
+      cpu::poll_until(
+          [&] {
+            return stop_.load(std::memory_order_acquire) ||
+                   generation_.load(std::memory_order_acquire) != seen;
+          },
+          kPoll);
       {
         std::unique_lock lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_); });
-        if (stop_) return;
-        seen = generation_;
+        wake_.wait(lock, [&] { return stop_.load() || (generation_.load() != seen && job_); });
+        if (stop_.load()) return;
+        seen = generation_.load();
       }
       work();
     }
@@ -111,9 +126,10 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable wake_, done_;
   const std::function<void(int)>* job_ = nullptr;
-  int chunks_ = 0, next_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  int chunks_ = 0, next_ = 0;
+  std::atomic<int> pending_{0};          // written under mu_, polled without it
+  std::atomic<uint64_t> generation_{0};  // written under mu_, polled without it
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 

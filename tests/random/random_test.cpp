@@ -221,12 +221,8 @@ sp::Shape parse_shape(const std::string& s) {
   return sp::Shape(dims);
 }
 
-// How a case is compared: bit for bit, except the float64 normal samplers. They go through
-// float64 erf_inv, whose spmd kernel is not XLA's polynomial yet (up to 29 ulps apart).
-::testing::AssertionResult matches(const std::string& name, const Array& got,
-                                   const Array& expected) {
-  if (name == "normal_f64" || name == "truncated_normal_f64")
-    return spmd_test::arrays_close_ulp(got, expected, 32);
+// Every case is compared bit for bit.
+::testing::AssertionResult matches(const std::string&, const Array& got, const Array& expected) {
   return spmd_test::arrays_equal(got, expected);
 }
 

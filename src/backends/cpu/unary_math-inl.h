@@ -579,7 +579,35 @@ HWY_INLINE Vec<D> ErfOfF32(D d, Vec<D> x) {
   return y;
 }
 
-// Giles' double-precision erf^-1, with w = -log((1 - x)(1 + x)) which stays accurate near |x| = 1.
+// XLA:CPU's float64 log1p: the Cephes rational below |x| < sqrt(2) - 1 (fused Horner steps,
+// the rest as written), else libm's log of 1 + x (XLA has no float64 log approximation).
+template <class D>
+HWY_INLINE Vec<D> XlaLog1pF64(D d, Vec<D> x) {
+  static constexpr double num[] = {4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+                                   6.5787325942061044846969E0,  2.9911919328553073277375E1,
+                                   6.0949667980987787057556E1,  5.7112963590585538103336E1,
+                                   2.0039553499201281259648E1};
+  static constexpr double den[] = {1.,
+                                   1.5062909083469192043167E1,
+                                   8.3047565967967209469434E1,
+                                   2.2176239823732856465394E2,
+                                   3.0909872225312059774938E2,
+                                   2.1642788614495947685003E2,
+                                   6.0118660497603843919306E1};
+  const auto is_small = hn::Lt(hn::Abs(x), K(d, 0.41421356237309504880));
+  const Vec<D> x2 = hn::Mul(x, x);
+  Vec<D> small = hn::Div(Horner(d, x, num), Horner(d, x, den));
+  small = hn::Mul(hn::Mul(x, x2), small);
+  small = hn::Add(hn::Mul(K(d, -0.5), x2), small);
+  small = hn::Add(x, small);
+  if (hn::AllTrue(d, is_small)) return small;
+  HWY_ALIGN double lanes[HWY_MAX_BYTES / sizeof(double)];
+  hn::Store(hn::Add(x, K(d, 1.0)), d, lanes);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = std::log(lanes[i]);
+  return hn::IfThenElse(is_small, small, hn::Load(d, lanes));
+}
+
+// Giles' double-precision erf^-1 as XLA:CPU evaluates it: w = -log1p(-x·x) with XLA's log1p.
 template <class D>
 HWY_INLINE Vec<D> ErfInvF64(D d, Vec<D> x) {
   static constexpr double c1[] = {
@@ -608,7 +636,7 @@ HWY_INLINE Vec<D> ErfInvF64(D d, Vec<D> x) {
       1.0103004648645343977,      4.8499064014085844221};
   const Vec<D> one = K(d, 1.0);
   const Vec<D> ax = hn::Abs(x);
-  const Vec<D> w = hn::Neg(LogE(d, hn::Mul(hn::Sub(one, ax), hn::Add(one, ax))));
+  const Vec<D> w = hn::Neg(XlaLog1pF64(d, hn::Neg(hn::Mul(x, x))));
   const auto central = hn::Lt(w, K(d, 6.25));
   Vec<D> p = Horner(d, hn::Sub(w, K(d, 3.125)), c1);
   if (!hn::AllTrue(d, central)) {

@@ -235,8 +235,13 @@ TEST_P(UnaryMathAccuracy, Float32WithinStatedUlpBoundOverTheDomain) {
   EXPECT_LE(m.max_steps, unary_math_ulp_bound_f32(op)) << "worst x = " << m.worst_x;
 }
 
-// float64: every op within 4 ulp of the correctly rounded result (measured at most 3).
+// float64: every op within 4 ulp of the correctly rounded result (measured at most 3), except
+// erf_inv, which repeats XLA's evaluation so random.normal matches JAX bit for bit, and with it
+// XLA's error: 16 ulp near |x| = 0.64, where its log1p changes method.
 constexpr double kF64Bound = 4;
+double f64_bound(O op) {
+  return op == O::erf_inv ? 16 : kF64Bound;
+}
 
 TEST_P(UnaryMathAccuracy, Float64WithinFourUlpOverTheDomain) {
   const O op = GetParam();
@@ -245,7 +250,7 @@ TEST_P(UnaryMathAccuracy, Float64WithinFourUlpOverTheDomain) {
   const Measured m = measure(op, xs);
   std::printf("[ measured ] %-8s f64 %g ulp from rounded (%.3f from exact), worst x = %.17g\n",
               unary_math_name(op).data(), m.max_steps, m.max_ulp, m.worst_x);
-  EXPECT_LE(m.max_steps, kF64Bound) << "worst x = " << m.worst_x;
+  EXPECT_LE(m.max_steps, f64_bound(op)) << "worst x = " << m.worst_x;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, UnaryMathAccuracy, ::testing::ValuesIn(kAllOps), op_name);

@@ -579,24 +579,27 @@ HWY_INLINE Vec<D> ErfOfF32(D d, Vec<D> x) {
   return y;
 }
 
-// XLA:CPU's float64 log1p: the Cephes rational below |x| < sqrt(2) - 1 (fused Horner steps,
-// the rest as written), else libm's log of 1 + x (XLA has no float64 log approximation).
-template <class D>
-HWY_INLINE Vec<D> XlaLog1pF64(D d, Vec<D> x) {
-  static constexpr double num[] = {4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+// The Cephes rational XLA:CPU's log1p uses below |x| < sqrt(2) - 1 (both float types):
+// log1p(x) = x - x²/2 + x³·num(x)/den(x).
+constexpr double kXlaLog1pNum[] = {4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
                                    6.5787325942061044846969E0,  2.9911919328553073277375E1,
                                    6.0949667980987787057556E1,  5.7112963590585538103336E1,
                                    2.0039553499201281259648E1};
-  static constexpr double den[] = {1.,
+constexpr double kXlaLog1pDen[] = {1.,
                                    1.5062909083469192043167E1,
                                    8.3047565967967209469434E1,
                                    2.2176239823732856465394E2,
                                    3.0909872225312059774938E2,
                                    2.1642788614495947685003E2,
                                    6.0118660497603843919306E1};
+
+// XLA:CPU's float64 log1p: the Cephes rational below |x| < sqrt(2) - 1 (fused Horner steps,
+// the rest as written), else libm's log of 1 + x (XLA has no float64 log approximation).
+template <class D>
+HWY_INLINE Vec<D> XlaLog1pF64(D d, Vec<D> x) {
   const auto is_small = hn::Lt(hn::Abs(x), K(d, 0.41421356237309504880));
   const Vec<D> x2 = hn::Mul(x, x);
-  Vec<D> small = hn::Div(Horner(d, x, num), Horner(d, x, den));
+  Vec<D> small = hn::Div(Horner(d, x, kXlaLog1pNum), Horner(d, x, kXlaLog1pDen));
   small = hn::Mul(hn::Mul(x, x2), small);
   small = hn::Add(hn::Mul(K(d, -0.5), x2), small);
   small = hn::Add(x, small);
@@ -721,20 +724,9 @@ HWY_INLINE Vec<D> CephesLogF32(D d, Vec<D> x) {
 
 template <class D>
 HWY_INLINE Vec<D> XlaLog1pF32(D d, Vec<D> x) {
-  static constexpr double num[] = {4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
-                                   6.5787325942061044846969E0,  2.9911919328553073277375E1,
-                                   6.0949667980987787057556E1,  5.7112963590585538103336E1,
-                                   2.0039553499201281259648E1};
-  static constexpr double den[] = {1.,
-                                   1.5062909083469192043167E1,
-                                   8.3047565967967209469434E1,
-                                   2.2176239823732856465394E2,
-                                   3.0909872225312059774938E2,
-                                   2.1642788614495947685003E2,
-                                   6.0118660497603843919306E1};
   const Vec<D> large = CephesLogF32(d, hn::Add(x, K(d, 1.0)));
   const Vec<D> x2 = hn::Mul(x, x);
-  Vec<D> small = hn::Div(HornerFusedF32(d, x, num), HornerFusedF32(d, x, den));
+  Vec<D> small = hn::Div(HornerFusedF32(d, x, kXlaLog1pNum), HornerFusedF32(d, x, kXlaLog1pDen));
   small = hn::Mul(hn::Mul(x, x2), small);
   small = hn::Add(hn::Mul(K(d, -0.5), x2), small);
   small = hn::Add(x, small);

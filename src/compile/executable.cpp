@@ -2,6 +2,7 @@
 #include "compile/executable.h"
 
 #include "backends/cpu/parallel.h"
+#include "compile/fusion.h"
 #include "compile/passes.h"
 #include "prims/primitive.h"
 
@@ -35,6 +36,9 @@ int buffer_donor(const Equation& e, const AbstractValue& out, std::span<const Ar
   if (e.outputs.size() != 1) return -1;
   for (const Atom& a : e.inputs) {
     if (a.is_literal() || !owned[size_t(a.var)]) continue;
+    if (e.primitive->name == "fusion" &&
+        !fusion_may_write_over(e.params, size_t(&a - e.inputs.data())))
+      continue;
     if (std::find(dying.begin(), dying.end(), a.var) == dying.end()) continue;
     const std::shared_ptr<ArrayImpl>& x = env[size_t(a.var)].impl();
     if (!(x->aval.shape == out.shape) || itemsize(x->aval.dtype) != itemsize(out.dtype)) continue;
@@ -113,12 +117,13 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   std::vector<Result>& results = s.results;
   for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
   cpu::DenormalsAreZero ftz;
+  static const Primitive* const fusion = &primitive("fusion");
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
     const Primitive& prim = *e.primitive;
     // Decided before `ins` takes its own references to the operands.
     ins.clear();
-    int donor = prim.elementwise
+    int donor = prim.elementwise || &prim == fusion
                     ? buffer_donor(e, p.types[size_t(e.outputs[0])], env, owned, release_after_[i])
                     : -1;
     for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);

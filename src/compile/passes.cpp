@@ -1,11 +1,16 @@
 // DCE, CSE and constant folding over Programs.
 #include "compile/passes.h"
 
+#include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/primitive.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace spmd {
 namespace {
@@ -187,10 +192,106 @@ Program fold_transposed_products(const Program& p) {
   return out;
 }
 
+Program inline_calls(const Program& p) {
+  Program out;
+  out.types = p.types;
+  out.constvars = p.constvars;
+  out.consts = p.consts;
+  out.invars = p.invars;
+  // What each variable of `p` now is: itself, or the atom a call's body produced for it.
+  std::vector<Atom> now(p.types.size());
+  for (size_t v = 0; v < now.size(); ++v) now[v] = Atom::of_var(int(v));
+  auto resolve = [&](const Atom& a) { return a.is_literal() ? a : now[size_t(a.var)]; };
+  for (const Equation& e : p.equations) {
+    const std::string& name = e.primitive->name;
+    const char* key = name == "jit"                                            ? "jaxpr"
+                      : name == "custom_jvp_call" || name == "custom_vjp_call" ? "call_jaxpr"
+                                                                               : nullptr;
+    if (!key) {
+      Equation copy = e;
+      for (Atom& a : copy.inputs) a = resolve(a);
+      out.equations.push_back(std::move(copy));
+      continue;
+    }
+    const Program body = inline_calls(*e.params.get<ProgramRef>(key));
+    std::vector<Atom> local(body.types.size());
+    for (size_t i = 0; i < body.constvars.size(); ++i) {
+      int v = out.new_var(body.types[size_t(body.constvars[i])]);
+      out.constvars.push_back(v);
+      out.consts.push_back(body.consts[i]);
+      local[size_t(body.constvars[i])] = Atom::of_var(v);
+    }
+    for (size_t i = 0; i < body.invars.size(); ++i)
+      local[size_t(body.invars[i])] = resolve(e.inputs[i]);
+    auto map_atom = [&](const Atom& a) { return a.is_literal() ? a : local[size_t(a.var)]; };
+    for (const Equation& be : body.equations) {
+      Equation copy{be.primitive, be.params, {}, {}};
+      for (const Atom& a : be.inputs) copy.inputs.push_back(map_atom(a));
+      for (int v : be.outputs) {
+        int nv = out.new_var(body.types[size_t(v)]);
+        local[size_t(v)] = Atom::of_var(nv);
+        copy.outputs.push_back(nv);
+      }
+      out.equations.push_back(std::move(copy));
+    }
+    for (size_t k = 0; k < e.outputs.size(); ++k)
+      now[size_t(e.outputs[k])] = map_atom(body.outputs[k]);
+  }
+  for (const Atom& a : p.outputs) out.outputs.push_back(resolve(a));
+  return out;
+}
+
+Program forward_scalar_broadcasts(const Program& p) {
+  Program out = p;
+  std::vector<int> producer(p.types.size(), -1);
+  for (size_t i = 0; i < p.equations.size(); ++i)
+    for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
+  // The 0-d atom `v` broadcasts, through any chain of broadcasts, or none.
+  auto scalar_source = [&](int v) -> std::optional<Atom> {
+    for (;;) {
+      int i = producer[size_t(v)];
+      if (i < 0 || p.equations[size_t(i)].primitive->name != "broadcast_in_dim") return {};
+      const Atom& a = p.equations[size_t(i)].inputs[0];
+      if (p.type_of(a).shape.ndim() == 0) return a;
+      if (a.is_literal()) return {};
+      v = a.var;
+    }
+  };
+  for (Equation& e : out.equations) {
+    if (!e.primitive->elementwise) continue;
+    std::vector<AbstractValue> expected;
+    for (int v : e.outputs) expected.push_back(p.types[size_t(v)]);
+    for (Atom& a : e.inputs) {
+      if (a.is_literal()) continue;
+      std::optional<Atom> scalar = scalar_source(a.var);
+      if (!scalar) continue;
+      Atom original = std::exchange(a, *scalar);
+      std::vector<AbstractValue> in;
+      for (const Atom& b : e.inputs) in.push_back(out.type_of(b));
+      bool same = false;
+      try {
+        std::vector<AbstractValue> got = e.primitive->shape_rule(in, e.params);
+        same = got.size() == expected.size();
+        for (size_t k = 0; same && k < got.size(); ++k)
+          same = got[k].shape == expected[k].shape && got[k].dtype == expected[k].dtype;
+      } catch (const std::exception&) {
+      }
+      if (!same) a = std::move(original);
+    }
+  }
+  return out;
+}
+
 Program optimize(const Program& p) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
-  return dead_code_elimination(
-      fold_transposed_products(common_subexpression_elimination(constant_folding(p))));
+  Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
+  q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
+  // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
+  static const bool fuse = [] {
+    const char* env = std::getenv("SPMD_FUSION");
+    return !env || std::string_view(env) != "0";
+  }();
+  return fuse ? fuse_elementwise(q) : q;
 }
 
 }  // namespace spmd

@@ -16,7 +16,14 @@ Program constant_folding(const Program& p);
 // operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ), as the transposes of weight gradients are in reverse mode;
 // the product then writes the transposed layout itself.
 Program fold_transposed_products(const Program& p);
-// All of the above, in an order that lets each expose work for the next.
+// Replaces calls (jit, custom_jvp_call, custom_vjp_call) by their bodies: the Program then
+// shows every equation to the other passes, and runs without a nested executable per call.
+Program inline_calls(const Program& p);
+// An elementwise equation reads a 0-d value directly instead of its broadcast (a `zeros` the
+// size of the output, say) when the equation's shape rule gives the same result; the broadcast
+// is then usually dead.
+Program forward_scalar_broadcasts(const Program& p);
+// All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for the next.
 Program optimize(const Program& p);
 
 }  // namespace spmd

@@ -94,6 +94,7 @@ bool hidden_param(const std::string& prim, const std::string& key, const ParamVa
   if (prim == "dot_general") return (key == "out_sharding" || key == "precision") && none;
   if (prim == "mul") return key == "out_dtype" && none;
   if (prim == "custom_jvp_call") return key == "num_consts";
+  if (prim == "fusion") return key == "plan";
   if (key == "accuracy") return none;
   return false;
 }

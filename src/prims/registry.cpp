@@ -1,5 +1,6 @@
 // The primitive registry and bind(), the one entry every operation goes through.
 #include "backends/cpu/parallel.h"
+#include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
@@ -55,6 +56,7 @@ const PrimitiveRegistry& primitive_registry() {
     register_sort_primitives(r);
     register_collective_primitives(r);
     register_transform_primitives(r);
+    register_fusion_primitive(r);
     register_elementwise_ad_rules(r);
     register_structural_ad_rules(r);
     register_batch_rules(r);

@@ -82,7 +82,7 @@ void register_transform_primitives(PrimitiveRegistry& r) {
   register_custom_jvp_primitive(r);
   register_shard_map_primitive(r);
   // add_any: the sum of two cotangent contributions of the same type.
-  r.define(
+  Primitive& add_any = r.define(
       "add_any",
       [](std::span<const AbstractValue> in, const Params&) {
         if (in.size() != 2 || !(in[0].shape == in[1].shape) || in[0].dtype != in[1].dtype)
@@ -94,6 +94,7 @@ void register_transform_primitives(PrimitiveRegistry& r) {
         cpu::binary(cpu::BinaryOp::add, a.in[0].aval->dtype, a.in[0].data, a.in[0].aval->shape,
                     a.in[1].data, a.in[1].aval->shape, a.out[0].data, a.out[0].aval->shape);
       });
+  add_any.elementwise = true;
 }
 
 }  // namespace spmd

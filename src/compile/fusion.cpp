@@ -1,0 +1,342 @@
+// Elementwise fusion: the grouping pass and the tile-by-tile kernel of `fusion` equations.
+#include "compile/fusion.h"
+
+#include "backends/cpu/parallel.h"
+#include "prims/primitive.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+namespace spmd {
+namespace {
+
+// Bytes of every tiled value of one tile together: small enough to stay in a core's L2.
+constexpr int64_t kTileBytes = 192 << 10;
+// Elements of the fused shape below which the tiles run on the calling thread alone.
+constexpr int64_t kParallelElements = 1 << 15;
+// Rows of dim 0 needed to tile by rows (when some operand broadcasts along trailing dims).
+constexpr int64_t kMinRows = 16;
+
+// How the fusion's shape is cut: element ranges of the flattened shape when every value has the
+// full shape or is 0-d, else row ranges of dim 0 (operands of size 1 along dim 0 broadcast).
+enum class Tiling : uint8_t { flat, rows };
+
+struct FusionPlan {
+  // One per body variable, then one per literal operand.
+  struct Value {
+    bool tiled = false;      // cut along the tiles; else the whole value is every tile's operand
+    int64_t unit_bytes = 0;  // bytes per element (flat) or per row of dim 0 (rows), when tiled
+    AbstractValue tile_type, last_tile_type;  // the operand type a full / the last tile sees
+    int input = -1;                           // the fusion operand it is
+    int output = -1;                          // the fusion result it is written to
+    int64_t scratch = -1;        // offset of its tile in the scratch (values nothing outside reads)
+    const void* data = nullptr;  // literals
+  };
+  struct Step {
+    const Primitive* prim;
+    const Params* params;
+    std::vector<int> in;  // value indices
+    int out;
+  };
+  ProgramRef body;
+  std::vector<Array> literals;
+  std::vector<Value> values;
+  std::vector<Step> steps;
+  int64_t extent = 0;  // elements (flat) or rows (rows) of the shape
+  int64_t tile = 0;    // the same per tile
+  int64_t tiles = 0;
+  int64_t min_grain_tiles = 1;
+  int64_t scratch_bytes = 0;
+  // Per operand: the single output may be written over it.
+  std::vector<bool> may_write_over;
+};
+
+const FusionPlan& plan_of(const Params& p) {
+  return *static_cast<const FusionPlan*>(p.get<OpaqueParam>("plan").value.get());
+}
+
+Shape with_dim0(const Shape& s, int64_t d0) {
+  std::vector<int64_t> dims = s.dims();
+  dims[0] = d0;
+  return Shape(dims);
+}
+
+std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, const Shape& shape) {
+  auto plan = std::make_shared<FusionPlan>();
+  const Program& b = *body;
+  plan->body = body;
+  const int64_t numel = shape.size();
+  plan->extent = tiling == Tiling::flat ? numel : shape[0];
+  const int64_t per_unit = tiling == Tiling::flat ? 1 : numel / std::max<int64_t>(1, shape[0]);
+  auto row_elements = [](const Shape& s) { return s.size() / std::max<int64_t>(1, s[0]); };
+
+  plan->values.resize(b.types.size());
+  for (size_t i = 0; i < b.invars.size(); ++i) plan->values[size_t(b.invars[i])].input = int(i);
+  for (size_t k = 0; k < b.outputs.size(); ++k)
+    plan->values[size_t(b.outputs[k].var)].output = int(k);
+  int64_t bytes_per_unit = 0;
+  for (size_t v = 0; v < b.types.size(); ++v) {
+    const AbstractValue& t = b.types[v];
+    FusionPlan::Value& value = plan->values[v];
+    value.tiled =
+        tiling == Tiling::flat ? t.shape == shape : t.shape.ndim() > 0 && t.shape[0] == shape[0];
+    if (value.tiled) {
+      value.unit_bytes =
+          int64_t(itemsize(t.dtype)) * (tiling == Tiling::flat ? 1 : row_elements(t.shape));
+      bytes_per_unit += value.unit_bytes;
+    }
+  }
+  // Tiles of a multiple of 64 elements keep every tiled value's tiles 64-byte aligned.
+  int64_t tile = std::max<int64_t>(1, kTileBytes / std::max<int64_t>(1, bytes_per_unit));
+  if (tiling == Tiling::flat) tile = std::max<int64_t>(64, tile / 64 * 64);
+  plan->tile = std::min(tile, std::max<int64_t>(1, plan->extent));
+  plan->tiles = (plan->extent + plan->tile - 1) / plan->tile;
+  const int64_t tile_elements = plan->tile * per_unit;
+  plan->min_grain_tiles =
+      std::max<int64_t>(1, kParallelElements / std::max<int64_t>(1, tile_elements));
+  const int64_t last = plan->extent - (plan->tiles - 1) * plan->tile;
+
+  for (size_t v = 0; v < b.types.size(); ++v) {
+    const AbstractValue& t = b.types[v];
+    FusionPlan::Value& value = plan->values[v];
+    value.tile_type = value.last_tile_type = t;
+    if (value.tiled) {
+      value.tile_type.shape =
+          tiling == Tiling::flat ? Shape{plan->tile} : with_dim0(t.shape, plan->tile);
+      value.last_tile_type.shape = tiling == Tiling::flat ? Shape{last} : with_dim0(t.shape, last);
+      if (value.input < 0 && value.output < 0) {
+        value.scratch = plan->scratch_bytes;
+        plan->scratch_bytes += (value.unit_bytes * plan->tile + 63) / 64 * 64;
+      }
+    }
+  }
+
+  for (const Equation& e : b.equations) {
+    FusionPlan::Step step{e.primitive, &e.params, {}, e.outputs[0]};
+    for (const Atom& a : e.inputs) {
+      if (!a.is_literal()) {
+        step.in.push_back(a.var);
+        continue;
+      }
+      plan->literals.push_back(a.literal);
+      FusionPlan::Value value;
+      value.tile_type = value.last_tile_type = aval_of(a.literal);
+      value.data = host_data(a.literal, "fusion");
+      step.in.push_back(int(plan->values.size()));
+      plan->values.push_back(std::move(value));
+    }
+    plan->steps.push_back(std::move(step));
+  }
+
+  // A single output is written by the last step, after every read of the tile's operands.
+  plan->may_write_over.assign(b.invars.size(), false);
+  if (b.outputs.size() == 1)
+    for (size_t i = 0; i < b.invars.size(); ++i)
+      plan->may_write_over[i] = plan->values[size_t(b.invars[i])].tiled;
+  return plan;
+}
+
+void fusion_kernel(const KernelArgs& a) {
+  const FusionPlan& plan = plan_of(a.params);
+  cpu::parallel_for(plan.tiles, plan.min_grain_tiles, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<std::byte> storage;
+    thread_local std::vector<Operand> operands;
+    if (int64_t(storage.size()) < plan.scratch_bytes + 64)
+      storage.resize(size_t(plan.scratch_bytes + 64));
+    std::byte* scratch = reinterpret_cast<std::byte*>(
+        (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+    for (int64_t t = t0; t < t1; ++t) {
+      const bool last = t == plan.tiles - 1;
+      // The address of value v's part of tile t.
+      auto address = [&](int v) -> void* {
+        const FusionPlan::Value& value = plan.values[size_t(v)];
+        if (value.scratch >= 0) return scratch + value.scratch;
+        const int64_t offset = value.tiled ? t * plan.tile * value.unit_bytes : 0;
+        if (value.output >= 0)
+          return static_cast<std::byte*>(a.out[size_t(value.output)].data) + offset;
+        if (value.input >= 0)
+          return const_cast<std::byte*>(
+                     static_cast<const std::byte*>(a.in[size_t(value.input)].data)) +
+                 offset;
+        return const_cast<void*>(value.data);
+      };
+      auto type = [&](int v) {
+        const FusionPlan::Value& value = plan.values[size_t(v)];
+        return last ? &value.last_tile_type : &value.tile_type;
+      };
+      for (const FusionPlan::Step& step : plan.steps) {
+        operands.clear();
+        for (int v : step.in) operands.push_back({address(v), type(v)});
+        const Result result{address(step.out), type(step.out)};
+        step.prim->cpu_kernel(KernelArgs{operands, {&result, 1}, *step.params});
+      }
+    }
+  });
+}
+
+// ---- the pass -----------------------------------------------------------------------------
+
+// Whether equation `e` of `p` can join a fusion, and how its operands lie over its shape.
+bool fusible(const Program& p, const Equation& e) {
+  const Primitive& prim = *e.primitive;
+  if (!prim.elementwise || prim.eager || !prim.cpu_kernel || prim.effectful ||
+      prim.output_aliases_input || e.outputs.size() != 1)
+    return false;
+  const Shape& shape = p.types[size_t(e.outputs[0])].shape;
+  if (shape.size() == 0) return false;
+  for (const Atom& a : e.inputs) {
+    const Shape& s = p.type_of(a).shape;
+    if (s.ndim() == 0 || s == shape) continue;
+    if (s.ndim() != shape.ndim() || (s[0] != 1 && s[0] != shape[0])) return false;
+  }
+  return true;
+}
+
+struct Group {
+  Shape shape;
+  std::vector<int> members;  // equation indices, ascending
+  bool open = true;          // no equation outside it has read its outputs yet
+};
+
+}  // namespace
+
+Program fuse_elementwise(const Program& p) {
+  const size_t n = p.equations.size();
+  std::vector<Group> groups;
+  std::vector<int> group_of_var(p.types.size(), -1), group_of_eqn(n, -1);
+  std::vector<int> parent;  // union-find over group ids
+  auto find = [&](int g) {
+    while (g >= 0 && parent[size_t(g)] != g)
+      g = parent[size_t(g)] = parent[size_t(parent[size_t(g)])];
+    return g;
+  };
+  auto group_of = [&](const Atom& a) {
+    return a.is_literal() ? -1 : find(group_of_var[size_t(a.var)]);
+  };
+
+  for (size_t i = 0; i < n; ++i) {
+    const Equation& e = p.equations[i];
+    int g = -1;
+    if (fusible(p, e)) {
+      const Shape& shape = p.types[size_t(e.outputs[0])].shape;
+      for (const Atom& a : e.inputs) {
+        int h = group_of(a);
+        if (h < 0 || h == g || !groups[size_t(h)].open || !(groups[size_t(h)].shape == shape))
+          continue;
+        if (g < 0) {
+          g = h;
+          continue;
+        }
+        // Both groups are open: nothing outside has read either, so both can run here.
+        parent[size_t(h)] = g;
+        auto& into = groups[size_t(g)].members;
+        into.insert(into.end(), groups[size_t(h)].members.begin(), groups[size_t(h)].members.end());
+      }
+      if (g < 0) {
+        g = int(groups.size());
+        groups.push_back({shape, {}, true});
+        parent.push_back(g);
+      }
+      groups[size_t(g)].members.push_back(int(i));
+      group_of_var[size_t(e.outputs[0])] = g;
+      group_of_eqn[i] = g;
+    }
+    // A group read by an equation outside it must have run before that equation.
+    for (const Atom& a : e.inputs) {
+      int h = group_of(a);
+      if (h >= 0 && h != g) groups[size_t(h)].open = false;
+    }
+  }
+
+  std::vector<int> uses_outside(p.types.size(), 0);  // reads by other groups' or unfused equations
+  for (int& g : group_of_eqn) g = find(g);
+  for (size_t i = 0; i < n; ++i)
+    for (const Atom& a : p.equations[i].inputs)
+      if (!a.is_literal() && (group_of_eqn[i] < 0 || group_of(a) != group_of_eqn[i]))
+        ++uses_outside[size_t(a.var)];
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) ++uses_outside[size_t(a.var)];
+
+  // Each group worth fusing, as the fusion equation that replaces its last member.
+  std::vector<std::optional<Equation>> fused_at(n);
+  std::vector<bool> drop(n, false);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (find(int(g)) != int(g)) continue;
+    Group& group = groups[g];
+    if (group.members.size() < 2) continue;
+    std::sort(group.members.begin(), group.members.end());
+    const Shape& shape = group.shape;
+
+    Program body;
+    std::vector<int> local(p.types.size(), -1);
+    std::vector<Atom> inputs;
+    std::vector<int> outputs;
+    bool flat = true, rows_ok = shape.ndim() > 0 && shape[0] >= kMinRows;
+    auto note_layout = [&](const Shape& s) {
+      flat = flat && (s.ndim() == 0 || s == shape);
+      rows_ok = rows_ok &&
+                (s.ndim() == 0 || (s.ndim() == shape.ndim() && (s[0] == 1 || s[0] == shape[0])));
+    };
+    for (int i : group.members) {
+      const Equation& e = p.equations[size_t(i)];
+      Equation local_e{e.primitive, e.params, {}, {}};
+      for (const Atom& a : e.inputs) {
+        if (a.is_literal()) {
+          local_e.inputs.push_back(a);
+          continue;
+        }
+        if (local[size_t(a.var)] < 0) {
+          local[size_t(a.var)] = body.new_var(p.types[size_t(a.var)]);
+          body.invars.push_back(local[size_t(a.var)]);
+          inputs.push_back(a);
+          note_layout(p.types[size_t(a.var)].shape);
+        }
+        local_e.inputs.push_back(Atom::of_var(local[size_t(a.var)]));
+      }
+      const int v = e.outputs[0];
+      local[size_t(v)] = body.new_var(p.types[size_t(v)]);
+      local_e.outputs.push_back(local[size_t(v)]);
+      body.equations.push_back(std::move(local_e));
+      if (uses_outside[size_t(v)] > 0) {
+        body.outputs.push_back(Atom::of_var(local[size_t(v)]));
+        outputs.push_back(v);
+      }
+    }
+    if (!flat && !rows_ok) continue;
+    auto program = std::make_shared<const Program>(std::move(body));
+    Params params;
+    params.set("jaxpr", ProgramRef(program));
+    params.set("plan",
+               OpaqueParam{make_plan(program, flat ? Tiling::flat : Tiling::rows, shape), ""});
+    fused_at[size_t(group.members.back())] =
+        Equation{&primitive("fusion"), std::move(params), std::move(inputs), std::move(outputs)};
+    for (int i : group.members) drop[size_t(i)] = true;
+  }
+
+  Program out = p;
+  out.equations.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (fused_at[i])
+      out.equations.push_back(std::move(*fused_at[i]));
+    else if (!drop[i])
+      out.equations.push_back(p.equations[i]);
+  }
+  return out;
+}
+
+bool fusion_may_write_over(const Params& params, size_t input) {
+  const FusionPlan& plan = plan_of(params);
+  return input < plan.may_write_over.size() && plan.may_write_over[input];
+}
+
+void register_fusion_primitive(PrimitiveRegistry& r) {
+  r.define(
+      "fusion",
+      [](std::span<const AbstractValue>, const Params& p) {
+        return p.get<ProgramRef>("jaxpr")->out_types();
+      },
+      fusion_kernel);
+}
+
+}  // namespace spmd

@@ -44,10 +44,33 @@ void elementwise(benchmark::State& state, F&& op, int streams) {
   state.SetBytesProcessed(int64_t(state.iterations()) * n * 4 * streams);
 }
 
-void BM_Add(benchmark::State& s) { elementwise(s, [](auto& x, auto& y) { return x + y; }, 3); }
-void BM_Sin(benchmark::State& s) { elementwise(s, [](auto& x, auto&) { return sp::sin(x); }, 2); }
-void BM_Tanh(benchmark::State& s) { elementwise(s, [](auto& x, auto&) { return sp::tanh(x); }, 2); }
-void BM_Exp(benchmark::State& s) { elementwise(s, [](auto& x, auto&) { return sp::exp(x); }, 2); }
+void BM_Add(benchmark::State& s) {
+  elementwise(
+      s, [](auto& x, auto& y) { return x + y; }, 3);
+}
+void BM_Sin(benchmark::State& s) {
+  elementwise(
+      s, [](auto& x, auto&) { return sp::sin(x); }, 2);
+}
+void BM_Tanh(benchmark::State& s) {
+  elementwise(
+      s, [](auto& x, auto&) { return sp::tanh(x); }, 2);
+}
+void BM_Exp(benchmark::State& s) {
+  elementwise(
+      s, [](auto& x, auto&) { return sp::exp(x); }, 2);
+}
+
+// A jitted chain of six elementwise operations on two inputs: one fused pass over memory (three
+// streams) where unfused kernels make six.
+sp::Array chain(const sp::Array& x, const sp::Array& y) {
+  return ((x * 2.0f + y) * 0.5f - x) * y + 1.0f;
+}
+void BM_JitChain(benchmark::State& s) {
+  auto f = sp::jit(chain);
+  elementwise(
+      s, [&](auto& x, auto& y) { return f(x, y); }, 3);
+}
 
 // The bandwidth limit: copying n floats into a reused buffer, on one or two threads.
 void BM_Memcpy(benchmark::State& state) {
@@ -91,6 +114,7 @@ BENCHMARK(BM_Add)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRe
 BENCHMARK(BM_Sin)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_Tanh)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_Exp)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
+BENCHMARK(BM_JitChain)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(BM_Memcpy)->Args({1 << 26, 1})->Args({1 << 26, 2})->UseRealTime();
 BENCHMARK(BM_SumAll)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(BM_SumAxis)->Arg(0)->Arg(1)->UseRealTime();

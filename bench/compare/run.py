@@ -58,6 +58,10 @@ def run_jax(quick):
         for name, f in ops.items():
             args = (x, x) if name == "Add" else (x,)
             res[f"BM_{name}/{n}/real_time"] = time_jax(f, *args)
+    chain = jax.jit(lambda x, y: ((x * 2 + y) * 0.5 - x) * y + 1)
+    for n in [1 << 20, 1 << 24]:
+        x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
+        res[f"BM_JitChain/{n}/real_time"] = time_jax(chain, x, x)
     x = jax.random.uniform(key, (1 << 24,))
     res["BM_SumAll/16777216/real_time"] = time_jax(jax.jit(jnp.sum), x)
     m = jax.random.uniform(key, (4096, 4096))

@@ -107,7 +107,9 @@ std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, cons
       value.last_tile_type.shape = tiling == Tiling::flat ? Shape{last} : with_dim0(t.shape, last);
       if (value.input < 0 && value.output < 0) {
         value.scratch = plan->scratch_bytes;
-        plan->scratch_bytes += (value.unit_bytes * plan->tile + 63) / 64 * 64;
+        // Three cache lines between tiles: tiles a multiple of 4 KiB apart would alias in the
+        // core's store-to-load checks, stalling every step that reads one tile and writes another.
+        plan->scratch_bytes += (value.unit_bytes * plan->tile + 63) / 64 * 64 + 192;
       }
     }
   }

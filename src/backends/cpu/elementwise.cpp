@@ -2,6 +2,7 @@
 // op, and simple unary kernels. 16-bit floats compute in float32 and round once per result.
 #include "backends/cpu/elementwise.h"
 
+#include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/parallel.h"
 
@@ -267,8 +268,33 @@ T half_nextafter(T a, T b) {
   return T::from_bits(uint16_t(a.bits + (up ? 1 : -1)));
 }
 
+// out[i] = f(a[i·sa], b[i·sb]) along one row, with the contiguous and broadcast cases spelled out
+// so each vectorises; compiled for AVX2 too (clones.h).
+template <class F, class T, class R>
+SPMD_VECTOR_CLONES void binary_row(F f, const T* a, int64_t sa, const T* b, int64_t sb, R* out,
+                                   int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  } else if (sa == 0 && sb == 1) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+// Where a binary kernel runs: rows of a broadcasting plan, or (plan == nullptr) one contiguous
+// range of n outputs whose operands are contiguous (stride 1) or a single value (stride 0).
+struct BinaryLoop {
+  const LoopPlan* plan;
+  int64_t sa, sb, n;
+};
+
 template <BinaryOp op, class T>
-void binary_typed(const T* a, const T* b, void* out_v, const LoopPlan& plan) {
+void binary_typed(const T* a, const T* b, void* out_v, const BinaryLoop& loop) {
   using F = Binary<op, T>;
   using C = Compute<T>;
   constexpr bool kCmp = op >= BinaryOp::eq && op <= BinaryOp::ge;
@@ -282,31 +308,26 @@ void binary_typed(const T* a, const T* b, void* out_v, const LoopPlan& plan) {
     else
       return store<T>(C(F::apply(load(x), load(y))));
   };
+  if (!loop.plan) {
+    const int64_t sa = loop.sa, sb = loop.sb;
+    parallel_for(loop.n, kGrain, [&](int64_t i, int64_t e) {
+      binary_row(f, a + i * sa, sa, b + i * sb, sb, out + i, e - i);
+    });
+    return;
+  }
+  const LoopPlan& plan = *loop.plan;
   const int64_t sa = plan.strides[0].back(), sb = plan.strides[1].back();
   for_each_row<2>(plan, [&](const std::array<int64_t, 2>& off, int64_t o, int64_t n) {
-    const T* pa = a + off[0];
-    const T* pb = b + off[1];
-    R* po = out + o;
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
-    } else if (sa == 0 && sb == 1) {
-      const T av = *pa;
-      for (int64_t i = 0; i < n; ++i) po[i] = f(av, pb[i]);
-    } else if (sa == 1 && sb == 0) {
-      const T bv = *pb;
-      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], bv);
-    } else {
-      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i * sa], pb[i * sb]);
-    }
+    binary_row(f, a + off[0], sa, b + off[1], sb, out + o, n);
   });
 }
 
 template <BinaryOp op>
-void binary_dispatch(DType t, const void* a, const void* b, void* out, const LoopPlan& plan) {
+void binary_dispatch(DType t, const void* a, const void* b, void* out, const BinaryLoop& loop) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (Binary<op, T>::supported())
-      binary_typed<op, T>(static_cast<const T*>(a), static_cast<const T*>(b), out, plan);
+      binary_typed<op, T>(static_cast<const T*>(a), static_cast<const T*>(b), out, loop);
   });
 }
 
@@ -388,6 +409,12 @@ constexpr bool unary_supported() {
   }
 }
 
+// y[i] = f(x[i]) along one row; compiled for AVX2 too (clones.h).
+template <class F, class T, class R>
+SPMD_VECTOR_CLONES void unary_row(F f, const T* x, R* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
 template <UnaryOp op>
 void unary_dispatch(DType t, const void* in, void* out, int64_t n) {
   dispatch_dtype(t, [&](auto tag) {
@@ -397,7 +424,7 @@ void unary_dispatch(DType t, const void* in, void* out, int64_t n) {
       using R = decltype(unary_apply<op, T>(T{}));
       R* y = static_cast<R*>(out);
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = unary_apply<op, T>(x[i]);
+        unary_row([](T v) { return unary_apply<op, T>(v); }, x + b, y + b, e - b);
       });
     }
   });
@@ -437,20 +464,30 @@ void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const voi
   if (out_shape.size() == 0) return;
   if (op == BinaryOp::div && is_floating(t) && !(b_shape == out_shape))
     return divide_by_broadcast(t, a, a_shape, b, b_shape, out, out_shape);
-  const Shape ins[2] = {a_shape, b_shape};
-  LoopPlan plan = make_plan(out_shape, ins);
+  // Operands of the output's shape or 0-d need no plan (the common case, and fusion's tiles).
+  const bool a_flat = a_shape.ndim() == 0 || a_shape == out_shape;
+  const bool b_flat = b_shape.ndim() == 0 || b_shape == out_shape;
+  LoopPlan plan;
+  BinaryLoop loop{nullptr, a_shape.ndim() == 0 ? 0 : 1, b_shape.ndim() == 0 ? 0 : 1,
+                  out_shape.size()};
+  if (!a_flat || !b_flat) {
+    const Shape ins[2] = {a_shape, b_shape};
+    plan = make_plan(out_shape, ins);
+    loop.plan = &plan;
+  }
   switch (op) {
 #define SPMD_BINARY_CASE(name) \
   case BinaryOp::name:         \
-    return binary_dispatch<BinaryOp::name>(t, a, b, out, plan);
+    return binary_dispatch<BinaryOp::name>(t, a, b, out, loop);
     SPMD_BINARY_CASE(add)
     SPMD_BINARY_CASE(sub)
-    SPMD_BINARY_CASE(mul) SPMD_BINARY_CASE(div) SPMD_BINARY_CASE(rem) SPMD_BINARY_CASE(pow)
-        SPMD_BINARY_CASE(max) SPMD_BINARY_CASE(min) SPMD_BINARY_CASE(atan2)
-            SPMD_BINARY_CASE(nextafter) SPMD_BINARY_CASE(eq) SPMD_BINARY_CASE(ne)
-                SPMD_BINARY_CASE(lt) SPMD_BINARY_CASE(le) SPMD_BINARY_CASE(gt) SPMD_BINARY_CASE(ge)
-                    SPMD_BINARY_CASE(bit_and) SPMD_BINARY_CASE(bit_or) SPMD_BINARY_CASE(bit_xor)
-                        SPMD_BINARY_CASE(shift_left) SPMD_BINARY_CASE(shift_right_logical)
+    SPMD_BINARY_CASE(mul)
+    SPMD_BINARY_CASE(div) SPMD_BINARY_CASE(rem) SPMD_BINARY_CASE(pow) SPMD_BINARY_CASE(max)
+        SPMD_BINARY_CASE(min) SPMD_BINARY_CASE(atan2) SPMD_BINARY_CASE(nextafter)
+            SPMD_BINARY_CASE(eq) SPMD_BINARY_CASE(ne) SPMD_BINARY_CASE(lt) SPMD_BINARY_CASE(le)
+                SPMD_BINARY_CASE(gt) SPMD_BINARY_CASE(ge) SPMD_BINARY_CASE(bit_and)
+                    SPMD_BINARY_CASE(bit_or) SPMD_BINARY_CASE(bit_xor) SPMD_BINARY_CASE(shift_left)
+                        SPMD_BINARY_CASE(shift_right_logical)
                             SPMD_BINARY_CASE(shift_right_arithmetic)
 #undef SPMD_BINARY_CASE
   }
@@ -463,7 +500,8 @@ void unary(UnaryOp op, DType t, const void* in, void* out, int64_t n) {
     return unary_dispatch<UnaryOp::name>(t, in, out, n);
     SPMD_UNARY_CASE(neg)
     SPMD_UNARY_CASE(abs)
-    SPMD_UNARY_CASE(sign) SPMD_UNARY_CASE(floor) SPMD_UNARY_CASE(ceil) SPMD_UNARY_CASE(round_away)
+    SPMD_UNARY_CASE(sign)
+    SPMD_UNARY_CASE(floor) SPMD_UNARY_CASE(ceil) SPMD_UNARY_CASE(round_away)
         SPMD_UNARY_CASE(round_even) SPMD_UNARY_CASE(is_finite) SPMD_UNARY_CASE(bit_not)
             SPMD_UNARY_CASE(square) SPMD_UNARY_CASE(population_count) SPMD_UNARY_CASE(clz)
                 SPMD_UNARY_CASE(copy)
@@ -496,10 +534,49 @@ void integer_pow(DType t, const void* in, void* out, int64_t n, int64_t y) {
   });
 }
 
+namespace {
+
+// out[i] = w[i·sw] ? c1[i·s1] : c0[i·s0] along one range, strides 0 or 1, with the common cases
+// spelled out so each vectorises; compiled for AVX2 too (clones.h).
+template <class T>
+SPMD_VECTOR_CLONES void select_row(const bool* w, int64_t sw, const T* c0, int64_t s0, const T* c1,
+                                   int64_t s1, T* out, int64_t n) {
+  if (sw == 1 && s0 == 1 && s1 == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i] ? c1[i] : c0[i];
+  } else if (sw == 1 && s0 == 0 && s1 == 1) {
+    const T v0 = *c0;
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i] ? c1[i] : v0;
+  } else if (sw == 1 && s0 == 1 && s1 == 0) {
+    const T v1 = *c1;
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i] ? v1 : c0[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i * sw] ? c1[i * s1] : c0[i * s0];
+  }
+}
+
+}  // namespace
+
 void select_n(DType which_t, const void* which, const Shape& which_shape,
               std::span<const void* const> cases, std::span<const Shape> case_shapes, DType t,
               void* out, const Shape& out_shape) {
   if (out_shape.size() == 0) return;
+  auto flat = [&](const Shape& s) { return s.ndim() == 0 || s == out_shape; };
+  if (which_t == DType::bool_ && cases.size() == 2 && flat(which_shape) && flat(case_shapes[0]) &&
+      flat(case_shapes[1])) {
+    // A bool selector between two operands of the output's shape or 0-d: no plan.
+    const int64_t sw = which_shape.ndim() ? 1 : 0, s0 = case_shapes[0].ndim() ? 1 : 0,
+                  s1 = case_shapes[1].ndim() ? 1 : 0;
+    const bool* w = static_cast<const bool*>(which);
+    return dispatch_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      const T* c0 = static_cast<const T*>(cases[0]);
+      const T* c1 = static_cast<const T*>(cases[1]);
+      T* o = static_cast<T*>(out);
+      parallel_for(out_shape.size(), kGrain, [&](int64_t i, int64_t e) {
+        select_row(w + i * sw, sw, c0 + i * s0, s0, c1 + i * s1, s1, o + i, e - i);
+      });
+    });
+  }
   std::vector<Shape> shapes{which_shape};
   shapes.insert(shapes.end(), case_shapes.begin(), case_shapes.end());
   LoopPlan plan = make_plan(out_shape, shapes);

@@ -5,6 +5,7 @@
 // transposed) GEMM layout.
 #include "backends/cpu/gemm.h"
 
+#include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
 #include "backends/cpu/parallel.h"
@@ -65,18 +66,9 @@ struct RowGeometry {
   bool b_transposed;
 };
 
-// The loop kernels are compiled for AVX-512 and AVX2 too and picked at load time (the library
-// itself targets baseline x86-64). Not under ThreadSanitizer: it instruments the load-time
-// resolvers, which then run before its runtime has started and crash the program.
-#if defined(__SANITIZE_THREAD__)
-#define SPMD_GEMM_CLONES
-#else
-#define SPMD_GEMM_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-
+// Compiled for AVX-512 and AVX2 too (clones.h).
 template <class T, class W, class Out>
-SPMD_GEMM_CLONES void row_product(const T* a, const T* b, W* acc, Out* c, RowGeometry g) {
+SPMD_WIDE_VECTOR_CLONES void row_product(const T* a, const T* b, W* acc, Out* c, RowGeometry g) {
   const int64_t n = g.n, k = g.k, a_step = g.a_step;
   if (g.b_transposed) {  // B stored N×K: each output is a dot product over contiguous k
     for (int64_t j = 0; j < n; ++j) {
@@ -95,8 +87,8 @@ SPMD_GEMM_CLONES void row_product(const T* a, const T* b, W* acc, Out* c, RowGeo
   for (int64_t j = 0; j < n; ++j) c[j] = Out(acc[j]);
 }
 
-SPMD_GEMM_CLONES void bool_row_product(const uint8_t* a, const uint8_t* b, uint8_t* c,
-                                       RowGeometry g) {
+SPMD_WIDE_VECTOR_CLONES void bool_row_product(const uint8_t* a, const uint8_t* b, uint8_t* c,
+                                              RowGeometry g) {
   const int64_t n = g.n, k = g.k, a_step = g.a_step;
   if (g.b_transposed) {
     for (int64_t j = 0; j < n; ++j) {

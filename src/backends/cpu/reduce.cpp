@@ -5,6 +5,7 @@
 // count never changes a result.
 #include "backends/cpu/reduce.h"
 
+#include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/parallel.h"
 
@@ -30,13 +31,7 @@ constexpr int64_t kColumns = 4096;   // columns per unit of work when accumulati
 constexpr int64_t kWide = 64;        // rows narrower than this are accumulated several at once
 constexpr int64_t kScanBlock = 1 << 16;
 
-// The innermost loops are compiled twice, for AVX2 and for the baseline, and chosen at load time
-// (not under ThreadSanitizer, whose instrumented load-time resolvers would crash; see gemm.cpp).
-#if defined(__SANITIZE_THREAD__)
-#define SPMD_VECTOR_CLONES
-#else
-#define SPMD_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
+// The innermost loops are compiled for AVX2 too (clones.h).
 
 template <class T>
 constexpr bool kHalf = std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>;

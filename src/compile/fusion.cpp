@@ -11,8 +11,8 @@
 namespace spmd {
 namespace {
 
-// Bytes of every tiled value of one tile together: small enough to stay in a core's L2.
-constexpr int64_t kTileBytes = 192 << 10;
+// Bytes of every tiled value of one tile together: half a core's L2, so a tile stays there.
+constexpr int64_t kTileBytes = 512 << 10;
 // Elements of the fused shape below which the tiles run on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
 // Rows of dim 0 needed to tile by rows (when some operand broadcasts along trailing dims).

@@ -25,6 +25,9 @@ Array empty_like_aval(const AbstractValue& aval) {
   Array empty = spmd::bind1(
       primitive("empty2"), std::span<const Array>{},
       Params{{"dtype", aval.dtype}, {"memory_space", std::string("MemorySpace.Device")}});
+  // Inside shard_map the placeholder varies over the same mesh axes as the value it stands for.
+  if (!aval.vma.empty())
+    empty = spmd::bind1(primitive("pvary"), {empty}, Params{{"axes", aval.vma}});
   if (aval.shape.ndim() == 0) return empty;
   return lax::broadcast_in_dim(empty, aval.shape, {});
 }

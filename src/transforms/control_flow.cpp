@@ -554,7 +554,7 @@ Program branch_jvp(const Program& branch, const std::vector<bool>& nz,
 }
 
 // JAX's cond jvp followed by its partial evaluation: a cond computing the primal outputs and
-// every branch's residuals (zeros for the other branches'), then a cond of the tangents.
+// every branch's residuals (placeholders for the other branches'), then a cond of the tangents.
 JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                    const Params& params) {
   const auto& branches = params.get<std::vector<ProgramRef>>("branches");
@@ -618,13 +618,14 @@ JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangen
   std::vector<ProgramRef> known, unknown;
   for (size_t b = 0; b < branches.size(); ++b) {
     const Program& core = splits[b].known;
+    // JAX's _join_cond_outputs: a placeholder for every slot, then the branch's own residuals in
+    // theirs (the placeholders they replace stay in the branch, unused, as in JAX's text).
     lax::control_flow_detail::FlatFn fn = [&](std::span<const Array> in) {
       std::vector<Array> outs = eval_program(core, in);
       std::vector<Array> full(outs.begin(), outs.begin() + long(nout));
-      for (size_t r = 0; r < res_types.size(); ++r) {
-        int mine = r < own[b].size() ? own[b][r] : -1;
-        full.push_back(mine >= 0 ? outs[nout + size_t(mine)] : zeros_like_aval(res_types[r]));
-      }
+      for (const AbstractValue& t : res_types) full.push_back(empty_like_aval(t));
+      for (size_t r = 0; r < own[b].size(); ++r)
+        if (own[b][r] >= 0) full[nout + r] = outs[nout + size_t(own[b][r])];
       return full;
     };
     known.push_back(share(trace_body(fn, branches[b]->in_types(), "cond")));

@@ -10,6 +10,7 @@
 #include "prims/primitive.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace spmd {
@@ -18,6 +19,17 @@ Array zeros_like_aval(const AbstractValue& aval) {
   Array zero = ops::scalar(0.0, aval.dtype, aval.weak_type);
   if (aval.shape.ndim() == 0) return zero;
   return lax::broadcast_in_dim(zero, aval.shape, {});
+}
+
+Array empty_like_aval(const AbstractValue& aval) {
+  Array empty = spmd::bind1(
+      primitive("empty2"), std::span<const Array>{},
+      Params{{"dtype", aval.dtype}, {"memory_space", std::string("MemorySpace.Device")}});
+  // Inside shard_map the placeholder varies over the same mesh axes as the value it stands for.
+  if (!aval.vma.empty())
+    empty = spmd::bind1(primitive("pvary"), {empty}, Params{{"axes", aval.vma}});
+  if (aval.shape.ndim() == 0) return empty;
+  return lax::broadcast_in_dim(empty, aval.shape, {});
 }
 
 Array instantiate_zero(const Array& tangent, const AbstractValue& aval) {
@@ -95,6 +107,16 @@ void register_transform_primitives(PrimitiveRegistry& r) {
                     a.in[1].data, a.in[1].aval->shape, a.out[0].data, a.out[0].aval->shape);
       });
   add_any.elementwise = true;
+  // empty2: an uninitialised scalar in JAX, used to fill slots no computation reads; zeros here,
+  // so that every run computes the same bytes.
+  r.define(
+      "empty2",
+      [](std::span<const AbstractValue> in, const Params& p) {
+        if (!in.empty())
+          throw TypeError("[empty2] takes no operands, got " + std::to_string(in.size()));
+        return std::vector<AbstractValue>{{Shape{}, p.get<DType>("dtype"), false}};
+      },
+      [](const KernelArgs& a) { std::memset(a.out[0].data, 0, size_t(a.out[0].aval->nbytes())); });
 }
 
 }  // namespace spmd

@@ -67,6 +67,9 @@ using BatchRule = std::function<BatchResult(std::span<const Array> args, std::sp
 // A concrete or staged zero of the given type (broadcast_in_dim of a 0.0 literal, as JAX's
 // zeros_like_aval).
 Array zeros_like_aval(const AbstractValue& aval);
+// A placeholder of the given type whose value no computation reads (JAX's empty_like_aval: an
+// `empty2` scalar broadcast to the shape). spmd fills it with zeros.
+Array empty_like_aval(const AbstractValue& aval);
 // Replaces a symbolic zero with zeros of `aval`; returns other tangents unchanged.
 Array instantiate_zero(const Array& tangent, const AbstractValue& aval);
 // JAX's add_any (adds two cotangent contributions; zeros are skipped).

@@ -48,3 +48,20 @@ TEST(Registry, ReshapeAndSqueezeShareTheInputBufferEagerly) {
   sp::Array t = sp::transpose(x);  // a real copy
   EXPECT_NE(t.impl()->buffer, x.impl()->buffer);
 }
+
+// empty2 (the placeholder of residual slots a cond branch does not fill) takes no operands and
+// gives a scalar of its dtype; spmd fills it with zeros, eagerly and in a compiled program.
+TEST(Registry, Empty2IsAZeroScalarOfItsDtype) {
+  sp::Params params{{"dtype", sp::int32}, {"memory_space", std::string("MemorySpace.Device")}};
+  auto types = sp::abstract_eval(sp::primitive("empty2"), {}, params);
+  ASSERT_EQ(types.size(), 1u);
+  EXPECT_EQ(types[0], (sp::AbstractValue{sp::Shape{}, sp::int32, false}));
+  sp::AbstractValue x{sp::Shape{2}, sp::int32, false};
+  EXPECT_THROW(sp::abstract_eval(sp::primitive("empty2"), {&x, 1}, params), sp::TypeError);
+  EXPECT_EQ(sp::bind1(sp::primitive("empty2"), {}, params).item<int32_t>(), 0);
+  auto plus_empty = [params](const sp::Array& v) {
+    return v + sp::bind1(sp::primitive("empty2"), {}, params);
+  };
+  sp::Array v = sp::array<int32_t>({3, -4});
+  EXPECT_EQ(sp::jit(plus_empty)(v).to_vector<int32_t>(), (std::vector<int32_t>{3, -4}));
+}

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/program.h"
+#include "prims/primitive.h"
 #include "support/config_scope.h"
 #include "support/golden.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -645,9 +648,9 @@ TEST(ControlFlowBatch, VmapCondUnbatchedPredicateJaxprMatchesJax) {
       want);
 }
 
-// Disabled: JAX 0.10.2 leaves dead `empty2`/`broadcast_in_dim` zeros in the known branches,
-// which spmd does not emit (no `empty2` primitive); everything else is expected to match.
-TEST(ControlFlowAd, DISABLED_GradCondJaxprMatchesJax) {
+// Each branch of the primal cond fills every residual slot with an `empty2` placeholder, then
+// puts its own residual in its slot; the replaced placeholders stay, as in JAX's text.
+TEST(ControlFlowAd, GradCondJaxprMatchesJax) {
   // jax.make_jaxpr(jax.grad(lambda x: jnp.sum(lax.cond(True, jnp.sin, jnp.cos, x)))).
   auto f = [](const Array& x) {
     return sp::sum(sp::lax::cond(
@@ -684,6 +687,34 @@ TEST(ControlFlowAd, DISABLED_GradCondJaxprMatchesJax) {
     ] 1:i32[] c n
   in (o,) })";
   EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(sp::zeros({3}, sp::float32)).str(), want);
+}
+
+// Inside shard_map the placeholders vary over the mesh axes as the residuals they stand for
+// (JAX pvaries them too), so every branch of the primal cond has the same output types.
+TEST(ControlFlowAd, GradCondInShardMapPlaceholdersVaryLikeTheirSlots) {
+  sp::Mesh mesh = sp::make_mesh({2}, {"x"});
+  auto body = [](const Array& x) {
+    return sp::lax::cond(
+        Array(true), [](const Array& v) { return sp::sin(v); },
+        [](const Array& v) { return v * 2.0; }, x);
+  };
+  auto f = [&](const Array& x) {
+    return sp::sum(sp::shard_map(body, mesh, sp::P("x"), sp::P("x"))(x));
+  };
+  Array x = sp::arange(4.0f);
+  sp::ClosedJaxpr jaxpr = sp::make_jaxpr(sp::grad(f))(x);
+  const sp::Program& outer = jaxpr.program();
+  const sp::Program& inner = *outer.equations.at(0).params.get<sp::ProgramRef>("jaxpr");
+  auto cond = std::find_if(inner.equations.begin(), inner.equations.end(),
+                           [](const sp::Equation& e) { return e.primitive->name == "cond"; });
+  ASSERT_NE(cond, inner.equations.end());
+  const auto& branches = cond->params.get<std::vector<sp::ProgramRef>>("branches");
+  std::vector<sp::AbstractValue> first = branches[0]->out_types(),
+                                 second = branches[1]->out_types();
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first, second);
+  for (const sp::AbstractValue& t : first) EXPECT_EQ(t.vma, std::vector<std::string>{"x"});
+  expect_close(sp::grad(f)(x), {1.0f, std::cos(1.0f), std::cos(2.0f), std::cos(3.0f)});
 }
 
 TEST(ControlFlowAd, NestedControlFlowUnderGrad) {

@@ -119,6 +119,79 @@ TEST(JaxprText, VmapCond) {
   EXPECT_EQ(sp::make_jaxpr(sp::vmap(f))(boolean({4}), f32({4, 3})).str(), golden("vmap_cond"));
 }
 
+// ---- grad of cond: every residual slot gets an empty2 placeholder in every branch ----------
+
+// The sin * cos branch needs four residuals, the other none: it fills all four with
+// placeholders, and the first branch, now longer than ten equations, is hoisted.
+TEST(JaxprText, GradCondResidualCounts) {
+  auto f = [](const Array& x) {
+    auto sin_times_cos = [](const Array& v) {
+      Array s = sp::sin(v);
+      return s * sp::cos(v);
+    };
+    return sp::sum(sp::lax::cond(
+        Array(true), sin_times_cos, [](const Array& v) { return v * 2.0; }, x));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(f32({3})).str(), golden("grad_cond_residual_counts"));
+}
+
+// A residual that is an operand (the exp branch's v) is output as it is.
+TEST(JaxprText, GradSwitchThreeBranches) {
+  auto f = [](const Array& x) {
+    std::vector<Branch> branches{sin_fn, cos_fn, [](const Array& v) { return sp::exp(v) * v; }};
+    return sp::sum(sp::lax::switch_(Array(1), branches, x));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(f32({3})).str(), golden("grad_switch_three_branches"));
+}
+
+// A scalar placeholder is the empty2 alone, with no broadcast.
+TEST(JaxprText, GradCondScalarResidual) {
+  auto f = [](const Array& s) {
+    return sp::lax::cond(
+        s > 0, sin_fn, [](const Array& v) { return v * v; }, s);
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(f32({})).str(), golden("grad_cond_scalar_residual"));
+}
+
+TEST(JaxprText, GradCondOperandInBothBranches) {
+  auto f = [](const Array& x, const Array& y) {
+    return sp::sum(sp::lax::cond(
+        Array(true), [](const Array& a, const Array& b) { return a * b; },
+        [](const Array& a, const Array& b) { return sp::sin(a) + b; }, x, y));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(f32({3}), f32({3})).str(),
+            golden("grad_cond_operand_in_both_branches"));
+}
+
+// Residuals of different types take slots per type, in order of first appearance.
+TEST(JaxprText, GradCondResidualTypes) {
+  auto f = [](const std::pair<Array, Array>& xs) {
+    return sp::sum(sp::lax::cond(
+        Array(true), [](const Array& a, const Array& b) { return sp::sin(a) * b; },
+        [](const Array& a, const Array& b) { return a * sp::cos(b); }, xs.first, xs.second));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(std::pair<Array, Array>{f32({3}), f32({})}).str(),
+            golden("grad_cond_residual_types"));
+}
+
+// Linear branches need no residuals, so there is nothing to fill.
+TEST(JaxprText, GradCondLinearBranches) {
+  auto f = [](const Array& x) {
+    return sp::sum(sp::lax::cond(
+        Array(true), [](const Array& v) { return v * 2.0; }, [](const Array& v) { return v + 1.0; },
+        x));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(f32({3})).str(), golden("grad_cond_linear_branches"));
+}
+
+// Inside a call the placeholders' params break over lines like any other equation's. JAX names
+// the call after the Python lambda.
+TEST(JaxprText, JitGradCond) {
+  auto f = [](const Array& x) { return sp::sum(sp::lax::cond(Array(true), sin_fn, cos_fn, x)); };
+  EXPECT_EQ(sp::make_jaxpr(sp::jit(sp::grad(f), {.name = "<lambda>"}))(f32({3})).str(),
+            golden("jit_grad_cond"));
+}
+
 TEST(JaxprText, CondLongBranchHoisted) {
   auto f = [](const Array& p, const Array& x) { return sp::lax::cond(p, sin_chain, cos_fn, x); };
   EXPECT_EQ(sp::make_jaxpr(f)(boolean({}), f32({3})).str(), golden("cond_long_branch_hoisted"));

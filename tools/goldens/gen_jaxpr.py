@@ -201,6 +201,27 @@ case("grad_scan",
      "f32[3]", "f32[5,3]")
 case("vmap_cond", "jax.vmap(lambda p, x: lax.cond(p, jnp.sin, jnp.cos, x))", "bool[4]",
      "f32[4,3]")
+# grad of cond: each branch of the primal cond fills every residual slot with an empty2
+# placeholder, then puts its own residuals in their slots (the placeholders they replace stay).
+case("grad_cond_residual_counts",
+     "jax.grad(lambda x: jnp.sum(lax.cond(True, lambda v: jnp.sin(v) * jnp.cos(v), "
+     "lambda v: v * 2.0, x)))", "f32[3]")
+case("grad_switch_three_branches",
+     "jax.grad(lambda x: jnp.sum(lax.switch(1, [jnp.sin, jnp.cos, lambda v: jnp.exp(v) * v], x)))",
+     "f32[3]")
+case("grad_cond_scalar_residual",
+     "jax.grad(lambda s: lax.cond(s > 0, jnp.sin, lambda v: v * v, s))", "f32[]")
+case("grad_cond_operand_in_both_branches",
+     "jax.grad(lambda x, y: jnp.sum(lax.cond(True, lambda a, b: a * b, "
+     "lambda a, b: jnp.sin(a) + b, x, y)))", "f32[3]", "f32[3]")
+case("grad_cond_residual_types",
+     "jax.grad(lambda xs: jnp.sum(lax.cond(True, lambda a, b: jnp.sin(a) * b, "
+     "lambda a, b: a * jnp.cos(b), *xs)))", ("f32[3]", "f32[]"))
+case("grad_cond_linear_branches",
+     "jax.grad(lambda x: jnp.sum(lax.cond(True, lambda v: v * 2.0, lambda v: v + 1.0, x)))",
+     "f32[3]")
+case("jit_grad_cond",
+     "jax.jit(jax.grad(lambda x: jnp.sum(lax.cond(True, jnp.sin, jnp.cos, x))))", "f32[3]")
 
 # jvp.
 case("jvp_sin", "lambda x, t: jax.jvp(jnp.sin, (x,), (t,))", "f32[3]", "f32[3]")

@@ -9,7 +9,9 @@
 #include "backends/cpu/convert.h"
 #include "backends/cpu/elementwise.h"
 
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 namespace spmd {
 namespace {
@@ -96,6 +98,44 @@ void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kind
       },
       [op](const KernelArgs& a) {
         cpu::unary(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size());
+      });
+  p.elementwise = true;
+}
+
+// pow: as a binary op, and, as JAX's pow, a floating base with an integer exponent, which the
+// kernel converts to the base's dtype first (XLA's lowering).
+void define_pow(PrimitiveRegistry& r) {
+  Primitive& p = r.define(
+      "pow",
+      [](std::span<const AbstractValue> in, const Params&) {
+        if (in[0].dtype != in[1].dtype) {
+          if (!is_floating(in[0].dtype) || !is_integer(in[1].dtype))
+            throw TypeError(
+                "[pow] the first argument to pow must have an inexact dtype (float or complex), "
+                "and the second argument must have an inexact or integer dtype, and two inexact "
+                "dtypes must match, but got " +
+                std::string(dtype_name(in[0].dtype)) + " and " +
+                std::string(dtype_name(in[1].dtype)) + " respectively.");
+          AbstractValue y = in[1];
+          y.dtype = in[0].dtype;
+          const AbstractValue both[2] = {in[0], y};
+          return std::vector<AbstractValue>{broadcast_operands("pow", both)};
+        }
+        AbstractValue out = broadcast_operands("pow", in);
+        check_kind("pow", out.dtype, Kinds::numeric);
+        return std::vector<AbstractValue>{out};
+      },
+      [](const KernelArgs& a) {
+        const DType t = a.in[0].aval->dtype;
+        const void* y = a.in[1].data;
+        std::vector<std::byte> converted;
+        if (a.in[1].aval->dtype != t) {
+          converted.resize(size_t(a.in[1].aval->size() * int64_t(itemsize(t))));
+          cpu::convert(y, a.in[1].aval->dtype, converted.data(), t, a.in[1].aval->size());
+          y = converted.data();
+        }
+        cpu::binary(BinaryOp::pow, t, a.in[0].data, a.in[0].aval->shape, y, a.in[1].aval->shape,
+                    a.out[0].data, a.out[0].aval->shape);
       });
   p.elementwise = true;
 }
@@ -211,7 +251,7 @@ void register_elementwise_primitives(PrimitiveRegistry& r) {
   define_binary(r, "mul", BinaryOp::mul, Kinds::numeric);
   define_binary(r, "div", BinaryOp::div, Kinds::numeric);
   define_binary(r, "rem", BinaryOp::rem, Kinds::numeric);
-  define_binary(r, "pow", BinaryOp::pow, Kinds::numeric);
+  define_pow(r);
   define_binary(r, "max", BinaryOp::max, Kinds::any);
   define_binary(r, "min", BinaryOp::min, Kinds::any);
   define_binary(r, "atan2", BinaryOp::atan2, Kinds::floating);

@@ -6,15 +6,21 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 namespace sp = spmd;
 
 TEST(Registry, HasJaxPrimitiveNames) {
-  for (const char* name :
-       {"add", "sub", "mul", "div", "max", "eq", "select_n", "convert_element_type", "iota",
-        "sin", "exp", "tanh", "logistic", "erf_inv", "integer_pow", "broadcast_in_dim",
-        "reshape", "transpose", "reduce_sum", "reduce_max", "argmax", "dot_general",
-        "threefry2x32", "iota_2x32_shape", "sort", "concatenate", "slice", "dynamic_slice",
-        "gather"})
+  for (const char* name : {"add",      "sub",         "mul",          "div",
+                           "max",      "eq",          "select_n",     "convert_element_type",
+                           "iota",     "sin",         "exp",          "tanh",
+                           "logistic", "erf_inv",     "integer_pow",  "broadcast_in_dim",
+                           "reshape",  "transpose",   "reduce_sum",   "reduce_max",
+                           "argmax",   "dot_general", "threefry2x32", "iota_2x32_shape",
+                           "sort",     "concatenate", "slice",        "dynamic_slice",
+                           "gather"})
     EXPECT_NE(sp::primitive_registry().find(name), nullptr) << name;
 }
 
@@ -64,4 +70,36 @@ TEST(Registry, Empty2IsAZeroScalarOfItsDtype) {
   };
   sp::Array v = sp::array<int32_t>({3, -4});
   EXPECT_EQ(sp::jit(plus_empty)(v).to_vector<int32_t>(), (std::vector<int32_t>{3, -4}));
+}
+
+// pow takes a floating base with an integer exponent, as JAX's lax.pow: the exponent is
+// converted to the base's dtype first. Values from JAX 0.10.2's lax.pow.
+TEST(Registry, PowTakesAnIntegerExponent) {
+  sp::Array x = sp::array(std::vector<float>{2.0f, 0.5f, 0.0f, 0.0f, -2.0f, 3.0f}, sp::Shape{6});
+  sp::Array y = sp::asarray(sp::array({3, -2, 0, -1, 3, 40}), sp::int32);
+  sp::Array got = sp::bind1(sp::primitive("pow"), {x, y});
+  EXPECT_EQ(got.dtype(), sp::float32);
+  EXPECT_EQ(got.to_vector<float>(),
+            (std::vector<float>{8.0f, 4.0f, 1.0f, HUGE_VALF, -8.0f, 1.2157665106179654e+19f}));
+  // A 0-d exponent broadcasts; under jit and vmap the same values.
+  sp::Array two = sp::full({}, 2, sp::int32);
+  auto pow2 = [&](const sp::Array& v) { return sp::bind1(sp::primitive("pow"), {v, two}); };
+  const std::vector<float> squares{4.0f, 0.25f, 0.0f, 0.0f, 4.0f, 9.0f};
+  EXPECT_EQ(pow2(x).to_vector<float>(), squares);
+  EXPECT_EQ(sp::jit(pow2)(x).to_vector<float>(), squares);
+  EXPECT_EQ(sp::vmap(pow2)(x.reshape({2, 3})).to_vector<float>(), squares);
+  // JAX's errors for the dtypes it refuses.
+  auto error_of = [](sp::Array a, sp::Array b) -> std::string {
+    try {
+      sp::bind1(sp::primitive("pow"), {a, b});
+    } catch (const sp::TypeError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(x, sp::zeros({6}, sp::float16)),
+            "[pow] the first argument to pow must have an inexact dtype (float or complex), and "
+            "the second argument must have an inexact or integer dtype, and two inexact dtypes "
+            "must match, but got float32 and float16 respectively.");
+  EXPECT_NE(error_of(y, x), "no error");
 }

@@ -269,8 +269,7 @@ TEST(AdElementwiseJvp, ConvertElementTypeConvertsTheTangentOrDropsItForIntegers)
   EXPECT_FALSE(r.tangents_out[0].valid());
 }
 
-// JAX's pow takes an integer exponent (jnp.power(float, int array) stages one); spmd's pow
-// primitive does not yet, and the rule's integer-exponent path waits for it.
+// JAX's pow takes an integer exponent (jnp.power(float, int array) stages one), as spmd's does.
 bool pow_takes_integer_exponents() {
   sp::AbstractValue x{sp::Shape{}, sp::float32, false}, y{sp::Shape{}, sp::int32, false};
   std::vector<sp::AbstractValue> in{x, y};
@@ -283,7 +282,7 @@ bool pow_takes_integer_exponents() {
 }
 
 TEST(AdElementwiseJvp, IntegerExponentOfPowHasNoTangentContribution) {
-  if (!pow_takes_integer_exponents()) GTEST_SKIP() << "pow requires equal dtypes";
+  ASSERT_TRUE(pow_takes_integer_exponents());
   spmd_test::X64Scope x64;
   sp::Array x = sp::array({2.0, 0.0}), y = sp::asarray(sp::array({3, 0}), sp::int32);
   sp::Array tx = sp::array({1.0, 1.0}), ty = sp::asarray(sp::array({1, 1}), sp::int32);
@@ -886,16 +885,6 @@ const std::vector<StagedCase> kJaxJvpIntegerExponent = {
      "n = mul j m; o = select_n f n g; p = mul c o -> d p"},
     {"pow",
      {},
-     {{f32, {3}}, {i32, {}}},
-     {0},
-     "d = pow a b; e = convert_element_type[new_dtype=float32] b; "
-     "f = broadcast_in_dim[shape=(3) broadcast_dimensions=()] e; g = eq f 0; "
-     "h = broadcast_in_dim[shape=(3) broadcast_dimensions=()] 0; i = eq f 0; "
-     "j = broadcast_in_dim[shape=(3) broadcast_dimensions=()] 1; k = select_n i f j; "
-     "l = broadcast_in_dim[shape=(3) broadcast_dimensions=()] 1; m = sub f l; n = pow a m; "
-     "o = mul k n; p = select_n g o h; q = mul c p -> d q"},
-    {"pow",
-     {},
      {{f32, {}}, {i32, {3}}},
      {0},
      "d = pow a b; e = convert_element_type[new_dtype=float32] b; "
@@ -986,8 +975,44 @@ TEST(AdElementwiseStaging, JvpRulesStageJaxsEquations) {
 }
 
 TEST(AdElementwiseStaging, PowJvpWithIntegerExponentStagesJaxsEquations) {
-  if (!pow_takes_integer_exponents()) GTEST_SKIP() << "pow requires equal dtypes";
+  ASSERT_TRUE(pow_takes_integer_exponents());
   for (const StagedCase& c : kJaxJvpIntegerExponent) EXPECT_EQ(staged_jvp(c), c.jax) << describe(c);
+}
+
+// A 0-d exponent, staged by make_jaxpr: the harness above would hand pow a concrete scalar,
+// which converts eagerly (a C++ number's conversion), so this case is traced as JAX traces it.
+TEST(AdElementwiseStaging, PowJvpWithScalarIntegerExponentPrintsJaxsJaxpr) {
+  // jax.make_jaxpr(lambda a, b: jax.jvp(lambda u: lax.pow(u, b), (a,), (a,)))(f32[3], i32[]).
+  auto f = [](const sp::Array& x, const sp::Array& y) {
+    return sp::jvp(
+        [&](const sp::Array& u) {
+          return sp::bind1(sp::primitive("pow"), {u, y});
+        },
+        x, x);
+  };
+  EXPECT_EQ(sp::make_jaxpr(f)(sp::zeros({3}), sp::zeros({}, sp::int32)).str(),
+            R"({ lambda ; a:f32[3] b:i32[]. let
+    c:f32[3] = pow a b
+    d:f32[] = convert_element_type[new_dtype=float32 weak_type=False] b
+    e:f32[3] = broadcast_in_dim d
+    f:bool[3] = eq e 0.0:f32[]
+    g:f32[3] = broadcast_in_dim 0.0:f32[]
+    h:bool[3] = eq e 0.0:f32[]
+    i:f32[3] = broadcast_in_dim 1.0:f32[]
+    j:f32[3] = select_n h e i
+    k:f32[3] = broadcast_in_dim 1.0:f32[]
+    l:f32[3] = sub e k
+    m:f32[3] = pow a l
+    n:f32[3] = mul j m
+    o:f32[3] = select_n f n g
+    p:f32[3] = mul a o
+  in (c, p) })");
+  // d/dx x^3 · x = 3x³, and 0 where the exponent is 0 (JAX: [24. 81. 0.] and [0. 0. 0.]).
+  sp::Array x = sp::array(std::vector<float>{2, 3, 0}, sp::Shape{3});
+  EXPECT_EQ(sp::jit(f)(x, sp::full({}, 3, sp::int32)).second.to_vector<float>(),
+            (std::vector<float>{24, 81, 0}));
+  EXPECT_EQ(sp::jit(f)(x, sp::full({}, 0, sp::int32)).second.to_vector<float>(),
+            (std::vector<float>{0, 0, 0}));
 }
 
 TEST(AdElementwiseStaging, TransposeRulesStageJaxsEquations) {

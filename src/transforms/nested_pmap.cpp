@@ -19,7 +19,7 @@ namespace spmd::transform_detail {
 
 // The levels a spread body is traced with: the outer pmap's nested levels, in depth order.
 struct SpreadLevel {
-  std::string axis;       // the pmap's axis name
+  std::string axis;  // the pmap's axis name
   int64_t size = 0;
   std::string mesh_axis;  // its mesh axis (unnamed levels get one of their own)
   bool direct = false;    // part of the blocks: the level's instances are the devices' blocks
@@ -76,14 +76,18 @@ bool identical(std::span<const Array> xs, const std::vector<const ArrayImpl*>& i
   return impls_of(xs) == impls;
 }
 
-StagingTrace* current_staging() { return dynamic_cast<StagingTrace*>(current_trace()); }
+StagingTrace* current_staging() {
+  return dynamic_cast<StagingTrace*>(current_trace());
+}
 
 size_t equations_now() {
   StagingTrace* t = current_staging();
   return t ? t->num_equations() : 0;
 }
 
-int normalised(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
+int normalised(int dim, int rank) {
+  return dim < 0 ? dim + rank : dim;
+}
 
 // Whether the body being finished closed over values of another trace (an enclosing body's).
 bool captured_traced_values(const StagingTrace* trace, std::span<const Array> outs) {
@@ -95,8 +99,12 @@ bool captured_traced_values(const StagingTrace* trace, std::span<const Array> ou
 
 }  // namespace
 
-NestingProbe::NestingProbe() : saved_(t_probe) { t_probe = this; }
-NestingProbe::~NestingProbe() { stop(); }
+NestingProbe::NestingProbe() : saved_(t_probe) {
+  t_probe = this;
+}
+NestingProbe::~NestingProbe() {
+  stop();
+}
 void NestingProbe::stop() {
   if (t_probe == this) t_probe = saved_;
 }
@@ -125,8 +133,7 @@ std::vector<Array> run_pmap_body(const FlatFn& fn, std::span<const Array> args) 
     NestedLevel& inner = probe->levels[depth];
     inner.whole_body = inner.whole_body && whole;
   }
-  if (depth > 0 && captured_traced_values(trace, outs))
-    probe->levels[depth - 1].whole_body = false;
+  if (depth > 0 && captured_traced_values(trace, outs)) probe->levels[depth - 1].whole_body = false;
   return outs;
 }
 
@@ -237,35 +244,35 @@ std::optional<SpreadLayout> spread_layout(const NestingProbe& probe, const Outer
   int64_t total = 1;
   for (int64_t s : sizes) total *= s;
   std::vector<Device> all = devices();
-  SpreadLayout layout{Mesh(std::vector<Device>(all.begin(), all.begin() + total), Shape(sizes),
-                           names),
-                      {},
-                      {},
-                      {}};
+  SpreadLayout layout{
+      Mesh(std::vector<Device>(all.begin(), all.begin() + total), Shape(sizes), names), {}, {}, {}};
   // Operands and results along the direct levels become the blocks' dims.
-  auto direct_dims = [&](auto level_dims_of) {
-    std::vector<std::optional<int>> dims;
-    for (size_t l = 0; l < plan->levels.size() && plan->levels[l].direct; ++l)
-      dims.push_back(level_dims_of(probe.levels[l]));
-    return dims;
+  auto place_all = [&](const std::vector<int>& ranks, const std::vector<bool>& mapped, auto dims_of,
+                       std::vector<PartitionSpec>& specs, std::vector<Axes>& dims) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      std::vector<std::optional<int>> level_dims;
+      for (size_t l = 0; l < plan->levels.size() && plan->levels[l].direct; ++l) {
+        const std::vector<std::optional<int>>& of_level = dims_of(probe.levels[l]);
+        if (of_level.size() != ranks.size()) return false;
+        level_dims.push_back(of_level[i]);
+      }
+      std::optional<Placement> p = place(ranks[i], mapped[i], outer.axis, level_dims, *plan);
+      if (!p) return false;
+      specs.push_back(p->spec);
+      dims.push_back(p->dims);
+    }
+    return true;
   };
   std::vector<Axes> squeezed, expanded;
-  for (size_t i = 0; i < outer.in_ranks.size(); ++i) {
-    std::optional<Placement> p =
-        place(outer.in_ranks[i], outer.in_mapped[i], outer.axis,
-              direct_dims([&](const NestedLevel& l) { return l.in_dims.at(i); }), *plan);
-    if (!p) return std::nullopt;
-    layout.in_specs.push_back(p->spec);
-    squeezed.push_back(p->dims);
-  }
-  for (size_t k = 0; k < outer.out_ranks.size(); ++k) {
-    std::optional<Placement> p =
-        place(outer.out_ranks[k], outer.out_mapped[k], outer.axis,
-              direct_dims([&](const NestedLevel& l) { return l.out_dims.at(k); }), *plan);
-    if (!p) return std::nullopt;
-    layout.out_specs.push_back(p->spec);
-    expanded.push_back(p->dims);
-  }
+  auto in_dims = [](const NestedLevel& l) -> const auto& {
+    return l.in_dims;
+  };
+  auto out_dims = [](const NestedLevel& l) -> const auto& {
+    return l.out_dims;
+  };
+  if (!place_all(outer.in_ranks, outer.in_mapped, in_dims, layout.in_specs, squeezed) ||
+      !place_all(outer.out_ranks, outer.out_mapped, out_dims, layout.out_specs, expanded))
+    return std::nullopt;
   layout.body = [plan, fn, squeezed, expanded](std::span<const Array> blocks) {
     SpreadScope scope(plan.get());
     std::vector<Array> args;
@@ -298,8 +305,8 @@ Array gather_instances(const Array& x, const std::string& axis, int64_t size, in
   shape.insert(shape.begin() + dim, size);
   std::vector<Array> starts(shape.size(), Array(0));
   starts[size_t(dim)] = axis_index(axis);
-  Array placed = lax::dynamic_update_slice(zeros(Shape(shape), x.dtype()),
-                                           expand_dims(x, {dim}), starts);
+  Array placed =
+      lax::dynamic_update_slice(zeros(Shape(shape), x.dtype()), expand_dims(x, {dim}), starts);
   return bind1(primitive("psum_invariant"), {placed},
                Params{{"axes", std::vector<std::string>{axis}}});
 }
@@ -333,13 +340,17 @@ std::optional<std::vector<Array>> run_gathered_pmap(const NestedPmapCall& call, 
   for (size_t k = 0; k < outs.size(); ++k) {
     const Axis& a = call.out_axes[call.out_axes.size() == 1 ? 0 : k];
     if (a.dim)
-      outs[k] = gather_instances(outs[k], axis, level->size,
-                                 normalised(*a.dim, outs[k].ndim() + 1));
+      outs[k] =
+          gather_instances(outs[k], axis, level->size, normalised(*a.dim, outs[k].ndim() + 1));
   }
   return outs;
 }
 
-NoSpread::NoSpread() : saved_(t_spread) { t_spread = nullptr; }
-NoSpread::~NoSpread() { t_spread = saved_; }
+NoSpread::NoSpread() : saved_(t_spread) {
+  t_spread = nullptr;
+}
+NoSpread::~NoSpread() {
+  t_spread = saved_;
+}
 
 }  // namespace spmd::transform_detail

@@ -25,10 +25,10 @@ inline constexpr const char* kInternalAxisName = "_internal_pmap_axis_name";
 
 // A pmap called while another pmap's body is traced.
 struct NestedPmapCall {
-  std::string axis;                          // its axis name (kInternalAxisName when unnamed)
-  int64_t size = 0;                          // its mapped size
-  std::vector<std::optional<int>> in_dims;   // per leaf, normalised
-  std::vector<Axis> out_axes;                // one for all results or one per result
+  std::string axis;                         // its axis name (kInternalAxisName when unnamed)
+  int64_t size = 0;                         // its mapped size
+  std::vector<std::optional<int>> in_dims;  // per leaf, normalised
+  std::vector<Axis> out_axes;               // one for all results or one per result
   bool devices_given = false;
 };
 
@@ -79,9 +79,9 @@ std::vector<Array> run_pmap_body(const FlatFn& fn, std::span<const Array> args);
 
 // A pmap nested in another's body, traced as `batched` maps it (vmap); recorded by the current
 // probe if there is one.
-std::vector<Array> probe_nested_pmap(const NestedPmapCall& call, const FlatFn& fn,
-                                     std::span<const Array> leaves,
-                                     const std::function<std::vector<Array>(const FlatFn&)>& batched);
+std::vector<Array> probe_nested_pmap(
+    const NestedPmapCall& call, const FlatFn& fn, std::span<const Array> leaves,
+    const std::function<std::vector<Array>(const FlatFn&)>& batched);
 
 // The outer pmap's body over a mesh with one axis per level of nesting: the outer axis, then
 // each level's. Operands and results are laid out as the outer pmap's shard_map has them (the
@@ -95,10 +95,10 @@ struct SpreadLayout {
 struct OuterPmap {
   std::string axis;
   int64_t size = 0;
-  std::vector<bool> in_mapped;     // per operand: mapped along dim 0
-  std::vector<int> in_ranks;       // per operand
-  std::vector<bool> out_mapped;    // per result: mapped along dim 0
-  std::vector<int> out_ranks;      // per result block, with the mapped dim
+  std::vector<bool> in_mapped;   // per operand: mapped along dim 0
+  std::vector<int> in_ranks;     // per operand
+  std::vector<bool> out_mapped;  // per result: mapped along dim 0
+  std::vector<int> out_ranks;    // per result block, with the mapped dim
 };
 std::optional<SpreadLayout> spread_layout(const NestingProbe& probe, const OuterPmap& outer,
                                           const FlatFn& fn);

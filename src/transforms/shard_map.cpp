@@ -691,7 +691,8 @@ namespace {
 
 // Checks the call, traces fn on the block types and prepares the equation.
 PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves,
-                                 const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def) {
+                                 const ShardMapCall& call,
+                                 const std::shared_ptr<TreeDef>& out_def) {
   const Mesh& mesh = call.mesh;
   const std::string& name = call.options.name;
   std::vector<AbstractValue> types;
@@ -784,7 +785,9 @@ class EnclosingPmap {
   int64_t saved_;
 };
 
-bool inside_another_map() { return t_enclosing_pmap_size > 1 || !axis_env().empty(); }
+bool inside_another_map() {
+  return t_enclosing_pmap_size > 1 || !axis_env().empty();
+}
 
 // Traces the outer pmap's body again over one device per instance of every nesting level and
 // lets running the equation use that (nested_pmap.h). Left alone when the levels cannot be

@@ -1,8 +1,9 @@
 // Varying-manual-axes typing inside shard_map with check_vma (JAX's vma): which mesh axes each
 // value may differ over. psum_invariant turns varying into invariant and transposes to pvary, a
 // type cast with no communication; pvary transposes to psum_invariant. Both type only the axes
-// of a shard_map that checks vma; elsewhere they are plain all-reduce / identity pairs. Collectives that move
-// data (all_gather, ppermute, all_to_all, psum_scatter) keep values varying; axis_index varies.
+// of a shard_map that checks vma; elsewhere they are a plain all-reduce and identity. Collectives
+// that move data (all_gather, ppermute, all_to_all, psum_scatter) keep values varying;
+// axis_index varies.
 #include <spmd/error.h>
 
 #include "core/axis_env.h"

@@ -77,9 +77,9 @@ TEST(NestedPmap, DirectNestingPlacesInstanceRowColOnDeviceRowTimesColsPlusCol) {
 TEST(NestedPmap, DirectNestingMovesOnlyTheInputShards) {
   sp::Array x = sp::arange(48.0f).reshape({2, 4, 6});
   x.block_until_ready();
-  auto f = sp::pmap(sp::pmap([](sp::Array v) { return v * 3.0f + sp::psum(v, "j"); },
-                             {.axis_name = "j"}),
-                    {.axis_name = "i"});
+  auto f = sp::pmap(
+      sp::pmap([](sp::Array v) { return v * 3.0f + sp::psum(v, "j"); }, {.axis_name = "j"}),
+      {.axis_name = "i"});
   sp::runtime::reset_transfer_stats();
   sp::Array y = f(x);
   y.block_until_ready();
@@ -145,9 +145,9 @@ TEST(NestedPmap, InnerInAxesNoneAndOutAxesMatchNestedVmap) {
   sp::Array w = data({2, 3}, 4);
   sp::PmapOptions inner{.axis_name = "cols", .in_axes = {1, sp::None}, .out_axes = {1}};
   sp::Array got = sp::pmap(sp::pmap(body, inner), {.axis_name = "rows"})(x, w);
-  sp::Array want = sp::vmap(sp::vmap(body, {.in_axes = {1, sp::None}, .out_axes = {1},
-                                            .axis_name = "cols"}),
-                            {.axis_name = "rows"})(x, w);
+  sp::Array want =
+      sp::vmap(sp::vmap(body, {.in_axes = {1, sp::None}, .out_axes = {1}, .axis_name = "cols"}),
+               {.axis_name = "rows"})(x, w);
   EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
   EXPECT_EQ(shard_devices(got), first_devices(8));
   // Direct nesting: the result's cols dim is split too (a [1, 3, 1] block per device).
@@ -174,7 +174,9 @@ TEST(NestedPmap, InnerPmapCalledTwiceInTheBody) {
 }
 
 TEST(NestedPmap, GradOfNestedPmapMatchesNestedVmap) {
-  auto body = [](sp::Array v) { return sp::sin(v) * sp::psum(v * v, "cols") / sp::psum(v, "rows"); };
+  auto body = [](sp::Array v) {
+    return sp::sin(v) * sp::psum(v * v, "cols") / sp::psum(v, "rows");
+  };
   auto pmapped = sp::pmap(sp::pmap(body, {.axis_name = "cols"}), {.axis_name = "rows"});
   auto vmapped = sp::vmap(sp::vmap(body, {.axis_name = "cols"}), {.axis_name = "rows"});
   sp::Array x = (sp::arange(8.0f) + 1.0f).reshape({4, 2}) / 4.0f;
@@ -246,8 +248,8 @@ TEST(NestedPmap, ThreeLevelsWithWorkBetweenThem) {
 }
 
 TEST(NestedPmap, MoreInstancesThanDevicesRaises) {
-  auto f = sp::pmap(sp::pmap([](sp::Array v) { return v + 1; }, {.axis_name = "j"}),
-                    {.axis_name = "i"});
+  auto f =
+      sp::pmap(sp::pmap([](sp::Array v) { return v + 1; }, {.axis_name = "j"}), {.axis_name = "i"});
   try {
     f(sp::zeros({4, 4}));
     FAIL() << "expected ValueError";

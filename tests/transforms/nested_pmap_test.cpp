@@ -155,6 +155,23 @@ TEST(NestedPmap, InnerInAxesNoneAndOutAxesMatchNestedVmap) {
   EXPECT_EQ(got.addressable_shards()[1].index[2], (sp::Slice{1, 2}));
 }
 
+// An inner pmap whose body reads the outer instance's whole argument is not one block per device.
+TEST(NestedPmap, InnerBodyClosingOverTheOuterArgumentSeesTheWholeRow) {
+  auto make = [](auto map) {
+    return [map](sp::Array row) {
+      return map([&](sp::Array v) { return v * sp::sum(row) + sp::psum(v, "cols"); })(row);
+    };
+  };
+  auto pmap_inner = [](auto f) { return sp::pmap(f, {.axis_name = "cols"}); };
+  auto vmap_inner = [](auto f) { return sp::vmap(f, {.axis_name = "cols"}); };
+  sp::Array x = data({4, 2}, 8);
+  sp::Array got = sp::pmap(make(pmap_inner), {.axis_name = "rows"})(x);
+  sp::Array want = sp::vmap(make(vmap_inner), {.axis_name = "rows"})(x);
+  EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
+  EXPECT_TRUE(arrays_close(got, x * sp::sum(x, {1}, true) + sp::sum(x, {1}, true), 1e-5, 1e-5));
+  EXPECT_EQ(shard_devices(got), first_devices(8));
+}
+
 TEST(NestedPmap, InnerPmapCalledTwiceInTheBody) {
   auto inner = [](sp::Array v) { return sp::psum(v, "cols") - v; };
   auto outer_body = [&](sp::Array row) {

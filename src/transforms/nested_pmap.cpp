@@ -28,6 +28,17 @@ struct SpreadPlan {
   std::vector<SpreadLevel> levels;
 };
 
+// The body of one level being traced, watched for the nested call it makes.
+struct BodyWatch {
+  std::vector<const ArrayImpl*> args;
+  const Trace* trace = nullptr;
+  size_t equations_at_start = 0;
+  int calls = 0;
+  bool call_took_args = false;
+  std::vector<const ArrayImpl*> call_results;
+  size_t equations_after_call = 0;
+};
+
 namespace {
 
 thread_local NestingProbe* t_probe = nullptr;

@@ -45,16 +45,7 @@ struct NestedLevel {
   bool whole_body = true;
 };
 
-// The body of one level being traced, watched for the nested call it makes.
-struct BodyWatch {
-  std::vector<const ArrayImpl*> args;
-  const Trace* trace = nullptr;
-  size_t equations_at_start = 0;
-  int calls = 0;
-  bool call_took_args = false;
-  std::vector<const ArrayImpl*> call_results;
-  size_t equations_after_call = 0;
-};
+struct BodyWatch;  // the body of one level being traced (nested_pmap.cpp)
 
 // Current on this thread for its lifetime (while the outermost pmap traces its body).
 class NestingProbe {

@@ -264,6 +264,18 @@ TEST(NestedPmap, ThreeLevelsWithWorkBetweenThem) {
   EXPECT_EQ(shard_devices(got), first_devices(8));
 }
 
+// The printed program stays the one JAX's make_jaxpr would give a single pmap over the outer axis
+// (the inner pmap batched); the spread layout is how it runs, not what it prints.
+TEST(NestedPmap, JaxprShowsTheOuterMeshOnly) {
+  auto f =
+      sp::pmap(sp::pmap([](sp::Array v) { return v / sp::psum(v, "cols"); }, {.axis_name = "cols"}),
+               {.axis_name = "rows"});
+  std::string text = sp::make_jaxpr(f)(sp::ones({4, 2})).str();
+  EXPECT_NE(text.find("mesh=Mesh('rows': 4, axis_types=(Auto,))"), std::string::npos) << text;
+  EXPECT_EQ(text.find("'cols': 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum[axes=(0,) axis_index_groups=None]"), std::string::npos) << text;
+}
+
 TEST(NestedPmap, MoreInstancesThanDevicesRaises) {
   auto f =
       sp::pmap(sp::pmap([](sp::Array v) { return v + 1; }, {.axis_name = "j"}), {.axis_name = "i"});

@@ -793,8 +793,19 @@ bool inside_another_map() {
 // lets running the equation use that (nested_pmap.h). Left alone when the levels cannot be
 // spread or the body closed over traced values.
 void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
-                         const OuterPmap& outer, const FlatFn& fn, const std::string& name,
-                         std::span<const Array> operands) {
+                         const std::string& axis, const std::vector<std::optional<int>>& dims,
+                         const std::vector<Axis>& out_axes, const FlatFn& fn,
+                         const std::string& name, std::span<const Array> operands) {
+  OuterPmap outer{axis, prepared.info->mesh.size(), {}, {}, {}, {}};
+  for (size_t i = 0; i < operands.size(); ++i) {
+    outer.in_mapped.push_back(dims[i].has_value());
+    outer.in_ranks.push_back(operands[i].ndim());
+  }
+  for (const AbstractValue& t : prepared.params.get<ProgramRef>("jaxpr")->out_types()) {
+    outer.out_ranks.push_back(t.shape.ndim());
+    outer.out_mapped.push_back(
+        out_axes[out_axes.size() == 1 ? 0 : outer.out_mapped.size()].dim.has_value());
+  }
   std::optional<SpreadLayout> layout = spread_layout(probe, outer, fn);
   if (!layout) return;
   ShardMapCall call{layout->mesh, layout->in_specs, SpecList(layout->out_specs),
@@ -913,18 +924,8 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
       NestingProbe probe;
       prepared = trace_shard_map(body, moved, sm, nullptr);
       probe.stop();
-      if (o.devices.empty() && !probe.levels.empty()) {
-        OuterPmap outer{axis, n, {}, {}, {}, {}};
-        for (size_t i = 0; i < moved.size(); ++i) {
-          outer.in_mapped.push_back(dims[i].has_value());
-          outer.in_ranks.push_back(moved[i].ndim());
-        }
-        for (const AbstractValue& t : prepared.params.get<ProgramRef>("jaxpr")->out_types())
-          outer.out_ranks.push_back(t.shape.ndim());
-        for (size_t k = 0; k < outer.out_ranks.size(); ++k)
-          outer.out_mapped.push_back(out_axes[out_axes.size() == 1 ? 0 : k].dim.has_value());
-        spread_nested_pmaps(prepared, probe, outer, fn, o.name, moved);
-      }
+      if (o.devices.empty() && !probe.levels.empty())
+        spread_nested_pmaps(prepared, probe, axis, dims, out_axes, fn, o.name, moved);
     }
     std::vector<Array> outs = bind_prepared(prepared, moved);
     for (size_t k = 0; k < outs.size(); ++k) {

@@ -17,6 +17,7 @@
 #include "runtime/launch.h"
 #include "runtime/sharded.h"
 #include "transforms/interpreters.h"
+#include "transforms/nested_pmap.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
@@ -29,6 +30,9 @@
 namespace spmd {
 namespace {
 
+struct PreparedShardMap;
+std::vector<Array> bind_prepared(const PreparedShardMap& prepared, std::span<const Array> args);
+
 // What a shard_map equation carries besides its sub-program.
 struct ShardMapInfo {
   Mesh mesh;
@@ -39,6 +43,11 @@ struct ShardMapInfo {
   // The body compiled on first eager use; lives as long as the equation that holds this.
   mutable std::once_flag compiled;
   mutable std::unique_ptr<Executable> executable;
+  // A pmap with pmaps nested in it: the same computation with one device per instance, which
+  // running the equation uses instead of the body (the body stays what is printed and
+  // differentiated). It replaces the body's leading `spread_skip` operands, its constants.
+  std::shared_ptr<const PreparedShardMap> spread;
+  size_t spread_skip = 0;
 };
 
 const ShardMapInfo& info_of(const Params& p) {
@@ -256,6 +265,7 @@ std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, 
 std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
   const ShardMapInfo& info = info_of(p);
   if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
+  if (info.spread) return bind_prepared(*info.spread, args.subspan(info.spread_skip));
   // A device thread cannot wait for a launch queued behind its own current task.
   if (runtime::current_device_id() >= 0)
     throw NotImplementedError(
@@ -352,10 +362,12 @@ Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const
 struct PreparedShardMap {
   Params params;
   std::vector<Array> consts;
+  std::shared_ptr<ShardMapInfo> info;
 };
 
 PreparedShardMap prepare_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info) {
   PreparedShardMap out;
+  out.info = info;
   auto body = std::make_shared<const Program>(hoist_consts(traced, &out.consts));
   info->in_specs.insert(info->in_specs.begin(), out.consts.size(), PartitionSpec());
   out.params = shard_map_params(info, body);
@@ -638,10 +650,13 @@ std::shared_ptr<ShardMapCache> new_shard_map_cache() {
   return std::make_shared<ShardMapCache>();
 }
 
+namespace {
+PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves,
+                                 const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def);
+}  // namespace
+
 std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
                              const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def) {
-  const Mesh& mesh = call.mesh;
-  const std::string& name = call.options.name;
   // A traced body is reused for the same argument structure and types, unless this call is
   // traced inside another map (its body may then depend on the enclosing axes).
   std::optional<ShardMapCache::Key> key;
@@ -660,6 +675,26 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
       return bind_prepared(hit->prepared, leaves);
     }
   }
+  PreparedShardMap prepared = trace_shard_map(fn, leaves, call, out_def);
+  bool cacheable = key.has_value();
+  for (const Array& c : prepared.consts) cacheable = cacheable && is_concrete(c);
+  if (cacheable) {
+    auto entry = std::make_shared<ShardMapCache::Entry>(
+        ShardMapCache::Entry{prepared, out_def ? *out_def : TreeDef()});
+    std::lock_guard lock(call.cache->mu);
+    call.cache->entries.emplace(*key, std::move(entry));
+  }
+  return bind_prepared(prepared, leaves);
+}
+
+namespace {
+
+// Checks the call, traces fn on the block types and prepares the equation.
+PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves,
+                                 const ShardMapCall& call,
+                                 const std::shared_ptr<TreeDef>& out_def) {
+  const Mesh& mesh = call.mesh;
+  const std::string& name = call.options.name;
   std::vector<AbstractValue> types;
   for (const Array& x : leaves) types.push_back(aval_of(x));
   for (const PartitionSpec& spec : call.in_specs) spec.check(mesh, "shard_map");
@@ -731,19 +766,8 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     failures.push_back(replication_failure(mesh, info->out_specs[k], key, t.vma));
   }
   if (!failures.empty()) throw ShardingError(replication_error(mesh, name, failures));
-  PreparedShardMap prepared = prepare_shard_map(traced, info);
-  bool cacheable = key.has_value();
-  for (const Array& c : prepared.consts) cacheable = cacheable && is_concrete(c);
-  if (cacheable) {
-    auto entry = std::make_shared<ShardMapCache::Entry>(
-        ShardMapCache::Entry{prepared, out_def ? *out_def : TreeDef()});
-    std::lock_guard lock(call.cache->mu);
-    call.cache->entries.emplace(*key, std::move(entry));
-  }
-  return bind_prepared(prepared, leaves);
+  return prepare_shard_map(traced, info);
 }
-
-namespace {
 
 // The product of the sizes of the pmaps whose bodies the calling thread is tracing.
 thread_local int64_t t_enclosing_pmap_size = 1;
@@ -761,8 +785,37 @@ class EnclosingPmap {
   int64_t saved_;
 };
 
-// JAX's name for the axis of a pmap without axis_name (no collective can name it).
-constexpr const char* kInternalAxisName = "_internal_pmap_axis_name";
+bool inside_another_map() {
+  return t_enclosing_pmap_size > 1 || !axis_env().empty();
+}
+
+// Traces the outer pmap's body again over one device per instance of every nesting level and
+// lets running the equation use that (nested_pmap.h). Left alone when the levels cannot be
+// spread or the body closed over traced values.
+void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
+                         const std::string& axis, const std::vector<std::optional<int>>& dims,
+                         const std::vector<Axis>& out_axes, const FlatFn& fn,
+                         const std::string& name, std::span<const Array> operands) {
+  OuterPmap outer{axis, prepared.info->mesh.size(), {}, {}, {}, {}};
+  for (size_t i = 0; i < operands.size(); ++i) {
+    outer.in_mapped.push_back(dims[i].has_value());
+    outer.in_ranks.push_back(operands[i].ndim());
+  }
+  for (const AbstractValue& t : prepared.params.get<ProgramRef>("jaxpr")->out_types()) {
+    outer.out_ranks.push_back(t.shape.ndim());
+    outer.out_mapped.push_back(
+        out_axes[out_axes.size() == 1 ? 0 : outer.out_mapped.size()].dim.has_value());
+  }
+  std::optional<SpreadLayout> layout = spread_layout(probe, outer, fn);
+  if (!layout) return;
+  ShardMapCall call{layout->mesh, layout->in_specs, SpecList(layout->out_specs),
+                    ShardMapOptions{.check_vma = false, .name = name}};
+  PreparedShardMap spread = trace_shard_map(layout->body, operands, call, nullptr);
+  for (const Array& c : spread.consts)
+    if (!is_concrete(c)) return;
+  prepared.info->spread = std::make_shared<const PreparedShardMap>(std::move(spread));
+  prepared.info->spread_skip = prepared.consts.size();
+}
 
 }  // namespace
 
@@ -771,6 +824,10 @@ namespace {
 std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
                               const PmapCall& call) {
   const PmapOptions& o = call.options;
+  const std::string axis = o.axis_name.empty() ? kInternalAxisName : o.axis_name;
+  const bool nested = inside_another_map();
+  if (nested)
+    if (std::optional<std::vector<Array>> outs = run_direct_pmap(axis, fn, leaves)) return *outs;
   std::vector<std::optional<int>> dims = call.in_dims;
   int64_t n = -1;
   std::string sizes;
@@ -802,15 +859,20 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     throw ValueError("[pmap] compiling computation that requires " + std::to_string(required) +
                      " logical devices, but only " + std::to_string(available) +
                      " devices are available (num_replicas=" + std::to_string(required) + ")");
-  const std::string axis = o.axis_name.empty() ? kInternalAxisName : o.axis_name;
 
-  if (t_enclosing_pmap_size > 1 || !axis_env().empty()) {
-    // Inside another pmap (or shard_map) body: this pmap's instances become a batch dimension
-    // of the enclosing instance (the values are those of separate devices).
-    EnclosingPmap nested(n);
+  if (nested) {
+    NestedPmapCall nested_call{axis, n, dims, o.out_axes, !o.devices.empty()};
+    if (std::optional<std::vector<Array>> outs = run_gathered_pmap(nested_call, fn, leaves))
+      return *outs;
+    // Otherwise this pmap's instances become a batch dimension of the enclosing instance (the
+    // values are those of separate devices).
+    EnclosingPmap enclosing(n);
+    NoSpread batched_here;
     std::vector<std::string> names;
     for (size_t i = 0; i < leaves.size(); ++i) names.push_back("argument " + std::to_string(i));
-    return vmap(fn, leaves, dims, o.out_axes, n, axis, names);
+    return probe_nested_pmap(nested_call, fn, leaves, [&](const FlatFn& f) {
+      return vmap(f, leaves, dims, o.out_axes, n, axis, names);
+    });
   }
 
   std::vector<Device> devs = o.devices;
@@ -843,7 +905,7 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
       std::vector<Array> args;
       for (size_t i = 0; i < blocks.size(); ++i)
         args.push_back(dims[i] ? squeeze(blocks[i], {0}) : blocks[i]);
-      std::vector<Array> outs = fn(args);
+      std::vector<Array> outs = run_pmap_body(fn, args);
       if (out_axes.size() != 1 && out_axes.size() != outs.size())
         throw ValueError("[pmap] out_axes has " + std::to_string(out_axes.size()) +
                          " entries for " + std::to_string(outs.size()) + " outputs");
@@ -856,11 +918,16 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     ShardMapCall sm{mesh, in_specs,
                     out_axes.size() == 1 ? SpecList(out_specs[0]) : SpecList(out_specs),
                     ShardMapOptions{.check_vma = false, .name = o.name}};
-    std::vector<Array> outs;
+    PreparedShardMap prepared;
     {
       EnclosingPmap scope(n);
-      outs = shard_map(body, moved, sm, nullptr);
+      NestingProbe probe;
+      prepared = trace_shard_map(body, moved, sm, nullptr);
+      probe.stop();
+      if (o.devices.empty() && !probe.levels.empty())
+        spread_nested_pmaps(prepared, probe, axis, dims, out_axes, fn, o.name, moved);
     }
+    std::vector<Array> outs = bind_prepared(prepared, moved);
     for (size_t k = 0; k < outs.size(); ++k) {
       const Axis& a = out_axes[out_axes.size() == 1 ? 0 : k];
       if (a.dim && *a.dim != 0) outs[k] = moveaxis(outs[k], 0, *a.dim);
@@ -875,8 +942,9 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
 std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                         const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                         const PmapCall& call, TreeDef* out_def) {
-  if (t_enclosing_pmap_size > 1 || !axis_env().empty()) {
-    // Nested in another map: no call of its own (pmap_whole maps it over a batch dimension).
+  if (inside_another_map()) {
+    // Nested in another map: no call of its own (pmap_whole maps it over a batch dimension or
+    // over the mesh axes of the outermost pmap).
     auto def = std::make_shared<TreeDef>();
     std::vector<Array> outs = pmap_whole(make_fn(def), leaves, call);
     *out_def = *def;

@@ -72,6 +72,12 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
   return outs;
 }
 
+bool StagingTrace::captured_traced_values() const {
+  for (const Array& c : program_.consts)
+    if (!is_concrete(c)) return true;
+  return false;
+}
+
 Program StagingTrace::finish(std::span<const Array> outputs) {
   for (const Array& x : outputs) program_.outputs.push_back(lift(x));
   Trace::finish();

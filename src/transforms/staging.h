@@ -32,6 +32,10 @@ class StagingTrace : public Trace {
   Program finish(std::span<const Array> outputs);
   // Whether x is a value of this trace.
   bool owns(const Array& x) const { return x.impl() && x.impl()->trace.get() == this; }
+  // How many equations are recorded so far.
+  size_t num_equations() const { return program_.equations.size(); }
+  // Whether a recorded equation used a value of another trace (a closure over traced values).
+  bool captured_traced_values() const;
 
  private:
   Atom lift(const Array& x);

@@ -1,7 +1,9 @@
 // Varying-manual-axes typing inside shard_map with check_vma (JAX's vma): which mesh axes each
 // value may differ over. psum_invariant turns varying into invariant and transposes to pvary, a
-// type cast with no communication; pvary transposes to psum_invariant. Collectives that move
-// data (all_gather, ppermute, all_to_all, psum_scatter) keep values varying; axis_index varies.
+// type cast with no communication; pvary transposes to psum_invariant. Both type only the axes
+// of a shard_map that checks vma; elsewhere they are a plain all-reduce and identity. Collectives
+// that move data (all_gather, ppermute, all_to_all, psum_scatter) keep values varying;
+// axis_index varies.
 #include <spmd/error.h>
 
 #include "core/axis_env.h"
@@ -80,7 +82,8 @@ void register_vma_rules(PrimitiveRegistry& r) {
   psum_inv.device_dependent = true;
   psum_inv.vma_rule = [](std::span<const AbstractValue> in, const Params& p) {
     std::vector<std::string> axes = read_names(p, "axes");
-    if (!overlaps(axes, in[0].vma))
+    std::vector<std::string> checked = typed(axes);
+    if (!checked.empty() && !overlaps(checked, in[0].vma))
       throw ValueError(
           "[psum] psum is a variant->invariant collective. This means that the axis names "
           "mentioned in `axes` passed to `psum` must be present in "
@@ -104,13 +107,13 @@ void register_vma_rules(PrimitiveRegistry& r) {
   Primitive& pvary = r.at("pvary");
   pvary.vma_rule = [](std::span<const AbstractValue> in, const Params& p) {
     std::vector<std::string> axes = read_names(p, "axes");
-    if (overlaps(axes, in[0].vma))
+    if (overlaps(typed(axes), in[0].vma))
       throw ValueError(
           "[pvary] pvary is a invariant->variant collective. This means that the axis names "
           "mentioned in `axes` passed to `pvary` must not be present in "
           "`jax.typeof(inp).mat.varying`. Got axes=" +
           tuple_repr(axes) + " and jax.typeof(inp)=" + in[0].str());
-    return vma_union(in[0].vma, axes);
+    return vma_union(in[0].vma, typed(axes));
   };
   pvary.transpose = [](std::span<const Array> cts, std::span<const LinearInput>, const Params& p) {
     return std::vector<Array>{bind_psum_invariant(cts[0], read_names(p, "axes"))};

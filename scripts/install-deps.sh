@@ -8,6 +8,7 @@ packages=(
   ocl-icd-opencl-dev   # oneDNN's CMake package requires OpenCL (only recommended by Debian)
   ccache               # rebuilds after header changes stay fast
   libhwy-dev           # SIMD elementwise math with runtime dispatch
+  libxbyak-dev         # generated code for fused float32 loops
   libopenblas-dev      # float64 GEMM
   zlib1g-dev           # deflate-compressed .npz members
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -2,6 +2,7 @@
 #include "compile/fusion.h"
 
 #include "backends/cpu/parallel.h"
+#include "compile/fused_loop.h"
 #include "prims/primitive.h"
 
 #include <algorithm>
@@ -50,6 +51,8 @@ struct FusionPlan {
   int64_t scratch_bytes = 0;
   // Per operand: the single output may be written over it.
   std::vector<bool> may_write_over;
+  // Generated code for the whole chain, when it is float32 arithmetic (fused_loop.h).
+  std::unique_ptr<FusedLoop> loop;
 };
 
 const FusionPlan& plan_of(const Params& p) {
@@ -131,6 +134,7 @@ std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, cons
     plan->steps.push_back(std::move(step));
   }
 
+  if (tiling == Tiling::flat) plan->loop = FusedLoop::compile(b, shape);
   // A single output is written by the last step, after every read of the tile's operands.
   plan->may_write_over.assign(b.invars.size(), false);
   if (b.outputs.size() == 1)
@@ -139,8 +143,25 @@ std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, cons
   return plan;
 }
 
+// The generated loop over element ranges: each thread passes its range's addresses.
+void run_fused_loop(const FusionPlan& plan, const KernelArgs& a) {
+  const Program& b = *plan.body;
+  cpu::parallel_for(plan.extent, kParallelElements, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<const float*> ins;
+    thread_local std::vector<float*> outs;
+    ins.resize(b.invars.size());
+    outs.resize(b.outputs.size());
+    for (size_t i = 0; i < ins.size(); ++i)
+      ins[i] = static_cast<const float*>(a.in[i].data) +
+               (plan.values[size_t(b.invars[i])].tiled ? begin : 0);
+    for (size_t k = 0; k < outs.size(); ++k) outs[k] = static_cast<float*>(a.out[k].data) + begin;
+    plan.loop->run(end - begin, ins.data(), outs.data());
+  });
+}
+
 void fusion_kernel(const KernelArgs& a) {
   const FusionPlan& plan = plan_of(a.params);
+  if (plan.loop) return run_fused_loop(plan, a);
   cpu::parallel_for(plan.tiles, plan.min_grain_tiles, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<std::byte> storage;
     thread_local std::vector<Operand> operands;
@@ -330,6 +351,10 @@ Program fuse_elementwise(const Program& p) {
 bool fusion_may_write_over(const Params& params, size_t input) {
   const FusionPlan& plan = plan_of(params);
   return input < plan.may_write_over.size() && plan.may_write_over[input];
+}
+
+bool fusion_runs_generated_loop(const Params& params) {
+  return plan_of(params).loop != nullptr;
 }
 
 void register_fusion_primitive(PrimitiveRegistry& r) {

@@ -19,6 +19,10 @@ Program fuse_elementwise(const Program& p);
 // its last step writes after the earlier steps have read the same tile of every operand.
 bool fusion_may_write_over(const Params& params, size_t input);
 
+// Whether the `fusion` equation with `params` runs generated code (fused_loop.h) rather than its
+// equations' kernels tile by tile.
+bool fusion_runs_generated_loop(const Params& params);
+
 void register_fusion_primitive(class PrimitiveRegistry& r);
 
 }  // namespace spmd

@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "compile/fusion.h"
 #include "core/array_impl.h"
 #include "ir/program.h"
+#include "prims/primitive.h"
 #include "support/config_scope.h"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,7 +28,10 @@ int count(const std::string& text, const std::string& word) {
   return n;
 }
 
-::testing::AssertionResult bitwise_equal(const Array& got, const Array& want) {
+// Byte for byte; with any_nan, a NaN equals any NaN (which operand's NaN an addition passes on
+// is the compiler's choice of operand order in the kernels, and IEEE leaves it open).
+::testing::AssertionResult bitwise_equal(const Array& got, const Array& want,
+                                         bool any_nan = false) {
   if (got.shape() != want.shape() || got.dtype() != want.dtype())
     return ::testing::AssertionFailure()
            << "got " << sp::dtype_name(got.dtype()) << got.shape().str() << ", want "
@@ -33,6 +40,18 @@ int count(const std::string& text, const std::string& word) {
   const auto* b = static_cast<const unsigned char*>(sp::host_data(want, "test"));
   const size_t n = size_t(got.nbytes()),
                item = size_t(got.nbytes() / std::max<int64_t>(1, got.size()));
+  if (any_nan && got.dtype() == sp::float32) {
+    std::vector<float> x = got.to_vector<float>(), y = want.to_vector<float>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      uint32_t xb, yb;
+      std::memcpy(&xb, &x[i], 4);
+      std::memcpy(&yb, &y[i], 4);
+      if (xb != yb && !(std::isnan(x[i]) && std::isnan(y[i])))
+        return ::testing::AssertionFailure() << "first difference at element " << i << " of "
+                                             << got.size() << ": " << x[i] << " against " << y[i];
+    }
+    return ::testing::AssertionSuccess();
+  }
   for (size_t i = 0; i < n; ++i)
     if (a[i] != b[i])
       return ::testing::AssertionFailure()
@@ -207,6 +226,96 @@ TEST(Fusion, DonatedBufferTakesASingleOutput) {
   auto [want_t, want_u] = early(sp::array(values, sp::Shape{4096}));
   EXPECT_TRUE(bitwise_equal(t, want_t));
   EXPECT_TRUE(bitwise_equal(u, want_u));
+}
+
+}  // namespace
+
+namespace {
+
+// Whether each fusion of f's optimised Program runs generated code.
+std::vector<bool> generated_loops(const sp::ClosedJaxpr& jaxpr) {
+  std::vector<bool> out;
+  for (const sp::Equation& e : jaxpr.program().equations)
+    if (e.primitive->name == "fusion") out.push_back(sp::fusion_runs_generated_loop(e.params));
+  return out;
+}
+
+// Every pair of these values: signed zeros, infinities, NaN, a denormal (flushed, as XLA:CPU
+// does), the largest finite float, and ordinary numbers.
+std::pair<Array, Array> special_pairs(int64_t repeat_to) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> v{0.0f,    -0.0f,    inf,  -inf,  nan,  1e-40f, -1e-40f,
+                             3.4e38f, -3.4e38f, 1.0f, -1.0f, 2.5f, -0.75f, 1e-30f};
+  std::vector<float> a, b;
+  while (int64_t(a.size()) < repeat_to)
+    for (float x : v)
+      for (float y : v) {
+        a.push_back(x);
+        b.push_back(y);
+      }
+  a.resize(size_t(repeat_to));
+  b.resize(size_t(repeat_to));
+  return {sp::array(a, sp::Shape{repeat_to}), sp::array(b, sp::Shape{repeat_to})};
+}
+
+TEST(FusedLoop, ArithmeticChainsRunGeneratedCodeAndEqualTheKernelsBitForBit) {
+  using V = std::vector<Array>;
+  std::vector<std::pair<std::string, std::function<V(const V&)>>> fns = {
+      {"add sub mul", [](const V& a) { return V{((a[0] * 2.0f + a[1]) * 0.5f - a[0]) * a[1]}; }},
+      {"div", [](const V& a) { return V{a[0] / a[1] + a[1] / a[0]}; }},
+      {"div by a literal", [](const V& a) { return V{(a[0] + a[1]) / 3.0f}; }},
+      {"div by a 0-d input", [](const V& a) { return V{(a[0] - a[1]) / a[2]}; }},
+      {"max min",
+       [](const V& a) {
+         Array m = sp::maximum(a[0], a[1]);
+         return V{m + sp::minimum(a[1], a[0]) * 0.5f, sp::minimum(m, a[0] * 2.0f)};
+       }},
+      {"max with a literal", [](const V& a) { return V{sp::maximum(a[0] * a[1], 0.0f) - a[1]}; }},
+      {"neg abs", [](const V& a) { return V{-sp::abs(a[0] - a[1]) + sp::abs(-a[1] * a[0])}; }},
+      {"intermediate output",
+       [](const V& a) {
+         Array t = a[0] * a[1];
+         return V{t, t + a[0], -t};
+       }},
+  };
+  // Lengths around the 8-lane passes and the threads' ranges: the masked tail of 1..7 lanes.
+  for (int64_t n : {1, 7, 8, 9, 15, 196, 70001}) {
+    auto [x, y] = special_pairs(n);
+    Array s = sp::full({}, -4.0f, sp::float32);
+    for (const auto& [name, fn] : fns) {
+      SCOPED_TRACE(name + " on " + std::to_string(n));
+      V args{x, y, s};
+      auto jf = sp::jit(fn);
+      EXPECT_EQ(generated_loops(jf.lower_optimized(args)), std::vector<bool>{true});
+      V got = jf(args), want = fn(args);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        EXPECT_TRUE(bitwise_equal(got[k], want[k], /*any_nan=*/true)) << k;
+    }
+  }
+}
+
+TEST(FusedLoop, OtherChainsKeepTheTileKernel) {
+  Array x = uniform(20, {4096}), y = uniform(21, {4096});
+  // A transcendental, a comparison (bool), integers, float64, and more live values than
+  // registers: each keeps calling the equations' kernels per tile, with the same values.
+  auto tanh_chain = [](const Array& a, const Array& b) { return sp::tanh(a * b) + a; };
+  auto mask_chain = [](const Array& a, const Array& b) { return sp::where(a * b > 0.0f, a, b); };
+  auto wide = [](const Array& a, const Array& b) {
+    std::vector<Array> t;
+    for (int i = 0; i < 14; ++i) t.push_back(a * float(i + 1) + b);
+    Array sum = t[0];
+    for (int i = 1; i < 14; ++i) sum = sum + t[size_t(i)] * t[size_t(13 - i)];
+    return sum;
+  };
+  for (auto [name, f] :
+       std::vector<std::pair<std::string, std::function<Array(const Array&, const Array&)>>>{
+           {"tanh", tanh_chain}, {"mask", mask_chain}, {"wide", wide}}) {
+    SCOPED_TRACE(name);
+    auto jf = sp::jit(f);
+    EXPECT_EQ(generated_loops(jf.lower_optimized(x, y)), std::vector<bool>{false});
+    EXPECT_TRUE(bitwise_equal(jf(x, y), f(x, y)));
+  }
 }
 
 }  // namespace

@@ -178,7 +178,7 @@ using Fn = void (*)(int64_t n, const float* const* ins, float* const* outs);
 
 class Generator : public Xbyak::CodeGenerator {
  public:
-  explicit Generator(const Schedule& s) : Xbyak::CodeGenerator(64 * 1024) {
+  explicit Generator(const Schedule& s) : Xbyak::CodeGenerator(32 * 1024) {
     using namespace Xbyak;
     // rdi = n, rsi = ins, rdx = outs; rcx = element index, r9 = n rounded down to 8.
     for (auto [input, reg] : s.scalar_inputs) {
@@ -302,7 +302,11 @@ std::unique_ptr<FusedLoop> FusedLoop::compile(const Program& body, const Shape& 
   auto code = std::make_unique<Code>();
   std::optional<Schedule> s = schedule(body, shape, code->literals);
   if (!s) return nullptr;
-  code->generator = std::make_unique<Generator>(*s);
+  try {
+    code->generator = std::make_unique<Generator>(*s);
+  } catch (const Xbyak::Error&) {
+    return nullptr;  // a chain too long for the code buffer keeps the tiles
+  }
   code->fn = code->generator->getCode<Fn>();
   return std::unique_ptr<FusedLoop>(new FusedLoop(std::move(code)));
 }

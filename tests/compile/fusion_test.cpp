@@ -319,3 +319,20 @@ TEST(FusedLoop, OtherChainsKeepTheTileKernel) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(FusedLoop, ChainTooLongForTheCodeBufferKeepsTheTiles) {
+  // 600 max/min steps with a few values live: more code than the generator's buffer holds.
+  auto f = [](const Array& a, const Array& b) {
+    Array t = a;
+    for (int i = 0; i < 300; ++i) t = sp::minimum(sp::maximum(t, b * 0.5f), a + 1.0f);
+    return t;
+  };
+  Array x = uniform(22, {1000}), y = uniform(23, {1000});
+  auto jf = sp::jit(f);
+  EXPECT_EQ(generated_loops(jf.lower_optimized(x, y)), std::vector<bool>{false});
+  EXPECT_TRUE(bitwise_equal(jf(x, y), f(x, y)));
+}
+
+}  // namespace

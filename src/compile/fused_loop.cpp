@@ -19,28 +19,48 @@
 namespace spmd {
 namespace {
 
-enum class Op : uint8_t { add, sub, mul, div, mul_by_reciprocal, max, min, neg, abs };
+enum class Op : uint8_t {
+  add,
+  sub,
+  mul,
+  div,
+  mul_by_reciprocal,
+  max,
+  min,
+  neg,
+  abs,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,      // float32 operands, bool result
+  select,  // bool selector, float32 cases
+};
 
 std::optional<Op> op_of(const std::string& name) {
-  if (name == "add" || name == "add_any") return Op::add;
-  if (name == "sub") return Op::sub;
-  if (name == "mul") return Op::mul;
-  if (name == "div") return Op::div;
-  if (name == "max") return Op::max;
-  if (name == "min") return Op::min;
-  if (name == "neg") return Op::neg;
-  if (name == "abs") return Op::abs;
+  static const std::pair<const char*, Op> table[] = {
+      {"add", Op::add}, {"add_any", Op::add}, {"sub", Op::sub}, {"mul", Op::mul},
+      {"div", Op::div}, {"max", Op::max},     {"min", Op::min}, {"neg", Op::neg},
+      {"abs", Op::abs}, {"eq", Op::eq},       {"ne", Op::ne},   {"lt", Op::lt},
+      {"le", Op::le},   {"gt", Op::gt},       {"ge", Op::ge},   {"select_n", Op::select}};
+  for (const auto& [n, op] : table)
+    if (name == n) return op;
   return std::nullopt;
 }
 
-// Registers: ymm0–ymm11 hold values, ymm12–ymm14 are scratch, ymm15 is the tail's lane mask.
-constexpr int kValueRegisters = 12;
+bool is_comparison(Op op) {
+  return op >= Op::eq && op <= Op::ge;
+}
+int arity(Op op) {
+  return op == Op::neg || op == Op::abs ? 1 : op == Op::select ? 3 : 2;
+}
 
-// Lane masks for the last n % 8 elements: row k enables the first k lanes.
-alignas(32) constexpr int32_t kTailMasks[8][8] = {
-    {0, 0, 0, 0, 0, 0, 0, 0},       {-1, 0, 0, 0, 0, 0, 0, 0},      {-1, -1, 0, 0, 0, 0, 0, 0},
-    {-1, -1, -1, 0, 0, 0, 0, 0},    {-1, -1, -1, -1, 0, 0, 0, 0},   {-1, -1, -1, -1, -1, 0, 0, 0},
-    {-1, -1, -1, -1, -1, -1, 0, 0}, {-1, -1, -1, -1, -1, -1, -1, 0}};
+// Registers: ymm0–ymm12 hold values (a bool value as a lane mask: all ones or zero), ymm13–ymm15
+// are scratch.
+constexpr int kValueRegisters = 13;
+constexpr size_t kMaxOperands = 16;  // inputs, and outputs, the loop takes
+
 constexpr uint32_t kSignBit = 0x80000000u, kMagnitude = 0x7fffffffu;
 constexpr float kOne = 1.0f;
 
@@ -48,14 +68,17 @@ constexpr float kOne = 1.0f;
 struct Load {
   int input;  // body input index
   int reg;
+  bool boolean;
 };
 struct Instr {
   Op op;
-  int dst, a, b;  // registers (b < 0: unary)
+  int dst;
+  std::array<int, 3> src;  // registers, arity(op) of them
 };
 struct Store {
   int output;
   int reg;
+  bool boolean;
 };
 using Action = std::variant<Load, Instr, Store>;
 
@@ -68,10 +91,25 @@ struct Schedule {
   std::vector<Action> pass;
 };
 
+// Whether equation `e` of `body` has the types the generator takes for its op.
+bool types_fit(const Program& body, const Equation& e, Op op) {
+  auto type = [&](const Atom& a) -> const AbstractValue& { return body.type_of(a); };
+  const AbstractValue& out = body.types[size_t(e.outputs[0])];
+  const DType f32 = DType::float32, b8 = DType::bool_;
+  if (op == Op::select) {
+    return type(e.inputs[0]).dtype == b8 && type(e.inputs[0]).shape.ndim() != 0 &&
+           type(e.inputs[1]).dtype == f32 && type(e.inputs[2]).dtype == f32 && out.dtype == f32;
+  }
+  for (const Atom& a : e.inputs)
+    if (type(a).dtype != f32) return false;
+  return out.dtype == (is_comparison(op) ? b8 : f32);
+}
+
 // Assigns registers for one pass over `body`; nullopt when something is not supported.
 std::optional<Schedule> schedule(const Program& body, const Shape& shape,
                                  std::vector<float>& literal_values) {
   const size_t n = body.equations.size();
+  if (body.invars.size() > kMaxOperands || body.outputs.size() > kMaxOperands) return std::nullopt;
   std::vector<int> input_of(body.types.size(), -1), output_of(body.types.size(), -1);
   for (size_t i = 0; i < body.invars.size(); ++i) input_of[size_t(body.invars[i])] = int(i);
   for (size_t k = 0; k < body.outputs.size(); ++k) {
@@ -79,16 +117,19 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
       return std::nullopt;
     output_of[size_t(body.outputs[k].var)] = int(k);
   }
+  // float32 of the shape or 0-d; bool of the shape.
   for (const AbstractValue& t : body.types)
-    if (t.dtype != DType::float32 || !(t.shape.ndim() == 0 || t.shape == shape))
+    if (!(t.dtype == DType::float32 && (t.shape.ndim() == 0 || t.shape == shape)) &&
+        !(t.dtype == DType::bool_ && t.shape == shape))
       return std::nullopt;
   std::vector<int> last_use(body.types.size(), -1);
   size_t literal_count = 0;
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
     std::optional<Op> op = op_of(e.primitive->name);
-    const bool unary = op == Op::neg || op == Op::abs;
-    if (!op || e.outputs.size() != 1 || e.inputs.size() != (unary ? 1u : 2u)) return std::nullopt;
+    if (!op || e.outputs.size() != 1 || e.inputs.size() != size_t(arity(*op)) ||
+        !types_fit(body, e, *op))
+      return std::nullopt;
     for (const Atom& a : e.inputs) {
       if (a.is_literal()) {
         if (a.literal.dtype() != DType::float32 || a.literal.ndim() != 0) return std::nullopt;
@@ -118,9 +159,8 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
     if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
     out.scalar_inputs.push_back({int(i), reg_of[size_t(v)]});
   }
-  // Per equation: the register of each operand (literals too), and of a 0-d divisor's
-  // reciprocal.
-  std::vector<std::array<int, 2>> operand_regs(n, {-1, -1});
+  // Per equation: the register of each literal operand, and of a 0-d divisor's reciprocal.
+  std::vector<std::array<int, 3>> operand_regs(n, {-1, -1, -1});
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -148,13 +188,14 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
     const Equation& e = body.equations[s];
     Op op = *op_of(e.primitive->name);
     if (op == Op::div && body.type_of(e.inputs[1]).shape.ndim() == 0) op = Op::mul_by_reciprocal;
-    std::array<int, 2> regs = operand_regs[s];
+    std::array<int, 3> regs = operand_regs[s];
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       if (regs[k] >= 0) continue;  // a literal or a reciprocal
       const int v = e.inputs[k].var;
       if (reg_of[size_t(v)] < 0) {  // a full-shape input, first read in this pass
         if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
-        out.pass.push_back(Load{input_of[size_t(v)], reg_of[size_t(v)]});
+        out.pass.push_back(Load{input_of[size_t(v)], reg_of[size_t(v)],
+                                body.types[size_t(v)].dtype == DType::bool_});
       }
       regs[k] = reg_of[size_t(v)];
     }
@@ -166,21 +207,41 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
         busy[size_t(reg_of[size_t(a.var)])] = false;
     const int v = e.outputs[0];
     if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
-    out.pass.push_back(Instr{op, reg_of[size_t(v)], regs[0], e.inputs.size() > 1 ? regs[1] : -1});
+    out.pass.push_back(Instr{op, reg_of[size_t(v)], regs});
     if (output_of[size_t(v)] >= 0)
-      out.pass.push_back(Store{output_of[size_t(v)], reg_of[size_t(v)]});
+      out.pass.push_back(Store{output_of[size_t(v)], reg_of[size_t(v)],
+                               body.types[size_t(v)].dtype == DType::bool_});
     if (last_use[size_t(v)] < 0) busy[size_t(reg_of[size_t(v)])] = false;
   }
   return out;
 }
 
-using Fn = void (*)(int64_t n, const float* const* ins, float* const* outs);
+using Fn = void (*)(int64_t n, const void* const* ins, void* const* outs);
+
+// Predicates of vcmpps: ordered and quiet, except "not equal", which is true for NaN as the
+// scalar a != b is.
+uint8_t predicate(Op op) {
+  switch (op) {
+    case Op::eq:
+      return 0x00;  // EQ_OQ
+    case Op::ne:
+      return 0x04;  // NEQ_UQ
+    case Op::lt:
+      return 0x11;  // LT_OQ
+    case Op::le:
+      return 0x12;  // LE_OQ
+    case Op::gt:
+      return 0x1e;  // GT_OQ
+    default:
+      return 0x1d;  // GE_OQ
+  }
+}
 
 class Generator : public Xbyak::CodeGenerator {
  public:
   explicit Generator(const Schedule& s) : Xbyak::CodeGenerator(32 * 1024) {
     using namespace Xbyak;
-    // rdi = n, rsi = ins, rdx = outs; rcx = element index, r9 = n rounded down to 8.
+    // rdi = n (a multiple of 8), rsi = ins, rdx = outs; rcx = element index.
     for (auto [input, reg] : s.scalar_inputs) {
       mov(rax, ptr[rsi + 8 * input]);
       vbroadcastss(Ymm(reg), ptr[rax]);
@@ -191,99 +252,94 @@ class Generator : public Xbyak::CodeGenerator {
     }
     for (auto [divisor, reg] : s.reciprocals) {
       mov(rax, reinterpret_cast<uint64_t>(&kOne));
-      vbroadcastss(ymm12, ptr[rax]);
-      vdivps(Ymm(reg), ymm12, Ymm(divisor));
+      vbroadcastss(ymm13, ptr[rax]);
+      vdivps(Ymm(reg), ymm13, Ymm(divisor));
     }
-    mov(r9, rdi);
-    and_(r9, -8);
     xor_(rcx, rcx);
-    Label loop, tail, done;
+    Label loop, done;
     L(loop);
-    cmp(rcx, r9);
-    jge(tail, T_NEAR);
-    pass(s, false);
-    add(rcx, 8);
-    jmp(loop, T_NEAR);
-    L(tail);
     cmp(rcx, rdi);
     jge(done, T_NEAR);
-    mov(r8, rdi);
-    sub(r8, rcx);
-    shl(r8, 5);
-    mov(rax, reinterpret_cast<uint64_t>(&kTailMasks[0][0]));
-    vmovdqu(ymm15, ptr[rax + r8]);
-    pass(s, true);
+    for (const Action& action : s.pass) {
+      if (const Load* load = std::get_if<Load>(&action)) {
+        mov(rax, ptr[rsi + 8 * load->input]);
+        const Ymm r(load->reg);
+        if (load->boolean) {  // 8 bytes of 0 / 1 to lane masks
+          vpmovzxbd(r, ptr[rax + rcx]);
+          vpslld(r, r, 31);
+          vpsrad(r, r, 31);
+        } else {
+          vmovups(r, ptr[rax + rcx * 4]);
+        }
+      } else if (const Store* store = std::get_if<Store>(&action)) {
+        mov(rax, ptr[rdx + 8 * store->output]);
+        if (store->boolean) {  // lane masks to 8 bytes of 0 / 1
+          vextracti128(xmm13, Ymm(store->reg), 1);
+          vpackssdw(xmm13, Xmm(store->reg), xmm13);
+          vpacksswb(xmm13, xmm13, xmm13);
+          vpabsb(xmm13, xmm13);
+          vmovq(ptr[rax + rcx], xmm13);
+        } else {
+          vmovups(ptr[rax + rcx * 4], Ymm(store->reg));
+        }
+      } else {
+        instruction(std::get<Instr>(action));
+      }
+    }
+    add(rcx, 8);
+    jmp(loop, T_NEAR);
     L(done);
     vzeroupper();
     ret();
   }
 
  private:
-  void pass(const Schedule& s, bool masked) {
-    using namespace Xbyak;
-    for (const Action& action : s.pass) {
-      if (const Load* load = std::get_if<Load>(&action)) {
-        mov(rax, ptr[rsi + 8 * load->input]);
-        if (masked)
-          vmaskmovps(Ymm(load->reg), ymm15, ptr[rax + rcx * 4]);
-        else
-          vmovups(Ymm(load->reg), ptr[rax + rcx * 4]);
-      } else if (const Store* store = std::get_if<Store>(&action)) {
-        mov(rax, ptr[rdx + 8 * store->output]);
-        if (masked)
-          vmaskmovps(ptr[rax + rcx * 4], ymm15, Ymm(store->reg));
-        else
-          vmovups(ptr[rax + rcx * 4], Ymm(store->reg));
-      } else {
-        instruction(std::get<Instr>(action));
-      }
-    }
-  }
-
   void instruction(const Instr& in) {
     using namespace Xbyak;
-    const Ymm d(in.dst), a(in.a);
+    const Ymm d(in.dst), a(in.src[0]), b(in.src[1] >= 0 ? in.src[1] : 0);
     switch (in.op) {
       case Op::add:
-        return vaddps(d, a, Ymm(in.b));
+        return vaddps(d, a, b);
       case Op::sub:
-        return vsubps(d, a, Ymm(in.b));
+        return vsubps(d, a, b);
       case Op::mul:
       case Op::mul_by_reciprocal:
-        return vmulps(d, a, Ymm(in.b));
+        return vmulps(d, a, b);
       case Op::div:
-        return vdivps(d, a, Ymm(in.b));
+        return vdivps(d, a, b);
       case Op::neg:
       case Op::abs:
         mov(rax, reinterpret_cast<uint64_t>(in.op == Op::neg ? &kSignBit : &kMagnitude));
-        vbroadcastss(ymm12, ptr[rax]);
-        return in.op == Op::neg ? vxorps(d, a, ymm12) : vandps(d, a, ymm12);
+        vbroadcastss(ymm13, ptr[rax]);
+        return in.op == Op::neg ? vxorps(d, a, ymm13) : vandps(d, a, ymm13);
       case Op::max:
-      case Op::min: {
+      case Op::min:
         // As the scalar kernel: NaN in either gives a + b; equal values (±0 and, with
         // denormals read as zero, denormals among them) give b for max and a for min where a's
         // sign bit is set, else a for max and b for min; otherwise the larger / smaller.
-        const Ymm b(in.b);
         if (in.op == Op::max) {
-          vmaxps(ymm12, a, b);
-          vblendvps(ymm14, a, b, a);  // sign of a ? b : a
+          vmaxps(ymm13, a, b);
+          vblendvps(ymm15, a, b, a);  // sign of a ? b : a
         } else {
-          vminps(ymm12, a, b);
-          vblendvps(ymm14, b, a, a);  // sign of a ? a : b
+          vminps(ymm13, a, b);
+          vblendvps(ymm15, b, a, a);  // sign of a ? a : b
         }
-        vcmpps(ymm13, a, b, 0);  // equal, ordered
-        vblendvps(ymm12, ymm12, ymm14, ymm13);
-        vcmpps(ymm13, a, b, 3);  // unordered
-        vaddps(ymm14, a, b);
-        return vblendvps(d, ymm12, ymm14, ymm13);
-      }
+        vcmpps(ymm14, a, b, 0);  // equal, ordered
+        vblendvps(ymm13, ymm13, ymm15, ymm14);
+        vcmpps(ymm14, a, b, 3);  // unordered
+        vaddps(ymm15, a, b);
+        return vblendvps(d, ymm13, ymm15, ymm14);
+      case Op::select:  // select_n(which, case0, case1): which ? case1 : case0
+        return vblendvps(d, b, Ymm(in.src[2]), a);
+      default:
+        return vcmpps(d, a, b, predicate(in.op));
     }
   }
 };
 
-bool has_avx() {
-  static const bool avx = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX);
-  return avx;
+bool has_avx2() {
+  static const bool avx2 = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX2);
+  return avx2;
 }
 
 }  // namespace
@@ -292,13 +348,16 @@ struct FusedLoop::Code {
   std::vector<float> literals;
   std::unique_ptr<Generator> generator;
   Fn fn = nullptr;
+  // Per input: bytes per element, or 0 for a 0-d input (the same address for every element);
+  // per output: bytes per element.
+  std::vector<int> in_bytes, out_bytes;
 };
 
 FusedLoop::FusedLoop(std::unique_ptr<Code> code) : code_(std::move(code)) {}
 FusedLoop::~FusedLoop() = default;
 
 std::unique_ptr<FusedLoop> FusedLoop::compile(const Program& body, const Shape& shape) {
-  if (!has_avx()) return nullptr;
+  if (!has_avx2()) return nullptr;
   auto code = std::make_unique<Code>();
   std::optional<Schedule> s = schedule(body, shape, code->literals);
   if (!s) return nullptr;
@@ -308,11 +367,40 @@ std::unique_ptr<FusedLoop> FusedLoop::compile(const Program& body, const Shape& 
     return nullptr;  // a chain too long for the code buffer keeps the tiles
   }
   code->fn = code->generator->getCode<Fn>();
+  for (int v : body.invars) {
+    const AbstractValue& t = body.types[size_t(v)];
+    code->in_bytes.push_back(t.shape.ndim() == 0 ? 0 : int(itemsize(t.dtype)));
+  }
+  for (const Atom& a : body.outputs)
+    code->out_bytes.push_back(int(itemsize(body.type_of(a).dtype)));
   return std::unique_ptr<FusedLoop>(new FusedLoop(std::move(code)));
 }
 
-void FusedLoop::run(int64_t n, const float* const* ins, float* const* outs) const {
-  code_->fn(n, ins, outs);
+void FusedLoop::run(int64_t n, const void* const* ins, void* const* outs) const {
+  const Code& c = *code_;
+  const int64_t whole = n / 8 * 8;
+  if (whole > 0) c.fn(whole, ins, outs);
+  const int64_t rest = n - whole;
+  if (rest == 0) return;
+  // The last n % 8 elements: one pass over copies padded with zeros.
+  alignas(32) std::byte in_tail[kMaxOperands][32] = {}, out_tail[kMaxOperands][32];
+  const void* tail_ins[kMaxOperands];
+  void* tail_outs[kMaxOperands];
+  for (size_t i = 0; i < c.in_bytes.size(); ++i) {
+    const int bytes = c.in_bytes[i];
+    if (bytes == 0) {
+      tail_ins[i] = ins[i];
+      continue;
+    }
+    std::memcpy(in_tail[i], static_cast<const std::byte*>(ins[i]) + whole * bytes,
+                size_t(rest * bytes));
+    tail_ins[i] = in_tail[i];
+  }
+  for (size_t k = 0; k < c.out_bytes.size(); ++k) tail_outs[k] = out_tail[k];
+  c.fn(8, tail_ins, tail_outs);
+  for (size_t k = 0; k < c.out_bytes.size(); ++k)
+    std::memcpy(static_cast<std::byte*>(outs[k]) + whole * c.out_bytes[k], out_tail[k],
+                size_t(rest * c.out_bytes[k]));
 }
 
 }  // namespace spmd

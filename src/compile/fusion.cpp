@@ -51,8 +51,10 @@ struct FusionPlan {
   int64_t scratch_bytes = 0;
   // Per operand: the single output may be written over it.
   std::vector<bool> may_write_over;
-  // Generated code for the whole chain, when it is float32 arithmetic (fused_loop.h).
+  // Generated code for the whole chain, when it is float32 arithmetic (fused_loop.h), run over
+  // element ranges (flat) or once per row.
   std::unique_ptr<FusedLoop> loop;
+  int64_t row_elements = 1;  // elements of the fused shape per row (rows), 1 (flat)
 };
 
 const FusionPlan& plan_of(const Params& p) {
@@ -63,6 +65,28 @@ Shape with_dim0(const Shape& s, int64_t d0) {
   std::vector<int64_t> dims = s.dims();
   dims[0] = d0;
   return Shape(dims);
+}
+
+// Row tiling with generated code: the loop runs once per row of dim 0, where every value is a
+// row of the fusion's trailing shape (of the full shape, or a [1, ...] broadcast) or one element
+// per row (a [d0, 1, ...] or [1, 1, ...] operand, read as a 0-d value). Other layouts, and rows
+// too short to fill the loop's passes, keep the tiles.
+constexpr int64_t kMinGeneratedRow = 64;
+std::unique_ptr<FusedLoop> generated_row_loop(const Program& body, const Shape& shape) {
+  const Shape row(std::vector<int64_t>(shape.dims().begin() + 1, shape.dims().end()));
+  if (row.size() < kMinGeneratedRow) return nullptr;
+  Program view = body;
+  for (AbstractValue& t : view.types) {
+    if (t.shape.ndim() == 0) continue;
+    const Shape trailing(std::vector<int64_t>(t.shape.dims().begin() + 1, t.shape.dims().end()));
+    if (trailing == row)
+      t.shape = row;
+    else if (trailing.size() == 1)
+      t.shape = Shape{};
+    else
+      return nullptr;
+  }
+  return FusedLoop::compile(view, row);
 }
 
 std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, const Shape& shape) {
@@ -134,7 +158,8 @@ std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, cons
     plan->steps.push_back(std::move(step));
   }
 
-  if (tiling == Tiling::flat) plan->loop = FusedLoop::compile(b, shape);
+  plan->loop = tiling == Tiling::flat ? FusedLoop::compile(b, shape) : generated_row_loop(b, shape);
+  plan->row_elements = tiling == Tiling::flat ? 1 : per_unit;
   // A single output is written by the last step, after every read of the tile's operands.
   plan->may_write_over.assign(b.invars.size(), false);
   if (b.outputs.size() == 1)
@@ -143,19 +168,26 @@ std::shared_ptr<const FusionPlan> make_plan(ProgramRef body, Tiling tiling, cons
   return plan;
 }
 
-// The generated loop over element ranges: each thread passes its range's addresses.
+// The generated loop: each thread runs its element range (flat) or each of its rows (rows).
 void run_fused_loop(const FusionPlan& plan, const KernelArgs& a) {
   const Program& b = *plan.body;
-  cpu::parallel_for(plan.extent, kParallelElements, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<const float*> ins;
-    thread_local std::vector<float*> outs;
+  const int64_t grain = std::max<int64_t>(1, kParallelElements / plan.row_elements);
+  cpu::parallel_for(plan.extent, grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<const void*> ins;
+    thread_local std::vector<void*> outs;
     ins.resize(b.invars.size());
     outs.resize(b.outputs.size());
-    for (size_t i = 0; i < ins.size(); ++i)
-      ins[i] = static_cast<const float*>(a.in[i].data) +
-               (plan.values[size_t(b.invars[i])].tiled ? begin : 0);
-    for (size_t k = 0; k < outs.size(); ++k) outs[k] = static_cast<float*>(a.out[k].data) + begin;
-    plan.loop->run(end - begin, ins.data(), outs.data());
+    const bool rows = plan.row_elements > 1;
+    for (int64_t r = begin; r < end; r = rows ? r + 1 : end) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        const FusionPlan::Value& v = plan.values[size_t(b.invars[i])];
+        ins[i] = static_cast<const std::byte*>(a.in[i].data) + (v.tiled ? r * v.unit_bytes : 0);
+      }
+      for (size_t k = 0; k < outs.size(); ++k)
+        outs[k] = static_cast<std::byte*>(a.out[k].data) +
+                  r * plan.row_elements * int64_t(itemsize(a.out[k].aval->dtype));
+      plan.loop->run(rows ? plan.row_elements : end - begin, ins.data(), outs.data());
+    }
   });
 }
 

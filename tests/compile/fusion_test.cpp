@@ -297,10 +297,12 @@ TEST(FusedLoop, ArithmeticChainsRunGeneratedCodeAndEqualTheKernelsBitForBit) {
 
 TEST(FusedLoop, OtherChainsKeepTheTileKernel) {
   Array x = uniform(20, {4096}), y = uniform(21, {4096});
-  // A transcendental, a comparison (bool), integers, float64, and more live values than
-  // registers: each keeps calling the equations' kernels per tile, with the same values.
+  // A transcendental, integers, and more live values than registers: each keeps calling the
+  // equations' kernels per tile, with the same values.
   auto tanh_chain = [](const Array& a, const Array& b) { return sp::tanh(a * b) + a; };
-  auto mask_chain = [](const Array& a, const Array& b) { return sp::where(a * b > 0.0f, a, b); };
+  auto mask_chain = [](const Array& a, const Array& b) {
+    return (a * 100.0f).astype(sp::int32).astype(sp::float32) + b;
+  };
   auto wide = [](const Array& a, const Array& b) {
     std::vector<Array> t;
     for (int i = 0; i < 14; ++i) t.push_back(a * float(i + 1) + b);
@@ -323,16 +325,47 @@ TEST(FusedLoop, OtherChainsKeepTheTileKernel) {
 namespace {
 
 TEST(FusedLoop, ChainTooLongForTheCodeBufferKeepsTheTiles) {
-  // 600 max/min steps with a few values live: more code than the generator's buffer holds.
+  // 1200 max/min steps with a few values live: more code than the generator's buffer holds.
   auto f = [](const Array& a, const Array& b) {
     Array t = a;
-    for (int i = 0; i < 300; ++i) t = sp::minimum(sp::maximum(t, b * 0.5f), a + 1.0f);
+    for (int i = 0; i < 600; ++i) t = sp::minimum(sp::maximum(t, b * 0.5f), a + 1.0f);
     return t;
   };
   Array x = uniform(22, {1000}), y = uniform(23, {1000});
   auto jf = sp::jit(f);
   EXPECT_EQ(generated_loops(jf.lower_optimized(x, y)), std::vector<bool>{false});
   EXPECT_TRUE(bitwise_equal(jf(x, y), f(x, y)));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(FusedLoop, RowsWithBroadcastOperandsRunGeneratedCode) {
+  // A dense layer's bias, relu and mask, and a per-row scale: the loop runs once per row, the
+  // bias a row shared by all, the scale one value per row. Rows of 1001 end in a 1-lane tail.
+  auto layer = [](const Array& h, const Array& bias, const Array& scale) {
+    Array z = (h + bias) * scale;
+    return std::vector<Array>{sp::maximum(z, 0.0f), z > 0.0f, z - bias};
+  };
+  for (sp::Shape shape : {sp::Shape{40, 1001}, sp::Shape{300, 64}}) {
+    SCOPED_TRACE(shape.str());
+    auto [x, y] = special_pairs(shape.size());
+    Array h = x.reshape(shape);
+    Array bias = y.reshape(shape)[0].reshape({1, shape[1]});
+    Array scale = uniform(24, {shape[0], 1});
+    auto jf = sp::jit(layer);
+    EXPECT_EQ(generated_loops(jf.lower_optimized(h, bias, scale)), std::vector<bool>{true});
+    std::vector<Array> got = jf(h, bias, scale), want = layer(h, bias, scale);
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(got[k], want[k], /*any_nan=*/true)) << k;
+  }
+  // Rows shorter than the loop's passes keep the tiles.
+  Array h = uniform(25, {64, 16}), bias = uniform(26, {1, 16}), scale = uniform(27, {64, 1});
+  auto jf = sp::jit(layer);
+  EXPECT_EQ(generated_loops(jf.lower_optimized(h, bias, scale)), std::vector<bool>{false});
+  std::vector<Array> got = jf(h, bias, scale), want = layer(h, bias, scale);
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(bitwise_equal(got[k], want[k])) << k;
 }
 
 }  // namespace

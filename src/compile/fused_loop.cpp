@@ -19,31 +19,41 @@
 namespace spmd {
 namespace {
 
+// The operations of a generated loop. Comparisons take float32 operands and give a bool; select
+// takes a bool selector and float32 cases; the rest are float32 throughout.
 enum class Op : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  mul_by_reciprocal,
-  max,
-  min,
-  neg,
-  abs,
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,      // float32 operands, bool result
-  select,  // bool selector, float32 cases
+  // clang-format off
+  add, sub, mul, div, mul_by_reciprocal, max, min, neg, abs,
+  sqrt, rsqrt, square, integer_pow, copy,
+  eq, ne, lt, le, gt, ge,
+  select,
+  // clang-format on
 };
 
 std::optional<Op> op_of(const std::string& name) {
-  static const std::pair<const char*, Op> table[] = {
-      {"add", Op::add}, {"add_any", Op::add}, {"sub", Op::sub}, {"mul", Op::mul},
-      {"div", Op::div}, {"max", Op::max},     {"min", Op::min}, {"neg", Op::neg},
-      {"abs", Op::abs}, {"eq", Op::eq},       {"ne", Op::ne},   {"lt", Op::lt},
-      {"le", Op::le},   {"gt", Op::gt},       {"ge", Op::ge},   {"select_n", Op::select}};
+  static const std::pair<const char*, Op> table[] = {{"add", Op::add},
+                                                     {"add_any", Op::add},
+                                                     {"sub", Op::sub},
+                                                     {"mul", Op::mul},
+                                                     {"div", Op::div},
+                                                     {"max", Op::max},
+                                                     {"min", Op::min},
+                                                     {"neg", Op::neg},
+                                                     {"abs", Op::abs},
+                                                     {"eq", Op::eq},
+                                                     {"ne", Op::ne},
+                                                     {"lt", Op::lt},
+                                                     {"le", Op::le},
+                                                     {"gt", Op::gt},
+                                                     {"ge", Op::ge},
+                                                     {"select_n", Op::select},
+                                                     {"sqrt", Op::sqrt},
+                                                     {"rsqrt", Op::rsqrt},
+                                                     {"square", Op::square},
+                                                     {"integer_pow", Op::integer_pow},
+                                                     {"copy", Op::copy},
+                                                     {"stop_gradient", Op::copy},
+                                                     {"convert_element_type", Op::copy}};
   for (const auto& [n, op] : table)
     if (name == n) return op;
   return std::nullopt;
@@ -53,7 +63,20 @@ bool is_comparison(Op op) {
   return op >= Op::eq && op <= Op::ge;
 }
 int arity(Op op) {
-  return op == Op::neg || op == Op::abs ? 1 : op == Op::select ? 3 : 2;
+  switch (op) {
+    case Op::neg:
+    case Op::abs:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::square:
+    case Op::integer_pow:
+    case Op::copy:
+      return 1;
+    case Op::select:
+      return 3;
+    default:
+      return 2;
+  }
 }
 
 // Registers: ymm0–ymm12 hold values (a bool value as a lane mask: all ones or zero), ymm13–ymm15
@@ -74,6 +97,7 @@ struct Instr {
   Op op;
   int dst;
   std::array<int, 3> src;  // registers, arity(op) of them
+  int64_t exponent = 0;    // integer_pow's y
 };
 struct Store {
   int output;
@@ -207,7 +231,8 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
         busy[size_t(reg_of[size_t(a.var)])] = false;
     const int v = e.outputs[0];
     if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
-    out.pass.push_back(Instr{op, reg_of[size_t(v)], regs});
+    out.pass.push_back(
+        Instr{op, reg_of[size_t(v)], regs, op == Op::integer_pow ? e.params.get_int("y") : 0});
     if (output_of[size_t(v)] >= 0)
       out.pass.push_back(Store{output_of[size_t(v)], reg_of[size_t(v)],
                                body.types[size_t(v)].dtype == DType::bool_});
@@ -331,6 +356,31 @@ class Generator : public Xbyak::CodeGenerator {
         return vblendvps(d, ymm13, ymm15, ymm14);
       case Op::select:  // select_n(which, case0, case1): which ? case1 : case0
         return vblendvps(d, b, Ymm(in.src[2]), a);
+      case Op::sqrt:  // correctly rounded, as the kernel's
+        return vsqrtps(d, a);
+      case Op::rsqrt:  // 1 / sqrt(x), two roundings, as the kernel's
+        vsqrtps(ymm13, a);
+        mov(rax, reinterpret_cast<uint64_t>(&kOne));
+        vbroadcastss(ymm14, ptr[rax]);
+        return vdivps(d, ymm14, ymm13);
+      case Op::square:
+        return vmulps(d, a, a);
+      case Op::copy:
+        return vmovaps(d, a);
+      case Op::integer_pow: {
+        // The kernel's sequence: acc = 1, then for each bit of |y| from the lowest, acc *= base
+        // where the bit is set and base *= base; 1 / acc for a negative y.
+        mov(rax, reinterpret_cast<uint64_t>(&kOne));
+        vbroadcastss(ymm15, ptr[rax]);
+        vmovaps(ymm14, ymm15);
+        vmovaps(ymm13, a);
+        for (int64_t k = in.exponent < 0 ? -in.exponent : in.exponent; k; k >>= 1) {
+          if (k & 1) vmulps(ymm14, ymm14, ymm13);
+          vmulps(ymm13, ymm13, ymm13);
+        }
+        if (in.exponent < 0) return vdivps(d, ymm15, ymm14);
+        return vmovaps(d, ymm14);
+      }
       default:
         return vcmpps(d, a, b, predicate(in.op));
     }

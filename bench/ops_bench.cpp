@@ -72,6 +72,22 @@ void BM_JitChain(benchmark::State& s) {
       s, [&](auto& x, auto& y) { return f(x, y); }, 3);
 }
 
+// One Adam step on a parameter vector (moments in, moments and parameters out): the optimizer
+// update a training loop runs on every weight, about a dozen elementwise operations.
+void BM_JitAdam(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto step =
+      sp::jit([](const sp::Array& w, const sp::Array& g, const sp::Array& m, const sp::Array& v) {
+        sp::Array m2 = m * 0.9f + g * 0.1f, v2 = v * 0.999f + sp::square(g) * 0.001f;
+        sp::Array w2 = w - (m2 / 0.1f) * 1e-3f / (sp::sqrt(v2 / 0.001f) + 1e-8f);
+        return std::vector<sp::Array>{w2, m2, v2};
+      });
+  sp::Array w = random_f32({n}), g = random_f32({n}), m = random_f32({n}) * 0.1f,
+            v = sp::abs(random_f32({n}));
+  for (auto _ : state) benchmark::DoNotOptimize(step(w, g, m, v)[0].block_until_ready());
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * 4 * 7);
+}
+
 // The bandwidth limit: copying n floats into a reused buffer, on one or two threads.
 void BM_Memcpy(benchmark::State& state) {
   const size_t n = size_t(state.range(0)), threads = size_t(state.range(1));
@@ -115,6 +131,7 @@ BENCHMARK(BM_Sin)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRe
 BENCHMARK(BM_Tanh)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_Exp)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_JitChain)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(BM_JitAdam)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(BM_Memcpy)->Args({1 << 26, 1})->Args({1 << 26, 2})->UseRealTime();
 BENCHMARK(BM_SumAll)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(BM_SumAxis)->Arg(0)->Arg(1)->UseRealTime();

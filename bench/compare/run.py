@@ -62,6 +62,13 @@ def run_jax(quick):
     for n in [1 << 20, 1 << 24]:
         x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
         res[f"BM_JitChain/{n}/real_time"] = time_jax(chain, x, x)
+    def adam(w, g, m, v):
+        m2, v2 = m * 0.9 + g * 0.1, v * 0.999 + jnp.square(g) * 0.001
+        return w - (m2 / 0.1) * 1e-3 / (jnp.sqrt(v2 / 0.001) + 1e-8), m2, v2
+    adam = jax.jit(adam)
+    for n in [1 << 20, 1 << 24]:
+        x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
+        res[f"BM_JitAdam/{n}/real_time"] = time_jax(adam, x, x, x * 0.1, jnp.abs(x))
     x = jax.random.uniform(key, (1 << 24,))
     res["BM_SumAll/16777216/real_time"] = time_jax(jax.jit(jnp.sum), x)
     m = jax.random.uniform(key, (4096, 4096))

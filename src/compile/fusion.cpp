@@ -1,4 +1,5 @@
-// Elementwise fusion: the grouping pass and the tile-by-tile kernel of `fusion` equations.
+// Elementwise fusion: the grouping pass and the kernel of `fusion` equations (generated code when
+// fused_loop.h takes the chain, else the members' kernels tile by tile).
 #include "compile/fusion.h"
 
 #include "backends/cpu/parallel.h"
@@ -6,7 +7,6 @@
 #include "prims/primitive.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
 namespace spmd {

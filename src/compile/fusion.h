@@ -1,7 +1,8 @@
 // Elementwise fusion. Equations that are elementwise over one shape and feed each other become
 // one `fusion` equation holding them as a sub-program. Its kernel runs the whole chain on one
 // tile of the shape at a time, so the values between the equations live in a tile-sized scratch
-// that stays in the core's cache, and only the values used outside the chain reach memory.
+// that stays in the core's cache, and only the values used outside the chain reach memory; or,
+// for float32 arithmetic, generated code that keeps the chain in registers (fused_loop.h).
 #pragma once
 
 #include "ir/program.h"

@@ -18,7 +18,16 @@ using spmd::Shape;
 using spmd::runtime::Communicator;
 using spmd::runtime::ReduceOp;
 
-enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all };
+// The *_shared forms give the whole group one result buffer (what psum and all_gather use on
+// the devices); each call allocates it, as a device program does.
+enum class Collective {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  all_reduce_shared,
+  all_gather_shared
+};
 
 struct Buffers {
   std::vector<float> in, out;
@@ -29,9 +38,11 @@ std::pair<int64_t, int64_t> member_sizes(Collective c, int64_t bytes, int n) {
   const int64_t total = bytes / 4;
   switch (c) {
     case Collective::all_reduce:
+    case Collective::all_reduce_shared:
     case Collective::all_to_all:
       return {total, total};
     case Collective::all_gather:
+    case Collective::all_gather_shared:
       return {total / n, total};
     case Collective::reduce_scatter:
       return {total, total / n};
@@ -40,7 +51,8 @@ std::pair<int64_t, int64_t> member_sizes(Collective c, int64_t bytes, int n) {
 }
 
 double bus_factor(Collective c, int n) {
-  return c == Collective::all_reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+  const bool reduce = c == Collective::all_reduce || c == Collective::all_reduce_shared;
+  return reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
 }
 
 void run_once(Collective c, Communicator& comm, const std::vector<int>& group, int r, Buffers& b) {
@@ -61,6 +73,15 @@ void run_once(Collective c, Communicator& comm, const std::vector<int>& group, i
     case Collective::all_to_all:
       comm.all_to_all("all_to_all", group, r, spmd::float32,
                       Shape{int64_t(n), int64_t(b.in.size()) / n}, 0, 0, b.in.data(), b.out.data());
+      break;
+    case Collective::all_reduce_shared:
+      benchmark::DoNotOptimize(comm.all_reduce_shared(
+          "psum", group, r, ReduceOp::sum, spmd::float32, Shape{int64_t(b.in.size())}, b.in.data()));
+      break;
+    case Collective::all_gather_shared:
+      benchmark::DoNotOptimize(comm.all_gather_shared("all_gather", group, r, spmd::float32,
+                                                      Shape{int64_t(b.in.size())}, 0, true,
+                                                      b.in.data()));
       break;
   }
 }
@@ -123,6 +144,10 @@ BENCHMARK_CAPTURE(BM_Collective, all_gather, Collective::all_gather)->Apply(coll
 BENCHMARK_CAPTURE(BM_Collective, reduce_scatter, Collective::reduce_scatter)
     ->Apply(collective_args);
 BENCHMARK_CAPTURE(BM_Collective, all_to_all, Collective::all_to_all)->Apply(collective_args);
+BENCHMARK_CAPTURE(BM_Collective, all_reduce_shared, Collective::all_reduce_shared)
+    ->Apply(collective_args);
+BENCHMARK_CAPTURE(BM_Collective, all_gather_shared, Collective::all_gather_shared)
+    ->Apply(collective_args);
 BENCHMARK(BM_CollectiveMemcpy)->ArgNames({"bytes"})->ArgsProduct({sizes()})->UseRealTime();
 
 }  // namespace

@@ -140,6 +140,13 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
         operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
       for (int v : e.outputs) {
         const AbstractValue& type = p.types[size_t(v)];
+        if (prim.allocates_outputs) {
+          Array out = make_array(type, nullptr);
+          owned[size_t(v)] = false;
+          results.push_back({nullptr, &out.impl()->aval, &out.impl()->buffer});
+          env[size_t(v)] = std::move(out);
+          continue;
+        }
         Array out = donor >= 0 ? make_array(type, env[size_t(donor)].impl()->buffer)
                                : make_uninitialized(type);
         owned[size_t(v)] = donor >= 0;

@@ -397,7 +397,12 @@ CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op)
     std::vector<std::byte> reduced;
     if (!positions.empty()) {
       if (names.empty()) {
-        cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, a.out[0].data);
+        void* dst = a.out[0].data;
+        if (a.out[0].buffer) {
+          *a.out[0].buffer = Buffer::allocate(size_t(out.nbytes()));
+          dst = (*a.out[0].buffer)->data();
+        }
+        cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, dst);
         return;
       }
       reduced.resize(size_t(out.nbytes()));
@@ -405,17 +410,26 @@ CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op)
       local = reduced.data();
     }
     Participants p = participants(api, names, read_groups(a.params));
-    p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
-                            a.out[0].data);
+    if (a.out[0].buffer)
+      *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op,
+                                                        wire_dtype(out.dtype), out.shape, local);
+    else
+      p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
+                              a.out[0].data);
   };
 }
 
 void all_gather_kernel(const KernelArgs& a) {
   Participants p = participants("all_gather", read_names(a.params), read_groups(a.params));
   const AbstractValue& in = *a.in[0].aval;
-  p.ctx->comm->all_gather("all_gather", p.ranks, p.me, in.dtype, in.shape,
-                          int(a.params.get_int("all_gather_dimension")),
-                          a.params.get<bool>("tiled"), a.in[0].data, a.out[0].data);
+  const int axis = int(a.params.get_int("all_gather_dimension"));
+  const bool tiled = a.params.get<bool>("tiled");
+  if (a.out[0].buffer)
+    *a.out[0].buffer = p.ctx->comm->all_gather_shared("all_gather", p.ranks, p.me, in.dtype,
+                                                      in.shape, axis, tiled, a.in[0].data);
+  else
+    p.ctx->comm->all_gather("all_gather", p.ranks, p.me, in.dtype, in.shape, axis, tiled,
+                            a.in[0].data, a.out[0].data);
 }
 
 void reduce_scatter_kernel(const KernelArgs& a) {
@@ -480,6 +494,9 @@ void register_collective_primitives(PrimitiveRegistry& r) {
   r.define("pvary", pvary_shape, pvary_kernel);
   // Each device computes its own result: constant folding must leave them to the devices.
   for (const char* name : collectives::kPrimitives) r.at(name).device_dependent = true;
+  // Results that are the same on every member of the group live in one buffer they share.
+  for (const char* name : {"psum", "pmax", "pmin", "all_gather"})
+    r.at(name).allocates_outputs = true;
 }
 
 }  // namespace spmd

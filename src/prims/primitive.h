@@ -30,6 +30,9 @@ struct Operand {
 struct Result {
   void* data;
   const AbstractValue* aval;
+  // For a primitive that allocates_outputs: the output Array's buffer, which the kernel sets
+  // (`data` is then null). Null for other primitives and for callers that give storage.
+  std::shared_ptr<Buffer>* buffer = nullptr;
   template <class T>
   T* as() const {
     return static_cast<T*>(data);
@@ -56,6 +59,10 @@ struct Primitive {
   // the output's shape) and on broadcast operands: the kernel may write its output over an
   // operand of the output's shape and element size (donated buffers, compile/executable.cpp).
   bool elementwise = false;
+  // The kernel provides its outputs' buffers through Result::buffer when the caller passes it
+  // (collectives whose result one buffer can hold for every device); a caller that passes only
+  // `data` gets the result written there.
+  bool allocates_outputs = false;
   // Transformation rules (transforms/rules.h); empty when the primitive has none: jvp of a
   // primitive without a rule raises, transpose exists only for linear primitives.
   JvpRule jvp;

@@ -98,8 +98,13 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
   outputs.reserve(out_avals.size());
   results.reserve(out_avals.size());
   for (const AbstractValue& aval : out_avals) {
-    outputs.push_back(make_uninitialized(aval));
-    results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
+    if (p.allocates_outputs) {
+      outputs.push_back(make_array(aval, nullptr));
+      results.push_back({nullptr, &outputs.back().impl()->aval, &outputs.back().impl()->buffer});
+    } else {
+      outputs.push_back(make_uninitialized(aval));
+      results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
+    }
   }
   cpu::DenormalsAreZero ftz;
   p.cpu_kernel(KernelArgs{operands, results, params});

@@ -83,6 +83,7 @@ struct Params {
   int concat_axis = 0;  // all_to_all
   bool tiled = false;   // all_gather
   std::vector<std::pair<int, int>> perm;
+  bool shared = false;  // one result buffer for the group (all_reduce_shared, all_gather_shared)
 };
 
 struct Member {
@@ -104,6 +105,7 @@ struct Op {
   std::atomic<bool> ready{false};
   std::atomic<bool> failed{false};
   std::string error;  // without the "[api] " prefix, which is each thrower's own
+  std::shared_ptr<Buffer> shared_out;  // the group's one result, when the members share it
 
   void set_error(std::string e) {
     error = std::move(e);
@@ -128,7 +130,8 @@ std::string id_list(const std::vector<int>& ids) {
 }
 
 std::string params_str(const Params& p, const std::string& field) {
-  if (field == "operation") return p.api + " (" + kind_name(p.kind) + ")";
+  if (field == "operation")
+    return p.api + " (" + kind_name(p.kind) + (p.shared ? ", one shared result" : "") + ")";
   if (field == "reduction") return op_name(p.op);
   if (field == "dtype") return std::string(dtype_name(p.dtype));
   if (field == "shape") return p.shape.str();
@@ -144,7 +147,7 @@ std::string params_str(const Params& p, const std::string& field) {
 
 // The first field in which `b` differs from `a`, or nothing.
 std::optional<std::string> first_difference(const Params& a, const Params& b) {
-  if (a.kind != b.kind || a.api != b.api) return "operation";
+  if (a.kind != b.kind || a.api != b.api || a.shared != b.shared) return "operation";
   if (a.kind == Kind::barrier) return std::nullopt;
   if ((a.kind == Kind::all_reduce || a.kind == Kind::reduce_scatter) && a.op != b.op)
     return "reduction";
@@ -397,6 +400,69 @@ std::vector<int64_t> byte_strides(const std::vector<int64_t>& dims, int64_t item
   return s;
 }
 
+// The distinct output buffers of a collective's members: one when the group shares its result.
+std::vector<Byte*> distinct(const std::vector<Byte*>& outs) {
+  for (Byte* o : outs)
+    if (o != outs[0]) return outs;
+  return {outs[0]};
+}
+
+// all_reduce's work for member `me`: its share of the elements, reduced once and written into
+// every distinct output (or, for staged inputs, all the elements into its own output).
+auto all_reduce_work(ReduceOp op, DType dtype, int64_t total, int me) {
+  return [=](const std::vector<const Byte*>& ins, const std::vector<Byte*>& outs, bool own_only) {
+    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
+    const int64_t item = itemsize(dtype);
+    const std::vector<Byte*> dsts = distinct(outs);
+    auto [b, e] = share(total, me, int(ins.size()), std::max<int64_t>(1, 64 / item));
+    reduce_range(op, dtype, ins, b, e, dsts, b,
+                 outputs_exceed_cache(int64_t(dsts.size()) * total * item));
+  };
+}
+
+// all_gather's work for member `me`. Stacked or concatenated along `axis`, the output is, for
+// each of `outer` leading indices, the n members' blocks of `block` bytes one after another:
+// the same bytes either way. Every output is the same; member `me` copies its share of the
+// output bytes to each distinct output (or, for staged inputs, all the bytes to its own).
+auto all_gather_work(int64_t outer, int64_t block, int me) {
+  return [=](const std::vector<const Byte*>& ins, const std::vector<Byte*>& outs, bool own_only) {
+    const int n = int(ins.size());
+    const int64_t row = block * n;
+    auto [b, e] =
+        own_only ? std::pair<int64_t, int64_t>{0, outer * row} : share(outer * row, me, n, 64);
+    const std::vector<Byte*> dsts = own_only ? std::vector<Byte*>{outs[me]} : distinct(outs);
+    const bool may_stream = outputs_exceed_cache(int64_t(dsts.size()) * outer * row);
+    bool streamed = false;
+    for (int64_t pos = b; pos < e;) {
+      const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
+      const int64_t len = std::min(block - off, e - pos);
+      const Byte* src = ins[j] + o * block + off;
+      const bool stream = may_stream && len >= kStreamBytes;
+      streamed |= stream;
+      for (Byte* d : dsts) {
+        if (d + pos == src) continue;
+        if (stream)
+          stream_copy(d + pos, src, size_t(len));
+        else
+          std::memcpy(d + pos, src, size_t(len));
+      }
+      pos += len;
+    }
+    if (streamed) stream_fence();
+  };
+}
+
+void check_reducible(const char* api, DType dtype) {
+  if (dtype == DType::bool_)
+    throw TypeError(std::string("[") + api + "] bool is not accepted; convert to int32 first");
+}
+
+void check_gather_axis(const char* api, const Shape& shape, int axis, bool tiled) {
+  if (axis < 0 || axis > shape.ndim() - (tiled ? 1 : 0))
+    throw AxisError(std::string("[") + api + "] axis " + std::to_string(axis) +
+                    " is out of bounds for the gathered shape " + shape.str());
+}
+
 [[noreturn]] void fail(const char* api, const std::string& msg) {
   throw CollectiveError(std::string("[") + api + "] " + msg);
 }
@@ -420,10 +486,13 @@ struct Communicator::State {
   std::vector<std::string> abort_reasons;
 
   Channel& channel(std::span<const int> group);
-  // The rendezvous around `work`: arrival, mismatch check, work, done-reading.
+  // The rendezvous around `work`: arrival, mismatch check, work, done-reading. With `result`
+  // set, `out` is ignored: the output of `out_bytes` is allocated here and handed back through
+  // `result`, one buffer for the whole group unless the inputs are staged (then each member
+  // writes a buffer of its own).
   template <class Work>
   void run(const Params& p, std::span<const int> group, int me, const void* in, void* out,
-           Work&& work);
+           Work&& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0);
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
@@ -474,18 +543,24 @@ std::string Communicator::State::missing_message(const Op& op, const Channel& ch
 
 template <class Work>
 void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
-                              void* out, Work&& work) {
+                              void* out, Work&& work, std::shared_ptr<Buffer>* result,
+                              size_t out_bytes) {
   const char* api = p.api.c_str();
   validate_group(api, group, me);
   const int n = int(group.size());
+  const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
+  const bool staged = in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
+  const bool share_out = result && n > 1 && !staged;
+  if (result && !share_out) {
+    *result = Buffer::allocate(out_bytes);
+    out = (*result)->data();
+  }
   if (n == 1) {
     std::vector<const Byte*> ins = {static_cast<const Byte*>(in)};
     std::vector<Byte*> outs = {static_cast<Byte*>(out)};
     work(ins, outs, /*own_output_only=*/true);
     return;
   }
-  const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
-  const bool staged = in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
   Member mine{in, out, nullptr, p};
   if (staged) {
     mine.staged.reset(new Byte[size_t(std::max<int64_t>(in_bytes, 1))]);
@@ -512,7 +587,10 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
                       ", device " + std::to_string(device_ids[group[j]]) + " has " +
                       params_str(b, *field));
     }
-    if (op->error.empty()) op->ready.store(true, std::memory_order_release);
+    if (op->error.empty()) {
+      if (share_out) op->shared_out = Buffer::allocate(out_bytes);
+      op->ready.store(true, std::memory_order_release);
+    }
     // Notify after unlocking, so the woken members do not block again on the mutex. Nobody
     // writes the Op's members or error once it is ready or failed.
     lock.unlock();
@@ -560,8 +638,9 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     for (int j = 0; j < n; ++j) {
       const Member& m = op->members[j];
       ins[j] = staged ? m.staged.get() : static_cast<const Byte*>(m.in);
-      outs[j] = static_cast<Byte*>(m.out);
+      outs[j] = static_cast<Byte*>(share_out ? op->shared_out->data() : m.out);
     }
+    if (share_out) *result = op->shared_out;
     work(ins, outs, /*own_output_only=*/staged);
   }
   // Unless the inputs were staged, a member's buffers must stay valid until every member is
@@ -619,58 +698,44 @@ void Communicator::abort(int rank, const std::string& reason) {
 
 void Communicator::all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op,
                               DType dtype, const Shape& shape, const void* in, void* out) {
-  if (dtype == DType::bool_)
-    throw TypeError(std::string("[") + api + "] bool is not accepted; convert to int32 first");
+  check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}};
-  const int64_t total = shape.size();
-  const int64_t item = itemsize(dtype);
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool own_only) {
-    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
-    // Member `me` reduces its share of the elements and writes it into every member's output.
-    const int n = int(ins.size());
-    auto [b, e] = share(total, me, n, std::max<int64_t>(1, 64 / item));
-    reduce_range(op, dtype, ins, b, e, outs, b, outputs_exceed_cache(n * total * item));
-  });
+  state_->run(p, group, me, in, out, all_reduce_work(op, dtype, shape.size(), me));
+}
+
+std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api,
+                                                        std::span<const int> group, int me,
+                                                        ReduceOp op, DType dtype,
+                                                        const Shape& shape, const void* in) {
+  check_reducible(api, dtype);
+  Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
+  std::shared_ptr<Buffer> result;
+  state_->run(p, group, me, in, nullptr, all_reduce_work(op, dtype, shape.size(), me), &result,
+              size_t(shape.size() * itemsize(dtype)));
+  return result;
 }
 
 void Communicator::all_gather(const char* api, std::span<const int> group, int me, DType dtype,
                               const Shape& shape, int axis, bool tiled, const void* in, void* out) {
-  if (axis < 0 || axis > shape.ndim() - (tiled ? 1 : 0))
-    throw AxisError(std::string("[") + api + "] axis " + std::to_string(axis) +
-                    " is out of bounds for the gathered shape " + shape.str());
+  check_gather_axis(api, shape, axis, tiled);
   Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}};
   const int64_t item = itemsize(dtype);
-  // Stacked or concatenated along `axis`, the output is, for each of `outer` leading indices,
-  // the n members' blocks of `block` bytes one after another: the same bytes either way.
-  const int64_t outer = prod(shape, 0, axis);
-  const int64_t block = prod(shape, axis, shape.ndim()) * item;
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool own_only) {
-    const int n = int(ins.size());
-    const int64_t row = block * n;
-    // Every output is the same; member `me` copies its share of the output bytes to all of them
-    // (or, for staged inputs, all the bytes to its own).
-    auto [b, e] =
-        own_only ? std::pair<int64_t, int64_t>{0, outer * row} : share(outer * row, me, n, 64);
-    const std::vector<Byte*> dsts = own_only ? std::vector<Byte*>{outs[me]} : outs;
-    const bool may_stream = outputs_exceed_cache(n * outer * row);
-    bool streamed = false;
-    for (int64_t pos = b; pos < e;) {
-      const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
-      const int64_t len = std::min(block - off, e - pos);
-      const Byte* src = ins[j] + o * block + off;
-      const bool stream = may_stream && len >= kStreamBytes;
-      streamed |= stream;
-      for (Byte* d : dsts) {
-        if (d + pos == src) continue;
-        if (stream)
-          stream_copy(d + pos, src, size_t(len));
-        else
-          std::memcpy(d + pos, src, size_t(len));
-      }
-      pos += len;
-    }
-    if (streamed) stream_fence();
-  });
+  state_->run(p, group, me, in, out,
+              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, me));
+}
+
+std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api,
+                                                        std::span<const int> group, int me,
+                                                        DType dtype, const Shape& shape, int axis,
+                                                        bool tiled, const void* in) {
+  check_gather_axis(api, shape, axis, tiled);
+  Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}, true};
+  const int64_t item = itemsize(dtype);
+  std::shared_ptr<Buffer> result;
+  state_->run(p, group, me, in, nullptr,
+              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, me),
+              &result, size_t(shape.size() * item) * group.size());
+  return result;
 }
 
 void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,

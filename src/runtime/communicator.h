@@ -22,6 +22,8 @@
 #include <spmd/error.h>
 #include <spmd/shape.h>
 
+#include "runtime/buffer.h"
+
 #include <chrono>
 #include <memory>
 #include <span>
@@ -62,10 +64,24 @@ class Communicator {
   void all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op, DType dtype,
                   const Shape& shape, const void* in, void* out);
 
+  // As all_reduce, with one result for the whole group: above the size that is copied on
+  // arrival, the members write their shares of one buffer that all of them receive, instead of
+  // every share into every member's output (1/n of the writes). Smaller results are computed by
+  // each member into a buffer of its own. The result is read-only: Arrays are immutable, and a
+  // buffer shared by several Arrays is never written over in place (compile/executable.cpp).
+  std::shared_ptr<Buffer> all_reduce_shared(const char* api, std::span<const int> group, int me,
+                                            ReduceOp op, DType dtype, const Shape& shape,
+                                            const void* in);
+
   // out = the members' blocks stacked along a new axis `axis` (tiled = false; out has shape
   // shape[:axis] + [n] + shape[axis:]) or concatenated along `axis` (tiled = true).
   void all_gather(const char* api, std::span<const int> group, int me, DType dtype,
                   const Shape& shape, int axis, bool tiled, const void* in, void* out);
+
+  // As all_gather, with one result buffer for the group as all_reduce_shared has.
+  std::shared_ptr<Buffer> all_gather_shared(const char* api, std::span<const int> group, int me,
+                                            DType dtype, const Shape& shape, int axis, bool tiled,
+                                            const void* in);
 
   // S = sum over members of in. tiled: out = the me-th of n equal chunks of S along `dim`
   // (shape[dim] % n == 0). Untiled: shape[dim] == n and out = S[me] with `dim` removed

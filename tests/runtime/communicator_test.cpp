@@ -547,6 +547,71 @@ TEST(CommunicatorPaths, EveryCollectiveAgreesOnBothSidesOfTheStagingThreshold) {
       }
 }
 
+// The shared-result forms: above the staging threshold every member receives the same buffer,
+// below it a buffer of its own; the values are those of the ordinary forms either way. 8-way
+// groups of an 8-device launch and 2-way subgroups of it, with outputs on every axis.
+TEST(CommunicatorShared, OneResultBufferForTheGroupAboveTheStagingThreshold) {
+  for (int64_t count : {int64_t(5), int64_t(16384), int64_t(16385), int64_t(300001)})
+    for (const std::vector<int>& group : {iota_ids(8), std::vector<int>{6, 1}}) {
+      const int n = int(group.size());
+      const std::string what = "count " + std::to_string(count) + " group of " + std::to_string(n);
+      Communicator comm(iota_ids(8));
+      std::vector<std::vector<float>> ins(n);
+      for (int j = 0; j < n; ++j) ins[j] = make_data<float>(count, group[j], 3);
+      std::vector<std::shared_ptr<Buffer>> sums(n), maxes(n), stacked(n), tiled(n);
+      auto errors = run_ranks(n, [&](int j) {
+        sums[j] = comm.all_reduce_shared("psum", group, j, ReduceOp::sum, float32, Shape{count},
+                                         ins[j].data());
+        maxes[j] = comm.all_reduce_shared("pmax", group, j, ReduceOp::max, float32, Shape{count},
+                                          ins[j].data());
+        stacked[j] = comm.all_gather_shared("all_gather", group, j, float32, Shape{count}, 1,
+                                            false, ins[j].data());
+        tiled[j] = comm.all_gather_shared("all_gather", group, j, float32, Shape{count}, 0, true,
+                                          ins[j].data());
+      });
+      expect_no_errors(errors);
+      const bool shared = count * 4 > (64 << 10);
+      auto floats = [](const std::shared_ptr<Buffer>& b) {
+        const float* f = static_cast<const float*>(b->data());
+        return std::vector<float>(f, f + b->nbytes() / sizeof(float));
+      };
+      // Stacked on a new last axis: element k of member j at k * n + j.
+      std::vector<float> interleaved(size_t(count * n));
+      for (int j = 0; j < n; ++j)
+        for (int64_t k = 0; k < count; ++k) interleaved[size_t(k * n + j)] = ins[j][size_t(k)];
+      for (int j = 0; j < n; ++j) {
+        expect_same_bits(floats(sums[j]), ref_reduce(ins, ReduceOp::sum), what + " psum");
+        expect_same_bits(floats(maxes[j]), ref_reduce(ins, ReduceOp::max), what + " pmax");
+        expect_same_bits(floats(stacked[j]), interleaved, what + " stacked");
+        expect_same_bits(floats(tiled[j]), ref_all_gather(ins, Shape{count}, 0), what + " tiled");
+        for (const auto* results : {&sums, &maxes, &stacked, &tiled})
+          EXPECT_EQ((*results)[j] == (*results)[0], shared || j == 0) << what << " member " << j;
+      }
+    }
+}
+
+TEST(CommunicatorShared, MembersMustAllAskForTheSharedForm) {
+  Communicator comm(iota_ids(2), 20s);
+  std::vector<float> in(1 << 15, 1.0f), out(1 << 15);
+  auto errors = run_ranks(2, [&](int r) {
+    if (r == 0)
+      comm.all_reduce_shared("psum", iota_ids(2), r, ReduceOp::sum, float32, Shape{1 << 15},
+                             in.data());
+    else
+      comm.all_reduce("psum", iota_ids(2), r, ReduceOp::sum, float32, Shape{1 << 15}, in.data(),
+                      out.data());
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("disagree on the operation"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("one shared result"), std::string::npos) << errors[r];
+  }
+  auto rejected = run_ranks(1, [&](int r) {
+    comm.all_gather_shared("all_gather", iota_ids(1), r, float32, Shape{4}, 2, true, in.data());
+  });
+  EXPECT_NE(rejected[0].find("[all_gather] axis 2 is out of bounds"), std::string::npos)
+      << rejected[0];
+}
+
 TEST(CommunicatorGroups, MeshRowsAndColumnsRunConcurrently) {
   // A 2 x 4 mesh: each device alternates psums over its row and its column, 50 times, so the
   // rows' and columns' collectives interleave and the k-th calls must match per group.

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/array_impl.h"
+
 namespace sp = spmd;
 using sp::P;
 
@@ -199,6 +201,41 @@ TEST(ShardMap, MismatchedAllGatherRaisesOnEveryWaitingDevice) {
 }  // namespace
 
 namespace {
+
+// A large psum or all_gather result is one buffer that every device's shard refers to; later
+// work on the devices reads it and never writes over it in place.
+TEST(ShardMap, ReplicatedCollectiveResultsShareOneBufferAndStayIntact) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 20000;  // 80 KB per device: above the size copied on arrival
+  sp::Array x = sp::arange(float(8 * cols)).reshape({8, cols}) / 1024.0f;
+  auto body = [](sp::Array a) {
+    sp::Array s = sp::psum(a, "i");
+    sp::Array g = sp::all_gather(a, "i", {.axis = 0, .tiled = true});
+    // Elementwise work on the shared results, which could otherwise be written over in place.
+    sp::Array t = s * 2.0f + sp::axis_index("i").astype(sp::float32);
+    sp::Array u = sp::exp(g) - g;
+    return std::make_tuple(s, t, g, u);
+  };
+  for (bool jitted : {false, true}) {
+    auto f = sp::shard_map(body, mesh, {P("i")}, {P(), P("i"), P(), P()}, {.check_vma = false});
+    auto [s, t, g, u] = jitted ? sp::jit(f)(x) : f(x);
+    sp::Array want_s = sp::sum(x, {0}, /*keepdims=*/true);
+    EXPECT_TRUE(sp::array_equal(s, want_s)) << jitted;
+    EXPECT_TRUE(sp::array_equal(g, x)) << jitted;
+    EXPECT_TRUE(sp::array_equal(u, sp::exp(x) - x)) << jitted;
+    EXPECT_TRUE(sp::array_equal(
+        t, sp::concatenate(std::vector<sp::Array>(8, want_s * 2.0f), 0) +
+               sp::arange(8.0f).reshape({8, 1})))
+        << jitted;
+    auto s_shards = s.addressable_shards();
+    auto g_shards = g.addressable_shards();
+    ASSERT_EQ(s_shards.size(), 8u);
+    for (size_t d = 0; d < 8; ++d) {
+      EXPECT_EQ(s_shards[d].data.impl()->buffer, s_shards[0].data.impl()->buffer) << d;
+      EXPECT_EQ(g_shards[d].data.impl()->buffer, g_shards[0].data.impl()->buffer) << d;
+    }
+  }
+}
 
 TEST(JitInAxisEnv, TraceIsNotReusedUnderAnotherAxisSize) {
   auto gather = sp::jit([](sp::Array x) { return sp::lax::all_gather(x, "i"); });

@@ -160,7 +160,65 @@ def run_jax_parallel(quick):
         res[f"BM_PmapSin/{side}/real_time"] = time_jax(sin, x)
     inc = jax.pmap(lambda v: v + 1)
     res["BM_PmapDispatch/real_time"] = time_jax(inc, jnp.arange(8.0), repeats=101)
+    res.update(run_jax_collectives(quick))
     return res
+
+
+def collective_counts(name, nbytes, n):
+    """Per-device input float count for a collective of nccl-tests size `nbytes` on n devices:
+    the per-member buffer for psum and all_to_all, the gathered output for all_gather, the summed
+    input for psum_scatter (as bench/collectives_bench.cpp)."""
+    return nbytes // 4 // n if name == "all_gather" else nbytes // 4
+
+
+def bus_factor(name, n):
+    return 2 * (n - 1) / n if name == "psum" else (n - 1) / n
+
+
+def run_jax_collectives(quick):
+    """BM_PmapCollective of bench/parallel_bench.cpp: a pmap over the first n devices calling one
+    collective on an input already on those devices. The 4 KiB results are checked against NumPy."""
+    import jax
+    import numpy as np
+    collectives = {
+        "psum": lambda v: jax.lax.psum(v, "i"),
+        "all_gather": lambda v: jax.lax.all_gather(v, "i", axis=0, tiled=True),
+        "psum_scatter": lambda v: jax.lax.psum_scatter(v, "i", scatter_dimension=0, tiled=True),
+        "all_to_all": lambda v: jax.lax.all_to_all(v, "i", 0, 0, tiled=True),
+    }
+    res = {}
+    for name, body in collectives.items():
+        for n in (2, 4, 8):
+            devices = jax.devices()[:n]
+            f = jax.pmap(body, axis_name="i", devices=devices)
+            for nbytes in [4096, 4194304] + ([] if quick else [67108864]):
+                count = collective_counts(name, nbytes, n)
+                # Small integers, so every sum is exact; the identity pmap places the blocks on
+                # the devices, so the timing includes no host-to-device copy.
+                host = (np.arange(n * count) % 61).astype(np.float32).reshape(n, count)
+                x = jax.pmap(lambda v: v, devices=devices)(host)
+                if nbytes == 4096:
+                    check_collective(name, np.asarray(f(x)), host)
+                key = f"BM_PmapCollective/{name}/n:{n}/bytes:{nbytes}/real_time"
+                res[key] = time_jax(f, x, repeats=3 if nbytes > 4194304 else 21)
+    return res
+
+
+def check_collective(name, got, host):
+    """Raises unless `got` (n rows, one per device) is the collective of the n rows of `host`."""
+    import numpy as np
+    n, count = host.shape
+    if name == "psum":
+        want = np.broadcast_to(host.sum(0), (n, count))
+    elif name == "all_gather":
+        want = np.broadcast_to(host.reshape(-1), (n, n * count))
+    elif name == "psum_scatter":
+        want = host.sum(0).reshape(n, count // n)
+    else:
+        # Device d receives chunk d of every device, in device order.
+        want = host.reshape(n, n, count // n).transpose(1, 0, 2).reshape(n, count)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        raise AssertionError(f"JAX {name} on {n} devices gave a wrong result")
 
 
 def fmt(seconds):
@@ -190,7 +248,7 @@ def main():
                            (["--quick"] if args.quick else []),
                            check=True, capture_output=True, text=True).stdout
     jaxr.update(json.loads(child.strip().splitlines()[-1]))
-    print(f"{'workload':34} {'spmd':>11} {'JAX':>11} {'spmd/JAX':>9}  limit")
+    print(f"{'workload':50} {'spmd':>11} {'JAX':>11} {'spmd/JAX':>9}  limit")
     memcpy2 = spmd.get("BM_Memcpy/67108864/2/real_time")
     for name, t in spmd.items():
         if name.startswith(("BM_RawSgemm", "BM_Memcpy")):
@@ -208,13 +266,16 @@ def main():
             bw = n * 4 * streams / t
             mem_bw = (1 << 26) * 4 * 2 / memcpy2
             limit = f"{bw * 1e-9:6.1f} GB/s = {bw / mem_bw * 100:5.1f} % of memcpy"
+        elif parts[0] == "BM_PmapCollective":
+            n, nbytes = int(parts[2].split(":")[1]), int(parts[3].split(":")[1])
+            limit = f"busbw {nbytes / t * bus_factor(parts[1], n) * 1e-9:6.2f} GB/s"
         ratio = f"{t / j:9.2f}" if j else "        -"
-        print(f"{name.replace('/real_time', ''):34} {fmt(t):>11} {fmt(j) if j else '-':>11} "
+        print(f"{name.replace('/real_time', ''):50} {fmt(t):>11} {fmt(j) if j else '-':>11} "
               f"{ratio}  {limit}")
     for name in ("BM_Memcpy/67108864/1/real_time", "BM_Memcpy/67108864/2/real_time"):
         if name in spmd:
             bw = (1 << 26) * 4 * 2 / spmd[name]
-            print(f"{name.replace('/real_time', ''):34} {fmt(spmd[name]):>11} "
+            print(f"{name.replace('/real_time', ''):50} {fmt(spmd[name]):>11} "
                   f"{'':>11} {'':>9}  {bw * 1e-9:6.1f} GB/s")
     return 0
 

@@ -282,10 +282,30 @@ Program forward_scalar_broadcasts(const Program& p) {
   return out;
 }
 
+Program unit_broadcasts_to_reshapes(const Program& p) {
+  Program out = p;
+  static const Primitive* const reshape = &primitive("reshape");
+  for (Equation& e : out.equations) {
+    if (e.primitive->name != "broadcast_in_dim") continue;
+    const Shape& to = p.types[size_t(e.outputs[0])].shape;
+    // broadcast_dimensions are strictly increasing, so with equal sizes the operand's dims keep
+    // their order and every inserted dim has size 1.
+    if (p.type_of(e.inputs[0]).shape.size() != to.size()) continue;
+    e = Equation{reshape,
+                 Params{{"new_sizes", to.dims()},
+                        {"dimensions", NoneParam{}},
+                        {"sharding", NoneParam{}}},
+                 {e.inputs[0]},
+                 e.outputs};
+  }
+  return out;
+}
+
 Program optimize(const Program& p) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
   q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
+  q = unit_broadcasts_to_reshapes(q);
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = [] {
     const char* env = std::getenv("SPMD_FUSION");

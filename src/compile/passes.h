@@ -23,6 +23,10 @@ Program inline_calls(const Program& p);
 // size of the output, say) when the equation's shape rule gives the same result; the broadcast
 // is then usually dead.
 Program forward_scalar_broadcasts(const Program& p);
+// A broadcast_in_dim that only inserts dims of size 1 (expand_dims, pmap putting back the
+// mapped axis) becomes a reshape: the same bytes, so the result shares the operand's buffer
+// instead of a copy.
+Program unit_broadcasts_to_reshapes(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for the next.
 Program optimize(const Program& p);
 

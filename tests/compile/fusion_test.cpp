@@ -73,7 +73,7 @@ TEST(Fusion, BiasReluAndMaskBecomeOneFusion) {
   auto jf = sp::jit(bias_relu);
   Array h = uniform(1, {32, 8}), b = uniform(2, {8});
   EXPECT_EQ(jf.lower_optimized(h, b).str(), R"({ lambda ; a:f32[32,8] b:f32[8]. let
-    c:f32[1,8] = broadcast_in_dim[broadcast_dimensions=(1,)] b
+    c:f32[1,8] = reshape[dimensions=None new_sizes=(1, 8) sharding=None] b
     d:f32[32,8] e:bool[32,8] = fusion[
       jaxpr={ lambda ; f:f32[32,8] g:f32[1,8]. let
           h:f32[32,8] = add f g

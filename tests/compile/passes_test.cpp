@@ -1,7 +1,10 @@
 // Program passes run by jit: a transposed 2-D product becomes the product with its operands
-// swapped, and gives the same values.
+// swapped, and a broadcast that only inserts unit dims becomes a reshape; both give the same
+// values.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
+
+#include "core/array_impl.h"
 
 #include <string>
 #include <vector>
@@ -60,6 +63,34 @@ TEST(FoldTransposedProducts, ReverseModeWeightGradientsNeedNoTranspose) {
   // dL/dw = xᵀ · [x·w > 0], computed eagerly (no passes).
   Array want = sp::dot(x.T(), sp::astype(sp::greater(sp::dot(x, w), 0.0f), sp::float32));
   EXPECT_TRUE(sp::allclose(grad(w, x), want, 1e-6, 1e-6)) << grad(w, x) << "\n" << want;
+}
+
+}  // namespace
+
+namespace {
+
+// expand_dims prints as broadcast_in_dim (as in JAX) and runs as a reshape sharing the buffer.
+TEST(UnitBroadcastsToReshapes, InsertingUnitDimsSharesTheOperandsBytes) {
+  auto f = [](const Array& x) {
+    return std::make_tuple(sp::expand_dims(x * 2.0f, {0, 2}), sp::broadcast_to(x, {3, 4}));
+  };
+  auto jf = sp::jit(f);
+  Array x = sp::arange(4.0f);
+  EXPECT_EQ(count(sp::make_jaxpr(f)(x).str(), "broadcast_in_dim"), 2);
+  std::string after = jf.lower_optimized(x).str();
+  EXPECT_EQ(count(after, "broadcast_in_dim"), 1) << after;  // the real broadcast stays
+  EXPECT_EQ(count(after, "reshape[dimensions=None new_sizes=(1, 4, 1)"), 1) << after;
+  auto [e, b] = jf(x);
+  EXPECT_EQ(e.shape(), (sp::Shape{1, 4, 1}));
+  EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{0, 2, 4, 6}));
+  EXPECT_EQ(b.to_vector<float>(),
+            (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  auto [y, z] = sp::jit([](const Array& v) {
+    Array w = v + 1.0f;
+    return std::make_tuple(w, sp::expand_dims(w, {0}));
+  })(x);
+  EXPECT_EQ(z.impl()->buffer, y.impl()->buffer);
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
 }
 
 }  // namespace

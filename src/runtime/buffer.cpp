@@ -4,6 +4,7 @@
 #include "runtime/buffer.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
@@ -18,11 +19,14 @@ constexpr size_t kGranule = size_t(64) << 10;    // large sizes round up to 64 K
 
 class BlockCache {
  public:
-  // A cached block of at least `bytes` and at most 1.25 × bytes, or nullptr.
+  // A cached block of at least `bytes` and at most 1.25 × bytes, or nullptr. Of the blocks of
+  // the best size, the one given back last: it is the likeliest to be in the cache still
+  // (handing out the oldest made a loop that allocates a result per call write to memory).
   void* take(size_t bytes) {
     std::lock_guard lock(mu_);
     auto it = free_.lower_bound(bytes);
     if (it == free_.end() || it->first > bytes + bytes / 4) return nullptr;
+    it = std::prev(free_.upper_bound(it->first));  // equal keys keep their insertion order
     void* p = it->second;
     cached_ -= it->first;
     free_.erase(it);

@@ -1,6 +1,6 @@
 """Runs spmd's benchmarks and the same workloads in JAX in one go, and prints spmd/JAX ratios.
 
-Usage: python3 bench/compare/run.py [--build build] [--quick]
+Usage: python3 bench/compare/run.py [--build build] [--quick] [--reps 5] [--filter REGEX]
 The spmd side is build/bench/spmd_bench (Google Benchmark, medians of repetitions); the JAX side
 times jax.jit'd functions (and one eager jnp.add) with block_until_ready, median of repeats.
 Ratio = spmd time / JAX time: below 1 means spmd is faster.
@@ -8,6 +8,7 @@ Ratio = spmd time / JAX time: below 1 means spmd is faster.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -17,7 +18,8 @@ import time
 def run_spmd(build, reps):
     exe = os.path.join(build, "bench", "spmd_bench")
     out = subprocess.run([exe, "--benchmark_format=json", f"--benchmark_repetitions={reps}",
-                          "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.2"],
+                          "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.2",
+                          f"--benchmark_filter={FILTER.pattern or '.'}"],
                          check=True, capture_output=True, text=True).stdout
     result = {}
     for b in json.loads(out)["benchmarks"]:
@@ -28,6 +30,16 @@ def run_spmd(build, reps):
         seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         result[name] = seconds
     return result
+
+
+# Only workloads whose Google Benchmark name matches this (--filter) run, on both sides.
+FILTER = re.compile("")
+
+
+def timed(res, key, f, *args, **kwargs):
+    """Times f(*args) in JAX as time_jax does, into res[key], when key passes --filter."""
+    if FILTER.search(key):
+        res[key] = time_jax(f, *args, **kwargs)
 
 
 def time_jax(f, *args, repeats=7):
@@ -50,30 +62,30 @@ def run_jax(quick):
     mm = jax.jit(jnp.matmul)
     for n in sizes:
         a = jax.random.uniform(key, (n, n), minval=-2, maxval=2)
-        res[f"BM_Matmul/{n}/real_time"] = time_jax(mm, a, a)
+        timed(res, f"BM_Matmul/{n}/real_time", mm, a, a)
     ops = {"Add": jax.jit(jnp.add), "Sin": jax.jit(jnp.sin), "Tanh": jax.jit(jnp.tanh),
            "Exp": jax.jit(jnp.exp)}
     for n in [1 << 20, 1 << 22, 1 << 24] + ([] if quick else [1 << 26]):
         x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
         for name, f in ops.items():
             args = (x, x) if name == "Add" else (x,)
-            res[f"BM_{name}/{n}/real_time"] = time_jax(f, *args)
+            timed(res, f"BM_{name}/{n}/real_time", f, *args)
     chain = jax.jit(lambda x, y: ((x * 2 + y) * 0.5 - x) * y + 1)
     for n in [1 << 20, 1 << 24]:
         x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
-        res[f"BM_JitChain/{n}/real_time"] = time_jax(chain, x, x)
+        timed(res, f"BM_JitChain/{n}/real_time", chain, x, x)
     def adam(w, g, m, v):
         m2, v2 = m * 0.9 + g * 0.1, v * 0.999 + jnp.square(g) * 0.001
         return w - (m2 / 0.1) * 1e-3 / (jnp.sqrt(v2 / 0.001) + 1e-8), m2, v2
     adam = jax.jit(adam)
     for n in [1 << 20, 1 << 24]:
         x = jax.random.uniform(key, (n,), minval=-2, maxval=2)
-        res[f"BM_JitAdam/{n}/real_time"] = time_jax(adam, x, x, x * 0.1, jnp.abs(x))
+        timed(res, f"BM_JitAdam/{n}/real_time", adam, x, x, x * 0.1, jnp.abs(x))
     x = jax.random.uniform(key, (1 << 24,))
-    res["BM_SumAll/16777216/real_time"] = time_jax(jax.jit(jnp.sum), x)
+    timed(res, "BM_SumAll/16777216/real_time", jax.jit(jnp.sum), x)
     m = jax.random.uniform(key, (4096, 4096))
-    res["BM_SumAxis/0/real_time"] = time_jax(jax.jit(lambda v: jnp.sum(v, 0)), m)
-    res["BM_SumAxis/1/real_time"] = time_jax(jax.jit(lambda v: jnp.sum(v, 1)), m)
+    timed(res, "BM_SumAxis/0/real_time", jax.jit(lambda v: jnp.sum(v, 0)), m)
+    timed(res, "BM_SumAxis/1/real_time", jax.jit(lambda v: jnp.sum(v, 1)), m)
     a, b = jnp.ones(4), jnp.ones(4)
     jnp.add(a, b).block_until_ready()
     times = []
@@ -136,8 +148,8 @@ def run_jax_transforms(quick):
     for batch in [1024, 8192]:
         xb = jax.random.normal(jax.random.key(1), (batch, 784))
         yb = jnp.ones((batch, 10)) * 0.1
-        res[f"BM_MlpGradStep/{batch}/iterations:3/real_time"] = time_jax(grad_step, params, xb, yb,
-                                                                         repeats=3)
+        timed(res, f"BM_MlpGradStep/{batch}/iterations:3/real_time", grad_step, params, xb, yb,
+              repeats=3)
     return res
 
 
@@ -152,14 +164,14 @@ def run_jax_parallel(quick):
     for rows, cols in ([(1000, 1200)] if quick else [(5000, 6000), (1000, 1200)]):
         mats = jax.pmap(lambda k: jax.random.normal(k, (rows, cols)))(keys)
         step = jax.pmap(lambda x: jnp.dot(x, x.T))
-        res[f"BM_PmapCookbookMatmul/{rows}/{cols}/real_time"] = time_jax(
-            step, mats, repeats=3 if rows > 1000 else 7)
+        timed(res, f"BM_PmapCookbookMatmul/{rows}/{cols}/real_time", step, mats,
+              repeats=3 if rows > 1000 else 7)
     sin = jax.pmap(jnp.sin)
     for side in (8192, 1024):
         x = jax.pmap(lambda v: v)(jax.random.uniform(jax.random.key(1), (8, side * side // 8)))
-        res[f"BM_PmapSin/{side}/real_time"] = time_jax(sin, x)
+        timed(res, f"BM_PmapSin/{side}/real_time", sin, x)
     inc = jax.pmap(lambda v: v + 1)
-    res["BM_PmapDispatch/real_time"] = time_jax(inc, jnp.arange(8.0), repeats=101)
+    timed(res, "BM_PmapDispatch/real_time", inc, jnp.arange(8.0), repeats=101)
     res.update(run_jax_collectives(quick))
     return res
 
@@ -192,6 +204,9 @@ def run_jax_collectives(quick):
             devices = jax.devices()[:n]
             f = jax.pmap(body, axis_name="i", devices=devices)
             for nbytes in [4096, 4194304] + ([] if quick else [67108864]):
+                key = f"BM_PmapCollective/{name}/n:{n}/bytes:{nbytes}/real_time"
+                if not FILTER.search(key):
+                    continue
                 count = collective_counts(name, nbytes, n)
                 # Small integers, so every sum is exact; the identity pmap places the blocks on
                 # the devices, so the timing includes no host-to-device copy.
@@ -199,7 +214,6 @@ def run_jax_collectives(quick):
                 x = jax.pmap(lambda v: v, devices=devices)(host)
                 if nbytes == 4096:
                     check_collective(name, np.asarray(f(x)), host)
-                key = f"BM_PmapCollective/{name}/n:{n}/bytes:{nbytes}/real_time"
                 res[key] = time_jax(f, x, repeats=3 if nbytes > 4194304 else 21)
     return res
 
@@ -232,8 +246,12 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--quick", action="store_true", help="skip the largest sizes")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--filter", default="",
+                    help="only the workloads whose benchmark name matches this regex")
     ap.add_argument("--jax-parallel-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global FILTER
+    FILTER = re.compile(args.filter)
     if args.jax_parallel_child:
         print(json.dumps(run_jax_parallel(args.quick)))
         return 0
@@ -244,8 +262,8 @@ def main():
         return 0
     spmd = run_spmd(args.build, args.reps)
     jaxr = run_jax(args.quick)
-    child = subprocess.run([sys.executable, __file__, "--jax-parallel-child"] +
-                           (["--quick"] if args.quick else []),
+    child = subprocess.run([sys.executable, __file__, "--jax-parallel-child",
+                            f"--filter={args.filter}"] + (["--quick"] if args.quick else []),
                            check=True, capture_output=True, text=True).stdout
     jaxr.update(json.loads(child.strip().splitlines()[-1]))
     print(f"{'workload':50} {'spmd':>11} {'JAX':>11} {'spmd/JAX':>9}  limit")

@@ -3,18 +3,19 @@
 // touch, which made large elementwise ops run at a fifth of memory bandwidth.
 #include "runtime/buffer.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace spmd {
 namespace {
 
 constexpr size_t kAlign = 64;
 constexpr size_t kCacheMin = size_t(1) << 20;    // blocks from 1 MiB are cached
-constexpr size_t kCacheLimit = size_t(2) << 30;  // at most 2 GiB kept for reuse
 constexpr size_t kGranule = size_t(64) << 10;    // large sizes round up to 64 KiB
 
 class BlockCache {
@@ -22,28 +23,55 @@ class BlockCache {
   // A cached block of at least `bytes` and at most 1.25 × bytes, or nullptr. Of the blocks of
   // the best size, the one given back last: it is the likeliest to be in the cache still
   // (handing out the oldest made a loop that allocates a result per call write to memory).
+  size_t cached() {
+    std::lock_guard lock(mu_);
+    return cached_;
+  }
   void* take(size_t bytes) {
     std::lock_guard lock(mu_);
-    auto it = free_.lower_bound(bytes);
-    if (it == free_.end() || it->first > bytes + bytes / 4) return nullptr;
-    it = std::prev(free_.upper_bound(it->first));  // equal keys keep their insertion order
-    void* p = it->second;
+    auto it = by_size_.lower_bound(bytes);
+    if (it == by_size_.end() || it->first > bytes + bytes / 4) return nullptr;
+    it = std::prev(by_size_.upper_bound(it->first));  // equal keys keep their insertion order
+    void* p = it->second.data;
     cached_ -= it->first;
-    free_.erase(it);
+    by_age_.erase(it->second.stamp);
+    by_size_.erase(it);
     return p;
   }
-  // Keeps the block for reuse; false when the cache is full (the caller frees it).
-  bool give(void* p, size_t bytes) {
-    std::lock_guard lock(mu_);
-    if (cached_ + bytes > kCacheLimit) return false;
-    free_.emplace(bytes, p);
-    cached_ += bytes;
-    return true;
+  // Keeps the block for reuse. When that takes the cache over its limit, the blocks given back
+  // longest ago are freed instead (a workload that moved on to other sizes must not keep the
+  // current one from being cached); a block larger than the whole limit is freed at once.
+  void give(void* p, size_t bytes) {
+    std::vector<void*> evicted;
+    {
+      std::lock_guard lock(mu_);
+      if (bytes > Buffer::kCacheLimit) {
+        evicted.push_back(p);
+      } else {
+        while (cached_ + bytes > Buffer::kCacheLimit) {
+          auto oldest = by_age_.begin()->second;
+          evicted.push_back(oldest->second.data);
+          cached_ -= oldest->first;
+          by_age_.erase(by_age_.begin());
+          by_size_.erase(oldest);
+        }
+        const uint64_t stamp = next_stamp_++;
+        by_age_.emplace(stamp, by_size_.emplace(bytes, Entry{p, stamp}));
+        cached_ += bytes;
+      }
+    }
+    for (void* q : evicted) std::free(q);
   }
 
  private:
+  struct Entry {
+    void* data;
+    uint64_t stamp;  // when it was given back
+  };
   std::mutex mu_;
-  std::multimap<size_t, void*> free_;
+  std::multimap<size_t, Entry> by_size_;
+  std::map<uint64_t, std::multimap<size_t, Entry>::iterator> by_age_;
+  uint64_t next_stamp_ = 0;
   size_t cached_ = 0;
 };
 
@@ -68,8 +96,15 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes) {
   return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity));
 }
 
+size_t Buffer::cached_bytes() {
+  return cache().cached();
+}
+
 Buffer::~Buffer() {
-  if (capacity_ < kCacheMin || !cache().give(data_, capacity_)) std::free(data_);
+  if (capacity_ < kCacheMin)
+    std::free(data_);
+  else
+    cache().give(data_, capacity_);
 }
 
 }  // namespace spmd

@@ -11,6 +11,10 @@ class Buffer {
  public:
   // Uninitialised storage of `nbytes` (zero-size allowed).
   static std::shared_ptr<Buffer> allocate(size_t nbytes);
+  // Bytes of freed blocks kept for reuse (blocks of 1 MiB or more, at most 2 GiB in all: when
+  // a freed block would exceed that, the blocks freed longest ago are released instead).
+  static size_t cached_bytes();
+  static constexpr size_t kCacheLimit = size_t(2) << 30;
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -102,7 +103,8 @@ struct Op {
   std::vector<bool> arrived_flags;
   int arrived = 0;
   int departed = 0;
-  std::atomic<int> done{0};
+  std::atomic<int64_t> next_piece{0};  // the next piece of the work to claim
+  std::atomic<int64_t> finished{0};    // pieces done
   std::atomic<bool> ready{false};
   std::atomic<bool> failed{false};
   std::string error;  // without the "[api] " prefix, which is each thrower's own
@@ -424,31 +426,52 @@ std::vector<Byte*> distinct(const std::vector<Byte*>& outs) {
   return {outs[0]};
 }
 
-// all_reduce's work for member `me`: its share of the elements, reduced once and written into
-// every distinct output (or, for staged inputs, all the elements into its own output).
-auto all_reduce_work(ReduceOp op, DType dtype, int64_t total, int me) {
-  return [=](const std::vector<const Byte*>& ins, const std::vector<Byte*>& outs, bool own_only) {
-    if (own_only) return reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
-    const int64_t item = itemsize(dtype);
-    const std::vector<Byte*> dsts = distinct(outs);
-    auto [b, e] = share(total, me, int(ins.size()), std::max<int64_t>(1, 64 / item));
-    reduce_range(op, dtype, ins, b, e, dsts, b,
-                 outputs_exceed_cache(int64_t(dsts.size()) * total * item));
-  };
+using Ins = std::vector<const Byte*>;
+using Outs = std::vector<Byte*>;
+
+// The work of one collective once every member has arrived, as `pieces` independent pieces:
+// each member claims pieces from a shared counter until none are left, so the members that have
+// a core do the work while others are still waking up (8 devices on 2 cores), and a member that
+// arrives at an exhausted counter has nothing to wait for. A piece reads any member's input and
+// writes any member's output. `own` is the staged path instead: the caller's whole output from
+// the copied inputs, with no piece shared.
+struct Work {
+  int64_t pieces = 0;
+  std::function<void(const Ins&, const Outs&, int64_t piece)> piece;
+  std::function<void(const Ins&, const Outs&)> own;
+};
+
+// Pieces of about this many output bytes, and at least one per member.
+constexpr int64_t kPieceBytes = int64_t(128) << 10;
+
+int64_t piece_count(int64_t bytes, int64_t units, int n) {
+  return std::max<int64_t>(1, std::min(units, std::max<int64_t>(n, bytes / kPieceBytes)));
 }
 
-// all_gather's work for member `me`. Stacked or concatenated along `axis`, the output is, for
-// each of `outer` leading indices, the n members' blocks of `block` bytes one after another:
-// the same bytes either way. Every output is the same; member `me` copies its share of the
-// output bytes to each distinct output (or, for staged inputs, all the bytes to its own).
-auto all_gather_work(int64_t outer, int64_t block, int me) {
-  return [=](const std::vector<const Byte*>& ins, const std::vector<Byte*>& outs, bool own_only) {
-    const int n = int(ins.size());
-    const int64_t row = block * n;
-    auto [b, e] =
-        own_only ? std::pair<int64_t, int64_t>{0, outer * row} : share(outer * row, me, n, 64);
-    const std::vector<Byte*> dsts = own_only ? std::vector<Byte*>{outs[me]} : distinct(outs);
-    const bool may_stream = outputs_exceed_cache(int64_t(dsts.size()) * outer * row);
+// all_reduce: piece k reduces its range of the elements once and writes it into every distinct
+// output (one when the group shares its result).
+Work all_reduce_work(ReduceOp op, DType dtype, int64_t total, int n, int me) {
+  const int64_t item = itemsize(dtype), align = std::max<int64_t>(1, 64 / item);
+  const int64_t pieces = piece_count(total * item, (total + align - 1) / align, n);
+  return {pieces,
+          [=](const Ins& ins, const Outs& outs, int64_t k) {
+            const Outs dsts = distinct(outs);
+            auto [b, e] = share(total, int(k), int(pieces), align);
+            reduce_range(op, dtype, ins, b, e, dsts, b,
+                         outputs_exceed_cache(int64_t(dsts.size()) * total * item));
+          },
+          [=](const Ins& ins, const Outs& outs) {
+            reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
+          }};
+}
+
+// all_gather. Stacked or concatenated along `axis`, the output is, for each of `outer` leading
+// indices, the n members' blocks of `block` bytes one after another: the same bytes either way.
+// Piece k copies its range of the output bytes into every distinct output.
+Work all_gather_work(int64_t outer, int64_t block, int n, int me) {
+  const int64_t row = block * n, total = outer * row;
+  auto copy = [=](const Ins& ins, const Outs& dsts, int64_t b, int64_t e) {
+    const bool may_stream = outputs_exceed_cache(int64_t(dsts.size()) * total);
     bool streamed = false;
     for (int64_t pos = b; pos < e;) {
       const int64_t o = pos / row, j = (pos % row) / block, off = pos % block;
@@ -467,6 +490,13 @@ auto all_gather_work(int64_t outer, int64_t block, int me) {
     }
     if (streamed) stream_fence();
   };
+  const int64_t pieces = piece_count(total, (total + 63) / 64, n);
+  return {pieces,
+          [=](const Ins& ins, const Outs& outs, int64_t k) {
+            auto [b, e] = share(total, int(k), int(pieces), 64);
+            copy(ins, distinct(outs), b, e);
+          },
+          [=](const Ins& ins, const Outs& outs) { copy(ins, {outs[me]}, 0, total); }};
 }
 
 void check_reducible(const char* api, DType dtype) {
@@ -507,9 +537,8 @@ struct Communicator::State {
   // set, `out` is ignored: the output of `out_bytes` is allocated here and handed back through
   // `result`, one buffer for the whole group unless the inputs are staged (then each member
   // writes a buffer of its own).
-  template <class Work>
   void run(const Params& p, std::span<const int> group, int me, const void* in, void* out,
-           Work&& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0);
+           const Work& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0);
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
@@ -558,9 +587,8 @@ std::string Communicator::State::missing_message(const Op& op, const Channel& ch
   return head + " waiting for devices " + id_list(waiting) + "; arrived: " + id_list(arrived);
 }
 
-template <class Work>
 void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
-                              void* out, Work&& work, std::shared_ptr<Buffer>* result,
+                              void* out, const Work& work, std::shared_ptr<Buffer>* result,
                               size_t out_bytes) {
   const char* api = p.api.c_str();
   validate_group(api, group, me);
@@ -573,9 +601,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     out = (*result)->data();
   }
   if (n == 1) {
-    std::vector<const Byte*> ins = {static_cast<const Byte*>(in)};
-    std::vector<Byte*> outs = {static_cast<Byte*>(out)};
-    work(ins, outs, /*own_output_only=*/true);
+    if (work.own) work.own({static_cast<const Byte*>(in)}, {static_cast<Byte*>(out)});
     return;
   }
   Member mine{in, out, nullptr, p};
@@ -647,35 +673,46 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     lock.unlock();
   }
 
-  // Everyone arrived and agrees: the published pointers stay valid until the done-wait below
+  // Everyone arrived and agrees: the published buffers stay valid until every piece is done
   // (staged inputs live as long as the Op).
-  if (p.kind != Kind::barrier) {
-    std::vector<const Byte*> ins(static_cast<size_t>(n));
-    std::vector<Byte*> outs(static_cast<size_t>(n));
-    for (int j = 0; j < n; ++j) {
-      const Member& m = op->members[j];
-      ins[j] = staged ? m.staged.get() : static_cast<const Byte*>(m.in);
-      outs[j] = static_cast<Byte*>(share_out ? op->shared_out->data() : m.out);
-    }
-    if (share_out) *result = op->shared_out;
-    work(ins, outs, /*own_output_only=*/staged);
+  std::vector<const Byte*> ins(static_cast<size_t>(n));
+  std::vector<Byte*> outs(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    const Member& m = op->members[j];
+    ins[j] = staged ? m.staged.get() : static_cast<const Byte*>(m.in);
+    outs[j] = static_cast<Byte*>(share_out ? op->shared_out->data() : m.out);
   }
-  // Unless the inputs were staged, a member's buffers must stay valid until every member is
-  // done with them. The last one done takes the lock before notifying, so a waiter that saw
-  // `done < n` under the lock is asleep by then and gets the wakeup.
-  const bool wait_for_readers = p.kind != Kind::barrier && !staged;
-  const bool last_done =
-      wait_for_readers && op->done.fetch_add(1, std::memory_order_acq_rel) + 1 == n;
-  if (wait_for_readers && !last_done) {
-    cpu::poll_until([&] { return op->done.load(std::memory_order_acquire) == n; }, poll);
+  if (share_out) *result = op->shared_out;
+  if (staged) {
+    work.own(ins, outs);
     lock.lock();
-    ch.cv.wait(lock, [&] { return op->done.load(std::memory_order_relaxed) == n; });
+    if (++op->departed == n) ch.ops.erase(seq);
+    return;
+  }
+  // Claim pieces until none are left; then wait until every claimed piece is finished, after
+  // which nobody reads the inputs or writes the outputs any more. The member that finishes the
+  // last piece takes the lock before notifying, so a waiter that saw unfinished pieces under
+  // the lock is asleep by then and gets the wakeup.
+  int64_t done_here = 0;
+  for (int64_t k; (k = op->next_piece.fetch_add(1, std::memory_order_relaxed)) < work.pieces;
+       ++done_here)
+    work.piece(ins, outs, k);
+  const bool finished_last =
+      done_here > 0 && op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here ==
+                           work.pieces;
+  auto all_finished = [&] {
+    return op->finished.load(std::memory_order_acquire) == work.pieces;
+  };
+  if (!finished_last && !all_finished()) {
+    cpu::poll_until(all_finished, poll);
+    lock.lock();
+    ch.cv.wait(lock, all_finished);
   } else {
     lock.lock();
   }
   if (++op->departed == n) ch.ops.erase(seq);
   lock.unlock();
-  if (last_done) ch.cv.notify_all();
+  if (finished_last) ch.cv.notify_all();
 }
 
 Communicator::Communicator(std::vector<int> device_ids, std::chrono::milliseconds timeout)
@@ -717,7 +754,8 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
                               DType dtype, const Shape& shape, const void* in, void* out) {
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}};
-  state_->run(p, group, me, in, out, all_reduce_work(op, dtype, shape.size(), me));
+  state_->run(p, group, me, in, out,
+              all_reduce_work(op, dtype, shape.size(), int(group.size()), me));
 }
 
 std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api,
@@ -727,7 +765,8 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api,
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
   std::shared_ptr<Buffer> result;
-  state_->run(p, group, me, in, nullptr, all_reduce_work(op, dtype, shape.size(), me), &result,
+  state_->run(p, group, me, in, nullptr,
+              all_reduce_work(op, dtype, shape.size(), int(group.size()), me), &result,
               size_t(shape.size() * itemsize(dtype)));
   return result;
 }
@@ -738,7 +777,8 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
   Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}};
   const int64_t item = itemsize(dtype);
   state_->run(p, group, me, in, out,
-              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, me));
+              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item,
+                              int(group.size()), me));
 }
 
 std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api,
@@ -750,7 +790,8 @@ std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api,
   const int64_t item = itemsize(dtype);
   std::shared_ptr<Buffer> result;
   state_->run(p, group, me, in, nullptr,
-              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, me),
+              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item,
+                              int(group.size()), me),
               &result, size_t(shape.size() * item) * group.size());
   return result;
 }
@@ -768,14 +809,31 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   Params p{Kind::reduce_scatter, api, op, dtype, shape, dim, 0, false, {}};
   const int64_t outer = prod(shape, 0, dim);
   const int64_t inner = prod(shape, dim + 1, shape.ndim());
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
-    const int64_t row = shape[dim] * inner, chunk = row / int64_t(ins.size());
-    std::vector<Byte*> mine{outs[me]};
-    const bool may_stream = outputs_exceed_cache(shape.size() * itemsize(dtype));
-    for (int64_t o = 0; o < outer; ++o)
-      reduce_range(op, dtype, ins, o * row + me * chunk, o * row + (me + 1) * chunk, mine,
-                   o * chunk, may_stream);
-  });
+  // Member j's output is, for each of `outer` leading indices, the j-th of n chunks of a row of
+  // the sum. Its elements, member after member, are the units the pieces split.
+  const int64_t row = n > 0 ? shape[dim] * inner : 0, chunk = n > 0 ? row / n : 0;
+  const int64_t per_member = outer * chunk, item = itemsize(dtype);
+  const bool may_stream = outputs_exceed_cache(shape.size() * item);
+  auto reduce_units = [=](const Ins& ins, const Outs& outs, int64_t b, int64_t e) {
+    for (int64_t u = b; u < e;) {
+      const int64_t j = u / per_member, o = (u % per_member) / chunk, off = u % chunk;
+      const int64_t len = std::min(chunk - off, e - u);
+      const int64_t from = o * row + j * chunk + off;
+      reduce_range(op, dtype, ins, from, from + len, {outs[j]}, o * chunk + off, may_stream);
+      u += len;
+    }
+  };
+  const int64_t align = std::max<int64_t>(1, 64 / item), total = n * per_member;
+  const int64_t pieces = piece_count(total * item, (total + align - 1) / align, n);
+  state_->run(p, group, me, in, out,
+              Work{pieces,
+                   [=](const Ins& ins, const Outs& outs, int64_t k) {
+                     auto [b, e] = share(total, int(k), int(pieces), align);
+                     reduce_units(ins, outs, b, e);
+                   },
+                   [=](const Ins& ins, const Outs& outs) {
+                     reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
+                   }});
 }
 
 void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
@@ -792,21 +850,26 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
                      " is not divisible by the axis size " + std::to_string(n));
   Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false, {}};
   const int64_t item = itemsize(dtype);
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
-    const int64_t m = int64_t(ins.size());
-    // Member `me` fills its own output: chunk `me` of every member's input, in member order.
-    std::vector<int64_t> chunk = shape.dims();
-    chunk[split_axis] /= m;
-    std::vector<int64_t> out_dims = chunk;
-    out_dims[concat_axis] *= m;
-    const auto src_strides = byte_strides(shape.dims(), item);
-    const auto dst_strides = byte_strides(out_dims, item);
-    const bool may_stream = outputs_exceed_cache(m * shape.size() * item);
-    for (int64_t j = 0; j < m; ++j)
-      copy_block(ins[j] + me * chunk[split_axis] * src_strides[split_axis], src_strides,
-                 outs[me] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
-                 item, may_stream);
-  });
+  // Member i's output is chunk i of every member's input, in member order: piece i·n + j
+  // copies chunk i of member j's input into member i's output.
+  std::vector<int64_t> chunk = shape.dims();
+  if (n > 0) chunk[split_axis] /= n;
+  std::vector<int64_t> out_dims = chunk;
+  out_dims[concat_axis] *= n;
+  const auto src_strides = byte_strides(shape.dims(), item);
+  const auto dst_strides = byte_strides(out_dims, item);
+  const bool may_stream = outputs_exceed_cache(n * shape.size() * item);
+  auto copy = [=](const Ins& ins, const Outs& outs, int64_t i, int64_t j) {
+    copy_block(ins[j] + i * chunk[split_axis] * src_strides[split_axis], src_strides,
+               outs[i] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
+               item, may_stream);
+  };
+  state_->run(p, group, me, in, out,
+              Work{int64_t(n) * n,
+                   [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
+                   [=](const Ins& ins, const Outs& outs) {
+                     for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
+                   }});
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,
@@ -826,21 +889,25 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
     src_seen[s] = dst_seen[d] = true;
   }
   const size_t bytes = size_t(shape.size() * itemsize(dtype));
-  state_->run(p, group, me, in, out, [&](const auto& ins, const auto& outs, bool) {
-    for (auto [s, d] : perm)
-      if (d == me) {
-        if (outs[me] != ins[s]) std::memcpy(outs[me], ins[s], bytes);
-        return;
-      }
-    std::memset(outs[me], 0, bytes);
-  });
+  std::vector<int> source(size_t(std::max(n, 0)), -1);
+  for (auto [s, d] : perm) source[size_t(d)] = s;
+  // Piece i fills member i's output.
+  auto fill = [=](const Ins& ins, const Outs& outs, int64_t i) {
+    const int s = source[size_t(i)];
+    if (s < 0)
+      std::memset(outs[i], 0, bytes);
+    else if (outs[i] != ins[s])
+      std::memcpy(outs[i], ins[s], bytes);
+  };
+  state_->run(p, group, me, in, out,
+              Work{n, fill, [=](const Ins& ins, const Outs& outs) { fill(ins, outs, me); }});
 }
 
 void Communicator::barrier(const char* api, std::span<const int> group, int me) {
   Params p;
   p.kind = Kind::barrier;
   p.api = api;
-  state_->run(p, group, me, nullptr, nullptr, [](const auto&, const auto&, bool) {});
+  state_->run(p, group, me, nullptr, nullptr, Work{});
 }
 
 }  // namespace spmd::runtime

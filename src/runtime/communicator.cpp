@@ -1,8 +1,8 @@
 // In-process collectives: a rendezvous over shared memory between the device threads of a launch.
 // Each collective is an Op record on the channel of its group; members publish their buffers in
-// it (small inputs as copies), wait until all arrived, do their share of the copying or reducing
-// straight from their peers' buffers, and, unless the inputs were copied, wait again until every
-// member is done reading.
+// it (small inputs as copies) and wait until all arrived. With copied inputs each member then
+// computes its own output; otherwise the members claim pieces of the copying or reducing, done
+// straight from their peers' buffers, and wait until every piece is finished.
 #include "runtime/communicator.h"
 
 #include "backends/cpu/clones.h"

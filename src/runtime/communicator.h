@@ -1,7 +1,7 @@
 // In-process collectives between the devices of one launch: a rendezvous over shared memory.
-// Each participant publishes its buffers, waits on a condition variable until its group has
-// arrived, reads its peers' buffers directly (each member does an equal share of a reduction),
-// and waits again until every member is done reading before returning. Small inputs (64 KiB or
+// Each participant publishes its buffers and waits on a condition variable until its group has
+// arrived; the members then claim pieces of the work (reading their peers' buffers directly and
+// writing any member's output) until none are left, and return once every piece is finished. Small inputs (64 KiB or
 // less) are copied into the collective on arrival instead, so one rendezvous suffices. When the
 // launch has no more devices than cores, a member polls for up to 50 µs before it sleeps (a
 // wakeup on a sleeping core costs more than a small collective); otherwise nothing polls.

@@ -17,20 +17,25 @@
 
 namespace spmd {
 
-// in_specs / out_specs: one PartitionSpec for everything, or one per positional argument (per
-// top-level element of the result), each applying to every leaf below it.
-class SpecList {
+// in_specs / out_specs: a tree prefix of the arguments (of the result), as JAX takes them. A
+// PartitionSpec applies to every leaf below it; a braced list has one entry per element of a
+// tuple, pair, vector or array, per field of a record (in declaration order) or per key of a map
+// (in sorted order), nested as deep as the value: {P("x"), {P(), P("y")}}. The arguments form a
+// tuple, so in_specs is one spec for all of them or a list with one entry per argument.
+class SpecTree {
  public:
-  SpecList(PartitionSpec one) : specs_{std::move(one)}, single_(true) {}
-  SpecList(std::initializer_list<PartitionSpec> specs) : specs_(specs) {}
-  SpecList(std::vector<PartitionSpec> specs) : specs_(std::move(specs)) {}
-  const std::vector<PartitionSpec>& specs() const { return specs_; }
-  // A single spec not written as a list: it applies to all arguments (outputs).
-  bool single() const { return single_; }
+  SpecTree(PartitionSpec spec) : spec_(std::move(spec)) {}
+  SpecTree(std::initializer_list<SpecTree> children) : children_(children) {}
+  SpecTree(std::vector<SpecTree> children) : children_(std::move(children)) {}
+  SpecTree(const std::vector<PartitionSpec>& specs) : children_(specs.begin(), specs.end()) {}
+  // A single spec, not a list.
+  bool is_spec() const { return spec_.has_value(); }
+  const PartitionSpec& spec() const { return *spec_; }
+  const std::vector<SpecTree>& children() const { return children_; }
 
  private:
-  std::vector<PartitionSpec> specs_;
-  bool single_ = false;
+  std::optional<PartitionSpec> spec_;
+  std::vector<SpecTree> children_;
 };
 
 struct ShardMapOptions {
@@ -61,8 +66,8 @@ std::shared_ptr<ShardMapCache> new_shard_map_cache();
 
 struct ShardMapCall {
   Mesh mesh;
-  std::vector<PartitionSpec> in_specs;  // one per leaf
-  SpecList out_specs;
+  SpecTree in_specs;   // a prefix of *in_def, or without in_def one spec per leaf
+  SpecTree out_specs;  // a prefix of the result's tree, or without it one spec per result
   ShardMapOptions options;
   std::shared_ptr<ShardMapCache> cache = nullptr;  // null: trace on every call
   const TreeDef* in_def = nullptr;                 // the arguments' structure (cache key)
@@ -83,28 +88,15 @@ std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const 
 }  // namespace transform_detail
 
 template <class F>
-auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
+auto shard_map(F f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                ShardMapOptions options = {}) {
   auto cache = transform_detail::new_shard_map_cache();
   return [f, mesh, in_specs, out_specs, options, cache](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
-    constexpr size_t n = sizeof...(args);
-    if (!in_specs.single() && in_specs.specs().size() != n)
-      throw ValueError("[shard_map] in_specs has " + std::to_string(in_specs.specs().size()) +
-                       " entries but the function '" + options.name + "' was given " +
-                       std::to_string(n) + " positional arguments");
-    std::vector<PartitionSpec> leaf_specs;
-    size_t i = 0;
-    auto add = [&](const auto& arg) {
-      const PartitionSpec& s = in_specs.specs()[in_specs.single() ? 0 : i++];
-      for (size_t k = 0, m = tree_leaves(arg).size(); k < m; ++k) leaf_specs.push_back(s);
-    };
-    (add(args), ...);
     auto [leaves, def] = tree_flatten(std::make_tuple(args...));
     auto out_def = std::make_shared<TreeDef>();
     auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
-    transform_detail::ShardMapCall call{mesh, std::move(leaf_specs), out_specs, options, cache,
-                                        &def};
+    transform_detail::ShardMapCall call{mesh, in_specs, out_specs, options, cache, &def};
     std::vector<Array> outs = transform_detail::shard_map(fn, leaves, call, out_def);
     return tree_unflatten<R>(*out_def, outs);
   };

@@ -109,19 +109,138 @@ std::string bullets(std::vector<std::string> msgs) {
   return out;
 }
 
+// The spec of one Array leaf, with the key paths JAX's errors name: the spec's place in the spec
+// tree and the leaf's place in the value ("[1]['w']", "" for the root).
+struct LeafSpec {
+  PartitionSpec spec;
+  std::string spec_key;
+  std::string leaf_key;
+};
+
+std::string node_kind(const TreeDef& t) {
+  switch (t.kind()) {
+    case TreeDef::Kind::leaf:
+      return "Array";
+    case TreeDef::Kind::static_leaf:
+      return "static value";
+    case TreeDef::Kind::none:
+      return "None";
+    case TreeDef::Kind::list:
+      return "list";
+    case TreeDef::Kind::tuple:
+      return "tuple";
+    case TreeDef::Kind::dict:
+      return "dict";
+    case TreeDef::Kind::record:
+      return t.name();
+  }
+  return "";
+}
+
+// The key of child `i` of `t`, as JAX's keystr writes it.
+std::string child_key(const TreeDef& t, size_t i) {
+  switch (t.kind()) {
+    case TreeDef::Kind::dict:
+      return "['" + t.keys()[i] + "']";
+    case TreeDef::Kind::record:
+      return "." + t.keys()[i];
+    default:
+      return "[" + std::to_string(i) + "]";
+  }
+}
+
+// Gives every Array leaf of `value` the spec above it in `specs`, which must be a prefix of
+// `value` (JAX's broadcast_prefix, with its structure errors); `what` is "in_specs" or
+// "out_specs".
+void broadcast_specs(const SpecTree& specs, const TreeDef& value, const std::string& what,
+                     const std::string& spec_key, const std::string& leaf_key,
+                     std::vector<LeafSpec>& out) {
+  if (specs.is_spec()) {
+    std::vector<TreeDef> stack{value};
+    std::vector<std::string> keys{leaf_key};
+    // Depth first, children in order: the leaves' flattening order.
+    while (!stack.empty()) {
+      TreeDef t = stack.back();
+      std::string key = keys.back();
+      stack.pop_back();
+      keys.pop_back();
+      if (t.kind() == TreeDef::Kind::leaf) out.push_back({specs.spec(), spec_key, key});
+      std::vector<TreeDef> children = t.children();
+      for (size_t i = children.size(); i-- > 0;) {
+        stack.push_back(children[i]);
+        keys.push_back(key + child_key(t, i));
+      }
+    }
+    return;
+  }
+  const std::string where = "pytree structure error: different ";
+  const std::string path = "\n    shard_map " + what + spec_key +
+                           "\nAt that key path, the prefix "
+                           "pytree shard_map " +
+                           what + " has a subtree of type";
+  std::vector<TreeDef> children = value.children();
+  bool container = value.kind() == TreeDef::Kind::list || value.kind() == TreeDef::Kind::tuple ||
+                   value.kind() == TreeDef::Kind::dict || value.kind() == TreeDef::Kind::record;
+  if (!container)
+    throw ValueError("[shard_map] " + where + "types at key path" + path +
+                     "\n    tuple\nbut at the same key path the full pytree has a subtree of "
+                     "different type\n    " +
+                     node_kind(value) + ".");
+  if (children.size() != specs.children().size())
+    throw ValueError("[shard_map] " + where + "lengths of " + node_kind(value) + " at key path" +
+                     path + " " + node_kind(value) + " of length " +
+                     std::to_string(specs.children().size()) +
+                     ", but the full pytree has a subtree of the same type but of length " +
+                     std::to_string(children.size()) + ".");
+  for (size_t i = 0; i < children.size(); ++i)
+    broadcast_specs(specs.children()[i], children[i], what, spec_key + child_key(value, i),
+                    leaf_key + child_key(value, i), out);
+}
+
+// The leaves' specs: against the value's tree when it is known, else one spec for all `n`
+// leaves or one per leaf.
+std::vector<LeafSpec> leaf_specs(const SpecTree& specs, const TreeDef* value, size_t n,
+                                 const std::string& what) {
+  std::vector<LeafSpec> out;
+  if (value) {
+    broadcast_specs(specs, *value, what, "", "", out);
+    return out;
+  }
+  if (specs.is_spec()) {
+    for (size_t i = 0; i < n; ++i) out.push_back({specs.spec(), "", "[" + std::to_string(i) + "]"});
+    return out;
+  }
+  if (specs.children().size() != n)
+    throw ValueError("[shard_map] " + what + " has " + std::to_string(specs.children().size()) +
+                     " entries for " + std::to_string(n) + " values");
+  for (size_t i = 0; i < n; ++i) {
+    const SpecTree& c = specs.children()[i];
+    if (!c.is_spec())
+      throw ValueError("[shard_map] " + what + "[" + std::to_string(i) +
+                       "] is a list, but the value there is one Array");
+    out.push_back({c.spec(), "[" + std::to_string(i) + "]", "[" + std::to_string(i) + "]"});
+  }
+  return out;
+}
+
+std::vector<PartitionSpec> specs_of(const std::vector<LeafSpec>& leaves) {
+  std::vector<PartitionSpec> out;
+  for (const LeafSpec& l : leaves) out.push_back(l.spec);
+  return out;
+}
+
 // JAX's error for specs longer than their value's rank; `prefix` is "in" or "out".
-void check_spec_ranks(std::span<const AbstractValue> types, std::span<const PartitionSpec> specs,
-                      bool single, const std::string& fn, const std::string& prefix) {
+void check_spec_ranks(std::span<const AbstractValue> types, std::span<const LeafSpec> specs,
+                      const std::string& fn, const std::string& prefix) {
   std::vector<std::string> msgs;
   bool scalar = false;
   for (size_t i = 0; i < types.size(); ++i) {
-    int rank = types[i].shape.ndim(), len = specs[i].size();
+    const PartitionSpec& spec = specs[i].spec;
+    int rank = types[i].shape.ndim(), len = spec.size();
     if (len <= rank) continue;
     scalar = scalar || rank == 0;
-    std::string key = single ? "" : "[" + std::to_string(i) + "]";
-    std::string base =
-        prefix == "in" ? "the passed args[" + std::to_string(i) + "]" : fn + "(*args)" + key;
-    msgs.push_back("* " + prefix + "_specs" + key + " is " + specs[i].repr() +
+    std::string base = (prefix == "in" ? "the passed args" : fn + "(*args)") + specs[i].leaf_key;
+    msgs.push_back("* " + prefix + "_specs" + specs[i].spec_key + " is " + spec.repr() +
                    " which has length " + std::to_string(len) + ", but " + base + " has shape " +
                    type_short(types[i]) + ", which has rank " + std::to_string(rank) + " (and " +
                    std::to_string(rank) + " < " + std::to_string(len) + ")");
@@ -145,13 +264,14 @@ void check_spec_ranks(std::span<const AbstractValue> types, std::span<const Part
 }
 
 // JAX's error for operand dims that the mesh axes of their spec do not divide.
-void check_divisible(std::span<const AbstractValue> types, std::span<const PartitionSpec> specs,
-                     bool single, const Mesh& mesh, const std::string& fn) {
+void check_divisible(std::span<const AbstractValue> types, std::span<const LeafSpec> specs,
+                     const Mesh& mesh, const std::string& fn) {
   std::vector<std::string> msgs;
   for (size_t i = 0; i < types.size(); ++i) {
+    const PartitionSpec& spec = specs[i].spec;
     for (int d = 0; d < types[i].shape.ndim(); ++d) {
-      std::vector<std::string> names = specs[i].axes_of(d);
-      int64_t size = split_factor(mesh, specs[i], d), dim = types[i].shape[d];
+      std::vector<std::string> names = spec.axes_of(d);
+      int64_t size = split_factor(mesh, spec, d), dim = types[i].shape[d];
       if (names.empty() || dim % size == 0) continue;
       std::string axis;
       if (names.size() > 1) {
@@ -161,11 +281,10 @@ void check_divisible(std::span<const AbstractValue> types, std::span<const Parti
       } else {
         axis = "axis '" + names[0] + "'";
       }
-      std::string key = single ? "" : "[" + std::to_string(i) + "]";
-      msgs.push_back("* the passed args[" + std::to_string(i) + "] of shape " +
-                     type_short(types[i]) + " corresponds to in_specs" + key + " of value " +
-                     specs[i].repr() + ", which maps array axis " + std::to_string(d) +
-                     " (of size " + std::to_string(dim) + ") to mesh " + axis + " (of " +
+      msgs.push_back("* the passed args" + specs[i].leaf_key + " of shape " + type_short(types[i]) +
+                     " corresponds to in_specs" + specs[i].spec_key + " of value " + spec.repr() +
+                     ", which maps array axis " + std::to_string(d) + " (of size " +
+                     std::to_string(dim) + ") to mesh " + axis + " (of " +
                      (names.size() > 1 ? "total " : "") + "size " + std::to_string(size) +
                      "), but " + std::to_string(size) + " does not evenly divide " +
                      std::to_string(dim));
@@ -697,43 +816,27 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   const std::string& name = call.options.name;
   std::vector<AbstractValue> types;
   for (const Array& x : leaves) types.push_back(aval_of(x));
-  for (const PartitionSpec& spec : call.in_specs) spec.check(mesh, "shard_map");
-  const bool single_in = call.in_specs.size() == 1;
-  check_spec_ranks(types, call.in_specs, single_in, name, "in");
-  check_divisible(types, call.in_specs, single_in, mesh, name);
+  std::vector<LeafSpec> in = leaf_specs(call.in_specs, call.in_def, leaves.size(), "in_specs");
+  for (const LeafSpec& l : in) l.spec.check(mesh, "shard_map");
+  check_spec_ranks(types, in, name, "in");
+  check_divisible(types, in, mesh, name);
   std::vector<AbstractValue> block_types;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    block_types.push_back(block_type(types[i], call.in_specs[i], mesh));
-    if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, call.in_specs[i]);
+    block_types.push_back(block_type(types[i], in[i].spec, mesh));
+    if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, in[i].spec);
   }
 
   auto info = std::make_shared<ShardMapInfo>();
   info->mesh = mesh;
   info->check_vma = call.options.check_vma;
   info->name = name;
-  info->in_specs = call.in_specs;
-  // out_specs: one spec for all results, or one per top-level element of the result; known once
-  // the function has returned (its result structure is in *out_def then).
+  info->in_specs = specs_of(in);
+  // The results' specs are known once the function has returned (its result structure is in
+  // *out_def then).
+  std::vector<LeafSpec> out;
   auto assign_out_specs = [&](size_t n_out) {
-    const auto& specs = call.out_specs.specs();
-    info->out_specs.clear();
-    if (call.out_specs.single()) {
-      info->out_specs.assign(n_out, specs[0]);
-    } else if (!out_def) {
-      // A flat list: one spec per result.
-      if (specs.size() != n_out)
-        throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
-                         " entries for " + std::to_string(n_out) + " results");
-      info->out_specs = specs;
-    } else {
-      std::vector<TreeDef> children = out_def->children();
-      if (children.size() != specs.size())
-        throw ValueError("[shard_map] out_specs has " + std::to_string(specs.size()) +
-                         " entries but the function '" + name + "' returned " +
-                         std::to_string(children.size()) + " values");
-      for (size_t c = 0; c < children.size(); ++c)
-        for (int k = 0; k < children[c].num_leaves(); ++k) info->out_specs.push_back(specs[c]);
-    }
+    out = leaf_specs(call.out_specs, out_def ? out_def.get() : nullptr, n_out, "out_specs");
+    info->out_specs = specs_of(out);
   };
   // With check_vma, a result that does not vary over an axis its out_spec splits is cast to
   // varying there (JAX's pvary at the body's end), so its cotangent is summed over that axis.
@@ -742,9 +845,8 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
     assign_out_specs(outs.size());
     if (!call.options.check_vma) return outs;
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (k >= info->out_specs.size()) break;
       std::vector<std::string> missing =
-          vma_minus(spec_axes(mesh, info->out_specs[k]), aval_of(outs[k]).vma);
+          vma_minus(spec_axes(mesh, out[k].spec), aval_of(outs[k]).vma);
       if (!missing.empty()) outs[k] = pvary(outs[k], AxisNames(missing, true));
     }
     return outs;
@@ -754,16 +856,15 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   std::vector<AbstractValue> out_types;
   for (const Atom& a : traced.outputs)
     out_types.push_back(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)]);
-  for (const PartitionSpec& spec : info->out_specs) spec.check(mesh, "shard_map");
-  check_spec_ranks(out_types, info->out_specs, call.out_specs.single() && n_out == 1, name, "out");
+  for (const LeafSpec& l : out) l.spec.check(mesh, "shard_map");
+  check_spec_ranks(out_types, out, name, "out");
   std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {
     const AbstractValue& t = out_types[k];
     if (!info->check_vma) continue;
-    std::vector<std::string> allowed = spec_axes(mesh, info->out_specs[k]);
+    std::vector<std::string> allowed = spec_axes(mesh, out[k].spec);
     if (vma_minus(t.vma, allowed).empty()) continue;
-    std::string key = call.out_specs.single() && n_out == 1 ? "" : "[" + std::to_string(k) + "]";
-    failures.push_back(replication_failure(mesh, info->out_specs[k], key, t.vma));
+    failures.push_back(replication_failure(mesh, out[k].spec, out[k].spec_key, t.vma));
   }
   if (!failures.empty()) throw ShardingError(replication_error(mesh, name, failures));
   return prepare_shard_map(traced, info);
@@ -808,7 +909,7 @@ void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
   }
   std::optional<SpreadLayout> layout = spread_layout(probe, outer, fn);
   if (!layout) return;
-  ShardMapCall call{layout->mesh, layout->in_specs, SpecList(layout->out_specs),
+  ShardMapCall call{layout->mesh, layout->in_specs, layout->out_specs,
                     ShardMapOptions{.check_vma = false, .name = name}};
   PreparedShardMap spread = trace_shard_map(layout->body, operands, call, nullptr);
   for (const Array& c : spread.consts)
@@ -916,7 +1017,7 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     std::vector<PartitionSpec> out_specs;
     for (const Axis& a : out_axes) out_specs.push_back(a.dim ? P(axis) : P());
     ShardMapCall sm{mesh, in_specs,
-                    out_axes.size() == 1 ? SpecList(out_specs[0]) : SpecList(out_specs),
+                    out_axes.size() == 1 ? SpecTree(out_specs[0]) : SpecTree(out_specs),
                     ShardMapOptions{.check_vma = false, .name = o.name}};
     PreparedShardMap prepared;
     {

@@ -130,11 +130,11 @@ void register_vma_rules(PrimitiveRegistry& r) {
   r.at("pbroadcast").vma_rule = [](std::span<const AbstractValue> in, const Params& p) {
     std::vector<std::string> names = read_names(p);
     if (!vma_minus(typed(names), in[0].vma).empty())
-      throw ValueError("[pbroadcast] Collective pbroadcast must be applied to a device-varying "
-                       "type, but got " +
-                       frozenset_repr(in[0].vma) + " for collective acting over axis name " +
-                       tuple_repr(names) +
-                       ". To skip the check, pass `.check_vma = false` to `sp::shard_map`.");
+      throw ValueError(
+          "[pbroadcast] Collective pbroadcast must be applied to a device-varying "
+          "type, but got " +
+          frozenset_repr(in[0].vma) + " for collective acting over axis name " + tuple_repr(names) +
+          ". To skip the check, pass `.check_vma = false` to `sp::shard_map`.");
     return in[0].vma;
   };
   r.at("axis_index").vma_rule = [](std::span<const AbstractValue>, const Params& p) {

@@ -60,81 +60,73 @@ const std::vector<std::string> kEqualGroups = {"pairs", "strided", "halves", "st
                                                "unordered8"};
 
 TEST(PmapCollectiveGroups, PmeanAveragesWithinEachGroupAsJax) {
-  expect_pmap_matches_jax(
-      "pmean",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmean(v, "i", {.axis_index_groups = g});
-      },
-      kEqualGroups, {"float32"});
+  expect_pmap_matches_jax("pmean",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmean(v, "i", {.axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32"});
 }
 
 TEST(PmapCollectiveGroups, PmaxAndPminReduceWithinEachGroupAsJax) {
-  expect_pmap_matches_jax(
-      "pmax",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmax(v, "i", {.axis_index_groups = g});
-      },
-      kEqualGroups, {"float32", "int32"});
-  expect_pmap_matches_jax(
-      "pmin",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmin(v, "i", {.axis_index_groups = g});
-      },
-      kEqualGroups, {"float32", "int32"});
+  expect_pmap_matches_jax("pmax",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmax(v, "i", {.axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32", "int32"});
+  expect_pmap_matches_jax("pmin",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmin(v, "i", {.axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32", "int32"});
 }
 
 // Groups of different sizes: JAX reduces within each; pmean divides by the first group's size
 // (its psum(1) with groups), so the three-member group's "mean" here is its sum.
 TEST(PmapCollectiveGroups, UnevenGroupsReduceAsJax) {
-  expect_pmap_matches_jax(
-      "pmean",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmean(v, "i", {.axis_index_groups = g});
-      },
-      {"uneven"}, {"float32"});
-  expect_pmap_matches_jax(
-      "pmax",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmax(v, "i", {.axis_index_groups = g});
-      },
-      {"uneven"}, {"float32", "int32"});
-  expect_pmap_matches_jax(
-      "pmin",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::pmin(v, "i", {.axis_index_groups = g});
-      },
-      {"uneven"}, {"float32", "int32"});
+  expect_pmap_matches_jax("pmean",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmean(v, "i", {.axis_index_groups = g});
+                          },
+                          {"uneven"}, {"float32"});
+  expect_pmap_matches_jax("pmax",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmax(v, "i", {.axis_index_groups = g});
+                          },
+                          {"uneven"}, {"float32", "int32"});
+  expect_pmap_matches_jax("pmin",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::pmin(v, "i", {.axis_index_groups = g});
+                          },
+                          {"uneven"}, {"float32", "int32"});
 }
 
 TEST(PmapCollectiveGroups, PsumScatterGivesEachMemberItsPieceOfTheGroupSumAsJax) {
-  expect_pmap_matches_jax(
-      "psum_scatter",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::psum_scatter(v, "i", {.axis_index_groups = g});
-      },
-      kEqualGroups, {"float32", "int32"});
-  expect_pmap_matches_jax(
-      "psum_scatter_tiled_dim1",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::psum_scatter(v, "i",
+  expect_pmap_matches_jax("psum_scatter",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::psum_scatter(v, "i", {.axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32", "int32"});
+  expect_pmap_matches_jax("psum_scatter_tiled_dim1",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::psum_scatter(
+                                v, "i",
                                 {.scatter_dimension = 1, .tiled = true, .axis_index_groups = g});
-      },
-      kEqualGroups, {"float32"});
+                          },
+                          kEqualGroups, {"float32"});
 }
 
 TEST(PmapCollectiveGroups, AllToAllExchangesWithinEachGroupAsJax) {
-  expect_pmap_matches_jax(
-      "all_to_all",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::all_to_all(v, "i", 0, 1, {.axis_index_groups = g});
-      },
-      kEqualGroups, {"float32", "int32"});
-  expect_pmap_matches_jax(
-      "all_to_all_tiled",
-      [](const Array& v, const AxisIndexGroups& g) {
-        return sp::all_to_all(v, "i", 1, 0, {.tiled = true, .axis_index_groups = g});
-      },
-      kEqualGroups, {"float32"});
+  expect_pmap_matches_jax("all_to_all",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::all_to_all(v, "i", 0, 1, {.axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32", "int32"});
+  expect_pmap_matches_jax("all_to_all_tiled",
+                          [](const Array& v, const AxisIndexGroups& g) {
+                            return sp::all_to_all(v, "i", 1, 0,
+                                                  {.tiled = true, .axis_index_groups = g});
+                          },
+                          kEqualGroups, {"float32"});
 }
 
 // With groups of different sizes JAX's all_gather and psum_scatter fail in lowering ("Invalid

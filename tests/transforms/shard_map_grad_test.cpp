@@ -293,7 +293,9 @@ GradCase more_case(std::string name, std::vector<sp::PartitionSpec> in_specs,
 const std::vector<GradCase>& more_collective_cases() {
   static const std::vector<GradCase> cases = {
       more_case("xy_pshuffle_x", {P("x", "y")}, P("x", "y"),
-                [](const Args& v) { return v[0] * sp::pshuffle(sp::sin(v[0]), "x", {2, 0, 3, 1}); }),
+                [](const Args& v) {
+                  return v[0] * sp::pshuffle(sp::sin(v[0]), "x", {2, 0, 3, 1});
+                }),
       more_case("xy_pshuffle_xy", {P("x", "y")}, P(sp::axes("x", "y")),
                 [](const Args& v) {
                   return sp::pshuffle(v[0], sp::axes("x", "y"), {3, 1, 4, 0, 5, 7, 6, 2});

@@ -39,10 +39,18 @@ Params reduce_params(const AxisNames& name, const std::optional<AxisIndexGroups>
   return Params{{"axes", axes_param(axes)}, {"axis_index_groups", groups_param(groups)}};
 }
 
+// Inside shard_map with check_vma a reduction's operand must vary over every reduced axis; JAX
+// casts it first (insert_collective_pvary), so its jaxpr shows the pvary.
+Array varying_over(const Array& x, const AxisNames& name) {
+  if (!typed_axes(name.names())) return x;
+  std::vector<std::string> missing = vma_minus(name.names(), aval_of(x).vma);
+  return missing.empty() ? x : pvary(x, AxisNames(missing, true));
+}
+
 Array reduce(const char* prim, const Array& x, const AxisNames& name,
              const std::optional<AxisIndexGroups>& groups) {
   validate_groups(groups, prim);
-  return ops::apply(prim, {x}, reduce_params(name, groups));
+  return ops::apply(prim, {varying_over(x, name)}, reduce_params(name, groups));
 }
 
 }  // namespace
@@ -62,9 +70,7 @@ Array psum(const Array& x, const AxisNames& name, const ReduceOptions& options) 
     // every summed axis (JAX's bind_psum_invariant).
     if (options.axis_index_groups)
       throw NotImplementedError("[psum] axis_index_groups inside shard_map with check_vma");
-    std::vector<std::string> missing = vma_minus(name.names(), aval_of(v).vma);
-    if (!missing.empty()) v = pvary(v, AxisNames(missing, true));
-    return ops::apply("psum_invariant", {v}, Params{{"axes", name.names()}});
+    return ops::apply("psum_invariant", {varying_over(v, name)}, Params{{"axes", name.names()}});
   }
   return ops::apply("psum", {v}, reduce_params(name, options.axis_index_groups));
 }

@@ -195,6 +195,16 @@ int64_t group_size(const std::optional<AxisIndexGroups>& groups, int64_t axis_si
   return int64_t((*groups)[0].size());
 }
 
+// all_gather, psum_scatter and all_to_all stack or split by the group size, so JAX requires that
+// "all groups must be the same size" (its lowering fails on others, or splits by the first's).
+void check_equal_groups(const std::optional<AxisIndexGroups>& groups, const char* api) {
+  if (!groups) return;
+  for (const auto& g : *groups)
+    if (g.size() != (*groups)[0].size())
+      throw ValueError(prefix(api) + "axis_index_groups must all be the same size, got " +
+                       int_tuples(*groups));
+}
+
 int checked_dim(int64_t d, int ndim, const char* api) {
   if (d < 0 || d >= ndim)
     throw AxisError(prefix(api) + "axis " + std::to_string(d) +
@@ -237,6 +247,7 @@ std::vector<AbstractValue> all_gather_shape(std::span<const AbstractValue> in, c
   const AbstractValue& x = in[0];
   std::vector<std::string> names = read_names(p);
   for (const auto& n : names) axis_size_of(n, "all_gather");
+  check_equal_groups(read_groups(p), "all_gather");
   const int64_t n = p.get_int("axis_size");
   const bool tiled = p.get<bool>("tiled");
   int d = checked_dim(p.get_int("all_gather_dimension"), x.shape.ndim() + (tiled ? 0 : 1),
@@ -253,6 +264,7 @@ std::vector<AbstractValue> reduce_scatter_shape(std::span<const AbstractValue> i
                                                 const Params& p) {
   const AbstractValue& x = in[0];
   for (const auto& n : read_names(p)) axis_size_of(n, "psum_scatter");
+  check_equal_groups(read_groups(p), "psum_scatter");
   const int64_t n = p.get_int("axis_size");
   int d = checked_dim(p.get_int("scatter_dimension"), x.shape.ndim(), "psum_scatter");
   std::vector<int64_t> dims = x.shape.dims();
@@ -278,6 +290,7 @@ std::vector<AbstractValue> all_to_all_shape(std::span<const AbstractValue> in, c
   const AbstractValue& x = in[0];
   std::vector<std::string> names = read_names(p);
   check_bound(names, "all_to_all");
+  check_equal_groups(read_groups(p), "all_to_all");
   const int64_t n = group_size(read_groups(p), axes_size(names, "all_to_all"), "all_to_all");
   int split = checked_dim(p.get_int("split_axis"), x.shape.ndim(), "all_to_all");
   int concat = checked_dim(p.get_int("concat_axis"), x.shape.ndim(), "all_to_all");

@@ -123,8 +123,20 @@ void register_vma_rules(PrimitiveRegistry& r) {
   for (const char* name : {"psum", "pmax", "pmin", "all_gather", "reduce_scatter", "all_to_all",
                            "ppermute", "pbroadcast", "axis_index"})
     r.at(name).device_dependent = true;
-  for (const char* name : {"all_gather", "reduce_scatter", "all_to_all", "ppermute", "pbroadcast"})
+  for (const char* name : {"all_gather", "reduce_scatter", "all_to_all", "ppermute"})
     r.at(name).vma_rule = varying_over_names;
+  // JAX types pbroadcast as ppermute (collective_vma_rule) but casts nothing first: its operand
+  // must already vary over the axes, and the result varies as the operand does.
+  r.at("pbroadcast").vma_rule = [](std::span<const AbstractValue> in, const Params& p) {
+    std::vector<std::string> names = read_names(p);
+    if (!vma_minus(typed(names), in[0].vma).empty())
+      throw ValueError(
+          "[pbroadcast] Collective pbroadcast must be applied to a device-varying "
+          "type, but got " +
+          frozenset_repr(in[0].vma) + " for collective acting over axis name " + tuple_repr(names) +
+          ". To skip the check, pass `.check_vma = false` to `sp::shard_map`.");
+    return in[0].vma;
+  };
   r.at("axis_index").vma_rule = [](std::span<const AbstractValue>, const Params& p) {
     return vma_union({}, typed(read_names(p)));
   };

@@ -97,6 +97,7 @@ TEST(CollectiveVmap, JaxprTextsMatchJax) {
       {"psum", [](const Array& v) { return sp::psum(v, "i"); }, {4, 2}},
       {"pmean", [](const Array& v) { return sp::pmean(v, "i"); }, {4, 2}},
       {"pmax", [](const Array& v) { return sp::pmax(v, "i"); }, {4, 2}},
+      {"pmin", [](const Array& v) { return sp::pmin(v, "i"); }, {4, 2}},
       {"psum_bool", [](const Array& v) { return sp::psum(v > 1.0, "i"); }, {4, 2}},
       {"all_gather", [](const Array& v) { return sp::all_gather(v, "i"); }, {4, 2}},
       {"all_gather_tiled",
@@ -139,6 +140,13 @@ TEST(CollectiveVmap, JaxprTextsInAxisEnvMatchJax) {
       {"env_ppermute", [](const Array& v) { return sp::ppermute(v, "i", shift(4, 1)); }, {2}},
       {"env_all_to_all", [](const Array& v) { return sp::all_to_all(v, "i", 0, 0); }, {4, 2}},
       {"env_axis_index", [](const Array& v) { return v + sp::axis_index("i"); }, {2}},
+      {"env_pmin", [](const Array& v) { return sp::pmin(v, "i"); }, {2}},
+      {"env_pmin_groups",
+       [](const Array& v) {
+         return sp::pmin(v, "i", {.axis_index_groups = sp::AxisIndexGroups{{0, 2}, {1, 3}}});
+       },
+       {2}},
+      {"env_pbroadcast", [](const Array& v) { return sp::pbroadcast(v, "i", 2); }, {2}},
   };
   sp::AxisEnvScope env({{"i", 4, "pmap"}});
   for (const auto& c : cases) {

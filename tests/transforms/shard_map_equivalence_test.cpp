@@ -7,10 +7,12 @@
 #include <spmd/shard_map.h>
 #include <spmd/spmd.h>
 
+#include "support/config_scope.h"
 #include "support/support.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -28,13 +30,16 @@ using spmd_test::arrays_equal;
 namespace {
 
 // Deterministic data: halves of small integers, so sums over up to eight devices are exact in
-// every float dtype (bfloat16 included) and the order of the reduction cannot matter.
+// every float dtype (bfloat16 included) and the order of the reduction cannot matter. Unsigned
+// types get 0…8 (eight of them sum to at most 64, within int8 and uint8), bool a random mix.
 sp::Array test_data(const sp::Shape& shape, sp::DType dtype, unsigned seed) {
   std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(-8, 8);
+  std::uniform_int_distribution<int> dist(sp::is_unsigned_integer(dtype) ? 0 : -8, 8);
   std::vector<float> values(size_t(shape.size()));
-  bool is_float = dtype == sp::float32 || dtype == sp::bfloat16 || dtype == sp::float16;
+  bool is_float = sp::is_floating(dtype);
   for (float& v : values) v = float(dist(gen)) * (is_float ? 0.5f : 1.0f);
+  if (sp::is_bool(dtype))
+    for (float& v : values) v = v > 0 ? 1.0f : 0.0f;
   return sp::array(values, shape).astype(dtype);
 }
 
@@ -309,19 +314,27 @@ namespace {
 // The expected result of instance i given every group member's block, in instance order.
 using Reference = std::function<sp::Array(const std::vector<sp::Array>& blocks, int64_t i)>;
 using Body = std::function<sp::Array(sp::Array, const sp::AxisNames&)>;
+// The free sizes of a block shape; a case decides which dims are multiples of the group size.
+using Sizes = std::array<int64_t, 3>;
 
 struct CollectiveCase {
   std::string name;
-  // The block shape each device starts from, given the group size n.
-  std::function<sp::Shape(int64_t n)> block_shape;
+  // The block shape each device starts from, given the group size n and free sizes.
+  std::function<sp::Shape(int64_t n, const Sizes& s)> block_shape;
   Body body;
   Reference reference;
-  bool integers = true;  // also run on int32 data (pmean of integers is a float)
+  bool integers = true;  // also run on int32 data in the fixed sweep (pmean of integers is a float)
+  bool booleans = true;  // accepts bool (JAX's reduce_scatter does not)
+  Sizes sizes = {2, 3, 2};  // the fixed sweep's free sizes
 };
 
+// psum sums bools as int32, as JAX does.
 sp::Array sum_of(const std::vector<sp::Array>& blocks) {
-  sp::Array s = blocks[0];
-  for (size_t j = 1; j < blocks.size(); ++j) s = s + blocks[j];
+  auto summable = [](const sp::Array& b) {
+    return sp::is_bool(b.dtype()) ? b.astype(sp::int32) : b;
+  };
+  sp::Array s = summable(blocks[0]);
+  for (size_t j = 1; j < blocks.size(); ++j) s = s + summable(blocks[j]);
   return s;
 }
 
@@ -331,23 +344,25 @@ sp::Array chunk(const sp::Array& x, int axis, int64_t i, int64_t n) {
 }
 
 std::vector<CollectiveCase> collective_cases() {
-  auto rows = [](int64_t r) { return [r](int64_t) { return sp::Shape{r, 3}; }; };
-  auto n_rows = [](int64_t r) { return [r](int64_t n) { return sp::Shape{r * n, 3}; }; };
+  // (s0, s1), and (s0 · n, s1) or (n, s1) for the collectives that split dim 0 among the group.
+  auto rows = [](int64_t, const Sizes& s) { return sp::Shape{s[0], s[1]}; };
+  auto n_rows = [](int64_t n, const Sizes& s) { return sp::Shape{s[0] * n, s[1]}; };
+  auto n_by = [](int64_t n, const Sizes& s) { return sp::Shape{n, s[1]}; };
   std::vector<CollectiveCase> cases;
-  cases.push_back({"psum", rows(2),
+  cases.push_back({"psum", rows,
                    [](sp::Array x, const sp::AxisNames& a) { return sp::psum(x, a); },
                    [](const auto& b, int64_t) { return sum_of(b); }});
-  cases.push_back({"pmean", rows(2),
+  cases.push_back({"pmean", rows,
                    [](sp::Array x, const sp::AxisNames& a) { return sp::pmean(x, a); },
                    [](const auto& b, int64_t) { return sum_of(b) / float(b.size()); }, false});
-  cases.push_back({"pmax", rows(2),
+  cases.push_back({"pmax", rows,
                    [](sp::Array x, const sp::AxisNames& a) { return sp::pmax(x, a); },
                    [](const auto& b, int64_t) {
                      sp::Array m = b[0];
                      for (const sp::Array& v : b) m = sp::maximum(m, v);
                      return m;
                    }});
-  cases.push_back({"pmin", rows(2),
+  cases.push_back({"pmin", rows,
                    [](sp::Array x, const sp::AxisNames& a) { return sp::pmin(x, a); },
                    [](const auto& b, int64_t) {
                      sp::Array m = b[0];
@@ -356,7 +371,7 @@ std::vector<CollectiveCase> collective_cases() {
                    }});
   for (int axis : {0, 1}) {
     for (bool tiled : {false, true}) {
-      cases.push_back({"all_gather axis=" + std::to_string(axis) + (tiled ? " tiled" : ""), rows(2),
+      cases.push_back({"all_gather axis=" + std::to_string(axis) + (tiled ? " tiled" : ""), rows,
                        [axis, tiled](sp::Array x, const sp::AxisNames& a) {
                          sp::Array g = sp::all_gather(x, a, {.axis = axis, .tiled = tiled});
                          // A leading gathered dim would put the instances on dim 0, which the
@@ -370,47 +385,52 @@ std::vector<CollectiveCase> collective_cases() {
     }
   }
   cases.push_back(
-      {"psum_scatter tiled", n_rows(2),
+      {"psum_scatter tiled", n_rows,
        [](sp::Array x, const sp::AxisNames& a) {
          return sp::psum_scatter(x, a, {.scatter_dimension = 0, .tiled = true});
        },
-       [](const auto& b, int64_t i) { return chunk(sum_of(b), 0, i, int64_t(b.size())); }});
+       [](const auto& b, int64_t i) { return chunk(sum_of(b), 0, i, int64_t(b.size())); }, true,
+       false});
   cases.push_back(
-      {"psum_scatter untiled", n_rows(1),
+      {"psum_scatter untiled", n_by,
        [](sp::Array x, const sp::AxisNames& a) {
-         return sp::psum_scatter(x, a).reshape({1, 3});
+         return sp::lax::expand_dims(sp::psum_scatter(x, a), {0});
        },
-       [](const auto& b, int64_t i) { return sp::lax::index_in_dim(sum_of(b), i, 0); }});
+       [](const auto& b, int64_t i) { return sp::lax::index_in_dim(sum_of(b), i, 0); }, true,
+       false});
   cases.push_back(
       {"psum_scatter tiled dim 1",
-       [](int64_t n) {
-         return sp::Shape{2, 2 * n};
+       [](int64_t n, const Sizes& s) {
+         return sp::Shape{s[0], s[1] * n};
        },
        [](sp::Array x, const sp::AxisNames& a) {
          return sp::psum_scatter(x, a, {.scatter_dimension = 1, .tiled = true});
        },
-       [](const auto& b, int64_t i) { return chunk(sum_of(b), 1, i, int64_t(b.size())); }});
+       [](const auto& b, int64_t i) { return chunk(sum_of(b), 1, i, int64_t(b.size())); }, true,
+       false, {2, 2, 2}});
   cases.push_back({"all_gather axis=2 tiled",
-                   [](int64_t) {
-                     return sp::Shape{1, 2, 2};
+                   [](int64_t, const Sizes& s) {
+                     return sp::Shape{s[0], s[1], s[2]};
                    },
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::all_gather(x, a, {.axis = 2, .tiled = true});
                    },
-                   [](const auto& b, int64_t) { return sp::concatenate(b, 2); }});
+                   [](const auto& b, int64_t) { return sp::concatenate(b, 2); }, true, true,
+                   {1, 2, 2}});
   cases.push_back({"psum_scatter untiled dim 1",
-                   [](int64_t n) {
-                     return sp::Shape{2, n, 2};
+                   [](int64_t n, const Sizes& s) {
+                     return sp::Shape{s[0], n, s[2]};
                    },
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::psum_scatter(x, a, {.scatter_dimension = 1});
                    },
                    [](const auto& b, int64_t i) {
                      return sp::lax::index_in_dim(sum_of(b), i, 1, /*keepdims=*/false);
-                   }});
+                   },
+                   true, false, {2, 2, 2}});
   cases.push_back({"all_to_all tiled 2 1",
-                   [](int64_t n) {
-                     return sp::Shape{1, 2, 2 * n};
+                   [](int64_t n, const Sizes& s) {
+                     return sp::Shape{s[0], s[1], s[2] * n};
                    },
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::all_to_all(x, a, 2, 1, {.tiled = true});
@@ -420,8 +440,9 @@ std::vector<CollectiveCase> collective_cases() {
                      for (const sp::Array& v : b)
                        parts.push_back(chunk(v, 2, i, int64_t(b.size())));
                      return sp::concatenate(parts, 1);
-                   }});
-  cases.push_back({"ppermute shift +1", rows(2),
+                   },
+                   true, true, {1, 2, 2}});
+  cases.push_back({"ppermute shift +1", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      int64_t n = sp::axis_size(a);
                      std::vector<std::pair<int, int>> perm;
@@ -432,7 +453,7 @@ std::vector<CollectiveCase> collective_cases() {
                      int64_t n = int64_t(b.size());
                      return b[size_t((i + n - 1) % n)];
                    }});
-  cases.push_back({"ppermute partial", rows(2),
+  cases.push_back({"ppermute partial", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      int n = int(sp::axis_size(a));
                      return sp::ppermute(x, a, {{0, n - 1}, {n - 1, 0}});
@@ -443,7 +464,7 @@ std::vector<CollectiveCase> collective_cases() {
                      if (i == 0) return b[size_t(n - 1)];
                      return sp::zeros_like(b[0]);
                    }});
-  cases.push_back({"pshuffle reverse", rows(2),
+  cases.push_back({"pshuffle reverse", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      int n = int(sp::axis_size(a));
                      std::vector<int> perm;
@@ -451,7 +472,7 @@ std::vector<CollectiveCase> collective_cases() {
                      return sp::pshuffle(x, a, perm);
                    },
                    [](const auto& b, int64_t i) { return b[b.size() - 1 - size_t(i)]; }});
-  cases.push_back({"all_to_all tiled 0 0", n_rows(2),
+  cases.push_back({"all_to_all tiled 0 0", n_rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::all_to_all(x, a, 0, 0, {.tiled = true});
                    },
@@ -462,8 +483,8 @@ std::vector<CollectiveCase> collective_cases() {
                      return sp::concatenate(parts, 0);
                    }});
   cases.push_back({"all_to_all tiled 1 0",
-                   [](int64_t n) {
-                     return sp::Shape{2, 3 * n};
+                   [](int64_t n, const Sizes& s) {
+                     return sp::Shape{s[0], s[1] * n};
                    },
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::all_to_all(x, a, 1, 0, {.tiled = true});
@@ -479,7 +500,7 @@ std::vector<CollectiveCase> collective_cases() {
   // (4, 3, 4)).
   for (int concat : {0, 1}) {
     cases.push_back(
-        {"all_to_all untiled 0 " + std::to_string(concat), n_rows(1),
+        {"all_to_all untiled 0 " + std::to_string(concat), n_by,
          [concat](sp::Array x, const sp::AxisNames& a) { return sp::all_to_all(x, a, 0, concat); },
          [concat](const auto& b, int64_t i) {
            std::vector<sp::Array> parts;
@@ -488,13 +509,25 @@ std::vector<CollectiveCase> collective_cases() {
            return sp::stack(parts, concat);
          }});
   }
-  cases.push_back({"axis_index", rows(1),
+  cases.push_back({"axis_index", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      return x * 0 + sp::axis_index(a).astype(x.dtype());
                    },
                    [](const auto& b, int64_t i) {
                      return sp::zeros_like(b[0]) + sp::full({}, int(i), b[0].dtype());
-                   }});
+                   },
+                   true, false, {1, 3, 2}});
+  cases.push_back({"pbroadcast from the last", rows,
+                   [](sp::Array x, const sp::AxisNames& a) {
+                     return sp::pbroadcast(x, a, int(sp::axis_size(a)) - 1);
+                   },
+                   [](const auto& b, int64_t) { return b.back(); }});
+  // Blocks vary over every axis, and pvary needs an invariant operand: the sum's.
+  cases.push_back({"pvary of psum", rows,
+                   [](sp::Array x, const sp::AxisNames& a) {
+                     return sp::pvary(sp::psum(x, a), a);
+                   },
+                   [](const auto& b, int64_t) { return sum_of(b); }});
   return cases;
 }
 
@@ -516,17 +549,18 @@ std::vector<sp::AxisNames> axis_choices(const MeshCase& m) {
 // result as its own rows, so addressable_shards() shows every device's value.
 void expect_collective_matches_reference(const CollectiveCase& c, const sp::Mesh& mesh,
                                          const sp::AxisNames& names, sp::DType dtype,
-                                         unsigned seed) {
-  SCOPED_TRACE(c.name + " over " + names.repr() + " on " + mesh.str() + " " +
-               std::string(sp::dtype_name(dtype)));
+                                         unsigned seed, const Sizes& sizes) {
   sp::PartitionSpec every_axis(
       std::vector<sp::PartitionSpec::Entry>{sp::AxisNames(mesh.axis_names(), /*is_tuple=*/true)});
   int64_t n = 1;
   for (const std::string& name : names.names()) n *= mesh.axis_size(name);
-  sp::Shape block = c.block_shape(n);
+  sp::Shape block = c.block_shape(n, sizes);
+  SCOPED_TRACE(c.name + " over " + names.repr() + " on " + mesh.str() + " " +
+               std::string(sp::dtype_name(dtype)) + " block " + block.str());
   std::vector<int64_t> global = block.dims();
   global[0] *= mesh.size();
   sp::Array x = test_data(sp::Shape(global), dtype, seed);
+  ASSERT_EQ(x.dtype(), dtype);  // 64-bit types need x64
   Body body = c.body;
   sp::Array y =
       sp::shard_map([&](sp::Array b) { return body(b, names); }, mesh, {every_axis}, every_axis)(x);
@@ -552,11 +586,44 @@ TEST(CollectiveReference, EveryCollectiveOnEveryMeshAndAxisTuple) {
     sp::Mesh mesh = sp::make_mesh(m.shape, m.names);
     for (const CollectiveCase& c : collective_cases())
       for (const sp::AxisNames& names : axis_choices(m)) {
-        expect_collective_matches_reference(c, mesh, names, sp::float32, ++seed);
-        if (c.integers) expect_collective_matches_reference(c, mesh, names, sp::int32, ++seed);
-        expect_collective_matches_reference(c, mesh, names, sp::bfloat16, ++seed);
+        expect_collective_matches_reference(c, mesh, names, sp::float32, ++seed, c.sizes);
+        if (c.integers)
+          expect_collective_matches_reference(c, mesh, names, sp::int32, ++seed, c.sizes);
+        expect_collective_matches_reference(c, mesh, names, sp::bfloat16, ++seed, c.sizes);
       }
   }
+}
+
+// Every collective on each further element type, once per (case, dtype), each time on a mesh,
+// axis choice and block shape drawn from a seeded generator: free sizes 1…5, the first draw of
+// each case with a size-1 dim. bool skips the collectives JAX refuses it for (psum_scatter:
+// "reduce_sum does not accept dtype bool") and psum sums it as int32; pmean of integers is a
+// float. float64 and int64 run with x64 on.
+TEST(CollectiveReference, RandomBlockShapesOnMoreDtypes) {
+  CollectiveTimeout timeout;
+  std::mt19937 gen(2026);
+  std::uniform_int_distribution<int64_t> size(1, 5);
+  unsigned seed = 5000;
+  auto run = [&](const std::vector<sp::DType>& dtypes) {
+    for (const CollectiveCase& c : collective_cases()) {
+      bool first = true;
+      for (sp::DType dtype : dtypes) {
+        if (sp::is_bool(dtype) && !c.booleans) continue;
+        const MeshCase& m = meshes()[gen() % meshes().size()];
+        std::vector<sp::AxisNames> choices = axis_choices(m);
+        sp::AxisNames names = choices[gen() % choices.size()];
+        Sizes sizes = {size(gen), size(gen), size(gen)};
+        if (first) sizes[gen() % sizes.size()] = 1;
+        first = false;
+        expect_collective_matches_reference(c, sp::make_mesh(m.shape, m.names), names, dtype,
+                                            ++seed, sizes);
+      }
+    }
+  };
+  run({sp::float16, sp::int8, sp::uint8, sp::uint32, sp::bool_, sp::float32, sp::int32,
+       sp::bfloat16});
+  spmd_test::X64Scope x64;
+  run({sp::float64, sp::int64});
 }
 
 // The worked values of JAX_FACTS: 4 devices, x = [3,1,4,1,5,9,2,6,5,3,5,8,9,7,1,2], P("i").

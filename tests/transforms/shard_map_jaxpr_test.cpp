@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "support/golden.h"
+
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace sp = spmd;
@@ -54,6 +57,39 @@ TEST(ShardMapJaxpr, BothGiveTheSameValues) {
   sp::Array want = sp::dot(a(), b());
   EXPECT_TRUE(sp::array_equal(matmul_basic(true)(a(), b()), want));
   EXPECT_TRUE(sp::array_equal(matmul_basic(false)(a(), b()), want));
+}
+
+// pmin and pbroadcast bodies on a (2, 2) mesh (tools/goldens/gen_collectives.py): with check_vma
+// JAX casts pmin's operand to varying over the reduced axes first and types pmin's result as
+// invariant over them; pbroadcast keeps its operand's type.
+TEST(ShardMapJaxpr, PminAndPbroadcastMatchJaxWithAndWithoutVmaCheck) {
+  struct Case {
+    const char* name;
+    std::function<sp::Array(const sp::Array&)> body;
+    sp::PartitionSpec in_spec, out_spec;
+  };
+  const std::vector<Case> cases = {
+      {"shard_map_pmin_y", [](const sp::Array& v) { return sp::lax::pmin(v, "y"); }, P("x"),
+       P("x")},
+      {"shard_map_pmin_xy",
+       [](const sp::Array& v) { return sp::lax::pmin(v * 2.0f, sp::axes("x", "y")); },
+       P("x", "y"), P()},
+      {"shard_map_pbroadcast_x", [](const sp::Array& v) { return sp::lax::pbroadcast(v, "x", 1); },
+       P("x", "y"), P("x", "y")},
+      {"shard_map_pbroadcast_xy",
+       [](const sp::Array& v) { return sp::lax::pbroadcast(v, sp::axes("x", "y"), 3); },
+       P("x", "y"), P("x", "y")},
+  };
+  sp::Mesh mesh(sp::create_device_mesh({2, 2}), {"x", "y"});
+  for (const Case& c : cases) {
+    for (bool check_vma : {true, false}) {
+      std::string file = std::string("jaxpr_") + c.name + (check_vma ? "" : "_check_vma_false");
+      SCOPED_TRACE(file);
+      auto f = sp::shard_map(c.body, mesh, {c.in_spec}, c.out_spec, {.check_vma = check_vma});
+      EXPECT_EQ(sp::make_jaxpr(f)(sp::zeros({4, 2})).str(),
+                spmd_test::golden_text("collectives/" + file + ".txt"));
+    }
+  }
 }
 
 TEST(ShardMapJaxpr, ReplicationErrorAsJax) {
@@ -170,6 +206,22 @@ TEST(ShardMapErrors, PpermuteDuplicateDestinationsAsJax) {
       mesh, P("x"), P("x"));
   EXPECT_EQ(message_of([&] { f(sp::ones({8})); }),
             "[ppermute] " + jax_error("ppermute_duplicate_destinations"));
+}
+
+// JAX types pbroadcast like ppermute but inserts no pvary, so with check_vma its operand must
+// already vary over the axes (JAX 0.10.2 names the check's primitive 'ppermute' and asks for an
+// issue report; spmd names pbroadcast). Without the check the same body runs.
+TEST(ShardMapErrors, PbroadcastOfAnInvariantValueIsRefusedWithCheckVma) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto body = [](sp::Array x) { return sp::lax::pbroadcast(x, "x", 2); };
+  auto f = sp::shard_map(body, mesh, P(sp::None, "y"), P(sp::None, "y"));
+  EXPECT_EQ(message_of([&] { f(sp::ones({8, 4})); }),
+            "[pbroadcast] Collective pbroadcast must be applied to a device-varying type, but got "
+            "frozenset({'y'}) for collective acting over axis name ('x',). To skip the check, "
+            "pass `.check_vma = false` to `sp::shard_map`.");
+  auto g = sp::shard_map(body, mesh, P(sp::None, "y"), P(sp::None, "y"), {.check_vma = false});
+  sp::Array x = sp::arange(32.0f).reshape({8, 4});
+  EXPECT_TRUE(sp::array_equal(g(x), x));
 }
 
 TEST(ShardMapErrors, UnknownMeshAxisInSpec) {

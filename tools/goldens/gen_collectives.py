@@ -1,10 +1,14 @@
 """Records JAX's collectives under vmap with axis names, for tests/prims/collectives_test.cpp and
 tests/transforms/collectives_vmap_test.cpp:
 
-* jaxpr_<case>.txt: str(make_jaxpr(vmap(f, axis_name='i'))(x)), and for cases named env_*
-  str(make_jaxpr(f, axis_env=[('i', 4)])(x)) (the collective itself, unbatched); NumPy integer
+* jaxpr_<case>.txt: str(make_jaxpr(vmap(f, axis_name='i'))(x)), for cases named env_*
+  str(make_jaxpr(f, axis_env=[('i', 4)])(x)) (the collective itself, unbatched), and for cases
+  named shard_map_* the shard_map on a (2, 2) ('x', 'y') mesh with check_vma on and off (read by
+  tests/transforms/shard_map_jaxpr_test.cpp); NumPy integer
   params (JAX's batching prints broadcast_dimensions=(np.int64(1),)) are made Python ints before
-  printing, since spmd's integer params carry no such type;
+  printing, since spmd's integer params carry no such type. pbroadcast has no vmap case: JAX
+  0.10.2's batching rule fails under tracing ("take requires ndarray or scalar arguments, got
+  <class 'list'>");
 * values.npz: <case>.x (input) and <case>.y (output) of vmapped collectives, including nested
   vmaps over axis tuples (2-D and 3-D) and several dtypes;
 * grads.npz: <case>.x and <case>.g = jax.grad(lambda x: sum(vmap(f, axis_name='i')(x) * w))(x)
@@ -58,6 +62,23 @@ JAXPRS = {
     "env_ppermute": (lambda v: lax.ppermute(v, "i", [(0, 1), (1, 2), (2, 3), (3, 0)]), (2,)),
     "env_all_to_all": (lambda v: lax.all_to_all(v, "i", 0, 0), (4, 2)),
     "env_axis_index": (lambda v: v + lax.axis_index("i"), (2,)),
+    "pmin": (lambda v: lax.pmin(v, "i"), (4, 2)),
+    "env_pmin": (lambda v: lax.pmin(v, "i"), (2,)),
+    "env_pmin_groups": (lambda v: lax.pmin(v, "i", axis_index_groups=[[0, 2], [1, 3]]), (2,)),
+    "env_pbroadcast": (lambda v: lax.pbroadcast(v, "i", 2), (2,)),
+}
+
+# shard_map on a (2, 2) ('x', 'y') mesh: (f, in_spec, out_spec, shape); each is recorded with
+# check_vma on (jaxpr_<case>.txt) and off (jaxpr_<case>_check_vma_false.txt).
+SHARD_MAP_JAXPRS = {
+    # pmin of a value invariant over 'y': JAX first casts it to varying (pvary).
+    "shard_map_pmin_y": (lambda v: lax.pmin(v, "y"), jax.P("x"), jax.P("x"), (4, 2)),
+    "shard_map_pmin_xy": (lambda v: lax.pmin(v * 2.0, ("x", "y")), jax.P("x", "y"), jax.P(),
+                          (4, 2)),
+    "shard_map_pbroadcast_x": (lambda v: lax.pbroadcast(v, "x", 1), jax.P("x", "y"),
+                               jax.P("x", "y"), (4, 2)),
+    "shard_map_pbroadcast_xy": (lambda v: lax.pbroadcast(v, ("x", "y"), 3), jax.P("x", "y"),
+                                jax.P("x", "y"), (4, 2)),
 }
 
 # ---- values under vmap --------------------------------------------------------------------
@@ -233,6 +254,14 @@ def main():
             text = jaxpr_text(jax.make_jaxpr(vm(f))(x))
         with open(os.path.join(OUT, f"jaxpr_{name}.txt"), "w") as fh:
             fh.write(text + "\n")
+    mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2), ("x", "y"))
+    for name, (f, in_spec, out_spec, shape) in SHARD_MAP_JAXPRS.items():
+        for check_vma, suffix in ((True, ""), (False, "_check_vma_false")):
+            g = jax.shard_map(f, mesh=mesh, in_specs=(in_spec,), out_specs=out_spec,
+                              check_vma=check_vma)
+            text = jaxpr_text(jax.make_jaxpr(g)(jnp.zeros(shape, jnp.float32)))
+            with open(os.path.join(OUT, f"jaxpr_{name}{suffix}.txt"), "w") as fh:
+                fh.write(text + "\n")
     record_values()
     np.savez(os.path.join(OUT, "values.npz"), **VALUES)
     record_grads()

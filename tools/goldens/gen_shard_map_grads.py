@@ -1,20 +1,27 @@
 """Records values and gradients of shard_map functions built around each collective (psum over
 one axis and over a tuple, pmean, all_gather tiled and untiled, psum_scatter tiled and untiled,
-ppermute as a cyclic shift, all_to_all, axis_index in arithmetic, pmax) on the meshes (8,) 'i',
-(4, 2) ('x', 'y') and (2, 2, 2) ('a', 'b', 'c') of 8 CPU devices, for
-tests/transforms/shard_map_grad_test.cpp.
+ppermute as a cyclic shift, all_to_all, axis_index in arithmetic, pmax; later pshuffle,
+pcast to varying and pmin) on the meshes (8,) 'i', (4, 2) ('x', 'y') and (2, 2, 2)
+('a', 'b', 'c') of 8 CPU devices, for tests/transforms/shard_map_grad_test.cpp.
 
-Writes tests/goldens/shard_map_grads/grads.npz with, per case:
+Writes tests/goldens/shard_map_grads/grads.npz (CASES) and grads_more_collectives.npz
+(MORE_CASES) with, per case:
 * <case>.x<k>: the k-th input (float32 standard normal from a fixed seed), read by the C++ test;
 * <case>.w: the fixed random weight of the loss sum(f(x...) * w), so cotangents are not all ones;
 * <case>.y: f(x...) (the same with check_vma on and off);
 * <case>.grad_vma<k> / .grad_novma<k>: jax.grad of the loss with respect to input k, the
   shard_map built with check_vma=True / False;
 * <case>.jit_grad_vma<k> / .jit_grad_novma<k>: the same through jax.jit(jax.grad(loss)).
-Cases marked forward-only record .x and .y alone: JAX has no derivative for them (pmax raises
-"Differentiation rule for 'pmax' not implemented"; an untiled all_to_all with split_axis !=
+Cases marked forward-only record .x and .y alone: JAX has no derivative for them (pmax and pmin
+raise "Differentiation rule for 'pmax' not implemented"; an untiled all_to_all with split_axis !=
 concat_axis fails in JAX's transpose). The out_specs are chosen to pass check_vma
 (an output that varies over a mesh axis names that axis). MANIFEST.md lists every case's source.
+MORE_CASES have a file and a random stream of their own: regenerating grads.npz elsewhere moves
+a few results by an ulp (the dot of xy_matmul_psum_y), so the committed grads.npz need not be
+rewritten to add cases. JAX 0.10.2 has no lax.pvary (removed in 0.10.0; pcast(to='varying') is
+its replacement) and cannot record pbroadcast: XLA:CPU has no collective-broadcast ("HLO opcode
+`collective-broadcast` is not supported by XLA:CPU ThunkEmitter"), and its transpose rule fails
+for any non-scalar operand ("full must be called with scalar fill_value").
 Run: python3 tools/goldens/gen_shard_map_grads.py   (needs jax 0.10.2; the tests do not)
 """
 import os
@@ -156,6 +163,29 @@ CASES = [
      "lambda v: lax.pmax(v, ('a', 'b'))", [(4, 4, 2)], True),
 ]
 
+MORE_CASES = [
+    # pshuffle: out_i = v_perm[i], a ppermute whose transpose is the inverse permutation.
+    ("xy_pshuffle_x", "xy", (P("x", "y"),), P("x", "y"),
+     "lambda v: v * lax.pshuffle(jnp.sin(v), 'x', [2, 0, 3, 1])", [(8, 4)], False),
+    ("xy_pshuffle_xy", "xy", (P("x", "y"),), P(("x", "y")),
+     "lambda v: lax.pshuffle(v, ('x', 'y'), [3, 1, 4, 0, 5, 7, 6, 2])", [(8, 4)], False),
+    # pcast to varying of values invariant over the cast axes: the cotangent is summed over them.
+    ("xy_pcast_varying_y", "xy", (P("x"),), P("x", "y"),
+     "lambda v: lax.pcast(jnp.sin(v), 'y', to='varying')"
+     " * (lax.axis_index('y') + 1).astype(jnp.float32)", [(8, 4)], False),
+    ("xy_pcast_varying_xy", "xy", (P(),), P("x", "y"),
+     "lambda v: lax.pcast(v * v, ('x', 'y'), to='varying')"
+     " + lax.axis_index(('x', 'y')).astype(jnp.float32)", [(2, 4)], False),
+    # pmin of a stop_gradient: differentiable around the pmin, as softmax_over is around pmax.
+    ("xy_pmin_stop_gradient_y", "xy", (P("x", "y"),), P("x", "y"),
+     "lambda v: jnp.exp(lax.pmin(lax.stop_gradient(v), 'y') - v)", [(8, 4)], False),
+    ("xy_pmin_x", "xy", (P("x", "y"),), P(None, "y"), "lambda v: lax.pmin(v, 'x')", [(8, 4)],
+     True),
+    ("xy_pmin_xy", "xy", (P("x", "y"),), P(), "lambda v: lax.pmin(v, ('x', 'y'))", [(8, 4)],
+     True),
+]
+more_rng = np.random.default_rng(20261125)
+
 
 def build(case, check_vma):
     _, mesh, in_specs, out_specs, source, _, _ = case
@@ -164,9 +194,9 @@ def build(case, check_vma):
                          check_vma=check_vma)
 
 
-def record(case, out):
+def record(case, out, gen):
     name, _, _, _, _, shapes, forward_only = case
-    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    xs = [gen.standard_normal(s).astype(np.float32) for s in shapes]
     for k, x in enumerate(xs):
         out[f"{name}.x{k}"] = x
     f_vma, f_novma = build(case, True), build(case, False)
@@ -175,7 +205,7 @@ def record(case, out):
     out[f"{name}.y"] = y
     if forward_only:
         return
-    w = rng.standard_normal(y.shape).astype(np.float32)
+    w = gen.standard_normal(y.shape).astype(np.float32)
     out[f"{name}.w"] = w
     argnums = tuple(range(len(xs)))
     for tag, f in (("vma", f_vma), ("novma", f_novma)):
@@ -187,6 +217,19 @@ def record(case, out):
                 out[f"{name}.{prefix}grad_{tag}{k}"] = np.asarray(gk)
 
 
+def manifest_rows(cases):
+    rows = []
+    for name, mesh, in_specs, out_specs, source, shapes, forward_only in cases:
+        m = MESHES[mesh]
+        mesh_text = str(tuple(m.devices.shape)) + " " + str(m.axis_names)
+        ins = ", ".join(repr(s) for s in in_specs)
+        shapes_text = ", ".join(str(s) for s in shapes)
+        grads = "forward only (JAX cannot differentiate it)" if forward_only else "yes"
+        rows.append(f"| {name} | {mesh_text} | {ins} | {out_specs!r} | `{source}` | "
+                    f"{shapes_text} | {grads} |")
+    return rows
+
+
 def write_manifest():
     lines = ["# shard_map gradient goldens", "",
              "Written by `tools/goldens/gen_shard_map_grads.py` with JAX " + jax.__version__ +
@@ -195,28 +238,30 @@ def write_manifest():
              "`grads.npz`.", "",
              "| case | mesh | in_specs | out_specs | f | input shapes | grads |",
              "|---|---|---|---|---|---|---|"]
-    for name, mesh, in_specs, out_specs, source, shapes, forward_only in CASES:
-        m = MESHES[mesh]
-        mesh_text = str(tuple(m.devices.shape)) + " " + str(m.axis_names)
-        ins = ", ".join(repr(s) for s in in_specs)
-        shapes_text = ", ".join(str(s) for s in shapes)
-        grads = "forward only (JAX cannot differentiate it)" if forward_only else "yes"
-        lines.append(f"| {name} | {mesh_text} | {ins} | {out_specs!r} | `{source}` | "
-                     f"{shapes_text} | {grads} |")
+    lines += manifest_rows(CASES)
     lines += ["", "`shift(n, k=1)` is `[(j, (j + k) % n) for j in range(n)]`; `softmax_over(v, "
               "axes)` is `e = exp(v - pmax(stop_gradient(v), axes)); e / psum(e, axes)`."]
+    lines += ["", "## grads_more_collectives.npz", "",
+              "The same records for pshuffle, pcast to varying (JAX 0.10's pvary) and pmin. "
+              "JAX 0.10.2 cannot run pbroadcast on CPU (no collective-broadcast in XLA:CPU) "
+              "and its transpose fails for non-scalar operands, so pbroadcast has no case.", "",
+              "| case | mesh | in_specs | out_specs | f | input shapes | grads |",
+              "|---|---|---|---|---|---|---|"]
+    lines += manifest_rows(MORE_CASES)
     with open(os.path.join(OUT, "MANIFEST.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    out = {}
-    for case in CASES:
-        record(case, out)
-    np.savez(os.path.join(OUT, "grads.npz"), **out)
+    for cases, gen, file in ((CASES, rng, "grads.npz"),
+                             (MORE_CASES, more_rng, "grads_more_collectives.npz")):
+        out = {}
+        for case in cases:
+            record(case, out, gen)
+        np.savez(os.path.join(OUT, file), **out)
+        print(f"wrote {len(cases)} cases, {len(out)} arrays to {file}")
     write_manifest()
-    print(f"wrote {len(CASES)} cases, {len(out)} arrays to {OUT}")
 
 
 if __name__ == "__main__":

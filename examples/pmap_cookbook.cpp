@@ -1,11 +1,12 @@
 // The Pmap Cookbook in C++: every code cell of JAX's notebook, in order, printing what the
 // notebook prints. Run on 8 virtual CPU devices (the default here).
 //
-// Differences from the notebook: plt.plot(y) is not drawn, and np.sin(y) (a NumPy call on a
-// sharded array) is written with sp::sin. Set SPMD_EXAMPLE_CELLS=1 to print a marker line before
-// each cell's output.
+// Differences from the notebook: plt.plot(y) is not drawn, and np.sin(y) (NumPy on a sharded
+// array) brings the values to the host as float64 and takes std::sin of each. Set
+// SPMD_EXAMPLE_CELLS=1 to print a marker line before each cell's output.
 #include <spmd/spmd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -57,6 +58,12 @@ int main() {
   std::cout << sp::repr(y) << "\n";
   cell("08");
   std::cout << sp::repr(y / 2) << "\n";
+
+  cell("09");
+  // NumPy works on the host: np.sin(y) gathers y and computes in float64.
+  std::vector<double> on_host = y.to_vector<double>();
+  for (double& v : on_host) v = std::sin(v);
+  std::cout << sp::numpy_repr(on_host) << "\n";
 
   // ---- Random matrices made and multiplied where they live
   cell("10");

@@ -126,5 +126,8 @@ std::ostream& operator<<(std::ostream& os, const Array& x);
 std::string str(const Array& x);
 // JAX's repr(x): "Array([0, 1, 4], dtype=int32)".
 std::string repr(const Array& x);
+// NumPy's repr of float64 values on the host laid out in `shape` (1-D when empty): what Python
+// shows for NumPy results such as np.sin(x) of an Array, "array([0.        , 0.84147098])".
+std::string numpy_repr(const std::vector<double>& values, const Shape& shape = Shape());
 
 }  // namespace spmd

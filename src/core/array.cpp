@@ -256,6 +256,14 @@ std::string repr(const Array& x) {
                            impl.aval.weak_type);
 }
 
+std::string numpy_repr(const std::vector<double>& values, const Shape& shape) {
+  Shape s = shape.ndim() == 0 ? Shape({int64_t(values.size())}) : shape;
+  if (s.size() != int64_t(values.size()))
+    throw ValueError("[numpy_repr] shape " + s.str() + " holds " + std::to_string(s.size()) +
+                     " values, got " + std::to_string(values.size()));
+  return format_ndarray_repr(values.data(), DType::float64, s);
+}
+
 std::ostream& operator<<(std::ostream& os, const Array& x) {
   return os << str(x);
 }

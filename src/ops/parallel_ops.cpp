@@ -190,6 +190,14 @@ int64_t axis_size(const AxisNames& name) {
 
 Array pvary(const Array& x, const AxisNames& name) {
   if (name.empty()) return x;
+  // Over the axes of a shard_map or pmap without check_vma nothing is typed, and JAX binds
+  // nothing (a pvary there would transpose to a sum). vmap axes keep the primitive.
+  bool untyped_manual = true;
+  for (const std::string& n : name.names()) {
+    std::optional<AxisFrame> f = find_axis(n);
+    untyped_manual = untyped_manual && f && f->binder != "vmap" && !f->vma;
+  }
+  if (untyped_manual) return x;
   return ops::apply("pvary", {x}, Params{{"axes", tuple_param(name.names())}});
 }
 

@@ -322,6 +322,12 @@ Array gather_instances(const Array& x, const std::string& axis, int64_t size, in
                Params{{"axes", std::vector<std::string>{axis}}});
 }
 
+// A value shared by the instances, cast to varying over their axis so that the cotangents the
+// instances give it are summed over them (sp::pvary is a no-op on these untyped axes).
+Array cast_varying(const Array& x, const std::string& axis) {
+  return bind1(primitive("pvary"), {x}, Params{{"axes", std::vector<std::string>{axis}}});
+}
+
 }  // namespace
 
 std::optional<std::vector<Array>> run_gathered_pmap(const NestedPmapCall& call, const FlatFn& fn,
@@ -337,7 +343,7 @@ std::optional<std::vector<Array>> run_gathered_pmap(const NestedPmapCall& call, 
   std::vector<Array> args;
   std::vector<AbstractValue> types;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    Array x = pvary(leaves[i], axis);
+    Array x = cast_varying(leaves[i], axis);
     if (call.in_dims[i]) x = lax::dynamic_index_in_dim(x, index, *call.in_dims[i], false);
     args.push_back(x);
     types.push_back(aval_of(x));
@@ -345,7 +351,7 @@ std::optional<std::vector<Array>> run_gathered_pmap(const NestedPmapCall& call, 
   std::vector<Array> operands;
   Program body = hoist_consts(trace_to_program(fn, types, "pmap"), &operands);
   for (Array& c : operands)
-    if (!is_concrete(c)) c = pvary(c, axis);
+    if (!is_concrete(c)) c = cast_varying(c, axis);
   operands.insert(operands.end(), args.begin(), args.end());
   std::vector<Array> outs = eval_program(body, operands);
   for (size_t k = 0; k < outs.size(); ++k) {

@@ -212,3 +212,50 @@ TEST(Format, SummarisedMillionElementArrayIsFast) {
             " [  0.   1.   2. ... 997. 998. 999.]]");
   EXPECT_LT(seconds, 0.5);  // 100 prints; touching every element would take far longer
 }
+
+namespace {
+
+struct NumpyReprCase {
+  std::string name;
+  std::vector<int64_t> dims;
+  std::vector<double> values;
+  std::string repr;
+};
+
+// tests/goldens/format/numpy_repr.txt (tools/goldens/gen_numpy_repr.py).
+std::vector<NumpyReprCase> numpy_repr_cases() {
+  std::ifstream f(std::string(SPMD_GOLDEN_DIR) + "/format/numpy_repr.txt");
+  std::vector<NumpyReprCase> cases;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("case ", 0) != 0) continue;
+    NumpyReprCase c;
+    c.name = line.substr(5);
+    std::getline(f, line);
+    std::istringstream dims(line.substr(5));
+    for (int64_t d; dims >> d;) c.dims.push_back(d);
+    std::getline(f, line);
+    std::vector<uint8_t> bytes = from_hex(line.substr(5));
+    c.values.resize(bytes.size() / 8);
+    std::memcpy(c.values.data(), bytes.data(), bytes.size());
+    std::getline(f, line);
+    int n = std::stoi(line.substr(5));
+    for (int i = 0; i < n; ++i) {
+      std::getline(f, line);
+      c.repr += (i ? "\n" : "") + line;
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+TEST(Format, NumpyReprOfFloat64MatchesNumpy) {
+  std::vector<NumpyReprCase> cases = numpy_repr_cases();
+  ASSERT_GE(cases.size(), 10u);
+  for (const NumpyReprCase& c : cases)
+    EXPECT_EQ(sp::format_ndarray_repr(c.values.data(), sp::DType::float64, sp::Shape(c.dims)),
+              c.repr)
+        << c.name;
+}
+
+}  // namespace

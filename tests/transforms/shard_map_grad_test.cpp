@@ -396,14 +396,10 @@ TEST(ShardMapGradInvariantSplitOutput, NoCheckVmaMatchesJax) {
   }
 }
 
-// With check_vma, spmd does not sum the cotangents of the blocks of such an output. For
-// i_psum_out_split (psum(sin(v), 'i'), out_specs P('i')) block j's gradient is cos(v_j) * w_j
-// where JAX gives cos(v_j) * sum_i w_i: element (0, 0) got 0.54053551, expected 0.594429314. For
-// xy_invariant_out_split_y (sin(v), in_specs P('x'), out_specs P('x', 'y')) the gradient is
-// cos(v) times the 'y' = 0 block of w only: element (0, 0) got -2.19098878 = cos(v) * w[0, 0],
-// expected -2.06721139 = cos(v) * (w[0, 0] + w[0, 4]). Under check_vma JAX casts such an output
-// to varying over the split axis (pvary) before it leaves the body, and pvary transposes to a
-// psum over that axis; spmd's transpose leaves that psum out. Eager and jit alike.
+// With check_vma an output invariant over an axis its out_spec splits is cast to varying there
+// (pvary) before it leaves the body, and pvary transposes to a psum over that axis: block j's
+// cotangent is the sum of every block's (for i_psum_out_split, psum(sin(v), 'i') with out_specs
+// P('i'), the gradient is cos(v_j) * sum_i w_i, not cos(v_j) * w_j). Eager and jit alike.
 TEST(ShardMapGradInvariantSplitOutput, CheckVmaMatchesJax) {
   for (const GradCase& c : invariant_split_output_cases()) {
     SCOPED_TRACE(c.name);
@@ -420,15 +416,10 @@ TEST(ShardMapGradPvary, CheckVmaMatchesJax) {
   }
 }
 
-// Without check_vma JAX's pcast to varying binds nothing, while sp::pvary binds pvary, whose
-// transpose is a psum over its axes; shard_map's transpose then psums the cotangent of the
-// operand replicated over those axes once more. The gradients come out multiplied by the size of
-// the cast axes: xy_pcast_varying_y element (0, 0) got -3.10289669, expected -1.55144835 (x2);
-// xy_pcast_varying_xy got -15.7029495, expected -1.96286905 (x8); eager and jit alike. Making
-// sp::pvary a no-op there, as JAX's pcast is, breaks NestedPmap.GradInsideTheOuterBody, whose
-// gathered inner pmaps rely on pvary transposing to a sum (src/transforms/nested_pmap.cpp would
-// have to bind the pvary primitive itself).
-TEST(ShardMapGradPvary, DISABLED_NoCheckVmaMatchesJax) {
+// Without check_vma JAX's pcast to varying binds nothing, and neither does sp::pvary: a pvary
+// there would transpose to a psum on top of shard_map's psum of the cotangent of an operand
+// replicated over those axes, multiplying the gradient by the cast axes' size.
+TEST(ShardMapGradPvary, NoCheckVmaMatchesJax) {
   for (const GradCase& c : pvary_cases()) {
     SCOPED_TRACE(c.name);
     expect_grads(sp::grad(loss_of(c, false))(inputs(c)), c, "grad_novma");

@@ -90,9 +90,9 @@ auto shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     constexpr size_t n = sizeof...(args);
     if (!in_specs.single() && in_specs.specs().size() != n)
-      throw ValueError("[shard_map] in_specs has " + std::to_string(in_specs.specs().size()) +
-                       " entries but the function '" + options.name + "' was given " +
-                       std::to_string(n) + " positional arguments");
+      throw ValueError("[shard_map] " + tuple_prefix_length_error("shard_map in_specs",
+                                                                  "shard_map in_specs",
+                                                                  in_specs.specs().size(), n));
     std::vector<PartitionSpec> leaf_specs;
     size_t i = 0;
     auto add = [&](const auto& arg) {
@@ -118,10 +118,12 @@ auto pmap(F f, PmapOptions options = {}) {
     constexpr size_t n = sizeof...(args);
     if (options.in_axes.size() != 1 && options.in_axes.size() != n)
       throw ValueError(
-          "[pmap] in_axes specification must be a tree prefix of the corresponding value, got "
-          "specification with " +
-          std::to_string(options.in_axes.size()) + " entries for " + std::to_string(n) +
-          " positional arguments");
+          "[pmap] " +
+          tuple_prefix_length_error("pmap in_axes", "pmap in_axes[0]", options.in_axes.size(), n) +
+          "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the "
+          "pmapped function, and the value of `in_axes` must be a tree prefix of that tuple. But "
+          "it was not a prefix.\n\nCheck that the value of the `in_axes` argument to `pmap` is a "
+          "tree prefix of the tuple of arguments passed positionally to the pmapped function.");
     std::vector<std::optional<int>> dims;
     int i = 0;
     auto add = [&](const auto& arg) {

@@ -110,10 +110,12 @@ auto pmap(F f, PmapOptions options = {}) {
     constexpr size_t n = sizeof...(args);
     if (options.in_axes.size() != 1 && options.in_axes.size() != n)
       throw ValueError(
-          "[pmap] in_axes specification must be a tree prefix of the corresponding value, got "
-          "specification with " +
-          std::to_string(options.in_axes.size()) + " entries for " + std::to_string(n) +
-          " positional arguments");
+          "[pmap] " +
+          tuple_prefix_length_error("pmap in_axes", "pmap in_axes[0]", options.in_axes.size(), n) +
+          "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the "
+          "pmapped function, and the value of `in_axes` must be a tree prefix of that tuple. But "
+          "it was not a prefix.\n\nCheck that the value of the `in_axes` argument to `pmap` is a "
+          "tree prefix of the tuple of arguments passed positionally to the pmapped function.");
     std::vector<std::optional<int>> dims;
     int i = 0;
     auto add = [&](const auto& arg) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
@@ -104,6 +105,13 @@ std::ostream& operator<<(std::ostream& os, const TreeDef& def);
 // naming both trees when `prefix` is not a prefix of `full` or has Array leaves.
 std::vector<std::optional<StaticValue>> broadcast_prefix(const TreeDef& prefix,
                                                          const TreeDef& full);
+
+// JAX's text for a prefix tuple (in_axes, in_specs, out_specs, ...) named `prefix` whose length
+// differs from that of the tuple it must be a prefix of, found at `key_path`:
+// "pytree structure error: different lengths of tuple at key path\n    <key_path>\nAt that key
+// path, the prefix pytree <prefix> has a subtree of type tuple of length 3, but ...".
+std::string tuple_prefix_length_error(std::string_view prefix, std::string_view key_path,
+                                      size_t prefix_length, size_t full_length);
 
 namespace tree_detail {
 

@@ -473,4 +473,13 @@ std::vector<std::optional<StaticValue>> broadcast_prefix(const TreeDef& prefix,
   return std::move(w.out);
 }
 
+std::string tuple_prefix_length_error(std::string_view prefix, std::string_view key_path,
+                                      size_t prefix_length, size_t full_length) {
+  return cat({"pytree structure error: different lengths of tuple at key path\n    ", key_path,
+              "\nAt that key path, the prefix pytree ", prefix,
+              " has a subtree of type tuple of length ", std::to_string(prefix_length),
+              ", but the full pytree has a subtree of the same type but of length ",
+              std::to_string(full_length), "."});
+}
+
 }  // namespace spmd

@@ -68,8 +68,13 @@ Array psum(const Array& x, const AxisNames& name, const ReduceOptions& options) 
   if (typed_axes(name.names())) {
     // Inside shard_map with check_vma: psum_invariant, the operand first made varying over
     // every summed axis (JAX's bind_psum_invariant).
+    // JAX raises NotImplementedError with no message here.
     if (options.axis_index_groups)
-      throw NotImplementedError("[psum] axis_index_groups inside shard_map with check_vma");
+      throw NotImplementedError(
+          "[psum] axis_index_groups are not supported inside shard_map with check_vma=true, got "
+          "axis_index_groups=" +
+          std::get<OpaqueParam>(groups_param(options.axis_index_groups)).repr +
+          "; pass check_vma=false to reduce within the groups");
     return ops::apply("psum_invariant", {varying_over(v, name)}, Params{{"axes", name.names()}});
   }
   return ops::apply("psum", {v}, reduce_params(name, options.axis_index_groups));

@@ -46,6 +46,19 @@ constexpr const char* kPrimitives[] = {"psum",           "pmax",     "pmin",    
                                        "reduce_scatter", "ppermute", "all_to_all", "pbroadcast",
                                        "axis_index",     "pvary"};
 
+// Python's repr of psum's axes tuple: ('x', 0).
+std::string axes_repr(const std::vector<ReduceAxis>& axes) {
+  std::string repr = "(";
+  for (size_t i = 0; i < axes.size(); ++i) {
+    repr += i ? ", " : "";
+    if (auto* a = std::get_if<int64_t>(&axes[i]))
+      repr += std::to_string(*a);
+    else
+      repr += "'" + std::get<std::string>(axes[i]) + "'";
+  }
+  return repr + (axes.size() == 1 ? ",)" : ")");
+}
+
 }  // namespace
 
 std::vector<ReduceAxis> read_axes(const Params& p) {
@@ -67,16 +80,7 @@ ParamValue axes_param(const std::vector<ReduceAxis>& axes) {
   std::vector<int64_t> positions = positional_axes(axes);
   if (positions.empty()) return names;
   if (names.empty()) return positions;
-  std::string repr = "(";
-  for (size_t i = 0; i < axes.size(); ++i) {
-    repr += i ? ", " : "";
-    if (auto* a = std::get_if<int64_t>(&axes[i]))
-      repr += std::to_string(*a);
-    else
-      repr += "'" + std::get<std::string>(axes[i]) + "'";
-  }
-  repr += axes.size() == 1 ? ",)" : ")";
-  return OpaqueParam{std::make_shared<const std::vector<ReduceAxis>>(axes), repr};
+  return OpaqueParam{std::make_shared<const std::vector<ReduceAxis>>(axes), axes_repr(axes)};
 }
 
 std::vector<std::string> named_axes(const std::vector<ReduceAxis>& axes) {
@@ -232,7 +236,9 @@ ShapeRule reduction_shape(const char* api) {
     std::optional<AxisIndexGroups> groups = read_groups(p);
     if (groups && !positions.empty())
       throw ValueError(prefix(api) +
-                       "axis_index_groups can only be used with reductions over named axes");
+                       "axis_index_groups can only be used with reductions over named axes, "
+                       "but got: " +
+                       axes_repr(axes));
     if (groups) group_size(groups, axes_size(names, api), api);
     std::vector<bool> dropped(size_t(x.shape.ndim()), false);
     for (int64_t d : positions) dropped[size_t(checked_dim(d, x.shape.ndim(), api))] = true;
@@ -351,8 +357,10 @@ std::vector<AbstractValue> pbroadcast_shape(std::span<const AbstractValue> in, c
   int64_t n = axes_size(names, "pbroadcast");
   int64_t source = p.get_int("source");
   if (source < 0 || source >= n)
-    throw ValueError("[pbroadcast] collective broadcast doesn't fit in the axis size! source " +
-                     std::to_string(source) + " for an axis of size " + std::to_string(n));
+    throw ValueError(
+        "[pbroadcast] collective broadcast doesn't fit in the axis size! The source must be in "
+        "[0, " +
+        std::to_string(n) + "), got " + std::to_string(source));
   return {in[0]};
 }
 

@@ -950,10 +950,7 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
       throw ValueError("[pmap] pmap got inconsistent sizes for array axes to be mapped: " + sizes);
     n = size;
   }
-  if (n < 0)
-    throw ValueError(
-        "[pmap] pmap requires at least one argument with a mapped axis (in_axes "
-        "were all None)");
+  if (n < 0) throw ValueError("[pmap] pmap requires at least one argument with a mapped axis.");
   const int64_t required = t_enclosing_pmap_size * n;
   const int64_t available = o.devices.empty() ? device_count() : int64_t(o.devices.size());
   if (required > available)
@@ -981,9 +978,9 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
     std::vector<Device> all = devices();
     devs.assign(all.begin(), all.begin() + n);
   } else if (int64_t(devs.size()) != n) {
-    throw ValueError("[pmap] leading axis size of the mapped arguments (" + std::to_string(n) +
-                     ") does not match the number of devices given (" +
-                     std::to_string(devs.size()) + ")");
+    throw ValueError("[pmap] the mapped axis has size " + std::to_string(n) +
+                     " but `devices` lists " + std::to_string(devs.size()) +
+                     " devices; give one device per instance");
   }
   Mesh mesh(devs, Shape{n}, {axis});
 
@@ -1007,9 +1004,10 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
       for (size_t i = 0; i < blocks.size(); ++i)
         args.push_back(dims[i] ? squeeze(blocks[i], {0}) : blocks[i]);
       std::vector<Array> outs = run_pmap_body(fn, args);
+      // out_axes are matched against the flat outputs.
       if (out_axes.size() != 1 && out_axes.size() != outs.size())
-        throw ValueError("[pmap] out_axes has " + std::to_string(out_axes.size()) +
-                         " entries for " + std::to_string(outs.size()) + " outputs");
+        throw ValueError("[pmap] " + tuple_prefix_length_error("pmap out_axes", "pmap out_axes",
+                                                               out_axes.size(), outs.size()));
       for (size_t k = 0; k < outs.size(); ++k)
         if (out_axes[out_axes.size() == 1 ? 0 : k].dim) outs[k] = expand_dims(outs[k], {0});
       return outs;

@@ -31,6 +31,12 @@ std::string frozenset_repr(const std::vector<std::string>& names) {
   return s + "})";
 }
 
+// JAX's str(jax.typeof(x)): the full dtype name, then the shape and vma as a jaxpr prints them.
+std::string typeof_repr(const AbstractValue& t) {
+  std::string s = t.str();
+  return std::string(dtype_name(t.dtype)) + s.substr(s.find('['));
+}
+
 bool overlaps(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   for (const std::string& x : a)
     for (const std::string& y : b)
@@ -112,7 +118,7 @@ void register_vma_rules(PrimitiveRegistry& r) {
           "[pvary] pvary is a invariant->variant collective. This means that the axis names "
           "mentioned in `axes` passed to `pvary` must not be present in "
           "`jax.typeof(inp).mat.varying`. Got axes=" +
-          tuple_repr(axes) + " and jax.typeof(inp)=" + in[0].str());
+          tuple_repr(axes) + " and jax.typeof(inp)=" + typeof_repr(in[0]));
     return vma_union(in[0].vma, typed(axes));
   };
   pvary.transpose = [](std::span<const Array> cts, std::span<const LinearInput>, const Params& p) {

@@ -198,6 +198,24 @@ std::string golden_text(std::string_view relative) {
   return s;
 }
 
+std::string jax_error(std::string_view relative, std::string_view name) {
+  std::istringstream in(golden_text(relative));
+  const std::string header = "=== " + std::string(name);
+  std::string line, text;
+  bool found = false, inside = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("=== ", 0) == 0) {
+      if (inside) break;
+      inside = found = line == header;
+      continue;
+    }
+    if (inside) text += (text.empty() ? "" : "\n") + line;
+  }
+  EXPECT_TRUE(found) << "no case " << name << " in " << relative;
+  size_t colon = text.find(": ");
+  return colon == std::string::npos ? text : text.substr(colon + 2);
+}
+
 std::string golden_path(std::string_view relative) {
   std::string root = SPMD_GOLDEN_DIR;
   if (!root.empty() && root.back() != '/') root += '/';

@@ -5,6 +5,7 @@
 
 #include <spmd/array.h>
 #include <spmd/dtype.h>
+#include <spmd/error.h>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,21 @@ namespace spmd_test {
 std::string golden_path(std::string_view relative);
 // A text golden's contents without its final newline; a missing file fails the current test.
 std::string golden_text(std::string_view relative);
+// The message of one case of an error golden in the block format of seeds/extra_errors.txt and
+// errors/api_errors.txt (`=== <case>`, then `<ExceptionType>: <message>` up to the next `=== `),
+// without the exception type; a missing case fails the current test.
+std::string jax_error(std::string_view relative, std::string_view name);
+
+// The what() of the E that f() throws, or "(no error)"; another exception escapes to the test.
+template <class E = spmd::Error, class F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // The arrays of tests/goldens/<npz_relative_path>, keyed by member name (without ".npy").
 // Each file is read once per process; the returned map lives until exit. Dtypes are kept

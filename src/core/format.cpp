@@ -525,8 +525,8 @@ std::string format_ndarray_repr(const void* data, DType t, const Shape& shape) {
   const std::string prefix = "array(";
   // np.array_repr: suffix ")" is taken off the line width; the dtype is written unless NumPy
   // infers it from the text (float64, int64, bool).
-  std::string body = shape.size() == 0 ? "[]" : array2string(data, t, shape, ", ", prefix,
-                                                               kLineWidth - 1);
+  std::string body =
+      shape.size() == 0 ? "[]" : array2string(data, t, shape, ", ", prefix, kLineWidth - 1);
   std::vector<std::string> extras;
   // NumPy 2.2 names the shape of summarised arrays too.
   if ((shape.size() == 0 && shape.ndim() != 1) || shape.size() > kThreshold)
@@ -540,9 +540,9 @@ std::string format_ndarray_repr(const void* data, DType t, const Shape& shape) {
   tail += ")";
   size_t newline = head.rfind('\n');
   size_t last_line_len = head.size() - (newline == std::string::npos ? 0 : newline + 1);
-  std::string spacer =
-      last_line_len + tail.size() + 1 > size_t(kLineWidth) ? "\n" + std::string(prefix.size(), ' ')
-                                                           : " ";
+  std::string spacer = last_line_len + tail.size() + 1 > size_t(kLineWidth)
+                           ? "\n" + std::string(prefix.size(), ' ')
+                           : " ";
   return head + spacer + tail;
 }
 

@@ -481,12 +481,12 @@ void ppermute_kernel(const KernelArgs& a) {
 void pbroadcast_kernel(const KernelArgs& a) {
   Participants p = participants("pbroadcast", read_names(a.params));
   const AbstractValue& in = *a.in[0].aval;
-  std::shared_ptr<Buffer> all = p.ctx->comm->all_gather_shared("pbroadcast", p.ranks, p.me, in.dtype,
-                                                               in.shape, 0, false, a.in[0].data);
-  std::memcpy(a.out[0].data,
-              static_cast<const std::byte*>(all->data()) +
-                  size_t(a.params.get_int("source") * in.nbytes()),
-              size_t(in.nbytes()));
+  std::shared_ptr<Buffer> all = p.ctx->comm->all_gather_shared(
+      "pbroadcast", p.ranks, p.me, in.dtype, in.shape, 0, false, a.in[0].data);
+  std::memcpy(
+      a.out[0].data,
+      static_cast<const std::byte*>(all->data()) + size_t(a.params.get_int("source") * in.nbytes()),
+      size_t(in.nbytes()));
 }
 
 void axis_index_kernel(const KernelArgs& a) {

@@ -3,7 +3,9 @@
 // floats) plus a few hand-written cases.
 #include "core/format.h"
 
+#include <spmd/array.h>
 #include <spmd/dtype.h>
+#include <spmd/error.h>
 #include <spmd/shape.h>
 
 #include <gtest/gtest.h>
@@ -256,6 +258,17 @@ TEST(Format, NumpyReprOfFloat64MatchesNumpy) {
     EXPECT_EQ(sp::format_ndarray_repr(c.values.data(), sp::DType::float64, sp::Shape(c.dims)),
               c.repr)
         << c.name;
+}
+
+TEST(Format, NumpyReprTakesAShapeThatHoldsTheValues) {
+  EXPECT_EQ(sp::numpy_repr({0.5, 1.0, -2.25}), "array([ 0.5 ,  1.  , -2.25])");
+  EXPECT_EQ(sp::numpy_repr({1, 2, 3, 4}, sp::Shape{2, 2}), "array([[1., 2.],\n       [3., 4.]])");
+  try {
+    sp::numpy_repr({1, 2, 3}, sp::Shape{2, 2});
+    FAIL() << "expected ValueError";
+  } catch (const sp::ValueError& e) {
+    EXPECT_STREQ(e.what(), "[numpy_repr] shape (2, 2) holds 4 values, got 3");
+  }
 }
 
 }  // namespace

@@ -349,21 +349,18 @@ std::vector<CollectiveCase> collective_cases() {
   auto n_rows = [](int64_t n, const Sizes& s) { return sp::Shape{s[0] * n, s[1]}; };
   auto n_by = [](int64_t n, const Sizes& s) { return sp::Shape{n, s[1]}; };
   std::vector<CollectiveCase> cases;
-  cases.push_back({"psum", rows,
-                   [](sp::Array x, const sp::AxisNames& a) { return sp::psum(x, a); },
+  cases.push_back({"psum", rows, [](sp::Array x, const sp::AxisNames& a) { return sp::psum(x, a); },
                    [](const auto& b, int64_t) { return sum_of(b); }});
   cases.push_back({"pmean", rows,
                    [](sp::Array x, const sp::AxisNames& a) { return sp::pmean(x, a); },
                    [](const auto& b, int64_t) { return sum_of(b) / float(b.size()); }, false});
-  cases.push_back({"pmax", rows,
-                   [](sp::Array x, const sp::AxisNames& a) { return sp::pmax(x, a); },
+  cases.push_back({"pmax", rows, [](sp::Array x, const sp::AxisNames& a) { return sp::pmax(x, a); },
                    [](const auto& b, int64_t) {
                      sp::Array m = b[0];
                      for (const sp::Array& v : b) m = sp::maximum(m, v);
                      return m;
                    }});
-  cases.push_back({"pmin", rows,
-                   [](sp::Array x, const sp::AxisNames& a) { return sp::pmin(x, a); },
+  cases.push_back({"pmin", rows, [](sp::Array x, const sp::AxisNames& a) { return sp::pmin(x, a); },
                    [](const auto& b, int64_t) {
                      sp::Array m = b[0];
                      for (const sp::Array& v : b) m = sp::minimum(m, v);
@@ -391,13 +388,12 @@ std::vector<CollectiveCase> collective_cases() {
        },
        [](const auto& b, int64_t i) { return chunk(sum_of(b), 0, i, int64_t(b.size())); }, true,
        false});
-  cases.push_back(
-      {"psum_scatter untiled", n_by,
-       [](sp::Array x, const sp::AxisNames& a) {
-         return sp::lax::expand_dims(sp::psum_scatter(x, a), {0});
-       },
-       [](const auto& b, int64_t i) { return sp::lax::index_in_dim(sum_of(b), i, 0); }, true,
-       false});
+  cases.push_back({"psum_scatter untiled", n_by,
+                   [](sp::Array x, const sp::AxisNames& a) {
+                     return sp::lax::expand_dims(sp::psum_scatter(x, a), {0});
+                   },
+                   [](const auto& b, int64_t i) { return sp::lax::index_in_dim(sum_of(b), i, 0); },
+                   true, false});
   cases.push_back(
       {"psum_scatter tiled dim 1",
        [](int64_t n, const Sizes& s) {
@@ -406,8 +402,10 @@ std::vector<CollectiveCase> collective_cases() {
        [](sp::Array x, const sp::AxisNames& a) {
          return sp::psum_scatter(x, a, {.scatter_dimension = 1, .tiled = true});
        },
-       [](const auto& b, int64_t i) { return chunk(sum_of(b), 1, i, int64_t(b.size())); }, true,
-       false, {2, 2, 2}});
+       [](const auto& b, int64_t i) { return chunk(sum_of(b), 1, i, int64_t(b.size())); },
+       true,
+       false,
+       {2, 2, 2}});
   cases.push_back({"all_gather axis=2 tiled",
                    [](int64_t, const Sizes& s) {
                      return sp::Shape{s[0], s[1], s[2]};
@@ -415,7 +413,9 @@ std::vector<CollectiveCase> collective_cases() {
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::all_gather(x, a, {.axis = 2, .tiled = true});
                    },
-                   [](const auto& b, int64_t) { return sp::concatenate(b, 2); }, true, true,
+                   [](const auto& b, int64_t) { return sp::concatenate(b, 2); },
+                   true,
+                   true,
                    {1, 2, 2}});
   cases.push_back({"psum_scatter untiled dim 1",
                    [](int64_t n, const Sizes& s) {
@@ -427,7 +427,9 @@ std::vector<CollectiveCase> collective_cases() {
                    [](const auto& b, int64_t i) {
                      return sp::lax::index_in_dim(sum_of(b), i, 1, /*keepdims=*/false);
                    },
-                   true, false, {2, 2, 2}});
+                   true,
+                   false,
+                   {2, 2, 2}});
   cases.push_back({"all_to_all tiled 2 1",
                    [](int64_t n, const Sizes& s) {
                      return sp::Shape{s[0], s[1], s[2] * n};
@@ -441,7 +443,9 @@ std::vector<CollectiveCase> collective_cases() {
                        parts.push_back(chunk(v, 2, i, int64_t(b.size())));
                      return sp::concatenate(parts, 1);
                    },
-                   true, true, {1, 2, 2}});
+                   true,
+                   true,
+                   {1, 2, 2}});
   cases.push_back({"ppermute shift +1", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      int64_t n = sp::axis_size(a);
@@ -509,14 +513,17 @@ std::vector<CollectiveCase> collective_cases() {
            return sp::stack(parts, concat);
          }});
   }
-  cases.push_back({"axis_index", rows,
+  cases.push_back({"axis_index",
+                   rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      return x * 0 + sp::axis_index(a).astype(x.dtype());
                    },
                    [](const auto& b, int64_t i) {
                      return sp::zeros_like(b[0]) + sp::full({}, int(i), b[0].dtype());
                    },
-                   true, false, {1, 3, 2}});
+                   true,
+                   false,
+                   {1, 3, 2}});
   cases.push_back({"pbroadcast from the last", rows,
                    [](sp::Array x, const sp::AxisNames& a) {
                      return sp::pbroadcast(x, a, int(sp::axis_size(a)) - 1);
@@ -524,9 +531,7 @@ std::vector<CollectiveCase> collective_cases() {
                    [](const auto& b, int64_t) { return b.back(); }});
   // Blocks vary over every axis, and pvary needs an invariant operand: the sum's.
   cases.push_back({"pvary of psum", rows,
-                   [](sp::Array x, const sp::AxisNames& a) {
-                     return sp::pvary(sp::psum(x, a), a);
-                   },
+                   [](sp::Array x, const sp::AxisNames& a) { return sp::pvary(sp::psum(x, a), a); },
                    [](const auto& b, int64_t) { return sum_of(b); }});
   return cases;
 }
@@ -548,8 +553,8 @@ std::vector<sp::AxisNames> axis_choices(const MeshCase& m) {
 // Each device starts from its own rows of x (dim 0 split over every mesh axis) and returns its
 // result as its own rows, so addressable_shards() shows every device's value.
 void expect_collective_matches_reference(const CollectiveCase& c, const sp::Mesh& mesh,
-                                         const sp::AxisNames& names, sp::DType dtype,
-                                         unsigned seed, const Sizes& sizes) {
+                                         const sp::AxisNames& names, sp::DType dtype, unsigned seed,
+                                         const Sizes& sizes) {
   sp::PartitionSpec every_axis(
       std::vector<sp::PartitionSpec::Entry>{sp::AxisNames(mesh.axis_names(), /*is_tuple=*/true)});
   int64_t n = 1;

@@ -284,8 +284,8 @@ const std::vector<GradCase>& forward_only_cases() {
 // and pmin, on the (4, 2) mesh.
 GradCase more_case(std::string name, std::vector<sp::PartitionSpec> in_specs,
                    sp::PartitionSpec out_spec, Fn body) {
-  GradCase c = grad_case(std::move(name), "xy", std::move(in_specs), std::move(out_spec),
-                         std::move(body));
+  GradCase c =
+      grad_case(std::move(name), "xy", std::move(in_specs), std::move(out_spec), std::move(body));
   c.file = "grads_more_collectives.npz";
   return c;
 }
@@ -300,10 +300,9 @@ const std::vector<GradCase>& more_collective_cases() {
                 [](const Args& v) {
                   return sp::pshuffle(v[0], sp::axes("x", "y"), {3, 1, 4, 0, 5, 7, 6, 2});
                 }),
-      more_case("xy_pmin_stop_gradient_y", {P("x", "y")}, P("x", "y"),
-                [](const Args& v) {
-                  return sp::exp(sp::pmin(sp::stop_gradient(v[0]), "y") - v[0]);
-                }),
+      more_case(
+          "xy_pmin_stop_gradient_y", {P("x", "y")}, P("x", "y"),
+          [](const Args& v) { return sp::exp(sp::pmin(sp::stop_gradient(v[0]), "y") - v[0]); }),
   };
   return cases;
 }

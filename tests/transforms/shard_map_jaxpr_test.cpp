@@ -72,8 +72,8 @@ TEST(ShardMapJaxpr, PminAndPbroadcastMatchJaxWithAndWithoutVmaCheck) {
       {"shard_map_pmin_y", [](const sp::Array& v) { return sp::lax::pmin(v, "y"); }, P("x"),
        P("x")},
       {"shard_map_pmin_xy",
-       [](const sp::Array& v) { return sp::lax::pmin(v * 2.0f, sp::axes("x", "y")); },
-       P("x", "y"), P()},
+       [](const sp::Array& v) { return sp::lax::pmin(v * 2.0f, sp::axes("x", "y")); }, P("x", "y"),
+       P()},
       {"shard_map_pbroadcast_x", [](const sp::Array& v) { return sp::lax::pbroadcast(v, "x", 1); },
        P("x", "y"), P("x", "y")},
       {"shard_map_pbroadcast_xy",
@@ -215,7 +215,9 @@ TEST(ShardMapErrors, PbroadcastOfAnInvariantValueIsRefusedWithCheckVma) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
   auto body = [](sp::Array x) { return sp::lax::pbroadcast(x, "x", 2); };
   auto f = sp::shard_map(body, mesh, P(sp::None, "y"), P(sp::None, "y"));
-  EXPECT_EQ(message_of([&] { f(sp::ones({8, 4})); }),
+  EXPECT_EQ(message_of([&] {
+              f(sp::ones({8, 4}));
+            }),
             "[pbroadcast] Collective pbroadcast must be applied to a device-varying type, but got "
             "frozenset({'y'}) for collective acting over axis name ('x',). To skip the check, "
             "pass `.check_vma = false` to `sp::shard_map`.");

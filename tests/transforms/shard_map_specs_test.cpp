@@ -68,14 +68,14 @@ sp::Array a() {
 using Nested = std::tuple<sp::Array, std::tuple<sp::Array, std::map<std::string, sp::Array>>>;
 
 Nested nested(sp::Array x) {
-  return {x, {sp::lax::psum(x, "y"),
-              {{"k", sp::lax::psum(x, sp::axes("x", "y"))}, {"j", x * 2.0f}}}};
+  return {x,
+          {sp::lax::psum(x, "y"), {{"k", sp::lax::psum(x, sp::axes("x", "y"))}, {"j", x * 2.0f}}}};
 }
 
 // The map's entries are its keys in sorted order: j, then k.
 auto nested_map() {
-  return sp::shard_map(nested, mesh(), P("x", "y"),
-                       {P("x", "y"), {P("x"), {P("x", "y"), P()}}}, {.name = "nested"});
+  return sp::shard_map(nested, mesh(), P("x", "y"), {P("x", "y"), {P("x"), {P("x", "y"), P()}}},
+                       {.name = "nested"});
 }
 
 TEST(ShardMapSpecTrees, NestedOutSpecsGiveEachLeafItsSpec) {
@@ -159,8 +159,7 @@ TEST(ShardMapSpecTrees, InSpecsListForOneArrayAsJax) {
 
 TEST(ShardMapSpecTrees, MoreInSpecsThanArgumentsAsJax) {
   auto f = sp::shard_map(add3, mesh(), {P("x"), P(), P()}, P("x"));
-  EXPECT_EQ(message_of([&] { f(a(), std::make_pair(a(), a())); }),
-            jax_error("in_specs_too_many"));
+  EXPECT_EQ(message_of([&] { f(a(), std::make_pair(a(), a())); }), jax_error("in_specs_too_many"));
 }
 
 TEST(ShardMapSpecTrees, InnerInSpecsListTooShortAsJax) {

@@ -2,13 +2,18 @@
 // hand data from one launch to the next, report errors through their future, and combine with
 // the Communicator as shard_map uses them. Also built into spmd_tsan_tests.
 #include "runtime/executor.h"
+#include "backends/cpu/parallel.h"
 #include "runtime/communicator.h"
 #include "runtime/launch.h"
 
+#include <spmd/config.h>
 #include <spmd/error.h>
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <numeric>
@@ -31,6 +36,21 @@ TEST(Executor, RunsEveryRankOnItsDeviceThread) {
   rt::launch(ids(8), [&](int rank) { seen[size_t(rank)] = rt::current_device_id(); }).get();
   EXPECT_EQ(seen, ids(8));
   EXPECT_EQ(rt::current_device_id(), -1);
+}
+
+TEST(Executor, KernelsShareTheCoresAmongTheDevicesOfALaunch) {
+  // Each device's kernels get the cores divided by the devices running at once (at least one),
+  // in the library's pool and in OpenMP (oneDNN), so 8 devices on 2 cores use 8 threads in all.
+  for (int n : {1, 2, 8}) {
+    std::vector<int> pool_threads(static_cast<size_t>(n)), omp_threads(static_cast<size_t>(n));
+    rt::launch(ids(n), [&](int rank) {
+      pool_threads[size_t(rank)] = spmd::cpu::max_threads();
+      omp_threads[size_t(rank)] = omp_get_max_threads();
+    }).get();
+    const int want = std::max(1, spmd::config::num_threads() / n);
+    EXPECT_EQ(pool_threads, std::vector<int>(size_t(n), want)) << n << " devices";
+    EXPECT_EQ(omp_threads, std::vector<int>(size_t(n), want)) << n << " devices";
+  }
 }
 
 TEST(Executor, LaunchesPassDataAlongEachDevice) {

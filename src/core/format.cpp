@@ -494,7 +494,7 @@ std::string array2string(const void* data, DType t, const Shape& shape, std::str
   collect_offsets(shape, shape.strides(), summarise, 0, 0, offsets);
   std::vector<std::string> words = format_words(data, t, offsets, shape.ndim() == 0);
   ArrayLayout layout(shape, words, summarise, separator);
-  return layout.format(" " + std::string(prefix.size(), ' '), line_width);
+  return layout.format(std::string(prefix.size() + 1, ' '), line_width);
 }
 
 }  // namespace

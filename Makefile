@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= $(CURDIR)/$(BUILD)/install
 
-.PHONY: all deps configure build run test install consumer bench tsan clean
+.PHONY: all deps configure build run test install consumer bench tsan asan clean
 
 all: build
 
@@ -47,6 +47,21 @@ tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
 	@TSAN_OPTIONS=halt_on_error=1 SPMD_CPU_DEVICES=8 \
 	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
+
+# The whole library and test suite built with AddressSanitizer, LeakSanitizer and
+# UndefinedBehaviorSanitizer, running every test: any finding fails the run. .ci/run runs it
+# after `make test`. Allocations the system cannot satisfy must return null (the tests of
+# RESOURCE_EXHAUSTED ask for more memory than exists).
+ASAN_BUILD ?= build-asan
+ASAN_FLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+asan: deps
+	@[ -f $(ASAN_BUILD)/Makefile ] || cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Sanitize \
+	  -DCMAKE_CXX_FLAGS="$(ASAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined \
+	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined -DSPMD_BUILD_BENCH=OFF \
+	  -DSPMD_BUILD_TOOLS=OFF >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target spmd_tests
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E spmd_tsan_tests
 
 clean:
 	rm -rf $(BUILD)

@@ -52,6 +52,11 @@ class UnexpectedTracerError : public Error {
 class RuntimeError : public Error {
   using Error::Error;
 };
+// JAX's RESOURCE_EXHAUSTED runtime error: memory for a result could not be allocated. The
+// message names the bytes requested and, where known, the shape and dtype.
+class ResourceExhaustedError : public RuntimeError {
+  using RuntimeError::RuntimeError;
+};
 
 // Shardings, meshes and partition specs that do not fit (unknown axis, indivisible dims, devices
 // that differ between committed arguments).

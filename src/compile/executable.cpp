@@ -148,7 +148,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
           continue;
         }
         Array out = donor >= 0 ? make_array(type, env[size_t(donor)].impl()->buffer)
-                               : make_uninitialized(type);
+                               : make_uninitialized(type, prim.name.c_str());
         owned[size_t(v)] = donor >= 0;
         results.push_back({out.impl()->buffer->data(), &out.impl()->aval});
         env[size_t(v)] = std::move(out);

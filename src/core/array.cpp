@@ -40,8 +40,20 @@ Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer) {
   return Array(std::move(impl));
 }
 
-Array make_uninitialized(AbstractValue aval) {
-  auto buffer = Buffer::allocate(size_t(aval.nbytes()));
+int64_t AbstractValue::checked_nbytes(const char* api) const {
+  return check_shape_size(shape, itemsize(dtype), std::string(dtype_name(dtype)).c_str(), api);
+}
+
+Array make_uninitialized(AbstractValue aval, const char* api) {
+  const int64_t nbytes = aval.checked_nbytes(api);
+  std::shared_ptr<Buffer> buffer;
+  try {
+    buffer = Buffer::allocate(size_t(nbytes));
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError("[" + std::string(api) + "] " + e.what() +
+                                 " The array has shape " + aval.shape.str() + " and dtype " +
+                                 std::string(dtype_name(aval.dtype)) + ".");
+  }
   return make_array(std::move(aval), std::move(buffer));
 }
 

@@ -25,7 +25,9 @@ struct AbstractValue {
   std::vector<std::string> vma = {};
   bool operator==(const AbstractValue&) const = default;
   int64_t size() const { return shape.size(); }
-  int64_t nbytes() const { return shape.size() * itemsize(dtype); }
+  int64_t nbytes() const { return checked_nbytes("shape"); }
+  // The bytes, after NumPy's limit on shapes (check_shape_size) with `api` naming the caller.
+  int64_t checked_nbytes(const char* api) const;
   std::string str() const;  // jaxpr form: "f32[2,3]"
 };
 
@@ -51,7 +53,7 @@ const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api);
 // A concrete array over an existing buffer.
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer);
 // A concrete array with fresh, uninitialised storage.
-Array make_uninitialized(AbstractValue aval);
+Array make_uninitialized(AbstractValue aval, const char* api = "allocate");
 // Host pointer to a concrete array's elements; throws ConcretizationError for traced values.
 const void* host_data(const Array& x, const char* api);
 const AbstractValue& aval_of(const Array& x);

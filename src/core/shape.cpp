@@ -2,15 +2,37 @@
 #include <spmd/error.h>
 #include <spmd/shape.h>
 
+#include <optional>
 #include <ostream>
 #include <string>
 
 namespace spmd {
 
-int64_t Shape::size() const {
-  int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+namespace {
+
+[[noreturn]] void throw_too_big(const Shape& shape, const std::string& what, const char* api) {
+  throw ValueError("[" + std::string(api) +
+                   "] array is too big; `arr.size * arr.dtype.itemsize` is larger than the "
+                   "maximum possible size, got shape " +
+                   shape.str() + what);
+}
+
+// The product of `factor` and the nonzero dims, or nullopt when it overflows int64.
+std::optional<int64_t> nonzero_product(const std::vector<int64_t>& dims, int64_t factor) {
+  int64_t n = factor;
+  for (int64_t d : dims)
+    if (d != 0 && __builtin_mul_overflow(n, d, &n)) return std::nullopt;
   return n;
+}
+
+}  // namespace
+
+int64_t Shape::size() const {
+  for (int64_t d : dims_)
+    if (d == 0) return 0;
+  std::optional<int64_t> n = nonzero_product(dims_, 1);
+  if (!n) throw_too_big(*this, "", "shape");
+  return *n;
 }
 
 int64_t Shape::dim(int axis) const {
@@ -22,9 +44,20 @@ std::vector<int64_t> Shape::strides() const {
   int64_t acc = 1;
   for (size_t i = dims_.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= dims_[i];
+    if (__builtin_mul_overflow(acc, dims_[i], &acc)) throw_too_big(*this, "", "shape");
   }
   return s;
+}
+
+int64_t check_shape_size(const Shape& shape, int64_t itemsize, const char* dtype_name,
+                         const char* api) {
+  for (int64_t d : shape)
+    if (d < 0)
+      throw ValueError("[" + std::string(api) +
+                       "] negative dimensions are not allowed, got shape " + shape.str());
+  if (!nonzero_product(shape.dims(), itemsize))
+    throw_too_big(shape, dtype_name ? " of " + std::string(dtype_name) : "", api);
+  return shape.size() * itemsize;
 }
 
 std::string Shape::str() const {

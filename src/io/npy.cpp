@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -212,13 +213,17 @@ NpyHeader read_header(io::ByteReader& in) {
   return HeaderParser(text, o).parse();
 }
 
-// Bytes of `shape` elements of `t`, or IOError when the product overflows.
+// Bytes of `shape` elements of `t`, or IOError for a shape no array can have (NumPy's limit,
+// which np.load applies too: the nonzero dims times the itemsize must fit in int64).
 uint64_t data_size(const NpyHeader& h, const io::Origin& o) {
-  uint64_t n = uint64_t(itemsize(h.dtype));
-  for (int64_t d : h.shape)
-    if (__builtin_mul_overflow(n, uint64_t(d), &n) || n > (uint64_t(1) << 62))
-      o.fail("shape " + h.shape.str() + " is too large");
-  return n;
+  const int64_t size = itemsize(h.dtype);
+  std::optional<int64_t> n;
+  try {
+    n = check_shape_size(h.shape, size, std::string(dtype_name(h.dtype)).c_str(), "load_npy");
+  } catch (const ValueError&) {
+  }
+  if (!n) o.fail("shape " + h.shape.str() + " is too large");
+  return uint64_t(*n);
 }
 
 template <int N>
@@ -271,7 +276,7 @@ Array read_npy(io::ByteReader& in) {
     o.fail("data size mismatch: shape " + h.shape.str() + " of " +
            std::string(dtype_name(h.dtype)) + " needs " + std::to_string(nbytes) +
            " bytes, the file has " + std::to_string(in.remaining()));
-  Array out = make_uninitialized(AbstractValue{h.shape, h.dtype, false});
+  Array out = make_uninitialized(AbstractValue{h.shape, h.dtype, false}, "load_npy");
   void* data = out.impl()->buffer->data();
   bool transpose = h.fortran_order && h.shape.ndim() > 1 && h.shape.size() > 0;
   if (transpose) {

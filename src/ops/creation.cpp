@@ -9,30 +9,52 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace spmd {
 namespace {
 
-void check_shape(const char* api, const Shape& shape) {
-  for (int64_t d : shape)
-    if (d < 0)
-      throw ValueError(ops::prefix(api) + "negative dimensions are not allowed, got shape " +
-                       shape.str());
+void check_shape(const char* api, const Shape& shape, DType dtype) {
+  AbstractValue{shape, canonicalize_dtype(dtype)}.checked_nbytes(api);
 }
 
 Array from_host(const char* api, const void* data, DType from, size_t count, const Shape& shape) {
-  check_shape(api, shape);
+  check_shape(api, shape, from);
   if (int64_t(count) != shape.size())
     throw ValueError(ops::prefix(api) + "got " + std::to_string(count) + " values for shape " +
                      shape.str() + ", which holds " + std::to_string(shape.size()));
   DType t = canonicalize_dtype(from);
-  Array out = make_uninitialized(AbstractValue{shape, t, false});
+  Array out = make_uninitialized(AbstractValue{shape, t, false}, api);
   cpu::convert(data, from, out.impl()->buffer->data(), t, int64_t(count));
   return out;
 }
 
+// The length of an arange of `count` (≥ 0, or NaN) elements, checked as an array of `dtype`.
+int64_t arange_length(double count, DType dtype) {
+  if (!(count > 0)) return 0;
+  // 2^63 is exact in double; a count from there on cannot be an array's length.
+  const int64_t n = count < 0x1p63 ? int64_t(count) : std::numeric_limits<int64_t>::max();
+  check_shape("arange", Shape{n}, dtype);
+  return n;
+}
+
+// Host storage for `n` values of T, with the library's error when the system has no memory.
+template <class T>
+std::shared_ptr<Buffer> host_values(int64_t n, const char* api) {
+  int64_t bytes = 0;
+  if (!__builtin_mul_overflow(n, int64_t(sizeof(T)), &bytes)) {
+    try {
+      return Buffer::allocate(size_t(bytes));
+    } catch (const ResourceExhaustedError& e) {
+      throw ResourceExhaustedError(ops::prefix(api) + e.what());
+    }
+  }
+  throw ResourceExhaustedError(
+      ops::prefix(api) + "RESOURCE_EXHAUSTED: Out of memory allocating more than 2^63 bytes.");
+}
+
 Array fill(const char* api, const Shape& shape, const Array& value, DType dtype) {
-  check_shape(api, shape);
+  check_shape(api, shape, dtype);
   Array v = ops::convert(value, canonicalize_dtype(dtype));
   return ops::broadcast_to(api, v, shape);
 }
@@ -81,9 +103,9 @@ Array array(const std::vector<bool>& values, const Shape& shape) {
 }
 
 Array array_from_bytes(const void* bytes, DType t, const Shape& shape) {
-  check_shape("array_from_bytes", shape);
-  Array out = make_uninitialized(AbstractValue{shape, t, false});
-  std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
+  check_shape("array_from_bytes", shape, t);
+  Array out = make_uninitialized(AbstractValue{shape, t, false}, "array_from_bytes");
+  if (out.nbytes() > 0) std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
   return out;
 }
 
@@ -121,11 +143,15 @@ Array arange(int start, int stop, int step) {
 }
 Array arange(int64_t start, int64_t stop, int64_t step, DType dtype) {
   if (step == 0) throw ValueError("[arange] step must not be zero");
-  int64_t n = std::max<int64_t>(0, (stop - start + step + (step > 0 ? -1 : 1)) / step);
+  // In 128 bits: stop − start and the rounding need not fit in int64.
+  const __int128 span = __int128(stop) - start;
+  const __int128 count = (span + step + (step > 0 ? -1 : 1)) / step;
+  const int64_t n = arange_length(count > 0 ? double(count) : 0.0, dtype);
   if (start == 0 && step == 1) return lax::iota(dtype, n);
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + i * step;
-  return astype(array(v, Shape{n}), dtype);
+  std::shared_ptr<Buffer> values = host_values<int64_t>(n, "arange");
+  auto* v = static_cast<int64_t*>(values->data());
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
+  return astype(from_host("arange", v, int64, size_t(n), Shape{n}), dtype);
 }
 Array arange(double stop) {
   return arange(0.0, stop, 1.0);
@@ -137,17 +163,17 @@ Array arange(double start, double stop, double step) {
   if (step == 0) throw ValueError("[arange] step must not be zero");
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     throw ValueError("[arange] arguments must be finite");
-  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((stop - start) / step)));
+  const int64_t n = arange_length(std::ceil((stop - start) / step), default_float_dtype());
   if (start == 0 && step == 1) return lax::iota(default_float_dtype(), n);  // jnp's fast path
   // jnp.arange calls np.arange with the target dtype, which stores start and start + step in
   // that dtype and fills x[i] = x[0] + i * (x[1] - x[0]) in it.
   auto fill = [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> v(static_cast<size_t>(n));
+    std::shared_ptr<Buffer> values = host_values<T>(n, "arange");
+    auto* v = static_cast<T*>(values->data());
     T first = T(start), delta = T(T(start + step) - first);
-    for (int64_t i = 0; i < n; ++i)
-      v[size_t(i)] = i == 1 ? T(start + step) : T(first + T(i) * delta);
-    return array(v, Shape{n});
+    for (int64_t i = 0; i < n; ++i) v[i] = i == 1 ? T(start + step) : T(first + T(i) * delta);
+    return from_host("arange", v, dtype_of_v<T>, size_t(n), Shape{n});
   };
   return default_float_dtype() == float64 ? fill(0.0) : fill(0.0f);
 }

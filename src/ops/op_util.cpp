@@ -109,6 +109,7 @@ std::vector<Array> promote_shapes(const char* api, const std::vector<Array>& xs)
 Array broadcast_to(const char* api, const Array& x, const Shape& shape) {
   const Shape& s = aval_of(x).shape;
   if (s == shape) return x;
+  AbstractValue{shape, aval_of(x).dtype}.checked_nbytes(api);
   Shape result = broadcast_shapes(api, {s, shape});
   if (!(result == shape))
     throw ShapeError(prefix(api) + "cannot broadcast an array of shape " + s.str() + " to shape " +

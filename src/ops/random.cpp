@@ -37,6 +37,7 @@ void check_shape(const char* api, const Shape& shape) {
     if (d < 0)
       throw ValueError(ops::prefix(api) + "shape dimensions must be non-negative, got " +
                        shape.str());
+  check_shape_size(shape, 1, nullptr, api);  // the element count; bytes are checked per dtype
 }
 
 // JAX's _check_shape: parameters must broadcast to exactly the requested shape.

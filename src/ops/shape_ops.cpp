@@ -124,6 +124,7 @@ Array reshape(const Array& x, const Shape& new_shape) {
                      new_shape.str() + why);
   };
   int64_t known = 1;
+  bool overflow = false;  // the known sizes multiply past int64: no array has that many elements
   int unknown = -1;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1 && unknown >= 0)
@@ -135,8 +136,13 @@ Array reshape(const Array& x, const Shape& new_shape) {
       throw ValueError("[reshape] negative dimensions are not allowed, got shape " +
                        new_shape.str());
     } else {
-      known *= dims[i];
+      overflow |= __builtin_mul_overflow(known, dims[i], &known);
     }
+  }
+  if (overflow && std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    known = 0;
+  } else if (overflow) {
+    return fail("");
   }
   if (unknown >= 0) {
     if (known == 0 || x.size() % known != 0)

@@ -74,7 +74,9 @@ const Primitive& primitive(std::string_view name) {
 
 std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const AbstractValue> in,
                                          const Params& params) {
-  return p.shape_rule(in, params);
+  std::vector<AbstractValue> out = p.shape_rule(in, params);
+  for (const AbstractValue& t : out) t.checked_nbytes(p.name.c_str());
+  return out;
 }
 
 std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const Params& params) {
@@ -90,7 +92,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
   for (size_t i = 0; i < inputs.size(); ++i)
     operands.push_back({host_data(inputs[i], p.name.c_str()), &in_avals[i]});
 
-  std::vector<AbstractValue> out_avals = p.shape_rule(in_avals, params);
+  std::vector<AbstractValue> out_avals = abstract_eval(p, in_avals, params);
   if (p.output_aliases_input)
     return {make_array(out_avals[0], concrete_buffer(inputs[0], p.name.c_str()))};
   std::vector<Array> outputs;
@@ -102,7 +104,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
       outputs.push_back(make_array(aval, nullptr));
       results.push_back({nullptr, &outputs.back().impl()->aval, &outputs.back().impl()->buffer});
     } else {
-      outputs.push_back(make_uninitialized(aval));
+      outputs.push_back(make_uninitialized(aval, p.name.c_str()));
       results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
     }
   }

@@ -3,20 +3,30 @@
 // touch, which made large elementwise ops run at a fifth of memory bandwidth.
 #include "runtime/buffer.h"
 
+#include <spmd/error.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace spmd {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kCacheMin = size_t(1) << 20;    // blocks from 1 MiB are cached
-constexpr size_t kGranule = size_t(64) << 10;    // large sizes round up to 64 KiB
+constexpr size_t kCacheMin = size_t(1) << 20;  // blocks from 1 MiB are cached
+constexpr size_t kGranule = size_t(64) << 10;  // large sizes round up to 64 KiB
+// Larger requests cannot be rounded up to a granule without overflow, nor be met by any system.
+constexpr size_t kMaxBytes = size_t(1) << 62;
+
+[[noreturn]] void throw_exhausted(size_t nbytes) {
+  throw ResourceExhaustedError("RESOURCE_EXHAUSTED: Out of memory allocating " +
+                               std::to_string(nbytes) + " bytes.");
+}
 
 class BlockCache {
  public:
@@ -41,6 +51,18 @@ class BlockCache {
   // Keeps the block for reuse. When that takes the cache over its limit, the blocks given back
   // longest ago are freed instead (a workload that moved on to other sizes must not keep the
   // current one from being cached); a block larger than the whole limit is freed at once.
+  // Frees every cached block (an allocation failed: give the memory back to the system).
+  void release() {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [bytes, entry] : by_size_) blocks.push_back(entry.data);
+      by_size_.clear();
+      by_age_.clear();
+      cached_ = 0;
+    }
+    for (void* q : blocks) std::free(q);
+  }
   void give(void* p, size_t bytes) {
     std::vector<void*> evicted;
     {
@@ -89,10 +111,15 @@ size_t capacity_for(size_t nbytes) {
 }  // namespace
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes) {
+  if (nbytes > kMaxBytes) throw_exhausted(nbytes);
   size_t capacity = capacity_for(nbytes);
   void* p = capacity >= kCacheMin ? cache().take(capacity) : nullptr;
   if (!p) p = std::aligned_alloc(kAlign, capacity);
-  if (!p) throw std::bad_alloc();
+  if (!p && capacity >= kCacheMin) {
+    cache().release();
+    p = std::aligned_alloc(kAlign, capacity);
+  }
+  if (!p) throw_exhausted(nbytes);
   return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity));
 }
 

@@ -9,7 +9,10 @@ namespace spmd {
 
 class Buffer {
  public:
-  // Uninitialised storage of `nbytes` (zero-size allowed).
+  // Uninitialised storage of `nbytes` (zero-size allowed). When the system has no memory left,
+  // the cached blocks are released and the allocation tried again; then it throws
+  // ResourceExhaustedError with JAX's text ("RESOURCE_EXHAUSTED: Out of memory allocating N
+  // bytes.").
   static std::shared_ptr<Buffer> allocate(size_t nbytes);
   // Bytes of freed blocks kept for reuse (blocks of 1 MiB or more, at most 2 GiB in all: when
   // a freed block would exceed that, the blocks freed longest ago are released instead).

@@ -60,7 +60,7 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
   }
   eqn.inputs.reserve(operands.size());
   for (const Array& x : operands) eqn.inputs.push_back(lift(x));
-  std::vector<AbstractValue> out_types = p.shape_rule(in_types, params);
+  std::vector<AbstractValue> out_types = abstract_eval(p, in_types, params);
   std::vector<Array> outs;
   for (AbstractValue& t : out_types) {
     t.vma = out_vma;

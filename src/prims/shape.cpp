@@ -99,6 +99,9 @@ std::vector<AbstractValue> reshape_rule(std::span<const AbstractValue> in, const
     throw ValueError("[reshape] only dimensions=None is supported");
   Shape shape(sizes);
   bool negative = std::any_of(sizes.begin(), sizes.end(), [](int64_t d) { return d < 0; });
+  if (!negative)
+    check_shape_size(shape, itemsize(in[0].dtype), std::string(dtype_name(in[0].dtype)).c_str(),
+                     "reshape");
   if (negative || shape.size() != in[0].shape.size())
     throw ShapeError("[reshape] cannot reshape array of shape " + in[0].shape.str() +
                      " into shape " + shape.str());

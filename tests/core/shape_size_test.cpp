@@ -113,6 +113,8 @@ TEST(ShapeSize, ReshapeToAnOverflowingShapeIsAMismatch) {
               (void)x.reshape({k2_32, k2_32, -1});
             }),
             "[reshape] cannot reshape array of shape (4,) into shape (4294967296, 4294967296, -1)");
+  EXPECT_EQ(error_message<sp::ValueError>([&] { (void)sp::lax::reshape(x, {k2_32, k2_32}); }),
+            "[reshape] " + kTooBig + "(4294967296, 4294967296) of int32");
   // Empty arrays follow NumPy's limit too: the nonzero dims count.
   EXPECT_EQ(error_message<sp::ValueError>([] {
               (void)sp::zeros({0}).reshape({k2_32, k2_32, 0});

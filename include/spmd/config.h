@@ -12,13 +12,18 @@ bool x64_enabled();
 void set_threefry_partitionable(bool on);
 bool threefry_partitionable();
 
-// Worker threads kernels may use on this process (default: hardware concurrency, or env
-// SPMD_NUM_THREADS).
+// Worker threads kernels may use on this process (default: env SPMD_NUM_THREADS, else the
+// hardware concurrency). The variable must be an integer from 1 to kMaxNumThreads; it is read
+// on first use, where anything else raises ValueError.
+inline constexpr int kMaxNumThreads = 1024;
 void set_num_threads(int n);
 int num_threads();
 
-// JAX's jax_num_cpu_devices: the number of virtual CPU devices (default: env SPMD_CPU_DEVICES,
-// else 1). Must be set before the devices are first used; changing it afterwards raises.
+// JAX's jax_num_cpu_devices: the number of virtual CPU devices, from 1 to kMaxCpuDevices
+// (default: env SPMD_CPU_DEVICES, else 1). Must be set before the devices are first used;
+// changing it afterwards raises. The variable is read when the count is first needed and must be
+// an integer in the same range; anything else raises ValueError there.
+inline constexpr int kMaxCpuDevices = 4096;
 void set_cpu_device_count(int n);
 int cpu_device_count();
 

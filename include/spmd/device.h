@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spmd {
@@ -34,6 +36,11 @@ int process_count();
 }  // namespace spmd
 
 namespace spmd::runtime {
+
+// Throws ValueError "[api] ..." unless every device is one of devices(): platform "cpu", process
+// index 0 and an id from 0 to device_count() - 1. Device is a plain struct a caller can fill
+// with anything, so every API that takes devices checks them here before using them.
+void check_devices(std::span<const Device> devices, std::string_view api);
 
 // Bytes copied between the host and devices or between devices since the last reset. Every
 // copy the runtime makes is counted, so a test can show that a computation moved no data.

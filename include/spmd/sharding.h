@@ -36,7 +36,8 @@ class Mesh {
  public:
   // An empty mesh (no devices, no axes): a placeholder to assign a real mesh to.
   Mesh() = default;
-  // `devices` row-major with prod(shape) entries, no device twice, one unique name per axis.
+  // `devices` row-major with prod(shape) entries, each one of sp::devices() (else ValueError),
+  // no device twice, one unique name per axis.
   Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names);
   Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names);
 
@@ -198,7 +199,8 @@ class NamedSharding : public Sharding {
 // The whole array on one device (jax.sharding.SingleDeviceSharding).
 class SingleDeviceSharding : public Sharding {
  public:
-  explicit SingleDeviceSharding(Device device) : devices_{std::move(device)} {}
+  // Throws ValueError for a device that is not one of devices().
+  explicit SingleDeviceSharding(Device device);
 
   const Device& device() const { return devices_[0]; }
   const std::vector<Device>& device_list() const override { return devices_; }

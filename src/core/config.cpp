@@ -1,8 +1,10 @@
 // Process-wide settings.
 #include <spmd/config.h>
 
+#include "core/env.h"
+
 #include <atomic>
-#include <cstdlib>
+#include <optional>
 #include <thread>
 
 namespace spmd::config {
@@ -10,15 +12,18 @@ namespace {
 std::atomic<bool> g_x64{false};
 std::atomic<bool> g_partitionable{true};
 
-int initial_threads() {
-  if (const char* env = std::getenv("SPMD_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw ? int(hw) : 1;
+// Read on first use rather than at load time, so a malformed SPMD_NUM_THREADS raises a
+// ValueError the caller can catch instead of terminating the program before main.
+int default_threads() {
+  static const int n = [] {
+    if (std::optional<int64_t> env = env_int("SPMD_NUM_THREADS", 1, kMaxNumThreads))
+      return int(*env);
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw ? int(hw) : 1;
+  }();
+  return n;
 }
-std::atomic<int> g_threads{initial_threads()};
+std::atomic<int> g_threads{0};  // 0: not set, default_threads()
 }  // namespace
 
 void enable_x64(bool on) {
@@ -37,7 +42,8 @@ void set_num_threads(int n) {
   g_threads = n > 0 ? n : 1;
 }
 int num_threads() {
-  return g_threads;
+  int n = g_threads;
+  return n > 0 ? n : default_threads();
 }
 
 }  // namespace spmd::config

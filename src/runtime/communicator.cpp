@@ -7,6 +7,7 @@
 
 #include "backends/cpu/clones.h"
 #include "backends/cpu/poll.h"
+#include "core/env.h"
 
 #include <algorithm>
 #include <atomic>
@@ -28,14 +29,15 @@
 #include <unistd.h>
 
 namespace spmd::runtime {
+namespace {
+// The largest values the environment may give: a day, and a second of polling.
+constexpr int64_t kMaxCollectiveTimeoutMs = int64_t(24) * 3600 * 1000;
+constexpr int64_t kMaxPollUs = 1000000;
+}  // namespace
 
 std::chrono::milliseconds default_collective_timeout() {
-  if (const char* s = std::getenv("SPMD_COLLECTIVE_TIMEOUT_MS")) {
-    char* end = nullptr;
-    long long ms = std::strtoll(s, &end, 10);
-    if (end != s && ms > 0) return std::chrono::milliseconds(ms);
-  }
-  return std::chrono::milliseconds(60000);
+  return std::chrono::milliseconds(
+      env_int("SPMD_COLLECTIVE_TIMEOUT_MS", 1, kMaxCollectiveTimeoutMs).value_or(60000));
 }
 
 namespace {
@@ -275,17 +277,14 @@ bool outputs_exceed_cache(int64_t total_output_bytes) {
 // for the others to finish reading its buffers.
 constexpr int64_t kStagedBytes = int64_t(64) << 10;
 
-// How long a member polls before sleeping: env SPMD_COLLECTIVE_POLL_US (0 turns polling off),
-// else 50 µs; zero when the launch has more devices than there are cores, where a polling member
-// would take the core a peer needs.
+// How long a member polls before sleeping: env SPMD_COLLECTIVE_POLL_US (an integer from 0 to
+// 1000000; 0 turns polling off), else 50 µs; zero when the launch has more devices than there are
+// cores, where a polling member would take the core a peer needs.
 std::chrono::microseconds poll_budget(size_t devices) {
+  // Read before the core check, so a malformed value raises on every machine.
+  const int64_t env = env_int("SPMD_COLLECTIVE_POLL_US", 0, kMaxPollUs).value_or(50);
   if (devices > size_t(config::num_threads())) return std::chrono::microseconds(0);
-  if (const char* s = std::getenv("SPMD_COLLECTIVE_POLL_US")) {
-    char* end = nullptr;
-    long long us = std::strtoll(s, &end, 10);
-    if (end != s && us >= 0) return std::chrono::microseconds(us);
-  }
-  return std::chrono::microseconds(50);
+  return std::chrono::microseconds(env);
 }
 
 // For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the

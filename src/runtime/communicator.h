@@ -35,7 +35,8 @@ namespace spmd::runtime {
 
 enum class ReduceOp { sum, max, min };
 
-// Default wait before a collective gives up: env SPMD_COLLECTIVE_TIMEOUT_MS, else 60 s.
+// Default wait before a collective gives up: env SPMD_COLLECTIVE_TIMEOUT_MS (an integer from 1 to
+// 86400000, a day; anything else raises ValueError), else 60 s.
 std::chrono::milliseconds default_collective_timeout();
 
 class Communicator {

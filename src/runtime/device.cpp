@@ -3,26 +3,20 @@
 #include <spmd/device.h>
 #include <spmd/error.h>
 
-#include <atomic>
-#include <cstdlib>
+#include "core/env.h"
+
+#include <cctype>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 
 namespace spmd {
 namespace {
 
-int initial_device_count() {
-  if (const char* env = std::getenv("SPMD_CPU_DEVICES")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return 1;
-}
-
 struct DeviceTable {
   std::mutex mu;
-  int requested = initial_device_count();
+  std::optional<int> requested;  // unset until set_cpu_device_count or the first read of the count
   bool frozen = false;
   std::vector<Device> devices;
 };
@@ -32,14 +26,46 @@ DeviceTable& table() {
   return *t;
 }
 
+// The count to create, under t.mu. SPMD_CPU_DEVICES is read here, when the count is first
+// needed, rather than in a static initialiser: a malformed value then raises a ValueError the
+// caller can catch, and raises again on every later use until set_cpu_device_count replaces it.
+int requested_count(DeviceTable& t) {
+  if (!t.requested)
+    t.requested = int(env_int("SPMD_CPU_DEVICES", 1, config::kMaxCpuDevices).value_or(1));
+  return *t.requested;
+}
+
 const std::vector<Device>& frozen_devices() {
   DeviceTable& t = table();
   std::lock_guard lock(t.mu);
   if (!t.frozen) {
-    for (int i = 0; i < t.requested; ++i) t.devices.push_back(Device{i, "cpu", 0});
+    const int n = requested_count(t);
+    for (int i = 0; i < n; ++i) t.devices.push_back(Device{i, "cpu", 0});
     t.frozen = true;
   }
   return t.devices;
+}
+
+std::string id_range(int count) {
+  return count == 1
+             ? "1 CPU device, with id 0"
+             : std::to_string(count) + " CPU devices, with ids 0 to " + std::to_string(count - 1);
+}
+
+// Why `d` is not one of the `count` devices of this process, or nullopt. The texts after the
+// device are JAX's: jax.devices('gpu') without a GPU, jax.local_devices(process_index=1) in a
+// single process, and PjRt's lookup of an id the client lacks (x.__dlpack__(dl_device=(1, 42))).
+std::optional<std::string> unknown_device(const Device& d, int count) {
+  if (d.platform != "cpu")
+    return repr(d) + ": Unknown backend: '" + d.platform +
+           "' requested, but no platforms that are instances of " + d.platform +
+           " are present. Platforms present are: cpu";
+  if (d.process_index != process_index())
+    return repr(d) + ": Unknown process_index " + std::to_string(d.process_index);
+  if (d.id < 0 || d.id >= count)
+    return repr(d) + ": No matching device found for local_device_id " + std::to_string(d.id) +
+           "; this process has " + id_range(count);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -47,9 +73,9 @@ const std::vector<Device>& frozen_devices() {
 namespace config {
 
 void set_cpu_device_count(int n) {
-  if (n < 1)
-    throw ValueError("[set_cpu_device_count] expected a positive device count, got " +
-                     std::to_string(n));
+  if (n < 1 || n > kMaxCpuDevices)
+    throw ValueError("[set_cpu_device_count] expected a device count from 1 to " +
+                     std::to_string(kMaxCpuDevices) + ", got " + std::to_string(n));
   DeviceTable& t = table();
   std::lock_guard lock(t.mu);
   if (t.frozen && n != int(t.devices.size()))
@@ -62,7 +88,7 @@ void set_cpu_device_count(int n) {
 int cpu_device_count() {
   DeviceTable& t = table();
   std::lock_guard lock(t.mu);
-  return t.frozen ? int(t.devices.size()) : t.requested;
+  return t.frozen ? int(t.devices.size()) : requested_count(t);
 }
 
 }  // namespace config
@@ -95,5 +121,17 @@ int process_index() {
 int process_count() {
   return 1;
 }
+
+namespace runtime {
+
+void check_devices(std::span<const Device> devices, std::string_view api) {
+  if (devices.empty()) return;
+  const int count = device_count();
+  for (const Device& d : devices)
+    if (std::optional<std::string> why = unknown_device(d, count))
+      throw ValueError("[" + std::string(api) + "] " + *why);
+}
+
+}  // namespace runtime
 
 }  // namespace spmd

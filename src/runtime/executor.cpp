@@ -4,6 +4,7 @@
 #include "backends/cpu/parallel.h"
 
 #include <spmd/config.h>
+#include <spmd/device.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -11,6 +12,8 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -93,6 +96,17 @@ Workers& workers() {
   return *w;
 }
 
+// The ids come from meshes and shardings whose devices were checked when they were made (see
+// runtime::check_devices), so an unknown id here is a bug in spmd: refuse it before starting a
+// thread for it.
+void check_device_ids(std::span<const int> device_ids) {
+  const int count = device_count();
+  for (int id : device_ids)
+    if (id < 0 || id >= count)
+      throw std::logic_error("[launch] internal error: device id " + std::to_string(id) +
+                             " is not one of the " + std::to_string(count) + " devices");
+}
+
 }  // namespace
 
 int current_device_id() {
@@ -100,6 +114,7 @@ int current_device_id() {
 }
 
 std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn) {
+  check_device_ids(device_ids);
   const int n = int(device_ids.size());
   auto state = std::make_shared<LaunchState>(n);
   std::shared_future<void> result = state->done.get_future().share();

@@ -58,6 +58,8 @@ std::vector<Shard> Array::addressable_shards() const {
 }
 
 Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
+  // The library's shardings check their devices when made; this covers any other Sharding.
+  runtime::check_devices(sharding->device_list(), "device_put");
   const ArrayImpl& impl = concrete_impl(x, "device_put");
   sharding->check_shape(impl.aval.shape, "device_put");
   if (impl.sharded && *impl.sharded->sharding == *sharding) return x;
@@ -96,6 +98,7 @@ Array device_put(const Array& x, const Sharding& sharding) {
 }
 
 Array device_put(const Array& x, const Device& device) {
+  runtime::check_devices({&device, 1}, "device_put");
   return device_put(x, std::make_shared<SingleDeviceSharding>(device));
 }
 

@@ -26,6 +26,9 @@ void check_mesh(const std::vector<Device>& devices, const Shape& shape,
   if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
     throw ShardingError("[Mesh] axis names must be unique, got " +
                         python_repr::tuple_of_names(names));
+  runtime::check_devices(devices, "Mesh");
+  // JAX 0.10 accepts a repeated device here and fails only when the mesh is used (a bare
+  // safe_zip length error); spmd refuses it where the mistake is made.
   std::set<int> seen;
   for (const Device& d : devices)
     if (!seen.insert(d.id).second)

@@ -95,6 +95,10 @@ bool NamedSharding::equals(const Sharding& other) const {
          without_trailing_nones(spec_) == without_trailing_nones(o->spec_);
 }
 
+SingleDeviceSharding::SingleDeviceSharding(Device device) : devices_{std::move(device)} {
+  runtime::check_devices(devices_, "SingleDeviceSharding");
+}
+
 std::vector<ShardSlot> SingleDeviceSharding::layout(const Shape& global) const {
   ShardSlot slot{devices_[0], {}, 0};
   for (int64_t n : global) slot.index.push_back(Slice{0, n});

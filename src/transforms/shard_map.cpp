@@ -24,6 +24,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -922,6 +923,17 @@ void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
 
 namespace {
 
+// The `devices` option names real devices, each once. Checked on every call, before tracing, so
+// the message names pmap rather than the mesh it builds.
+void check_pmap_devices(const std::vector<Device>& devices) {
+  runtime::check_devices(devices, "pmap");
+  std::set<int> seen;
+  for (const Device& d : devices)
+    if (!seen.insert(d.id).second)
+      throw ValueError("[pmap] a device may appear in `devices` only once, but " + repr(d) +
+                       " appears more than once");
+}
+
 std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
                               const PmapCall& call) {
   const PmapOptions& o = call.options;
@@ -1041,6 +1053,7 @@ std::vector<Array> pmap_whole(const FlatFn& fn, std::span<const Array> leaves,
 std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                         const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                         const PmapCall& call, TreeDef* out_def) {
+  check_pmap_devices(call.options.devices);
   if (inside_another_map()) {
     // Nested in another map: no call of its own (pmap_whole maps it over a batch dimension or
     // over the mesh axes of the outermost pmap).

@@ -41,8 +41,9 @@ TEST(Device, OneProcessHoldsAllEightDevices) {
 
 TEST(Device, SetCpuDeviceCountRejectsANonPositiveCount) {
   for (int n : {0, -3})
-    EXPECT_EQ(error_message<sp::ValueError>([n] { sp::config::set_cpu_device_count(n); }),
-              "[set_cpu_device_count] expected a positive device count, got " + std::to_string(n));
+    EXPECT_EQ(
+        error_message<sp::ValueError>([n] { sp::config::set_cpu_device_count(n); }),
+        "[set_cpu_device_count] expected a device count from 1 to 4096, got " + std::to_string(n));
   EXPECT_EQ(sp::config::cpu_device_count(), 8);
 }
 

@@ -1,0 +1,20 @@
+// Integer settings read from the environment (SPMD_CPU_DEVICES, SPMD_NUM_THREADS, the collective
+// timeouts). Parsed strictly, so a typo raises instead of quietly becoming the default or a
+// huge number.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace spmd {
+
+// `text` as an integer from `lo` to `hi`: the whole text one decimal integer (an optional sign
+// and digits), with whitespace around it at most. Anything else throws ValueError
+// "[NAME] expected an integer from lo to hi, got 'text'".
+int64_t parse_env_int(std::string_view name, std::string_view text, int64_t lo, int64_t hi);
+
+// The environment variable `name` read with parse_env_int; nullopt when it is not set.
+std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi);
+
+}  // namespace spmd

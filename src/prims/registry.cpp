@@ -43,8 +43,9 @@ std::vector<std::string> PrimitiveRegistry::names() const {
   return out;
 }
 
+// Never destroyed: device threads may still run programs while the process exits.
 const PrimitiveRegistry& primitive_registry() {
-  static const PrimitiveRegistry registry = [] {
+  static const PrimitiveRegistry& registry = *new PrimitiveRegistry([] {
     PrimitiveRegistry r;
     register_elementwise_primitives(r);
     register_unary_math_primitives(r);
@@ -62,7 +63,7 @@ const PrimitiveRegistry& primitive_registry() {
     register_batch_rules(r);
     register_collective_rules(r);
     return r;
-  }();
+  }());
   return registry;
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -43,6 +44,11 @@ class Worker {
     }
     cv_.notify_one();
   }
+  // Returns once the queue is empty and no task runs.
+  void wait_idle() {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  }
 
  private:
   void loop(int device) {
@@ -52,17 +58,22 @@ class Worker {
       std::function<void()> task;
       {
         std::unique_lock lock(mu_);
+        busy_ = false;
+        if (tasks_.empty()) idle_.notify_all();
         cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        busy_ = true;
       }
       task();
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable idle_;  // signalled when the queue runs empty
   std::deque<std::function<void()>> tasks_;
+  bool busy_ = false;
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it uses
 };
@@ -85,14 +96,33 @@ class Workers {
     if (!w) w = std::make_unique<Worker>(device);
     return *w;
   }
+  // Waits for every launch posted so far to finish.
+  void drain() {
+    std::vector<Worker*> all;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [device, w] : workers_) all.push_back(w.get());
+    }
+    for (Worker* w : all) w->wait_idle();
+  }
 
  private:
   std::mutex mu_;
   std::unordered_map<int, std::unique_ptr<Worker>> workers_;
 };
 
+// The threads live for the process. Launches return before their devices finish, so a program
+// may reach exit with work still running; the exit waits for it (registered after the
+// primitive registry and the other statics the work uses were made, so it runs before they are
+// destroyed). Not from a device thread, which would wait for itself.
 Workers& workers() {
-  static Workers* w = new Workers();  // threads live for the process
+  static Workers* w = [] {
+    auto* made = new Workers();
+    std::atexit([] {
+      if (t_device < 0) workers().drain();
+    });
+    return made;
+  }();
   return *w;
 }
 

@@ -239,7 +239,7 @@ std::vector<NumpyReprCase> numpy_repr_cases() {
     std::getline(f, line);
     std::vector<uint8_t> bytes = from_hex(line.substr(5));
     c.values.resize(bytes.size() / 8);
-    std::memcpy(c.values.data(), bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(c.values.data(), bytes.data(), bytes.size());
     std::getline(f, line);
     int n = std::stoi(line.substr(5));
     for (int i = 0; i < n; ++i) {

@@ -13,7 +13,6 @@
 #include "support/golden.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -197,14 +196,14 @@ TEST(Format, NestedArraysBreakLinesBetweenRowsAndBlocks) {
             "Array([[ 0,  1,  2,  3,  4,  5],\n       [ 6,  7,  8,  9, 10, 11]], dtype=int32)");
 }
 
-TEST(Format, SummarisedMillionElementArrayIsFast) {
+TEST(Format, SummarisedMillionElementArrayFormatsOnlyTheShownElements) {
   std::vector<float> v(1000 * 1000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 1000);
-  auto start = std::chrono::steady_clock::now();
-  std::string s;
-  for (int i = 0; i < 100; ++i) s = str_of(v, {1000, 1000});
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(s,
+  // Hidden elements take no part in the format, as in NumPy: a wide value or a NaN in the
+  // middle changes neither the widths nor the notation.
+  v[500 * 1000 + 500] = 123456789.0f;
+  v[400 * 1000 + 3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(str_of(v, {1000, 1000}),
             "[[  0.   1.   2. ... 997. 998. 999.]\n"
             " [  0.   1.   2. ... 997. 998. 999.]\n"
             " [  0.   1.   2. ... 997. 998. 999.]\n"
@@ -212,7 +211,6 @@ TEST(Format, SummarisedMillionElementArrayIsFast) {
             " [  0.   1.   2. ... 997. 998. 999.]\n"
             " [  0.   1.   2. ... 997. 998. 999.]\n"
             " [  0.   1.   2. ... 997. 998. 999.]]");
-  EXPECT_LT(seconds, 0.5);  // 100 prints; touching every element would take far longer
 }
 
 namespace {

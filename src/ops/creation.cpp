@@ -83,7 +83,8 @@ Array array(const std::vector<bool>& values, const Shape& shape) {
 Array array_from_bytes(const void* bytes, DType t, const Shape& shape) {
   check_shape("array_from_bytes", shape);
   Array out = make_uninitialized(AbstractValue{shape, t, false});
-  std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
+  // `bytes` may be null for an empty shape; memcpy must not see a null pointer even then.
+  if (out.nbytes() > 0) std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
   return out;
 }
 

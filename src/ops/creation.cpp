@@ -173,7 +173,9 @@ Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtyp
 
 Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
   int64_t cols = m.value_or(n);
-  if (n < 0 || cols < 0) throw ValueError("[eye] negative dimensions are not allowed");
+  if (n < 0 || cols < 0)
+    throw ValueError("[eye] negative dimensions are not allowed, got N=" + std::to_string(n) +
+                     " and M=" + std::to_string(cols));
   Shape s{n, cols};
   Array rows = lax::broadcasted_iota(int32, s, 0), c = lax::broadcasted_iota(int32, s, 1);
   return astype(equal(add(rows, Array(int(k))), c), dtype);

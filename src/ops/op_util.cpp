@@ -131,7 +131,8 @@ std::vector<int64_t> canonicalize_axes(const char* api, const Axes& axes, int nd
   for (int a : axes) out.push_back(normalize_axis(a, ndim, api));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end())
-    throw ValueError(prefix(api) + "repeated axis in axes");
+    throw ValueError(prefix(api) + "duplicate value in 'axis': " +
+                     Shape(axes.begin(), axes.end()).str());
   return out;
 }
 

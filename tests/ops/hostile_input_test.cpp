@@ -109,7 +109,7 @@ std::vector<HostileRow> shape_rows() {
           "[reshape] cannot reshape array of shape (6,) into shape (-1, 3)"),
       raises<sp::ShapeError>(
           "broadcast_to_incompatible", [] { sp::broadcast_to(sp::ones({3}), {4}); },
-          "[broadcast_to] operands could not be broadcast together with shapes (3,) (4,)"),
+          "[broadcast_to] cannot broadcast an array of shape (3,) to shape (4,)"),
       raises<sp::ShapeError>(
           "broadcast_to_lower_rank", [] { sp::broadcast_to(sp::ones({2, 3}), {3}); },
           "[broadcast_to] cannot broadcast to a shape with fewer dimensions: array shape (2, 3), "

@@ -309,6 +309,17 @@ std::span<const uint8_t> as_bytes(const void* p, size_t n) {
   return {static_cast<const uint8_t*>(p), n};
 }
 
+// A damaged member can look like a .npy file of an unsupported dtype; its checksum tells the
+// two apart, so that damage is reported as damage.
+Array read_member(const io::File& file, const io::ZipMember& m) {
+  try {
+    return read_npy(*io::open_zip_member(file, m));
+  } catch (const TypeError&) {
+    io::verify_zip_member(file, m);
+    throw;
+  }
+}
+
 }  // namespace
 
 void save_npy(const std::string& path, const Array& x) {
@@ -342,7 +353,7 @@ std::map<std::string, Array> load_npz(const std::string& path) {
   for (const io::ZipMember& m : io::list_zip_members(file)) {
     if (m.name.ends_with('/') && m.uncompressed_size == 0) continue;  // a directory entry
     std::string key = m.name.ends_with(".npy") ? m.name.substr(0, m.name.size() - 4) : m.name;
-    out[key] = read_npy(*io::open_zip_member(file, m));
+    out[key] = read_member(file, m);
   }
   return out;
 }

@@ -343,6 +343,14 @@ std::unique_ptr<ByteReader> open_zip_member(const File& file, const ZipMember& m
          " is not supported (only stored and deflate)");
 }
 
+void verify_zip_member(const File& file, const ZipMember& member) {
+  std::unique_ptr<ByteReader> in = open_zip_member(file, member);
+  std::vector<uint8_t> chunk(size_t(1) << 16);
+  while (in->remaining() > 0)
+    in->read(chunk.data(), size_t(std::min<uint64_t>(in->remaining(), chunk.size())));
+  in->finish();
+}
+
 ZipWriter::ZipWriter(const std::string& path, const char* api, bool force_zip64)
     : file_(path, "wb", api), force_zip64_(force_zip64) {}
 

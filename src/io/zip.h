@@ -73,6 +73,8 @@ struct ZipMember {
 std::vector<ZipMember> list_zip_members(const File& file);
 // A reader of one member's uncompressed bytes; finish() verifies its size and CRC-32.
 std::unique_ptr<ByteReader> open_zip_member(const File& file, const ZipMember& member);
+// Reads the whole member, raising IOError if it is damaged (size or CRC-32 mismatch).
+void verify_zip_member(const File& file, const ZipMember& member);
 
 // Writes a zip archive of stored (uncompressed) members, as Python's zipfile does with
 // ZIP_STORED. ZIP64 records are written where sizes, offsets or the member count need them,

@@ -105,6 +105,7 @@ Array array(const std::vector<bool>& values, const Shape& shape) {
 Array array_from_bytes(const void* bytes, DType t, const Shape& shape) {
   check_shape("array_from_bytes", shape, t);
   Array out = make_uninitialized(AbstractValue{shape, t, false}, "array_from_bytes");
+  // `bytes` may be null for an empty shape; memcpy must not see a null pointer even then.
   if (out.nbytes() > 0) std::memcpy(out.impl()->buffer->data(), bytes, size_t(out.nbytes()));
   return out;
 }
@@ -198,7 +199,9 @@ Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtyp
 
 Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
   int64_t cols = m.value_or(n);
-  if (n < 0 || cols < 0) throw ValueError("[eye] negative dimensions are not allowed");
+  if (n < 0 || cols < 0)
+    throw ValueError("[eye] negative dimensions are not allowed, got N=" + std::to_string(n) +
+                     " and M=" + std::to_string(cols));
   Shape s{n, cols};
   Array rows = lax::broadcasted_iota(int32, s, 0), c = lax::broadcasted_iota(int32, s, 1);
   return astype(equal(add(rows, Array(int(k))), c), dtype);

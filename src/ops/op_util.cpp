@@ -110,8 +110,11 @@ Array broadcast_to(const char* api, const Array& x, const Shape& shape) {
   const Shape& s = aval_of(x).shape;
   if (s == shape) return x;
   AbstractValue{shape, aval_of(x).dtype}.checked_nbytes(api);
-  Shape result = broadcast_shapes(api, {s, shape});
-  if (!(result == shape))
+  // Each of x's dims, aligned with the trailing dims of `shape`, is 1 or the same size.
+  bool fits = s.ndim() <= shape.ndim();
+  for (int i = 0; fits && i < s.ndim(); ++i)
+    fits = s[i] == 1 || s[i] == shape[shape.ndim() - s.ndim() + i];
+  if (!fits)
     throw ShapeError(prefix(api) + "cannot broadcast an array of shape " + s.str() + " to shape " +
                      shape.str());
   std::vector<int64_t> bdims;
@@ -132,7 +135,8 @@ std::vector<int64_t> canonicalize_axes(const char* api, const Axes& axes, int nd
   for (int a : axes) out.push_back(normalize_axis(a, ndim, api));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end())
-    throw ValueError(prefix(api) + "repeated axis in axes");
+    throw ValueError(prefix(api) +
+                     "duplicate value in 'axis': " + Shape(axes.begin(), axes.end()).str());
   return out;
 }
 

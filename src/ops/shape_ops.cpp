@@ -82,7 +82,9 @@ Array expand_dims(const Array& x, const std::vector<int64_t>& dimensions) {
   std::vector<bool> inserted(size_t(out_rank), false);
   for (int64_t d : dimensions) {
     const int axis = ops::canonicalize_axis("expand_dims", int(d), out_rank);
-    if (inserted[size_t(axis)]) throw ValueError("[expand_dims] repeated axis in dimensions");
+    if (inserted[size_t(axis)])
+      throw ValueError("[expand_dims] repeated axis in dimensions " +
+                       Shape(dimensions.begin(), dimensions.end()).str());
     inserted[size_t(axis)] = true;
   }
   std::vector<int64_t> shape, bdims;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 
 namespace sp = spmd;
 namespace fs = std::filesystem;
@@ -499,6 +500,20 @@ TEST(NpzErrors, CorruptMemberDataFailsTheCrcCheck) {
                                        {"[load_npz]", "member 'x.npy'", "CRC-32 mismatch"}));
 }
 
+// A damaged byte in a member's header can spell an unsupported dtype; the member's CRC-32 shows
+// it is damage, which is what the error reports.
+TEST(NpzErrors, CorruptDescrInAMemberFailsTheCrcCheck) {
+  TempDir dir;
+  sp::save_npz(dir.file("a.npz"), {{"x", raw<int32_t>(sp::int32, {1, 2})}});
+  std::string bytes = read_file(dir.file("a.npz"));
+  size_t at = bytes.find("'<i4'");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 3] = '3';
+  write_file(dir.file("a.npz"), bytes);
+  EXPECT_TRUE(throws_with<sp::IOError>([&] { sp::load_npz(dir.file("a.npz")); },
+                                       {"[load_npz]", "member 'x.npy'", "CRC-32 mismatch"}));
+}
+
 TEST(NpzErrors, UnsupportedMembersRaiseIOError) {
   TempDir dir;
   sp::save_npz(dir.file("a.npz"), {{"x", raw<int8_t>(sp::int8, {1})}});
@@ -602,6 +617,386 @@ TEST(NpyFuzz, FlippedBytesLoadOrRaiseSpmdErrors) {
   // Both outcomes occur: data bytes of .npy files change values, header bytes break the file.
   EXPECT_GT(loaded, 0);
   EXPECT_GT(raised, 0);
+}
+
+// ---- Random header mutations: every generated file loads as described or raises IOError ----
+
+namespace {
+
+class FuzzRng {
+ public:
+  explicit FuzzRng(uint64_t seed) : rng_(seed) {}
+  uint64_t below(uint64_t n) { return rng_() % n; }
+  bool chance(int percent) { return below(100) < uint64_t(percent); }
+  template <class T>
+  const T& pick(const std::vector<T>& v) {
+    return v[size_t(below(v.size()))];
+  }
+  uint64_t bits() { return rng_(); }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+// One generated .npy header: its dict text and, when every part is well-formed, what it
+// describes.
+struct FuzzHeader {
+  std::string dict;
+  bool valid = true;
+  DType dtype = sp::float32;
+  bool big_endian = false, fortran = false;
+  Shape shape;
+  bool huge = false;  // a valid shape too large to hold
+  // Zero elements next to dims of 2^31 and more: the reader may refuse those as too large (it
+  // bounds each dim, and the byte count as it multiplies in order), so they need not load.
+  bool empty_but_huge_dims = false;
+};
+
+std::string descr_text(FuzzRng& r, FuzzHeader& h) {
+  struct Descr {
+    const char* text;
+    DType dtype;
+    bool big_endian;
+  };
+  static const std::vector<Descr> good = {
+      {"<f4", sp::float32, false}, {">f8", sp::float64, true},   {"|b1", sp::bool_, false},
+      {"<i2", sp::int16, false},   {">u4", sp::uint32, true},    {"|u1", sp::uint8, false},
+      {"=i8", sp::int64, false},   {"<V2", sp::bfloat16, false}, {"<f2", sp::float16, false}};
+  // Malformed or unsupported: each raises IOError (bad syntax) or TypeError (not supported).
+  static const std::vector<std::string> bad = {
+      "'<f3'",          "'<c8'", "''",     "'<'",          "'f4'",  "'<f4 '",
+      "'<f4",           "<f4",   "'>b1x'", "'<V4'",        "'|O'",  "'<M8[ns]'",
+      "[('a', '<f4')]", "None",  "1",      "'\\x00\\x01'", "'<i16'"};
+  if (r.chance(85)) {
+    const Descr& d = r.pick(good);
+    h.dtype = d.dtype;
+    h.big_endian = d.big_endian;
+    return r.chance(50) ? std::string("'") + d.text + "'" : std::string("\"") + d.text + "\"";
+  }
+  h.valid = false;
+  return r.pick(bad);
+}
+
+std::string fortran_text(FuzzRng& r, FuzzHeader& h) {
+  static const std::vector<std::string> bad = {"maybe", "1",         "0", "None", "'False'",
+                                               "Fals",  "TrueFalse", "",  "true", "(False,)"};
+  if (r.chance(85)) {
+    h.fortran = r.chance(40);
+    return h.fortran ? "True" : "False";
+  }
+  h.valid = false;
+  return r.pick(bad);
+}
+
+// A dim: small, zero or huge (products past 2^62 bytes are refused), or malformed.
+std::string dim_text(FuzzRng& r, FuzzHeader& h, int64_t& value) {
+  static const std::vector<int64_t> small = {0, 1, 1, 2, 3, 4, 5, 7};
+  static const std::vector<int64_t> huge = {int64_t(1) << 31, int64_t(1) << 40, int64_t(1) << 56,
+                                            1000000000000000000};
+  static const std::vector<std::string> bad = {
+      "-1", "2.0", "0x10", "1e3", "'2'", "None", "(2,)", "+3", "99999999999999999999", "2 3", ""};
+  if (r.chance(90)) {
+    value = r.chance(8) ? r.pick(huge) : r.pick(small);
+    return std::to_string(value) + (r.chance(5) ? "L" : "");
+  }
+  h.valid = false;
+  return r.pick(bad);
+}
+
+std::string shape_text(FuzzRng& r, FuzzHeader& h) {
+  // Mostly ranks 0 to 5; sometimes around NumPy's limit of 64, with dims of 1 and 2.
+  const bool deep = r.chance(3);
+  const int rank = deep ? 62 + int(r.below(6)) : int(r.below(6));
+  if (rank > 64) h.valid = false;
+  std::vector<int64_t> dims;
+  std::string text;  // the dims, without brackets
+  __int128 nonzero = 1, bytes = sp::itemsize(h.dtype);
+  for (int i = 0; i < rank; ++i) {
+    int64_t v = 1;
+    std::string d = deep ? std::to_string(v = int64_t(1 + r.below(2))) : dim_text(r, h, v);
+    // An element count that overflows int64 behind a zero dim is Shape's concern (its size and
+    // strides), not the reader's: such shapes are left out.
+    if (v && nonzero * v > (__int128(1) << 62)) d = std::to_string(v = 1);
+    if (v) nonzero *= v;
+    bytes *= v;
+    if (i) text += ",";
+    text.append(r.below(3), ' ').append(d);
+    dims.push_back(v);
+  }
+  if (rank == 1 || (rank > 1 && r.chance(20))) text += ",";
+  h.shape = Shape(dims);
+  h.huge = bytes > (__int128(1) << 62);
+  h.empty_but_huge_dims = bytes == 0 && nonzero >= (__int128(1) << 31);
+  // Sometimes unbalanced or the wrong brackets.
+  const bool unclosed = r.chance(2), square = r.chance(2);
+  if (unclosed || square) h.valid = false;
+  std::string out(1, square ? '[' : '(');
+  out += text;
+  if (!unclosed) out += square ? ']' : ')';
+  return out;
+}
+
+// Keys in random order with random spacing; sometimes a key missing, repeated or unknown.
+FuzzHeader random_header(FuzzRng& r) {
+  FuzzHeader h;
+  std::vector<std::pair<std::string, std::string>> items = {{"descr", descr_text(r, h)},
+                                                            {"fortran_order", fortran_text(r, h)},
+                                                            {"shape", shape_text(r, h)}};
+  for (size_t i = items.size() - 1; i > 0; --i) std::swap(items[i], items[size_t(r.below(i + 1))]);
+  if (r.chance(5)) items.erase(items.begin() + long(r.below(3))), h.valid = false;
+  if (r.chance(4)) items.push_back(items[0]), h.valid = false;
+  if (r.chance(4)) items.push_back({"extra", "0"}), h.valid = false;
+  std::string dict = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const char* q = r.chance(80) ? "'" : "\"";
+    dict += (i ? ", " : "") + std::string(q) + items[i].first + q + ":" +
+            std::string(r.below(2), ' ') + items[i].second;
+  }
+  if (r.chance(50)) dict += ", ";
+  h.dict = dict + "}" + std::string(r.below(20), ' ');
+  return h;
+}
+
+// A .npy file around `dict`: magic, version and a header length field that is usually right.
+std::string npy_file(FuzzRng& r, const std::string& dict, const std::string& data,
+                     bool& length_ok) {
+  const int major = r.chance(70) ? 1 : 2 + int(r.below(2));
+  const std::string text = dict + "\n";
+  uint64_t len = text.size();
+  if (r.chance(10)) {
+    static const std::vector<uint64_t> lengths = {0, 1, 9, 0xffff, 0xffffffff, 1u << 20};
+    len = r.chance(50) ? r.pick(lengths) : len + r.below(5) - 2;
+  }
+  length_ok = len == text.size() && (major > 1 || len <= 0xffff);
+  std::string out = "\x93NUMPY";
+  out.push_back(char(major));
+  out.push_back(0);
+  for (int i = 0; i < (major == 1 ? 2 : 4); ++i) out.push_back(char(len >> (8 * i)));
+  return out + text + data;
+}
+
+// Exactly the bytes the header asks for, or (always, past 64 KiB) a few bytes more or fewer.
+std::string data_for(FuzzRng& r, const FuzzHeader& h, bool& exact) {
+  int64_t n = h.huge ? int64_t(1) << 62 : h.shape.size() * sp::itemsize(h.dtype);
+  exact = n <= (int64_t(1) << 16) && r.chance(85);
+  if (!exact) n = std::max<int64_t>(0, std::min<int64_t>(n, 4096) + int64_t(r.below(9)) - 4);
+  std::string data(size_t(n), '\0');
+  for (char& c : data) c = char(r.bits());
+  return data;
+}
+
+// Loads `load()`; IOError, or TypeError for a dtype spmd does not read, are the only failures
+// allowed. Returns whether it loaded.
+template <class Load>
+bool loads_or_raises_io_error(Load load, const std::string& what) {
+  try {
+    load();
+    return true;
+  } catch (const sp::IOError&) {
+  } catch (const sp::TypeError& e) {
+    if (std::string(e.what()).find("is not supported") == std::string::npos)
+      ADD_FAILURE() << what << ": " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+  }
+  return false;
+}
+
+}  // namespace
+
+// Random header dicts (descr, fortran_order and shape each well-formed or not, huge dims, extra
+// or missing keys), header length fields and data sizes, as .npy files and as members of .npz
+// archives: well-formed files load with the described shape and dtype, the rest raise IOError.
+TEST(NpyFuzz, RandomHeadersLoadAsDescribedOrRaiseIOError) {
+  TempDir dir;
+  FuzzRng r(0x6e7079);
+  int loaded = 0, raised = 0;
+  for (int c = 0; c < 1500; ++c) {
+    const FuzzHeader h = random_header(r);
+    bool exact = false, length_ok = false;
+    const std::string data = data_for(r, h, exact);
+    const std::string bytes = npy_file(r, h.dict, data, length_ok);
+    const bool npz = r.chance(30);
+    const std::string path = dir.file(npz ? "f.npz" : "f.npy");
+    if (npz) {
+      sp::io::ZipWriter zip(path, "save_npz", r.chance(30));
+      zip.add("m.npy", {{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}});
+      zip.finish();
+    } else {
+      write_file(path, bytes);
+    }
+    Array got;
+    const std::string what = std::to_string(c) + ": " + h.dict;
+    const bool ok = loads_or_raises_io_error(
+        [&] { got = npz ? sp::load_npz(path).at("m") : sp::load_npy(path); }, what);
+    (ok ? loaded : raised)++;
+    if (!(h.valid && exact && length_ok) || h.empty_but_huge_dims) continue;
+    // A well-formed file: it must load as described.
+    ASSERT_TRUE(ok) << what;
+    EXPECT_EQ(got.shape(), h.shape) << what;
+    EXPECT_EQ(got.dtype(), h.dtype) << what;
+    if (!h.big_endian && !h.fortran && h.dtype != sp::bool_) {
+      EXPECT_EQ(std::memcmp(sp::host_data(got, "test"), data.data(), data.size()), 0) << what;
+    }
+  }
+  EXPECT_GT(loaded, 300);
+  EXPECT_GT(raised, 300);
+}
+
+namespace {
+
+// A little-endian integer field of a zip record: its offset in the file and width in bytes.
+struct ZipField {
+  size_t at;
+  int width;
+  const char* name;
+};
+
+uint64_t get_field(const std::string& s, const ZipField& f) {
+  uint64_t v = 0;
+  for (int i = f.width - 1; i >= 0; --i) v = v << 8 | uint8_t(s[f.at + size_t(i)]);
+  return v;
+}
+
+// The fields of every local header, central directory entry, end record, ZIP64 record and
+// locator, and ZIP64 extra field found in `zip`.
+std::vector<ZipField> zip_fields(const std::string& zip) {
+  struct Record {
+    const char* signature;
+    std::vector<ZipField> fields;  // offsets within the record
+  };
+  static const std::vector<Record> records = {
+      {"PK\x03\x04",
+       {{4, 2, "local version"},
+        {6, 2, "local flags"},
+        {8, 2, "local method"},
+        {14, 4, "local crc"},
+        {18, 4, "local compressed size"},
+        {22, 4, "local size"},
+        {26, 2, "local name length"},
+        {28, 2, "local extra length"}}},
+      {"PK\x01\x02",
+       {{8, 2, "central flags"},
+        {10, 2, "central method"},
+        {16, 4, "central crc"},
+        {20, 4, "central compressed size"},
+        {24, 4, "central size"},
+        {28, 2, "central name length"},
+        {30, 2, "central extra length"},
+        {32, 2, "central comment length"},
+        {34, 2, "central disk"},
+        {42, 4, "central local header offset"}}},
+      {"PK\x05\x06",
+       {{4, 2, "end disk"},
+        {6, 2, "end cd disk"},
+        {8, 2, "end disk entries"},
+        {10, 2, "end entries"},
+        {12, 4, "end cd size"},
+        {16, 4, "end cd offset"},
+        {20, 2, "end comment length"}}},
+      {"PK\x06\x06",
+       {{4, 8, "zip64 end size"},
+        {16, 4, "zip64 end disk"},
+        {20, 4, "zip64 end cd disk"},
+        {32, 8, "zip64 end entries"},
+        {40, 8, "zip64 end cd size"},
+        {48, 8, "zip64 end cd offset"}}},
+      {"PK\x06\x07",
+       {{4, 4, "zip64 locator disk"},
+        {8, 8, "zip64 locator offset"},
+        {16, 4, "zip64 locator disks"}}},
+  };
+  std::vector<ZipField> out;
+  for (const Record& rec : records)
+    for (size_t at = zip.find(rec.signature, 0, 4); at != std::string::npos;
+         at = zip.find(rec.signature, at + 1, 4))
+      for (const ZipField& f : rec.fields)
+        if (at + f.at + size_t(f.width) <= zip.size()) out.push_back({at + f.at, f.width, f.name});
+  // The ZIP64 extra fields of local and central headers: length and the 8-byte values.
+  for (const char* sig : {"PK\x03\x04", "PK\x01\x02"}) {
+    const size_t fixed = sig[2] == 3 ? 30 : 46, name_at = sig[2] == 3 ? 26 : 28;
+    for (size_t at = zip.find(sig, 0, 4); at != std::string::npos; at = zip.find(sig, at + 1, 4)) {
+      if (at + fixed > zip.size()) continue;
+      const size_t extra = at + fixed + get_field(zip, {at + name_at, 2, ""});
+      if (extra + 4 > zip.size() || zip.compare(extra, 2, "\x01\x00", 2) != 0) continue;
+      out.push_back({extra + 2, 2, "zip64 extra length"});
+      for (size_t v = extra + 4; v + 8 <= zip.size() && v < extra + 28; v += 8)
+        out.push_back({v, 8, "zip64 extra value"});
+    }
+  }
+  return out;
+}
+
+void set_field(std::string& s, const ZipField& f, uint64_t v) {
+  for (int i = 0; i < f.width; ++i) s[f.at + size_t(i)] = char(v >> (8 * i));
+}
+
+// A new value for a field: near the old one, all ones (the ZIP64 marker), zero, near the file
+// size, or random.
+uint64_t mutated(FuzzRng& r, uint64_t old, size_t file_size) {
+  switch (r.below(7)) {
+    case 0:
+      return old + 1;
+    case 1:
+      return old - 1;
+    case 2:
+      return ~uint64_t(0);
+    case 3:
+      return 0;
+    case 4:
+      return file_size - r.below(64);
+    case 5:
+      return old ^ (uint64_t(1) << r.below(64));
+    default:
+      return r.bits();
+  }
+}
+
+}  // namespace
+
+// One to three random fields of the zip records (sizes, offsets, counts, compression method,
+// name and extra lengths, ZIP64 values) changed: the archive loads or raises IOError.
+TEST(NpzFuzz, RandomZipFieldsLoadOrRaiseIOError) {
+  TempDir dir;
+  sp::save_npz(dir.file("two.npz"), {{"a", raw<int16_t>(sp::int16, {1, -2, 3}, {3, 1})},
+                                     {"b", raw<uint8_t>(sp::bool_, {1, 0})}});
+  sp::io::ZipWriter zip(dir.file("zip64.npz"), "save_npz", true);
+  for (const char* name : {"m.npy", "n.npy"}) {
+    const std::string member = read_file(io_golden("int8.npy"));
+    zip.add(name, {{reinterpret_cast<const uint8_t*>(member.data()), member.size()}});
+  }
+  zip.finish();
+  FuzzRng r(0x7a6970);
+  int loaded = 0, raised = 0;
+  for (const std::string& seed : {dir.file("two.npz"), dir.file("zip64.npz"),
+                                  io_golden("savez.npz"), io_golden("savez_compressed.npz")}) {
+    const std::string bytes = read_file(seed);
+    const std::vector<ZipField> fields = zip_fields(bytes);
+    ASSERT_GT(fields.size(), 20u) << seed;
+    for (int c = 0; c < 400; ++c) {
+      std::string damaged = bytes;
+      std::string what = seed;
+      for (int k = 0, n = 1 + int(r.below(3)); k < n; ++k) {
+        const ZipField& f = r.pick(fields);
+        const uint64_t v = mutated(r, get_field(damaged, f), bytes.size());
+        set_field(damaged, f, v);
+        what += std::string(", ") + f.name + " = " + std::to_string(v);
+      }
+      write_file(dir.file("z.npz"), damaged);
+      bool ok = false;
+      try {
+        sp::load_npz(dir.file("z.npz"));
+        ok = true;
+      } catch (const sp::IOError&) {
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << what << ": " << e.what();
+      }
+      (ok ? loaded : raised)++;
+    }
+  }
+  // Fields such as flags and versions may change without harm; sizes and offsets may not.
+  EXPECT_GT(loaded, 50);
+  EXPECT_GT(raised, 800);
 }
 
 // ---- Files for NumPy to check (tools/goldens/gen_io.py --check-with) ----

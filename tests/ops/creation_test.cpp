@@ -73,6 +73,24 @@ TEST(Creation, ItemAndToVectorConvertLikeAstype) {
   EXPECT_EQ(sp::array({1.f, 0.f}).to_vector<bool>(), (std::vector<bool>{true, false}));
 }
 
+// An empty std::vector's data() is null: creating from it, or copying an empty array out into
+// one, must not pass the null pointer to memcpy (undefined even for zero bytes; UBSan's
+// nonnull-attribute check reports it).
+TEST(Creation, EmptyArraysFromAndToNullHostPointers) {
+  for (sp::DType t : {sp::float32, sp::int8, sp::bfloat16}) {
+    Array a = sp::array_from_bytes(nullptr, t, {0, 3});
+    EXPECT_EQ(a.shape(), (sp::Shape{0, 3}));
+    EXPECT_EQ(a.dtype(), t);
+    EXPECT_TRUE(a.to_vector<float>().empty());
+    EXPECT_TRUE(a.to_vector<double>().empty());  // a conversion, not a copy
+  }
+  Array f = sp::array(std::vector<float>{}, {0});
+  EXPECT_EQ(f.dtype(), sp::float32);
+  EXPECT_TRUE(f.to_vector<float>().empty());
+  EXPECT_EQ(sp::array(std::vector<double>{}, {2, 0}).shape(), (sp::Shape{2, 0}));
+  EXPECT_TRUE(sp::array(std::vector<bool>{}, {0}).to_vector<bool>().empty());
+}
+
 TEST(Creation, BadArgumentsRaiseClearErrors) {
   try {
     (void)sp::array({1.f, 2.f, 3.f}, sp::Shape{2, 2});

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -203,4 +205,45 @@ TEST(Elementwise, WrongDtypesRaiseTypeError) {
   EXPECT_THROW((void)(sp::ones({2}, sp::bool_) - sp::ones({2}, sp::bool_)), sp::TypeError);
   EXPECT_THROW((void)sp::sign(sp::ones({2}, sp::bool_)), sp::TypeError);
   EXPECT_THROW((void)sp::lax::integer_pow(sp::arange(3), -1), sp::ValueError);
+}
+
+namespace {
+
+// A 1-d array of dtype t holding exactly `values` (no canonicalisation).
+template <class T>
+Array exact(sp::DType t, const std::vector<T>& values) {
+  return sp::array_from_bytes(values.data(), t, {int64_t(values.size())});
+}
+
+// Integer arithmetic wraps modulo 2^bits, as XLA defines it; the expected values are JAX's
+// (int32: 2147483647 + 1 = -2147483648, -(-2147483648) = -2147483648).
+template <class T>
+void expect_wrapping_arithmetic(sp::DType t) {
+  SCOPED_TRACE(sp::dtype_name(t));
+  const T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  const Array x = exact<T>(t, {hi, lo}), one = exact<T>(t, {1}), two = exact<T>(t, {2});
+  using V = std::vector<T>;
+  EXPECT_EQ((x + one).template to_vector<T>(), (V{lo, T(lo + 1)}));
+  EXPECT_EQ((x - one).template to_vector<T>(), (V{T(hi - 1), hi}));
+  EXPECT_EQ((-x).template to_vector<T>(), (V{T(lo + 1), lo}));
+  EXPECT_EQ(sp::abs(x).template to_vector<T>(), (V{hi, lo}));
+  EXPECT_EQ((x * two).template to_vector<T>(), (V{static_cast<T>(-2), 0}));
+  EXPECT_EQ(sp::square(x).template to_vector<T>(), (V{1, 0}));
+  EXPECT_EQ(sp::lax::integer_pow(x, 2).template to_vector<T>(), (V{1, 0}));
+  EXPECT_EQ(sp::lax::integer_pow(x, 3).template to_vector<T>(), (V{hi, 0}));
+  EXPECT_EQ(sp::power(x, two).template to_vector<T>(), (V{1, 0}));
+}
+
+}  // namespace
+
+TEST(Elementwise, IntegerOverflowWrapsAroundAsInXla) {
+  spmd_test::X64Scope x64(true);
+  expect_wrapping_arithmetic<int8_t>(sp::int8);
+  expect_wrapping_arithmetic<int16_t>(sp::int16);
+  expect_wrapping_arithmetic<int32_t>(sp::int32);
+  expect_wrapping_arithmetic<int64_t>(sp::int64);
+  expect_wrapping_arithmetic<uint8_t>(sp::uint8);
+  expect_wrapping_arithmetic<uint16_t>(sp::uint16);
+  expect_wrapping_arithmetic<uint32_t>(sp::uint32);
+  expect_wrapping_arithmetic<uint64_t>(sp::uint64);
 }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -596,4 +597,41 @@ TEST(ReductionErrors, WrongDtypesRaiseTypeError) {
                              sp::Params{{"axis", int64_t(0)}, {"reverse", false}});
       },
       "[cumlogsumexp] expected a floating-point dtype, got int32");
+}
+
+namespace {
+
+// Integer sums, products and their scans wrap modulo 2^bits, as in XLA (values are JAX's, with
+// dtype= keeping the input type: sum([max, max, 3]) = 1).
+template <class T>
+void expect_wrapping_reductions(sp::DType t) {
+  SCOPED_TRACE(sp::dtype_name(t));
+  const T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  auto exact = [&](std::vector<T> v) {
+    return sp::array_from_bytes(v.data(), t, {int64_t(v.size())});
+  };
+  using V = std::vector<T>;
+  EXPECT_EQ(sp::lax::reduce_sum(exact({hi, hi, 3}), {0}).template item<T>(), T(1));
+  EXPECT_EQ(sp::lax::reduce_prod(exact({hi, hi, 3}), {0}).template item<T>(), T(3));
+  EXPECT_EQ(sp::lax::cumsum(exact({hi, 1, 1}), 0).template to_vector<T>(), (V{hi, lo, T(lo + 1)}));
+  EXPECT_EQ(sp::lax::cumprod(exact({hi, 2, 2}), 0).template to_vector<T>(),
+            (V{hi, static_cast<T>(-2), static_cast<T>(-4)}));
+}
+
+}  // namespace
+
+TEST(Reductions, IntegerSumsProductsAndScansWrapAround) {
+  X64Scope x64(true);
+  expect_wrapping_reductions<int8_t>(sp::int8);
+  expect_wrapping_reductions<int16_t>(sp::int16);
+  expect_wrapping_reductions<int32_t>(sp::int32);
+  expect_wrapping_reductions<int64_t>(sp::int64);
+  expect_wrapping_reductions<uint8_t>(sp::uint8);
+  expect_wrapping_reductions<uint16_t>(sp::uint16);
+  expect_wrapping_reductions<uint32_t>(sp::uint32);
+  expect_wrapping_reductions<uint64_t>(sp::uint64);
+  // jnp.sum of int32 keeps int32: 2147483647 + 1 wraps.
+  Array x = sp::array<int32_t>({2147483647, 1});
+  EXPECT_EQ(sp::sum(x).item<int32_t>(), -2147483648);
+  EXPECT_EQ(sp::cumsum(x).to_vector<int32_t>(), (std::vector<int32_t>{2147483647, -2147483648}));
 }

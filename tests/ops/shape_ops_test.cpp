@@ -274,8 +274,10 @@ TEST(ShapeOps, TransposePreservesEveryBitPattern) {
   std::vector<uint32_t> bits;
   for (uint32_t k = 0; k < 64; ++k) bits.push_back(k % 3 ? 0x7fc00000u + k : k + 1);
   for (sp::DType t : {sp::float32, sp::float64}) {
-    const int64_t n = t == sp::float32 ? 8 : 4;
-    Array x = sp::array_from_bytes(bits.data(), t, {n * 2, n});
+    // The 256 bytes of `bits` as 8 rows of float32 or float64.
+    const int64_t columns = int64_t(bits.size() * 4) / sp::itemsize(t) / 8;
+    Array x = sp::array_from_bytes(bits.data(), t, {8, columns});
+    ASSERT_EQ(x.nbytes(), int64_t(bits.size() * 4));
     Array y = sp::transpose(sp::transpose(x));
     ASSERT_EQ(y.shape(), x.shape());
     std::vector<uint32_t> back(bits.size());

@@ -82,6 +82,16 @@ TEST(ScatterAdd, IntegerOperandsAndUnsignedIndices) {
                            array<int32_t>({8, 5, 8})));
 }
 
+// Integer accumulation wraps modulo 2^32 as in XLA: 2147483647 + 1 + (-2147483648) is 0, as
+// lax.scatter_add gives.
+TEST(ScatterAdd, IntegerOverflowWrapsAround) {
+  Array x = array<int32_t>({2147483647, 0});
+  Array idx = array<int32_t>({0, 0}, Shape{2, 1});
+  Array upd = array<int32_t>({1, -2147483647 - 1});
+  EXPECT_TRUE(arrays_equal(scatter_add(x, idx, upd, kElementwise, false, false, "fill"),
+                           array<int32_t>({0, 0})));
+}
+
 TEST(ScatterAdd, ShapeRuleRejectsBadOperands) {
   Array x = array<float>({0, 0, 0});
   Array idx = array<int32_t>({0}, Shape{1, 1});

@@ -71,6 +71,9 @@ void convert_typed(const From* in, To* out, int64_t n) {
 }  // namespace
 
 void convert(const void* in, DType from, void* out, DType to, int64_t n) {
+  // An empty std::vector's data() may be null, and memcpy with a null pointer is undefined even
+  // for zero bytes.
+  if (n == 0) return;
   if (from == to) {
     if (out != in) std::memcpy(out, in, size_t(n) * size_t(itemsize(from)));
     return;

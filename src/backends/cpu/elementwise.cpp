@@ -5,6 +5,7 @@
 #include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/wrapping.h"
 
 #include <algorithm>
 #include <array>
@@ -133,13 +134,12 @@ C int_pow(C base, C exp) {
   if constexpr (std::is_signed_v<C>) {
     if (exp < 0) return base == 1 ? C(1) : base == C(-1) ? ((exp & 1) ? C(-1) : C(1)) : C(0);
   }
-  using U = std::make_unsigned_t<C>;
-  U result = 1, b = U(base);
+  C result = 1;
   for (auto e = std::make_unsigned_t<C>(exp); e; e >>= 1) {
-    if (e & 1) result = U(result * b);
-    b = U(b * b);
+    if (e & 1) result = wrapping_mul(result, base);
+    base = wrapping_mul(base, base);
   }
-  return C(result);
+  return result;
 }
 
 template <BinaryOp op, class T>
@@ -173,15 +173,12 @@ struct Binary {
   }
   static auto apply(C a, C b) {
     if constexpr (op == BinaryOp::add)
-      return C(a + b);
+      return wrapping_add(a, b);
     else if constexpr (op == BinaryOp::sub)
-      return C(a - b);
-    else if constexpr (op == BinaryOp::mul) {
-      if constexpr (kInt)
-        return C(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
-      else
-        return C(a * b);
-    } else if constexpr (op == BinaryOp::div) {
+      return wrapping_sub(a, b);
+    else if constexpr (op == BinaryOp::mul)
+      return wrapping_mul(a, b);
+    else if constexpr (op == BinaryOp::div) {
       if constexpr (kInt) {
         if (b == 0) return C(-1);  // XLA: division by zero gives all bits set
         if constexpr (std::is_signed_v<C>)
@@ -340,15 +337,13 @@ auto unary_apply(T v) {
   if constexpr (op == UnaryOp::neg) {
     if constexpr (std::is_same_v<C, bool>)
       return store<T>(x);
-    else if constexpr (kFloat)
-      return store<T>(-x);
     else
-      return store<T>(C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)));
+      return store<T>(wrapping_neg(x));
   } else if constexpr (op == UnaryOp::abs) {
     if constexpr (kFloat)
       return store<T>(std::fabs(x));
     else if constexpr (std::is_signed_v<C>)
-      return store<T>(x < 0 ? C(std::make_unsigned_t<C>(0) - std::make_unsigned_t<C>(x)) : x);
+      return store<T>(x < 0 ? wrapping_neg(x) : x);  // abs(INT_MIN) is INT_MIN, as in XLA
     else
       return store<T>(x);
   } else if constexpr (op == UnaryOp::sign) {
@@ -374,10 +369,7 @@ auto unary_apply(T v) {
     else
       return store<T>(C(~x));
   } else if constexpr (op == UnaryOp::square) {
-    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>)
-      return store<T>(C(std::make_unsigned_t<C>(x) * std::make_unsigned_t<C>(x)));
-    else
-      return store<T>(x * x);
+    return store<T>(wrapping_mul(x, x));
   } else if constexpr (op == UnaryOp::population_count) {
     return store<T>(C(std::popcount(std::make_unsigned_t<C>(x))));
   } else if constexpr (op == UnaryOp::clz) {
@@ -479,16 +471,30 @@ void binary(BinaryOp op, DType t, const void* a, const Shape& a_shape, const voi
 #define SPMD_BINARY_CASE(name) \
   case BinaryOp::name:         \
     return binary_dispatch<BinaryOp::name>(t, a, b, out, loop);
+    // clang-format off
     SPMD_BINARY_CASE(add)
     SPMD_BINARY_CASE(sub)
     SPMD_BINARY_CASE(mul)
-    SPMD_BINARY_CASE(div) SPMD_BINARY_CASE(rem) SPMD_BINARY_CASE(pow) SPMD_BINARY_CASE(max)
-        SPMD_BINARY_CASE(min) SPMD_BINARY_CASE(atan2) SPMD_BINARY_CASE(nextafter)
-            SPMD_BINARY_CASE(eq) SPMD_BINARY_CASE(ne) SPMD_BINARY_CASE(lt) SPMD_BINARY_CASE(le)
-                SPMD_BINARY_CASE(gt) SPMD_BINARY_CASE(ge) SPMD_BINARY_CASE(bit_and)
-                    SPMD_BINARY_CASE(bit_or) SPMD_BINARY_CASE(bit_xor) SPMD_BINARY_CASE(shift_left)
-                        SPMD_BINARY_CASE(shift_right_logical)
-                            SPMD_BINARY_CASE(shift_right_arithmetic)
+    SPMD_BINARY_CASE(div)
+    SPMD_BINARY_CASE(rem)
+    SPMD_BINARY_CASE(pow)
+    SPMD_BINARY_CASE(max)
+    SPMD_BINARY_CASE(min)
+    SPMD_BINARY_CASE(atan2)
+    SPMD_BINARY_CASE(nextafter)
+    SPMD_BINARY_CASE(eq)
+    SPMD_BINARY_CASE(ne)
+    SPMD_BINARY_CASE(lt)
+    SPMD_BINARY_CASE(le)
+    SPMD_BINARY_CASE(gt)
+    SPMD_BINARY_CASE(ge)
+    SPMD_BINARY_CASE(bit_and)
+    SPMD_BINARY_CASE(bit_or)
+    SPMD_BINARY_CASE(bit_xor)
+    SPMD_BINARY_CASE(shift_left)
+    SPMD_BINARY_CASE(shift_right_logical)
+    SPMD_BINARY_CASE(shift_right_arithmetic)
+    // clang-format on
 #undef SPMD_BINARY_CASE
   }
 }
@@ -498,13 +504,21 @@ void unary(UnaryOp op, DType t, const void* in, void* out, int64_t n) {
 #define SPMD_UNARY_CASE(name) \
   case UnaryOp::name:         \
     return unary_dispatch<UnaryOp::name>(t, in, out, n);
+    // clang-format off
     SPMD_UNARY_CASE(neg)
     SPMD_UNARY_CASE(abs)
     SPMD_UNARY_CASE(sign)
-    SPMD_UNARY_CASE(floor) SPMD_UNARY_CASE(ceil) SPMD_UNARY_CASE(round_away)
-        SPMD_UNARY_CASE(round_even) SPMD_UNARY_CASE(is_finite) SPMD_UNARY_CASE(bit_not)
-            SPMD_UNARY_CASE(square) SPMD_UNARY_CASE(population_count) SPMD_UNARY_CASE(clz)
-                SPMD_UNARY_CASE(copy)
+    SPMD_UNARY_CASE(floor)
+    SPMD_UNARY_CASE(ceil)
+    SPMD_UNARY_CASE(round_away)
+    SPMD_UNARY_CASE(round_even)
+    SPMD_UNARY_CASE(is_finite)
+    SPMD_UNARY_CASE(bit_not)
+    SPMD_UNARY_CASE(square)
+    SPMD_UNARY_CASE(population_count)
+    SPMD_UNARY_CASE(clz)
+    SPMD_UNARY_CASE(copy)
+    // clang-format on
 #undef SPMD_UNARY_CASE
   }
 }
@@ -521,8 +535,8 @@ void integer_pow(DType t, const void* in, void* out, int64_t n, int64_t y) {
           C v = load(x[i]);
           C acc = 1, base = v;
           for (int64_t k = y < 0 ? -y : y; k; k >>= 1) {
-            if (k & 1) acc = C(acc * base);
-            base = C(base * base);
+            if (k & 1) acc = wrapping_mul(acc, base);
+            base = wrapping_mul(base, base);
           }
           if constexpr (std::is_floating_point_v<C>) {
             if (y < 0) acc = C(1) / acc;

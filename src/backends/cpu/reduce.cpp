@@ -8,6 +8,7 @@
 #include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/wrapping.h"
 
 #include <algorithm>
 #include <array>
@@ -44,26 +45,6 @@ using Acc =
 // ---- operators --------------------------------------------------------------------------------
 template <class A>
 using Bits = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
-
-template <class A>
-A wrapping_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::conditional_t<(sizeof(A) < 4), uint32_t, std::make_unsigned_t<A>>;
-    return A(U(a) + U(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <class A>
-A wrapping_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::conditional_t<(sizeof(A) < 4), uint32_t, std::make_unsigned_t<A>>;
-    return A(U(a) * U(b));
-  } else {
-    return a * b;
-  }
-}
 
 // XLA's max/min: NaN wins, and -0.0 orders below +0.0. Both operand orders of the plain
 // select agree except on equal zeros, where their bitwise and (or) picks +0.0 (-0.0); written

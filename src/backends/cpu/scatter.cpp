@@ -4,6 +4,7 @@
 #include "backends/cpu/scatter.h"
 
 #include "backends/cpu/convert.h"
+#include "backends/cpu/wrapping.h"
 
 #include <algorithm>
 #include <cstring>
@@ -75,7 +76,7 @@ T add(T a, T b) {
   if constexpr (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>) {
     return T(float(a) + float(b));
   } else {
-    return T(a + b);
+    return wrapping_add(a, b);
   }
 }
 

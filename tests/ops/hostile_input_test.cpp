@@ -1,0 +1,657 @@
+// Bad arguments across the public API, one row each: the call, the exact exception type it must
+// raise and the exact message. Shapes, dtypes, axes, indexing, matmul shapes, meshes and partition
+// specs, shard_map specs, files and random keys. A row that crashes, hangs, raises another type
+// or says something else fails on its own, named after the row.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+namespace sp = spmd;
+namespace fs = std::filesystem;
+using sp::Array;
+using sp::P;
+
+namespace {
+
+struct HostileRow {
+  std::string name;  // the test's name: letters, digits and underscores
+  std::function<void()> call;
+  const std::type_info* error;  // the exact dynamic type of the exception
+  std::string message;
+};
+
+template <class E>
+HostileRow raises(std::string name, std::function<void()> call, std::string message) {
+  return {std::move(name), std::move(call), &typeid(E), std::move(message)};
+}
+
+std::string type_name(const std::type_info& t) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> s(abi::__cxa_demangle(t.name(), nullptr, nullptr, &status),
+                                           std::free);
+  return status == 0 ? s.get() : t.name();
+}
+
+// The directory of the file rows, made by the suite's SetUpTestSuite.
+const std::string& file_dir() {
+  static const std::string dir =
+      (fs::path(::testing::TempDir()) / ("spmd_hostile_" + std::to_string(::getpid()))).string();
+  return dir;
+}
+std::string file(const std::string& name) {
+  return file_dir() + "/" + name;
+}
+
+sp::Mesh mesh42() {
+  return sp::make_mesh({4, 2}, {"x", "y"});
+}
+
+Array same(const Array& x) {
+  return x;
+}
+Array psum_over_z(const Array& x) {
+  return sp::psum(x, "z");
+}
+void shard_map_on_mesh42(Array (*body)(const Array&), const P& in, const P& out, const Array& x) {
+  sp::shard_map(body, mesh42(), in, out)(x);
+}
+
+// The tables are laid out by hand, one row in three lines: clang-format 14 spreads a lambda whose
+// body holds a braced list over three lines of its own.
+// clang-format off
+std::vector<HostileRow> shape_rows() {
+  return {
+      raises<sp::ValueError>(
+          "zeros_negative_dim", [] { sp::zeros({-1, 2}); },
+          "[zeros] negative dimensions are not allowed, got shape (-1, 2)"),
+      raises<sp::ValueError>(
+          "full_negative_dim", [] { sp::full({2, -3}, 1.0); },
+          "[full] negative dimensions are not allowed, got shape (2, -3)"),
+      raises<sp::ValueError>(
+          "array_count_mismatch", [] { sp::array({1.f, 2.f, 3.f}, sp::Shape{2, 2}); },
+          "[array] got 3 values for shape (2, 2), which holds 4"),
+      raises<sp::ValueError>(
+          "array_ragged_rows", [] { sp::array({{1, 2}, {3}}); },
+          "[array] rows must have equal lengths, got 2 and 1"),
+      raises<sp::ValueError>(
+          "array_from_bytes_negative_dim", [] { sp::array_from_bytes(nullptr, sp::int8, {-2}); },
+          "[array_from_bytes] negative dimensions are not allowed, got shape (-2,)"),
+      raises<sp::ShapeError>(
+          "reshape_size_mismatch", [] { sp::ones({2, 3}).reshape({4}); },
+          "[reshape] cannot reshape array of shape (2, 3) into shape (4,)"),
+      raises<sp::ValueError>(
+          "reshape_two_unknown_dims", [] { sp::ones({2, 3}).reshape({-1, -1}); },
+          "[reshape] can only specify one unknown axis size with a `-1` value, got (-1, -1)"),
+      raises<sp::ShapeError>(
+          "reshape_unknown_dim_indivisible", [] { sp::ones({2, 3}).reshape({-1, 4}); },
+          "[reshape] cannot reshape array of shape (2, 3) into shape (-1, 4) because the product "
+          "of the specified axis sizes (4) does not evenly divide 6"),
+      raises<sp::ValueError>(
+          "reshape_negative_dim", [] { sp::ones({2, 3}).reshape({-2, -3}); },
+          "[reshape] negative dimensions are not allowed, got shape (-2, -3)"),
+      raises<sp::ShapeError>(
+          "reshape_unknown_dim_next_to_zero", [] { sp::ones({0, 3}).reshape({0, -1}); },
+          "[reshape] cannot reshape array of shape (0, 3) into shape (0, -1) because the product "
+          "of the specified axis sizes (0) does not evenly divide 0"),
+      raises<sp::ShapeError>(
+          "lax_reshape_unknown_dim", [] { sp::lax::reshape(sp::ones({6}), {-1, 3}); },
+          "[reshape] cannot reshape array of shape (6,) into shape (-1, 3)"),
+      raises<sp::ShapeError>(
+          "broadcast_to_incompatible", [] { sp::broadcast_to(sp::ones({3}), {4}); },
+          "[broadcast_to] cannot broadcast an array of shape (3,) to shape (4,)"),
+      raises<sp::ShapeError>(
+          "broadcast_to_lower_rank", [] { sp::broadcast_to(sp::ones({2, 3}), {3}); },
+          "[broadcast_to] cannot broadcast to a shape with fewer dimensions: array shape (2, 3), "
+          "requested shape (3,)"),
+      raises<sp::ShapeError>(
+          "broadcast_shapes_incompatible", [] { sp::broadcast_shapes({2, 3}, {3, 2}); },
+          "[broadcast_shapes] operands could not be broadcast together with shapes (2, 3) (3, 2)"),
+      raises<sp::ShapeError>(
+          "add_incompatible", [] { sp::ones({3}) + sp::ones({4}); },
+          "[add] operands could not be broadcast together with shapes (3,) (4,)"),
+      raises<sp::ShapeError>(
+          "where_incompatible", [] { sp::where(sp::ones({2}) > 0, sp::ones({3}), 0.0); },
+          "[where] operands could not be broadcast together with shapes (2,) (3,) ()"),
+      raises<sp::ShapeError>(
+          "concatenate_rank_mismatch", [] { sp::concatenate({sp::ones({2, 3}), sp::ones({3})}); },
+          "[concatenate] cannot concatenate arrays with different numbers of dimensions: "
+          "got (2, 3), (3,)"),
+      raises<sp::ShapeError>(
+          "concatenate_dim_mismatch",
+          [] { sp::concatenate({sp::ones({2, 3}), sp::ones({2, 4})}, 0); },
+          "[concatenate] cannot concatenate arrays with shapes that differ in dimensions other "
+          "than the one being concatenated: concatenating along dimension 0 for shapes "
+          "(2, 3), (2, 4)"),
+      raises<sp::ValueError>(
+          "concatenate_nothing", [] { sp::concatenate({}); },
+          "[concatenate] need at least one array to concatenate"),
+      raises<sp::ShapeError>(
+          "stack_shape_mismatch", [] { sp::stack({sp::ones({2}), sp::ones({3})}); },
+          "[stack] all input arrays must have the same shape, got (2,), (3,)"),
+      raises<sp::ShapeError>(
+          "split_indivisible", [] { sp::split(sp::ones({5}), 2); },
+          "[split] array split does not result in an equal division: an axis of size 5 cannot be "
+          "split into 2 sections (rest is 1)"),
+      raises<sp::ShapeError>(
+          "squeeze_dim_not_one", [] { sp::squeeze(sp::ones({2, 3}), {0}); },
+          "[squeeze] cannot select an axis to squeeze out which has size not equal to one, got "
+          "shape=(2, 3) and axis 0"),
+      raises<sp::ValueError>(
+          "tile_negative_reps", [] { sp::tile(sp::ones({2}), {-1}); },
+          "[tile] reps must be nonnegative, got -1"),
+      raises<sp::ValueError>(
+          "repeat_negative", [] { sp::repeat(sp::ones({2}), -1); },
+          "[repeat] repeats must be nonnegative, got -1"),
+      raises<sp::ValueError>(
+          "pad_negative_width", [] { sp::pad(sp::ones({2}), {{-1, 0}}); },
+          "[pad] index can't contain negative values, got (-1, 0)"),
+      raises<sp::ValueError>(
+          "pad_width_count", [] { sp::pad(sp::ones({2, 2}), {{1, 1}, {1, 1}, {1, 1}}); },
+          "[pad] pad_width must have one (before, after) pair per dimension or a single pair for "
+          "all, got 3 pairs for an array of shape (2, 2)"),
+      raises<sp::ValueError>(
+          "eye_negative", [] { sp::eye(-1); },
+          "[eye] negative dimensions are not allowed, got N=-1 and M=-1"),
+      raises<sp::ValueError>(
+          "arange_zero_step", [] { sp::arange(0, 5, 0); },
+          "[arange] step must not be zero"),
+      raises<sp::ValueError>(
+          "linspace_negative_num", [] { sp::linspace(0, 1, -1); },
+          "[linspace] number of samples must be non-negative, got -1"),
+      raises<sp::IndexError>(
+          "lax_slice_past_the_end", [] { sp::lax::slice(sp::ones({4}), {1}, {5}); },
+          "[slice] indices must satisfy 0 <= start <= limit <= size, got start (1,) and limit (5,) "
+          "for operand shape (4,)"),
+      raises<sp::IndexError>(
+          "lax_slice_start_after_limit", [] { sp::lax::slice(sp::ones({4}), {3}, {1}); },
+          "[slice] indices must satisfy 0 <= start <= limit <= size, got start (3,) and limit (1,) "
+          "for operand shape (4,)"),
+      raises<sp::ValueError>(
+          "lax_slice_zero_stride", [] { sp::lax::slice(sp::ones({4}), {0}, {4}, {0}); },
+          "[slice] strides must be positive, got (0,)"),
+      raises<sp::ValueError>(
+          "lax_slice_rank_mismatch", [] { sp::lax::slice(sp::ones({4, 4}), {0}, {4}); },
+          "[slice] start_indices, limit_indices and strides must have one entry per operand "
+          "dimension, got (0,), (4,) and (1,) for operand shape (4, 4)"),
+      raises<sp::ShapeError>(
+          "lax_broadcast_in_dim_bad_dims",
+          [] { sp::lax::broadcast_in_dim(sp::ones({3}), {2, 4}, {1}); },
+          "[broadcast_in_dim] operand dimension sizes must either be 1, or be equal to their "
+          "corresponding dimensions in the target broadcast shape; got operand of shape (3,), "
+          "target shape (2, 4), broadcast_dimensions (1,)"),
+      raises<sp::ShapeError>(
+          "lax_dynamic_slice_too_big",
+          [] { sp::lax::dynamic_slice(sp::ones({4}), {Array(0)}, {5}); },
+          "[dynamic_slice] slice_sizes must be nonnegative and at most the operand shape, got "
+          "slice_sizes (5,) for operand shape (4,)"),
+      raises<sp::ValueError>(
+          "lax_pad_negative_interior", [] { sp::lax::pad(sp::ones({2}), 0.0f, {{0, 0, -1}}); },
+          "[pad] interior padding must be nonnegative, got -1 for dimension 0"),
+  };
+}
+
+std::vector<HostileRow> dtype_rows() {
+  return {
+      raises<sp::TypeError>(
+          "bitwise_and_floats", [] { sp::bitwise_and(sp::ones({2}), sp::ones({2})); },
+          "[bitwise_and] expected an integer or boolean array, got float32"),
+      raises<sp::TypeError>(
+          "bitwise_not_float", [] { sp::bitwise_not(sp::ones({2})); },
+          "[bitwise_not] expected an integer or boolean array, got float32"),
+      raises<sp::TypeError>(
+          "left_shift_float", [] { sp::left_shift(sp::ones({2}), 1); },
+          "[left_shift] expected integer arrays, got float32"),
+      raises<sp::TypeError>(
+          "subtract_bools", [] { sp::ones({2}, sp::bool_) - sp::ones({2}, sp::bool_); },
+          "[subtract] not supported for boolean arrays; use logical_not/logical_xor or convert "
+          "with astype"),
+      raises<sp::TypeError>(
+          "sign_bool", [] { sp::sign(sp::ones({2}, sp::bool_)); },
+          "[sign] does not accept dtype bool"),
+      raises<sp::ValueError>(
+          "integer_pow_negative_int", [] { sp::lax::integer_pow(sp::arange(3), -1); },
+          "[integer_pow] integers cannot be raised to negative powers, got y=-1"),
+      raises<sp::TypeError>(
+          "population_count_float", [] { sp::lax::population_count(sp::ones({2})); },
+          "[population_count] expected an integer dtype, got float32"),
+      raises<sp::TypeError>(
+          "clz_float", [] { sp::lax::clz(sp::ones({2})); },
+          "[clz] expected an integer dtype, got float32"),
+      raises<sp::TypeError>(
+          "shift_left_mixed_ints",
+          [] { sp::lax::shift_left(sp::arange(2), sp::arange(2).astype(sp::int8)); },
+          "[shift_left] operands must have the same dtype, got int32 and int8"),
+      raises<sp::TypeError>(
+          "lax_rem_mixed_dtypes", [] { sp::lax::rem(sp::ones({2}), sp::arange(2)); },
+          "[rem] operands must have the same dtype, got float32 and int32"),
+      raises<sp::ShapeError>(
+          "bitcast_to_wider_type",
+          [] { sp::lax::bitcast_convert_type(sp::arange(3).astype(sp::int8), sp::int32); },
+          "[bitcast_convert_type] converting int8 to int32 needs a last dimension of size 4, got "
+          "shape (3,)"),
+      raises<sp::TypeError>(
+          "reduce_and_float", [] { sp::lax::reduce_and(sp::ones({2}), {0}); },
+          "[reduce_and] logical reduction requires operand dtype bool or int, got float32."),
+      raises<sp::TypeError>(
+          "cumlogsumexp_int", [] { sp::lax::cumlogsumexp(sp::arange(3), 0); },
+          "[cumlogsumexp] expected a floating-point dtype, got int32"),
+      raises<sp::TypeError>(
+          "select_n_float_selector",
+          [] { sp::lax::select_n(sp::ones({2}), {sp::ones({2}), sp::ones({2})}); },
+          "[select_n] the selector must be bool or int32, got float32"),
+      raises<sp::TypeError>(
+          "take_float_indices", [] { sp::take(sp::ones({3}), sp::ones({1})); },
+          "[take] indices must have an integer type, got float32"),
+      raises<sp::TypeError>(
+          "clamp_mixed_dtypes", [] { sp::lax::clamp(sp::arange(2), sp::ones({2}), sp::ones({2})); },
+          "[clamp] operands must have the same dtype, got int32 and float32"),
+  };
+}
+
+std::vector<HostileRow> axis_rows() {
+  return {
+      raises<sp::AxisError>(
+          "sum_axis_out_of_range", [] { sp::sum(sp::ones({2, 3}), {2}); },
+          "[sum] axis 2 is out of bounds for array of dimension 2"),
+      raises<sp::AxisError>(
+          "sum_negative_axis_out_of_range", [] { sp::sum(sp::ones({2, 3}), {-3}); },
+          "[sum] axis -3 is out of bounds for array of dimension 2"),
+      raises<sp::ValueError>(
+          "sum_duplicate_axes", [] { sp::sum(sp::ones({2, 3}), {0, 0}); },
+          "[sum] duplicate value in 'axis': (0, 0)"),
+      raises<sp::ValueError>(
+          "sum_duplicate_axes_negative", [] { sp::sum(sp::ones({2, 3}), {1, -1}); },
+          "[sum] duplicate value in 'axis': (1, -1)"),
+      raises<sp::AxisError>(
+          "argmax_axis_out_of_range", [] { sp::argmax(sp::ones({2, 3}), 2); },
+          "[argmax] axis 2 is out of bounds for array of dimension 2"),
+      raises<sp::AxisError>(
+          "cumsum_axis_out_of_range", [] { sp::cumsum(sp::ones({2, 3}), 5); },
+          "[cumsum] axis 5 is out of bounds for array of dimension 2"),
+      raises<sp::AxisError>(
+          "squeeze_axis_out_of_range", [] { sp::squeeze(sp::ones({1, 3}), {2}); },
+          "[squeeze] axis 2 is out of bounds for array of dimension 2"),
+      raises<sp::AxisError>(
+          "swapaxes_out_of_range", [] { sp::swapaxes(sp::ones({2, 3}), 0, 2); },
+          "[swapaxes] axis 2 is out of bounds for array of dimension 2"),
+      raises<sp::ValueError>(
+          "moveaxis_duplicate_source", [] { sp::moveaxis(sp::ones({2, 3}), {0, 0}, {0, 1}); },
+          "[moveaxis] repeated axis in source or destination"),
+      raises<sp::AxisError>(
+          "expand_dims_out_of_range", [] { sp::expand_dims(sp::ones({2}), {3}); },
+          "[expand_dims] axis 3 is out of bounds for array of dimension 2"),
+      raises<sp::ValueError>(
+          "expand_dims_duplicate", [] { sp::expand_dims(sp::ones({2}), {0, 0}); },
+          "[expand_dims] repeated axis in dimensions (0, 0)"),
+      raises<sp::AxisError>(
+          "flip_axis_out_of_range", [] { sp::flip(sp::ones({2}), {1}); },
+          "[flip] axis 1 is out of bounds for array of dimension 1"),
+      raises<sp::AxisError>(
+          "concatenate_axis_out_of_range",
+          [] { sp::concatenate({sp::ones({2}), sp::ones({2})}, 1); },
+          "[concatenate] axis 1 is out of bounds for array of dimension 1"),
+      raises<sp::AxisError>(
+          "sort_axis_out_of_range", [] { sp::sort(sp::ones({2}), 1); },
+          "[sort] axis 1 is out of bounds for array of dimension 1"),
+      raises<sp::ValueError>(
+          "transpose_repeated_axis", [] { sp::transpose(sp::ones({2, 3}), {0, 0}); },
+          "[transpose] permutation isn't a permutation of operand dimensions, got permutation "
+          "(0, 0) for operand shape (2, 3)"),
+      raises<sp::ValueError>(
+          "transpose_wrong_length", [] { sp::transpose(sp::ones({2, 3}), {0}); },
+          "[transpose] axes don't match array: got 1 axes for an array of dimension 2"),
+      raises<sp::AxisError>(
+          "stack_axis_out_of_range", [] { sp::stack({sp::ones({2})}, 3); },
+          "[stack] axis 3 is out of bounds for array of dimension 2"),
+      raises<sp::AxisError>(
+          "lax_reduce_sum_axis_out_of_range", [] { sp::lax::reduce_sum(sp::ones({2}), {1}); },
+          "[reduce_sum] axis 1 is out of bounds for array of dimension 1"),
+  };
+}
+
+std::vector<HostileRow> indexing_rows() {
+  return {
+      raises<sp::IndexError>(
+          "index_past_the_end", [] { sp::arange(3)[3]; },
+          "[Array::operator[]] index 3 is out of bounds for axis 0 with size 3"),
+      raises<sp::IndexError>(
+          "negative_index_past_the_start", [] { sp::arange(3)[-4]; },
+          "[Array::operator[]] index -4 is out of bounds for axis 0 with size 3"),
+      raises<sp::IndexError>(
+          "index_a_scalar", [] { Array(1.0f)[0]; },
+          "[Array::operator[]] too many indices for a 0-d array"),
+      raises<sp::IndexError>(
+          "take_out_of_range", [] { sp::take(sp::arange(3), sp::array({0, 3})); },
+          "[take] index 3 is out of bounds for axis 0 with size 3"),
+      raises<sp::ShapeError>(
+          "take_along_axis_rank_mismatch",
+          [] { sp::take_along_axis(sp::ones({2, 3}), sp::array({0}), 1); },
+          "[take_along_axis] indices and arr must have the same number of dimensions; 1 vs. 2"),
+      raises<sp::ValueError>(
+          "item_of_many", [] { sp::arange(3).item<int>(); },
+          "[item] can only convert an array of size 1 to a scalar, got shape (3,)"),
+      raises<sp::ValueError>(
+          "one_hot_negative_classes", [] { sp::one_hot(sp::arange(3), -1); },
+          "[one_hot] num_classes must be nonnegative, got -1"),
+      raises<sp::ValueError>(
+          "empty_handle_shape", [] { Array().shape(); },
+          "[Array] use of an empty Array handle"),
+      raises<sp::ValueError>(
+          "empty_handle_add", [] { Array() + 1.0f; },
+          "[Array] use of an empty Array handle"),
+  };
+}
+
+std::vector<HostileRow> matmul_rows() {
+  return {
+      raises<sp::ShapeError>(
+          "matmul_inner_mismatch", [] { sp::matmul(sp::ones({2, 3}), sp::ones({4, 5})); },
+          "[matmul] input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
+          "(n?,k),(k,m?)->(n?,m?) (size 4 is different from 3), got shapes (2, 3) and (4, 5)"),
+      raises<sp::ValueError>(
+          "matmul_scalar", [] { sp::matmul(Array(1.0f), sp::ones({2})); },
+          "[matmul] input operand 0 must have ndim at least 1, but it has ndim 0"),
+      raises<sp::ShapeError>(
+          "matmul_batch_mismatch", [] { sp::matmul(sp::ones({2, 2, 3}), sp::ones({3, 3, 4})); },
+          "[matmul] incompatible shapes for matmul arguments: (2, 2, 3) and (3, 3, 4) (batch "
+          "dimensions 2 and 3 cannot be broadcast)"),
+      raises<sp::ShapeError>(
+          "dot_mismatch", [] { sp::dot(sp::ones({3}), sp::ones({4})); },
+          "[dot] shapes (3,) and (4,) not aligned: 3 (dim 0) != 4 (dim 0)"),
+      raises<sp::ShapeError>(
+          "vdot_size_mismatch", [] { sp::vdot(sp::ones({3}), sp::ones({4})); },
+          "[vdot] the arrays must have the same number of elements, got shapes (3,) and (4,)"),
+      raises<sp::ShapeError>(
+          "dot_general_contracting_mismatch",
+          [] { sp::lax::dot_general(sp::ones({2, 3}), sp::ones({4, 2}), {{1}, {0}, {}, {}}); },
+          "[dot_general] requires contracting dimensions to have the same shape, "
+          "got (3,) and (4,)"),
+      raises<sp::AxisError>(
+          "dot_general_dim_out_of_range",
+          [] { sp::lax::dot_general(sp::ones({2, 3}), sp::ones({3, 2}), {{2}, {0}, {}, {}}); },
+          "[dot_general] requires lhs dimension numbers to be nonnegative and less than the number "
+          "of axes of the lhs value, got lhs_batch of () and lhs_contracting of (2,) for lhs of "
+          "rank 2"),
+      raises<sp::ShapeError>(
+          "dot_general_batch_mismatch",
+          [] { sp::lax::dot_general(sp::ones({2, 3}), sp::ones({4, 3}), {{1}, {1}, {0}, {0}}); },
+          "[dot_general] requires lhs batch dimensions and rhs batch dimensions to have the same "
+          "shape, got (2,) and (4,)"),
+      raises<sp::ValueError>(
+          "tensordot_too_many_axes", [] { sp::tensordot(sp::ones({2}), sp::ones({2}), 2); },
+          "[tensordot] number of tensordot axes (axes 2) exceeds input ranks ((2,) and (2,))"),
+  };
+}
+
+std::vector<HostileRow> sharding_rows() {
+  return {
+      raises<sp::ShardingError>(
+          "named_sharding_unknown_axis", [] { sp::NamedSharding(mesh42(), P("z")); },
+          "[NamedSharding] Resource axis: z of P('z',) is not found in mesh: ('x', 'y')."),
+      raises<sp::ShardingError>(
+          "named_sharding_duplicate_axis", [] { sp::NamedSharding(mesh42(), P("x", "x")); },
+          "[NamedSharding] A single NamedSharding spec specification can map every mesh axis to at "
+          "most one positional dimension, but P('x', 'x') has duplicate entries for `x`"),
+      raises<sp::ShardingError>(
+          "device_put_indivisible",
+          [] { sp::device_put(sp::ones({3}), sp::NamedSharding(mesh42(), P("x"))); },
+          "[device_put] Sharding NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), "
+          "spec=P('x',), memory_kind=device) implies that array axis 0 is partitioned 4 times, but "
+          "the dimension size is 3 (full shape: (3,), per-dimension tiling factors: [4] should "
+          "evenly divide the shape)"),
+      raises<sp::ShardingError>(
+          "device_put_spec_longer_than_rank",
+          [] { sp::device_put(sp::ones({8}), sp::NamedSharding(mesh42(), P("x", "y"))); },
+          "[device_put] Sharding NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), "
+          "spec=P('x', 'y'), memory_kind=device) is only valid for values of rank at least 2, but "
+          "was applied to a value of rank 1."),
+      raises<sp::ShardingError>(
+          "mesh_names_count", [] { sp::Mesh(sp::create_device_mesh({4, 2}), {"x"}); },
+          "[Mesh] Mesh requires the ndim of its first argument (`devices`) to equal the length of "
+          "its second argument (`axis_names`), but got devices.ndim == 2 and "
+          "len(axis_names) == 1."),
+      raises<sp::ShardingError>(
+          "mesh_duplicate_names", [] { sp::Mesh(sp::create_device_mesh({4, 2}), {"x", "x"}); },
+          "[Mesh] axis names must be unique, got ('x', 'x')"),
+      raises<sp::ShardingError>(
+          "mesh_unknown_axis_size", [] { mesh42().axis_size("z"); },
+          "[Mesh] axis name 'z' is not in the mesh: ('x', 'y')"),
+      raises<sp::ShardingError>(
+          "shard_map_unknown_axis",
+          [] { shard_map_on_mesh42(same, P("z"), P(), sp::ones({8})); },
+          "[shard_map] Resource axis: z of P('z',) is not found in mesh: ('x', 'y')."),
+      raises<sp::ShardingError>(
+          "shard_map_indivisible",
+          [] { shard_map_on_mesh42(same, P("x"), P("x"), sp::ones({6})); },
+          "[shard_map] shard_map applied to the function '<lambda>' was given argument arrays with "
+          "axis sizes that are not evenly divisible by the corresponding mesh axis sizes:\n"
+          "\n"
+          "The mesh given has shape (4, 2) with corresponding axis names ('x', 'y').\n"
+          "\n"
+          "the passed args[0] of shape float32[6] corresponds to in_specs of value P('x',), which "
+          "maps array axis 0 (of size 6) to mesh axis 'x' (of size 4), but 4 does not evenly "
+          "divide 6\n"
+          "\n"
+          "Array arguments' axis sizes must be evenly divisible by the mesh axis or axes indicated "
+          "by the corresponding elements of the argument's in_specs entry. Consider checking that "
+          "in_specs are correct, and if so consider changing the mesh axis sizes or else padding "
+          "the input and adapting '<lambda>' appropriately."),
+      raises<sp::ShardingError>(
+          "shard_map_spec_longer_than_rank",
+          [] { shard_map_on_mesh42(same, P("x", "y"), P("x"), sp::ones({8})); },
+          "[shard_map] shard_map applied to the function '<lambda>' was given an in_specs entry "
+          "which is too long to be compatible with the corresponding input value from the "
+          "function:\n"
+          "\n"
+          "in_specs is P('x', 'y') which has length 2, but the passed args[0] has shape "
+          "float32[8], which has rank 1 (and 1 < 2)\n"
+          "\n"
+          "Entries in in_specs must be of length no greater than the number of axes in the "
+          "corresponding input value.\n"
+          "\n"
+          "Either revise the spec to be shorter, or modify '<lambda>' so that its inputs have "
+          "sufficient rank."),
+      raises<sp::ShardingError>(
+          "shard_map_out_spec_unknown_axis",
+          [] { shard_map_on_mesh42(same, P("x"), P("z"), sp::ones({8})); },
+          "[shard_map] Resource axis: z of P('z',) is not found in mesh: ('x', 'y')."),
+      raises<sp::NameError>(
+          "psum_outside_any_map", [] { sp::psum(sp::ones({2}), "i"); },
+          "[psum] unbound axis name: i"),
+      raises<sp::NameError>(
+          "psum_over_axis_the_mesh_lacks",
+          [] { shard_map_on_mesh42(psum_over_z, P("x"), P(), sp::ones({8})); },
+          "[psum] Found an unbound axis name: z. To fix this, please call psum under "
+          "`sp::shard_map`."),
+      raises<sp::ShardingError>(
+          "visualize_rank_3", [] { sp::sharding_to_string(sp::ones({2, 2, 2})); },
+          "[visualize_sharding] `visualize_sharding` only works for shapes with 1 and 2 "
+          "dimensions. Got shape (2, 2, 2); pass VisualizeOptions::dims to draw two of its dims."),
+  };
+}
+
+std::vector<HostileRow> file_rows() {
+  return {
+      raises<sp::IOError>(
+          "load_npy_missing", [] { sp::load_npy(file("missing.npy")); },
+          "[load_npy] '" + file("missing.npy") +
+          "': cannot open for reading: No such file or directory"),
+      raises<sp::IOError>(
+          "load_npy_directory", [] { sp::load_npy(file_dir()); },
+          "[load_npy] '" + file_dir() + "': is a directory"),
+      raises<sp::IOError>(
+          "load_npy_wrong_magic", [] { sp::load_npy(file("text.npy")); },
+          "[load_npy] '" + file("text.npy") + "': not a .npy file (bad magic string)"),
+      raises<sp::IOError>(
+          "load_npy_truncated_data", [] { sp::load_npy(file("truncated.npy")); },
+          "[load_npy] '" + file("truncated.npy") +
+          "': data size mismatch: shape (2, 3) of int32 needs 24 bytes, the file has 20"),
+      raises<sp::IOError>(
+          "load_npy_truncated_header", [] { sp::load_npy(file("header_cut.npy")); },
+          "[load_npy] '" + file("header_cut.npy") + "': header length 118 exceeds the file"),
+      raises<sp::IOError>(
+          "load_npy_of_an_archive", [] { sp::load_npy(file("good.npz")); },
+          "[load_npy] '" + file("good.npz") +
+          "': not a .npy file (it is a zip archive; use load_npz)"),
+      raises<sp::IOError>(
+          "load_npz_missing", [] { sp::load_npz(file("missing.npz")); },
+          "[load_npz] '" + file("missing.npz") +
+          "': cannot open for reading: No such file or directory"),
+      raises<sp::IOError>(
+          "load_npz_of_an_npy", [] { sp::load_npz(file("good.npy")); },
+          "[load_npz] '" + file("good.npy") +
+          "': not a zip archive (it is a .npy file; use load_npy)"),
+      raises<sp::IOError>(
+          "load_npz_truncated", [] { sp::load_npz(file("truncated.npz")); },
+          "[load_npz] '" + file("truncated.npz") +
+          "': not a zip archive (no end of central directory record)"),
+      raises<sp::IOError>(
+          "save_npy_missing_directory",
+          [] { sp::save_npy(file("no/such/dir.npy"), sp::ones({2})); },
+          "[save_npy] '" + file("no/such/dir.npy") +
+          "': cannot open for writing: No such file or directory"),
+      raises<sp::ValueError>(
+          "save_npy_empty_handle", [] { sp::save_npy(file("x.npy"), Array()); },
+          "[save_npy] the array is an empty Array handle"),
+  };
+}
+
+std::vector<HostileRow> random_rows() {
+  return {
+      raises<sp::TypeError>(
+          "split_key_of_three", [] { sp::random::split(sp::array<uint32_t>({1, 2, 3})); },
+          "[random.split] expected a key array of shape (2,) and dtype uint32, got an array of "
+          "shape (3,) and dtype uint32"),
+      raises<sp::TypeError>(
+          "split_float_key", [] { sp::random::split(sp::ones({2})); },
+          "[random.split] expected a key array of shape (2,) and dtype uint32, got an array of "
+          "shape (2,) and dtype float32"),
+      raises<sp::TypeError>(
+          "bits_key_of_shape_2x2", [] { sp::random::bits(sp::ones({2, 2}, sp::uint32)); },
+          "[random.bits] expected a key array of shape (2,) and dtype uint32, got an array of "
+          "shape (2, 2) and dtype uint32"),
+      raises<sp::TypeError>(
+          "uniform_key_of_shape_1", [] { sp::random::uniform(sp::array<uint32_t>({1})); },
+          "[random.uniform] expected a key array of shape (2,) and dtype uint32, got an array of "
+          "shape (1,) and dtype uint32"),
+      raises<sp::ValueError>(
+          "bits_float_dtype", [] { sp::random::bits(sp::random::key(0), {2}, sp::float32); },
+          "[random.bits] dtype argument must be an unsigned int dtype, got float32"),
+      raises<sp::ValueError>(
+          "uniform_int_dtype", [] { sp::random::uniform(sp::random::key(0), {2}, sp::int32); },
+          "[random.uniform] dtype argument must be a float dtype, got int32"),
+      raises<sp::TypeError>(
+          "randint_float_dtype",
+          [] { sp::random::randint(sp::random::key(0), {2}, 0, 5, sp::float32); },
+          "[random.randint] randint only accepts integer dtypes, got float32"),
+      raises<sp::ValueError>(
+          "split_negative_num", [] { sp::random::split(sp::random::key(0), -1); },
+          "[random.split] num must be non-negative, got -1"),
+      raises<sp::AxisError>(
+          "permutation_axis_out_of_range",
+          [] { sp::random::permutation(sp::random::key(0), sp::ones({3}), 1); },
+          "[random.permutation] axis 1 is out of bounds for array of dimension 1"),
+      raises<sp::ValueError>(
+          "normal_negative_dim", [] { sp::random::normal(sp::random::key(0), {-1}); },
+          "[random.normal] shape dimensions must be non-negative, got (-1,)"),
+  };
+}
+
+Array twice(const Array& x) {
+  return x * 2.0f;
+}
+
+std::vector<HostileRow> transform_rows() {
+  return {
+      raises<sp::ValueError>(
+          "vmap_in_axis_out_of_range", [] { sp::vmap(twice, {.in_axes = {2}})(sp::zeros({8, 3})); },
+          "[vmap] vmap was requested to map its argument along axis 2, which implies that its rank "
+          "should be at least 3, but is only 2 (its shape is (8, 3))"),
+      raises<sp::ValueError>(
+          "vmap_inconsistent_sizes",
+          [] { sp::vmap(sp::add)(sp::ones({3}), sp::ones({4})); },
+          "[vmap] vmap got inconsistent sizes for array axes to be mapped:\n"
+          "  * one axis had size 3: axis 0 of argument 0 of type float32(3,);\n"
+          "  * one axis had size 4: axis 0 of argument 1 of type float32(4,)"),
+      raises<sp::TypeError>(
+          "grad_of_non_scalar_output", [] { sp::grad(twice)(sp::ones({3})); },
+          "[grad] Gradient only defined for scalar-output functions. Output had shape: (3,)."),
+      raises<sp::TypeError>(
+          "grad_of_integer_input",
+          [] { sp::grad([](const Array& x) { return sp::sum(x); })(sp::arange(3)); },
+          "[grad] grad requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+          "np.inexact), but got int32. If you want to use Boolean- or integer-valued inputs, use "
+          "vjp or set allow_int to True."),
+  };
+}
+
+// clang-format on
+
+std::vector<HostileRow> all_rows() {
+  std::vector<HostileRow> rows;
+  for (auto part : {shape_rows, dtype_rows, axis_rows, indexing_rows, matmul_rows, sharding_rows,
+                    file_rows, random_rows, transform_rows}) {
+    std::vector<HostileRow> more = part();
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  return rows;
+}
+
+void write_file(const std::string& name, const std::string& bytes) {
+  std::ofstream(file(name), std::ios::binary) << bytes;
+}
+
+std::string read_file(const std::string& name) {
+  std::ifstream f(file(name), std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void PrintTo(const HostileRow& row, std::ostream* os) {
+  *os << row.name;
+}
+
+class HostileInput : public ::testing::TestWithParam<HostileRow> {
+ public:
+  // The files the file rows read: a good .npy and .npz, and damaged copies.
+  static void SetUpTestSuite() {
+    fs::create_directories(file_dir());
+    sp::save_npy(file("good.npy"), sp::arange(6).reshape({2, 3}));
+    sp::save_npz(file("good.npz"), {{"a", sp::arange(6)}});
+    const std::string npy = read_file("good.npy"), npz = read_file("good.npz");
+    write_file("text.npy", "this is not a NumPy file at all");
+    write_file("truncated.npy", npy.substr(0, npy.size() - 4));
+    write_file("header_cut.npy", npy.substr(0, 40));
+    write_file("truncated.npz", npz.substr(0, npz.size() - 10));
+  }
+  static void TearDownTestSuite() { fs::remove_all(file_dir()); }
+};
+
+TEST_P(HostileInput, RaisesTheExpectedErrorAndMessage) {
+  const HostileRow& row = GetParam();
+  try {
+    row.call();
+  } catch (const std::exception& e) {
+    EXPECT_EQ(type_name(typeid(e)), type_name(*row.error));
+    EXPECT_EQ(std::string(e.what()), row.message);
+    return;
+  }
+  ADD_FAILURE() << "no error raised";
+}
+
+INSTANTIATE_TEST_SUITE_P(Api, HostileInput, ::testing::ValuesIn(all_rows()),
+                         [](const ::testing::TestParamInfo<HostileRow>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace

@@ -596,12 +596,95 @@ std::vector<HostileRow> transform_rows() {
   };
 }
 
+
+// Shapes no array can have (NumPy's limit: the nonzero dims times the itemsize fit in int64) and
+// allocations no machine can give (2^48 float32 elements are 1 PiB).
+const std::string kTooBig =
+    "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size, "
+    "got shape ";
+const std::string kPiB = "RESOURCE_EXHAUSTED: Out of memory allocating 1125899906842624 bytes.";
+constexpr int64_t k2_31 = int64_t(1) << 31, k2_32 = int64_t(1) << 32, k2_62 = int64_t(1) << 62;
+
+std::vector<HostileRow> size_rows() {
+  return {
+      raises<sp::ValueError>(
+          "ones_2_62", [] { sp::ones({k2_62}); },
+          "[ones] " + kTooBig + "(4611686018427387904,) of float32"),
+      raises<sp::ValueError>(
+          "zeros_2_32_squared", [] { sp::zeros({k2_32, k2_32}); },
+          "[zeros] " + kTooBig + "(4294967296, 4294967296) of float32"),
+      raises<sp::ValueError>(
+          "zeros_empty_but_too_big", [] { sp::zeros({0, int64_t(1) << 56, int64_t(1) << 56}); },
+          "[zeros] " + kTooBig + "(0, 72057594037927936, 72057594037927936) of float32"),
+      raises<sp::ValueError>(
+          "broadcast_to_2_31_squared", [] { sp::broadcast_to(sp::ones({1}), {k2_31, k2_31}); },
+          "[broadcast_to] " + kTooBig + "(2147483648, 2147483648) of float32"),
+      raises<sp::ValueError>(
+          "arange_2_62_int32", [] { sp::arange(int64_t(0), k2_62, int64_t(1), sp::int32); },
+          "[arange] " + kTooBig + "(4611686018427387904,) of int32"),
+      raises<sp::ValueError>(
+          "arange_float_1e300", [] { sp::arange(0.0, 1e300, 1.0); },
+          "[arange] " + kTooBig + "(9223372036854775807,) of float32"),
+      raises<sp::ValueError>(
+          "iota_2_62", [] { sp::lax::iota(sp::float32, k2_62); },
+          "[iota] " + kTooBig + "(4611686018427387904,) of float32"),
+      raises<sp::ValueError>(
+          "lax_reshape_2_32_squared", [] { sp::lax::reshape(sp::arange(4), {k2_32, k2_32}); },
+          "[reshape] " + kTooBig + "(4294967296, 4294967296) of int32"),
+      raises<sp::ShapeError>(
+          "reshape_2_32_squared", [] { sp::arange(4).reshape({k2_32, k2_32}); },
+          "[reshape] cannot reshape array of shape (4,) into shape (4294967296, 4294967296)"),
+      raises<sp::ValueError>(
+          "random_normal_2_32_squared", [] { sp::random::normal(sp::random::key(0), {k2_32, k2_32}); },
+          "[random.normal] " + kTooBig + "(4294967296, 4294967296)"),
+      raises<sp::ResourceExhaustedError>(
+          "ones_one_pebibyte", [] { sp::ones({int64_t(1) << 48}); },
+          "[broadcast_in_dim] " + kPiB + " The array has shape (281474976710656,) and dtype float32."),
+      raises<sp::ResourceExhaustedError>(
+          "jit_one_pebibyte", [] { sp::jit([](const Array& x) { return sp::broadcast_to(x, {int64_t(1) << 48}); })(sp::ones({1})); },
+          "[broadcast_in_dim] " + kPiB + " The array has shape (281474976710656,) and dtype float32."),
+  };
+}
+
+// Devices that do not exist (the suite runs on 8).
+const std::string kEight = "; this process has 8 CPU devices, with ids 0 to 7";
+std::string no_device(int id) {
+  return "No matching device found for local_device_id " + std::to_string(id) + kEight;
+}
+
+std::vector<HostileRow> device_rows() {
+  using sp::Device;
+  return {
+      raises<sp::ValueError>(
+          "device_put_id_42", [] { sp::device_put(sp::ones({2}), Device{.id = 42}); },
+          "[device_put] CpuDevice(id=42): " + no_device(42)),
+      raises<sp::ValueError>(
+          "device_put_negative_id", [] { sp::device_put(sp::ones({2}), Device{.id = -1}); },
+          "[device_put] CpuDevice(id=-1): " + no_device(-1)),
+      raises<sp::ValueError>(
+          "pmap_devices_99_100", [] { sp::pmap(same, {.devices = {Device{.id = 99}, Device{.id = 100}}})(sp::ones({2})); },
+          "[pmap] CpuDevice(id=99): " + no_device(99)),
+      raises<sp::ValueError>(
+          "mesh_of_devices_50_51", [] { sp::Mesh({Device{.id = 50}, Device{.id = 51}}, {2}, {"x"}); },
+          "[Mesh] CpuDevice(id=50): " + no_device(50)),
+      raises<sp::ValueError>(
+          "single_device_sharding_8", [] { sp::SingleDeviceSharding(Device{.id = 8}); },
+          "[SingleDeviceSharding] CpuDevice(id=8): " + no_device(8)),
+      raises<sp::ValueError>(
+          "set_cpu_device_count_0", [] { sp::config::set_cpu_device_count(0); },
+          "[set_cpu_device_count] expected a device count from 1 to 4096, got 0"),
+      raises<sp::ValueError>(
+          "set_cpu_device_count_4097", [] { sp::config::set_cpu_device_count(4097); },
+          "[set_cpu_device_count] expected a device count from 1 to 4096, got 4097"),
+  };
+}
+
 // clang-format on
 
 std::vector<HostileRow> all_rows() {
   std::vector<HostileRow> rows;
   for (auto part : {shape_rows, dtype_rows, axis_rows, indexing_rows, matmul_rows, sharding_rows,
-                    file_rows, random_rows, transform_rows}) {
+                    file_rows, random_rows, transform_rows, size_rows, device_rows}) {
     std::vector<HostileRow> more = part();
     rows.insert(rows.end(), more.begin(), more.end());
   }

@@ -45,7 +45,7 @@ tsan: deps
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -O1" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
 	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
-	@TSAN_OPTIONS=halt_on_error=1 SPMD_CPU_DEVICES=8 \
+	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan_suppressions.txt" SPMD_CPU_DEVICES=8 \
 	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
 
 clean:

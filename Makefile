@@ -35,17 +35,17 @@ test: build consumer
 bench: build
 	@$(BUILD)/bench/spmd_bench
 
-# The whole library built with ThreadSanitizer, running the tests of devices, collectives,
+# The whole library built with ThreadSanitizer, running the tests of devices, collectives, faults,
 # shard_map and pmap on 8 devices. A second full build, so not part of `make test` (which runs
 # the runtime and collectives under ThreadSanitizer in spmd_tsan_tests).
 TSAN_BUILD ?= build-tsan
-TSAN_TESTS ?= ShardMap*:Pmap*:NestedPmap*:Placement*:Collective*:Device*:Executor*:Communicator*:Examples*
+TSAN_TESTS ?= ShardMap*:Pmap*:NestedPmap*:Placement*:Collective*:Device*:Executor*:Communicator*:FaultInjection*:Examples*
 tsan: deps
 	@[ -f $(TSAN_BUILD)/Makefile ] || cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -O1" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
 	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
-	@TSAN_OPTIONS=halt_on_error=1 SPMD_CPU_DEVICES=8 \
+	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan_suppressions.txt" SPMD_CPU_DEVICES=8 \
 	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
 
 # The whole library and test suite built with AddressSanitizer, LeakSanitizer and

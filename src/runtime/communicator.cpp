@@ -8,6 +8,7 @@
 #include "backends/cpu/clones.h"
 #include "backends/cpu/poll.h"
 #include "core/env.h"
+#include "runtime/fault_injection.h"
 
 #include <algorithm>
 #include <atomic>
@@ -109,12 +110,15 @@ struct Op {
   std::atomic<int64_t> finished{0};    // pieces done
   std::atomic<bool> ready{false};
   std::atomic<bool> failed{false};
-  std::string error;  // without the "[api] " prefix, which is each thrower's own
+  std::string error;         // without the "[api] " prefix, which is each thrower's own
+  bool peer_failed = false;  // the error is another device's failure (Communicator::abort)
   std::shared_ptr<Buffer> shared_out;  // the group's one result, when the members share it
 
-  void set_error(std::string e) {
+  void set_error(std::string e, bool because_peer_failed = false) {
     error = std::move(e);
+    peer_failed = because_peer_failed;
     failed.store(true, std::memory_order_release);
+    fault::wake_stalls();  // a stall injected in front of this collective ends now
   }
 };
 
@@ -509,8 +513,10 @@ void check_gather_axis(const char* api, const Shape& shape, int axis, bool tiled
                     " is out of bounds for the gathered shape " + shape.str());
 }
 
-[[noreturn]] void fail(const char* api, const std::string& msg) {
-  throw CollectiveError(std::string("[") + api + "] " + msg);
+[[noreturn]] void fail(const char* api, const Op& op) {
+  std::string msg = std::string("[") + api + "] " + op.error;
+  if (op.peer_failed) throw PeerFailure(msg);
+  throw CollectiveError(msg);
 }
 
 [[noreturn]] void invalid(const char* api, const std::string& msg) {
@@ -541,6 +547,9 @@ struct Communicator::State {
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
+  // The Op that `me`'s next collective on `group` joins (created if no member has come yet).
+  std::shared_ptr<Op> next_op(Channel& ch, int me) const;
+  void inject_fault(const char* api, std::span<const int> group, int me);
 };
 
 Channel& Communicator::State::channel(std::span<const int> group) {
@@ -586,11 +595,38 @@ std::string Communicator::State::missing_message(const Op& op, const Channel& ch
   return head + " waiting for devices " + id_list(waiting) + "; arrived: " + id_list(arrived);
 }
 
+std::shared_ptr<Op> Communicator::State::next_op(Channel& ch, int me) const {
+  auto& slot = ch.ops[ch.next_seq[me]];
+  if (!slot) slot = std::make_shared<Op>(ch.ranks.size());
+  return slot;
+}
+
+// A fault injected for tests (runtime/fault_injection.h) on entry to a collective: a throw, or a
+// stall that lasts until the members that came have given up on this collective (it failed) or
+// a member's program failed, as a device that hangs here would be seen.
+void Communicator::State::inject_fault(const char* api, std::span<const int> group, int me) {
+  std::optional<std::chrono::milliseconds> bound =
+      fault::check(fault::Where::collective, device_ids[group[me]], api);
+  if (!bound) return;
+  std::shared_ptr<Op> op;
+  if (group.size() > 1) {
+    Channel& ch = channel(group);
+    std::lock_guard lock(ch.mu);
+    op = next_op(ch, me);
+  }
+  fault::stall(*bound, [&] {
+    if (op && op->failed.load(std::memory_order_acquire)) return true;
+    return std::any_of(group.begin(), group.end(),
+                       [&](int r) { return aborted[r].load(std::memory_order_acquire); });
+  });
+}
+
 void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
                               void* out, const Work& work, std::shared_ptr<Buffer>* result,
                               size_t out_bytes) {
   const char* api = p.api.c_str();
   validate_group(api, group, me);
+  if (fault::armed()) inject_fault(api, group, me);
   const int n = int(group.size());
   const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
   const bool staged = in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
@@ -611,11 +647,10 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 
   Channel& ch = channel(group);
   std::unique_lock lock(ch.mu);
-  const uint64_t seq = ch.next_seq[me]++;
-  auto& slot = ch.ops[seq];
-  if (!slot) slot = std::make_shared<Op>(size_t(n));
-  std::shared_ptr<Op> op = slot;
-  if (op->failed.load(std::memory_order_relaxed)) fail(api, op->error);
+  const uint64_t seq = ch.next_seq[me];
+  std::shared_ptr<Op> op = next_op(ch, me);
+  ++ch.next_seq[me];
+  if (op->failed.load(std::memory_order_relaxed)) fail(api, *op);
 
   op->members[me] = std::move(mine);
   op->arrived_flags[me] = true;
@@ -637,7 +672,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     // writes the Op's members or error once it is ready or failed.
     lock.unlock();
     ch.cv.notify_all();
-    if (!op->ready.load(std::memory_order_relaxed)) fail(api, op->error);
+    if (!op->ready.load(std::memory_order_relaxed)) fail(api, *op);
   } else {
     lock.unlock();
     cpu::poll_until(
@@ -655,9 +690,10 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
           std::lock_guard alock(abort_mu);
           reason = abort_reasons[*r];
         }
-        op->set_error(missing_message(
-            *op, ch,
-            "device " + std::to_string(device_ids[*r]) + " failed (" + reason + ") while"));
+        op->set_error(missing_message(*op, ch,
+                                      "device " + std::to_string(device_ids[*r]) + " failed (" +
+                                          reason + ") while"),
+                      true);
         ch.cv.notify_all();
         break;
       }
@@ -668,7 +704,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
         ch.cv.notify_all();
       }
     }
-    if (!op->error.empty()) fail(api, op->error);
+    if (!op->error.empty()) fail(api, *op);
     lock.unlock();
   }
 
@@ -697,11 +733,9 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
        ++done_here)
     work.piece(ins, outs, k);
   const bool finished_last =
-      done_here > 0 && op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here ==
-                           work.pieces;
-  auto all_finished = [&] {
-    return op->finished.load(std::memory_order_acquire) == work.pieces;
-  };
+      done_here > 0 &&
+      op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here == work.pieces;
+  auto all_finished = [&] { return op->finished.load(std::memory_order_acquire) == work.pieces; };
   if (!finished_last && !all_finished()) {
     cpu::poll_until(all_finished, poll);
     lock.lock();
@@ -747,6 +781,7 @@ void Communicator::abort(int rank, const std::string& reason) {
     std::lock_guard clock(ch->mu);
     ch->cv.notify_all();
   }
+  fault::wake_stalls();
 }
 
 void Communicator::all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op,
@@ -757,9 +792,8 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
               all_reduce_work(op, dtype, shape.size(), int(group.size()), me));
 }
 
-std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api,
-                                                        std::span<const int> group, int me,
-                                                        ReduceOp op, DType dtype,
+std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::span<const int> group,
+                                                        int me, ReduceOp op, DType dtype,
                                                         const Shape& shape, const void* in) {
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
@@ -780,10 +814,9 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
                               int(group.size()), me));
 }
 
-std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api,
-                                                        std::span<const int> group, int me,
-                                                        DType dtype, const Shape& shape, int axis,
-                                                        bool tiled, const void* in) {
+std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api, std::span<const int> group,
+                                                        int me, DType dtype, const Shape& shape,
+                                                        int axis, bool tiled, const void* in) {
   check_gather_axis(api, shape, axis, tiled);
   Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}, true};
   const int64_t item = itemsize(dtype);
@@ -863,12 +896,13 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
                outs[i] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
                item, may_stream);
   };
-  state_->run(p, group, me, in, out,
-              Work{int64_t(n) * n,
-                   [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
-                   [=](const Ins& ins, const Outs& outs) {
-                     for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
-                   }});
+  state_->run(
+      p, group, me, in, out,
+      Work{int64_t(n) * n,
+           [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
+           [=](const Ins& ins, const Outs& outs) {
+             for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
+           }});
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,

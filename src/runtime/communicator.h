@@ -1,10 +1,11 @@
 // In-process collectives between the devices of one launch: a rendezvous over shared memory.
 // Each participant publishes its buffers and waits on a condition variable until its group has
 // arrived; the members then claim pieces of the work (reading their peers' buffers directly and
-// writing any member's output) until none are left, and return once every piece is finished. Small inputs (64 KiB or
-// less) are copied into the collective on arrival instead, so one rendezvous suffices. When the
-// launch has no more devices than cores, a member polls for up to 50 µs before it sleeps (a
-// wakeup on a sleeping core costs more than a small collective); otherwise nothing polls.
+// writing any member's output) until none are left, and return once every piece is finished. Small
+// inputs (64 KiB or less) are copied into the collective on arrival instead, so one rendezvous
+// suffices. When the launch has no more devices than cores, a member polls for up to 50 µs before
+// it sleeps (a wakeup on a sleeping core costs more than a small collective); otherwise nothing
+// polls.
 //
 // A launch (one run of a per-device program on N devices) owns one Communicator; the device
 // threads call it with their rank. Collectives run over a *group*: a list of ranks (for a mesh
@@ -16,6 +17,8 @@
 // Errors: when a group does not complete within the timeout, or members disagree on the
 // operation, dtype or shapes, every member that arrived throws CollectiveError naming the
 // devices that arrived and those that did not; later arrivals at that collective throw too.
+// A member left waiting by a device whose program failed (abort) throws PeerFailure, so a launch
+// can report the failure itself rather than its consequences.
 #pragma once
 
 #include <spmd/dtype.h>
@@ -32,6 +35,13 @@
 #include <vector>
 
 namespace spmd::runtime {
+
+// The CollectiveError of a member whose collective could not complete because another device's
+// program failed: a consequence of that failure, which launch() reports only when no device has
+// an error of its own.
+class PeerFailure : public CollectiveError {
+  using CollectiveError::CollectiveError;
+};
 
 enum class ReduceOp { sum, max, min };
 

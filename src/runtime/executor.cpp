@@ -2,11 +2,14 @@
 #include "runtime/executor.h"
 
 #include "backends/cpu/parallel.h"
+#include "runtime/communicator.h"
+#include "runtime/fault_injection.h"
 
 #include <spmd/config.h>
 #include <spmd/device.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -80,12 +83,64 @@ class Worker {
 
 // The shared state of one launch.
 struct LaunchState {
-  explicit LaunchState(int n) : remaining(n), errors(size_t(n)) {}
+  // A rank's error, and whether it is a PeerFailure (a consequence of another rank's error).
+  struct RankError {
+    std::exception_ptr error;
+    bool consequence = false;
+  };
+  LaunchState(int n, std::shared_ptr<Communicator> c)
+      : remaining(n), errors(size_t(n)), comm(std::move(c)) {}
   std::mutex mu;
   int remaining;
-  std::vector<std::exception_ptr> errors;
+  std::vector<RankError> errors;
+  std::atomic<bool> failed{false};
+  std::shared_ptr<Communicator> comm;
   std::promise<void> done;
+
+  // Records the exception being handled as `rank`'s and releases whoever waits for the rank.
+  void fail(int rank) {
+    RankError& mine = errors[size_t(rank)];
+    mine.error = std::current_exception();
+    std::string reason = "unknown error";
+    try {
+      throw;
+    } catch (const PeerFailure& e) {
+      mine.consequence = true;
+      reason = e.what();
+    } catch (const std::exception& e) {
+      reason = e.what();
+    } catch (...) {
+    }
+    failed.store(true, std::memory_order_release);
+    if (comm) comm->abort(rank, reason);
+    fault::wake_stalls();
+  }
+
+  // The error the launch reports: the first by rank that is a device's own.
+  std::exception_ptr root_cause() const {
+    for (const RankError& e : errors)
+      if (e.error && !e.consequence) return e.error;
+    for (const RankError& e : errors)
+      if (e.error) return e.error;
+    return nullptr;
+  }
+
+  void finish_rank() {
+    std::lock_guard lock(mu);
+    if (--remaining > 0) return;
+    if (std::exception_ptr e = root_cause())
+      done.set_exception(e);
+    else
+      done.set_value();
+  }
 };
+
+// A fault injected for tests (runtime/fault_injection.h) at the start of a device's share: a
+// throw, or a stall that lasts until another device of the launch has failed.
+void inject_launch_fault(int device, const LaunchState& state) {
+  if (auto bound = fault::check(fault::Where::launch, device, "launch"))
+    fault::stall(*bound, [&] { return state.failed.load(std::memory_order_acquire); });
+}
 
 class Workers {
  public:
@@ -143,10 +198,11 @@ int current_device_id() {
   return t_device;
 }
 
-std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn) {
+std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
+                                std::shared_ptr<Communicator> comm) {
   check_device_ids(device_ids);
   const int n = int(device_ids.size());
-  auto state = std::make_shared<LaunchState>(n);
+  auto state = std::make_shared<LaunchState>(n, std::move(comm));
   std::shared_future<void> result = state->done.get_future().share();
   if (n == 0) {
     state->done.set_value();
@@ -159,22 +215,17 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
   Workers& ws = workers();
   std::lock_guard order(ws.launch_mu);
   for (int rank = 0; rank < n; ++rank) {
-    ws.at(device_ids[size_t(rank)]).post([state, shared_fn, rank, kernel_threads] {
+    const int device = device_ids[size_t(rank)];
+    ws.at(device).post([state, shared_fn, rank, device, kernel_threads] {
       omp_set_num_threads(kernel_threads);
       cpu::set_thread_limit(kernel_threads);
       try {
+        if (fault::armed()) inject_launch_fault(device, *state);
         (*shared_fn)(rank);
       } catch (...) {
-        state->errors[size_t(rank)] = std::current_exception();
+        state->fail(rank);
       }
-      std::lock_guard lock(state->mu);
-      if (--state->remaining > 0) return;
-      for (auto& e : state->errors)
-        if (e) {
-          state->done.set_exception(e);
-          return;
-        }
-      state->done.set_value();
+      state->finish_rank();
     });
   }
   return result;

@@ -1,18 +1,26 @@
 // Device worker threads. Every device has one thread that runs the device's share of each
 // launch in launch order; a launch runs a function on several devices in parallel and reports
-// completion through a shared future (the first exception, by rank, is rethrown to whoever waits).
+// completion through a shared future (a device's error is rethrown to whoever waits).
 #pragma once
 
 #include <functional>
 #include <future>
+#include <memory>
 #include <span>
 
 namespace spmd::runtime {
 
+class Communicator;
+
 // Runs fn(rank) on the thread of device `device_ids[rank]` for every rank. Returns at once.
 // Launches are queued on every device in the order launch() is called, so a launch that reads
-// an earlier launch's results on the same device sees them.
-std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn);
+// an earlier launch's results on the same device sees them. When fn throws on a rank, `comm`
+// (the launch's Communicator, if any) is aborted for that rank, so the ranks waiting for it in a
+// collective fail at once instead of at the timeout. The future rethrows the first error by rank
+// that is a device's own: a PeerFailure (a collective left waiting by that failure) only when
+// every error is one.
+std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
+                                std::shared_ptr<Communicator> comm = nullptr);
 
 // The id of the device whose worker thread is calling, or -1 on any other thread.
 int current_device_id();

@@ -426,23 +426,19 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     ctx.rank = rank;
     ctx.device_id = ids[size_t(rank)];
     runtime::LaunchScope scope(&ctx);
-    try {
-      std::vector<Array> blocks;
-      for (size_t i = 0; i < ins.size(); ++i) {
-        ins[i]->wait();
-        AbstractValue t = in_types[i];
-        t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
-        blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
-      }
-      std::vector<Array> values = exe.run(blocks);
-      for (size_t k = 0; k < outs.size(); ++k)
-        outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
-    } catch (const std::exception& e) {
-      comm->abort(rank, e.what());
-      throw;
+    std::vector<Array> blocks;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      ins[i]->wait();
+      AbstractValue t = in_types[i];
+      t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
+      blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
     }
+    std::vector<Array> values = exe.run(blocks);
+    for (size_t k = 0; k < outs.size(); ++k)
+      outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
   };
-  std::shared_future<void> done = runtime::launch(ids, std::move(task));
+  // A rank that throws aborts the Communicator, so its peers stop waiting for it.
+  std::shared_future<void> done = runtime::launch(ids, std::move(task), comm);
   for (auto& o : outs) o->ready = done;
   return results;
 }

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace {
@@ -106,6 +107,38 @@ TEST(Executor, CollectivesAcrossALaunchAndAbortOnFailure) {
     }
   });
   EXPECT_THROW(f.get(), spmd::Error);
+}
+
+TEST(Executor, ALaunchAbortsItsCommunicatorAndReportsTheFailureItself) {
+  // Rank 2 fails before the psum: the launch releases the others (a 60 s timeout would fail the
+  // test), whose PeerFailures rank 0 and 1 raise first, yet the caller gets rank 2's error.
+  auto comm = std::make_shared<rt::Communicator>(ids(4), std::chrono::milliseconds(60000));
+  std::vector<std::string> errors(4);
+  auto f = rt::launch(
+      ids(4),
+      [&errors, comm](int rank) {
+        if (rank == 2) throw spmd::ValueError("[test] device 2 failed");
+        try {
+          std::vector<int> all = ids(4);
+          float in = 1, sum = 0;
+          comm->all_reduce("psum", all, rank, rt::ReduceOp::sum, DType::float32, Shape{}, &in,
+                           &sum);
+        } catch (const rt::PeerFailure& e) {
+          errors[size_t(rank)] = e.what();
+          throw;
+        }
+      },
+      comm);
+  try {
+    f.get();
+    ADD_FAILURE() << "no error";
+  } catch (const spmd::ValueError& e) {
+    EXPECT_EQ(std::string(e.what()), "[test] device 2 failed");
+  }
+  for (int r : {0, 1, 3})
+    EXPECT_EQ(errors[size_t(r)].rfind("[psum] device 2 failed ([test] device 2 failed) while", 0),
+              0u)
+        << errors[size_t(r)];
 }
 
 }  // namespace

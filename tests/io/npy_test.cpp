@@ -648,8 +648,11 @@ struct FuzzHeader {
   Shape shape;
   bool huge = false;  // a valid shape too large to hold
   // Zero elements next to dims of 2^31 and more: the reader may refuse those as too large (it
-  // bounds each dim, and the byte count as it multiplies in order), so they need not load.
+  // bounds each dim), so they need not load.
   bool empty_but_huge_dims = false;
+  // The nonzero dims times the itemsize exceed 2^63 - 1 bytes, empty or not: no array has such a
+  // shape (NumPy's limit), so the file must be refused.
+  bool too_big = false;
 };
 
 std::string descr_text(FuzzRng& r, FuzzHeader& h) {
@@ -714,11 +717,10 @@ std::string shape_text(FuzzRng& r, FuzzHeader& h) {
   for (int i = 0; i < rank; ++i) {
     int64_t v = 1;
     std::string d = deep ? std::to_string(v = int64_t(1 + r.below(2))) : dim_text(r, h, v);
-    // An element count that overflows int64 behind a zero dim is Shape's concern (its size and
-    // strides), not the reader's: such shapes are left out.
-    if (v && nonzero * v > (__int128(1) << 62)) d = std::to_string(v = 1);
-    if (v) nonzero *= v;
-    bytes *= v;
+    // Both saturate past 2^64: beyond that only "too big" matters.
+    const __int128 kCap = __int128(1) << 64;
+    if (v && nonzero <= kCap) nonzero *= v;
+    bytes = v == 0 ? 0 : bytes > kCap ? bytes : bytes * v;
     if (i) text += ",";
     text.append(r.below(3), ' ').append(d);
     dims.push_back(v);
@@ -727,6 +729,7 @@ std::string shape_text(FuzzRng& r, FuzzHeader& h) {
   h.shape = Shape(dims);
   h.huge = bytes > (__int128(1) << 62);
   h.empty_but_huge_dims = bytes == 0 && nonzero >= (__int128(1) << 31);
+  h.too_big = nonzero > INT64_MAX / sp::itemsize(h.dtype);
   // Sometimes unbalanced or the wrong brackets.
   const bool unclosed = r.chance(2), square = r.chance(2);
   if (unclosed || square) h.valid = false;
@@ -810,7 +813,7 @@ bool loads_or_raises_io_error(Load load, const std::string& what) {
 TEST(NpyFuzz, RandomHeadersLoadAsDescribedOrRaiseIOError) {
   TempDir dir;
   FuzzRng r(0x6e7079);
-  int loaded = 0, raised = 0;
+  int loaded = 0, raised = 0, too_big = 0;
   for (int c = 0; c < 1500; ++c) {
     const FuzzHeader h = random_header(r);
     bool exact = false, length_ok = false;
@@ -830,6 +833,11 @@ TEST(NpyFuzz, RandomHeadersLoadAsDescribedOrRaiseIOError) {
     const bool ok = loads_or_raises_io_error(
         [&] { got = npz ? sp::load_npz(path).at("m") : sp::load_npy(path); }, what);
     (ok ? loaded : raised)++;
+    if (h.too_big) {
+      EXPECT_FALSE(ok) << what;
+      ++too_big;
+      continue;
+    }
     if (!(h.valid && exact && length_ok) || h.empty_but_huge_dims) continue;
     // A well-formed file: it must load as described.
     ASSERT_TRUE(ok) << what;
@@ -841,6 +849,7 @@ TEST(NpyFuzz, RandomHeadersLoadAsDescribedOrRaiseIOError) {
   }
   EXPECT_GT(loaded, 300);
   EXPECT_GT(raised, 300);
+  EXPECT_GT(too_big, 20);
 }
 
 namespace {

@@ -5,6 +5,8 @@
 // expand_dims and transpose move every element where index arithmetic says.
 #include <spmd/spmd.h>
 
+#include "support/golden.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 namespace sp = spmd;
 using sp::Array;
 using sp::Shape;
+using spmd_test::error_message;
 
 namespace {
 
@@ -115,16 +118,6 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
   return flat;
 }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 std::string cannot_reshape(const Shape& from, const Shape& to) {
   return "[reshape] cannot reshape array of shape " + from.str() + " into shape " + to.str();
 }
@@ -166,7 +159,7 @@ TEST(ShapeOpsProperty, MinusOneTakesTheOnlySizeThatFits) {
     const Array x = iota_of(s);
     if (Gen::product(known) == 0) {
       // With a zero among the other sizes, any size would do: no unique answer.
-      EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::reshape(x, request); }),
+      EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::reshape(x, request); }),
                 cannot_reshape(s, request) +
                     " because the product of the specified axis sizes (0) does not evenly divide " +
                     std::to_string(n));
@@ -191,26 +184,26 @@ TEST(ShapeOpsProperty, InvalidReshapesRaiseWithBothShapes) {
     // A target of a different size: one more element, or a zero-size one for a non-empty array.
     const Shape other = g.factorisation(n == 0 ? 1 + g.below(6) : n + 1, 1 + int(g.below(5)));
     SCOPED_TRACE(s.str() + " -> " + other.str());
-    EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::reshape(x, other); }), cannot_reshape(s, other));
-    EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::lax::reshape(x, other); }),
+    EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::reshape(x, other); }), cannot_reshape(s, other));
+    EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::lax::reshape(x, other); }),
               cannot_reshape(s, other));
     // -1 next to sizes whose product does not divide the array's size.
     if (n > 0) {
       std::vector<int64_t> d = {-1, n + 1};
       const Shape request(d);
-      EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::reshape(x, request); }),
+      EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::reshape(x, request); }),
                 cannot_reshape(s, request) + " because the product of the specified axis sizes (" +
                     std::to_string(n + 1) + ") does not evenly divide " + std::to_string(n));
     }
     // Two unknown sizes, and a negative size other than -1.
     std::vector<int64_t> two = g.factorisation(n, 3).dims();
     two[0] = two[2] = -1;
-    EXPECT_EQ(error_of<sp::ValueError>([&] { sp::reshape(x, Shape(two)); }),
+    EXPECT_EQ(error_message<sp::ValueError>([&] { sp::reshape(x, Shape(two)); }),
               "[reshape] can only specify one unknown axis size with a `-1` value, got " +
                   Shape(two).str());
     std::vector<int64_t> negative = g.factorisation(n, 2).dims();
     negative[size_t(g.below(2))] = -2 - g.below(1000);
-    EXPECT_EQ(error_of<sp::ValueError>([&] { sp::reshape(x, Shape(negative)); }),
+    EXPECT_EQ(error_message<sp::ValueError>([&] { sp::reshape(x, Shape(negative)); }),
               "[reshape] negative dimensions are not allowed, got shape " + Shape(negative).str());
   }
 }
@@ -243,7 +236,7 @@ TEST(ShapeOpsProperty, BroadcastToRepeatsAlongNewAndUnitDims) {
       if (s[d] == 1) continue;
       std::vector<int64_t> bad = target;
       bad[size_t(lead + d)] = s[d] + 1;
-      EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::broadcast_to(iota_of(s), Shape(bad)); }),
+      EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::broadcast_to(iota_of(s), Shape(bad)); }),
                 "[broadcast_to] cannot broadcast an array of shape " + s.str() + " to shape " +
                     Shape(bad).str());
     }
@@ -276,7 +269,7 @@ TEST(ShapeOpsProperty, SqueezeAndExpandDimsAreInverse) {
     // Squeezing a dim whose size is not 1 raises.
     for (int d = 0; d < s.ndim(); ++d) {
       if (s[d] == 1) continue;
-      EXPECT_EQ(error_of<sp::ShapeError>([&] { sp::squeeze(x, {d}); }),
+      EXPECT_EQ(error_message<sp::ShapeError>([&] { sp::squeeze(x, {d}); }),
                 "[squeeze] cannot select an axis to squeeze out which has size not equal to one, "
                 "got shape=" +
                     s.str() + " and axis " + std::to_string(d));

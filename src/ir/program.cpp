@@ -3,7 +3,7 @@
 
 #include "core/format.h"
 #include "ir/pretty.h"
-#include "prims/primitive.h"
+#include "ir/primitive.h"
 
 #include <algorithm>
 #include <charconv>

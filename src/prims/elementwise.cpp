@@ -83,6 +83,7 @@ void define_binary(PrimitiveRegistry& r, const char* name, BinaryOp op, Kinds ki
                     a.in[1].aval->shape, a.out[0].data, a.out[0].aval->shape);
       });
   p.elementwise = true;
+  p.kind = PrimitiveKind::broadcasting;
 }
 
 void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kinds,
@@ -100,6 +101,7 @@ void define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kinds kind
         cpu::unary(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size());
       });
   p.elementwise = true;
+  p.kind = PrimitiveKind::unary;
 }
 
 // pow: as a binary op, and, as JAX's pow, a floating base with an integer exponent, which the
@@ -138,6 +140,7 @@ void define_pow(PrimitiveRegistry& r) {
                     a.out[0].data, a.out[0].aval->shape);
       });
   p.elementwise = true;
+  p.kind = PrimitiveKind::broadcasting;
 }
 
 std::vector<AbstractValue> one(AbstractValue a) {
@@ -307,8 +310,11 @@ void register_elementwise_primitives(PrimitiveRegistry& r) {
       });
   define_conversions(r);
   define_select_clamp(r);
-  for (const char* name : {"round", "integer_pow", "convert_element_type", "select_n", "clamp"})
+  for (const char* name : {"round", "integer_pow", "convert_element_type"}) {
     r.at(name).elementwise = true;
+    r.at(name).kind = PrimitiveKind::unary;
+  }
+  for (const char* name : {"select_n", "clamp"}) r.at(name).elementwise = true;
 }
 
 }  // namespace spmd

@@ -125,11 +125,11 @@ void fma_kernel(const KernelArgs& a) {
 }  // namespace
 
 void register_random_primitives(PrimitiveRegistry& r) {
-  r.define("threefry2x32", threefry_shape_rule, threefry_kernel);
+  r.define("threefry2x32", threefry_shape_rule, threefry_kernel).kind = PrimitiveKind::broadcasting;
   r.define("iota_2x32_shape", iota_2x32_shape_rule, [](const KernelArgs& a) {
     cpu::iota_2x32(a.out[0].as<uint32_t>(), a.out[1].as<uint32_t>(), a.out[0].aval->size());
   });
-  r.define("fma", fma_shape_rule, fma_kernel);
+  r.define("fma", fma_shape_rule, fma_kernel).kind = PrimitiveKind::broadcasting;
 }
 
 }  // namespace spmd

@@ -51,7 +51,7 @@ enum class Accepts { numbers, any, ints_and_bool };
 
 void define_reduce(PrimitiveRegistry& r, const char* name, ReduceOp op, Accepts accepts) {
   std::string n = name;
-  r.define(
+  Primitive& p = r.define(
       n,
       [n, accepts](std::span<const AbstractValue> in, const Params& p) {
         const AbstractValue& x = in[0];
@@ -68,11 +68,12 @@ void define_reduce(PrimitiveRegistry& r, const char* name, ReduceOp op, Accepts 
         cpu::reduce(op, a.in[0].aval->dtype, a.in[0].data, a.in[0].aval->shape,
                     a.params.get_ints("axes"), a.out[0].data);
       });
+  p.kind = PrimitiveKind::reducer;
 }
 
 void define_arg_reduce(PrimitiveRegistry& r, const char* name, ArgReduceOp op) {
   std::string n = name;
-  r.define(
+  Primitive& p = r.define(
       n,
       [n](std::span<const AbstractValue> in, const Params& p) {
         const AbstractValue& x = in[0];
@@ -93,11 +94,12 @@ void define_arg_reduce(PrimitiveRegistry& r, const char* name, ArgReduceOp op) {
         cpu::arg_reduce(op, a.in[0].aval->dtype, a.in[0].data, a.in[0].aval->shape,
                         int(a.params.get_ints("axes")[0]), a.out[0].aval->dtype, a.out[0].data);
       });
+  p.kind = PrimitiveKind::reducer;
 }
 
 void define_scan(PrimitiveRegistry& r, const char* name, ScanOp op) {
   std::string n = name;
-  r.define(
+  Primitive& p = r.define(
       n,
       [n, op](std::span<const AbstractValue> in, const Params& p) {
         const AbstractValue& x = in[0];
@@ -116,6 +118,7 @@ void define_scan(PrimitiveRegistry& r, const char* name, ScanOp op) {
                         int(a.params.get_int("axis")), a.params.get<bool>("reverse"),
                         a.out[0].data);
       });
+  p.kind = PrimitiveKind::cumulative;
 }
 
 }  // namespace

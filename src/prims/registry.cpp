@@ -3,6 +3,8 @@
 #include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/families.h"
+#include "prims/kinds.h"
+#include "prims/rule_util.h"
 #include "prims/primitive.h"
 
 #include <stdexcept>
@@ -62,6 +64,7 @@ const PrimitiveRegistry& primitive_registry() {
     register_structural_ad_rules(r);
     register_batch_rules(r);
     register_collective_rules(r);
+    for (const std::string& name : r.names()) complete_rules_from_kind(r.at(name));
     return r;
   }());
   return registry;

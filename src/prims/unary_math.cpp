@@ -92,6 +92,7 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
                                             a.in[0].aval->size());
                           }));
     p.elementwise = true;
+    p.kind = PrimitiveKind::unary;
   }
 }
 

@@ -2,7 +2,7 @@
 // them (jax/_src/lax/lax.py and special.py) so that differentiated programs print as JAX's do.
 // Each operation is its own statement: C++ leaves the order of argument evaluation open, and
 // staged equations must come in JAX's order.
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <spmd/lax.h>
 

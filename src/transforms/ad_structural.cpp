@@ -3,7 +3,7 @@
 // primitives JAX's rule emits (jax/_src/lax/lax.py, slicing.py, control_flow/loops.py), in the
 // same order and with the same params, so differentiated programs print as JAX's do. Every
 // operation is its own statement: C++ leaves the order of argument evaluation open.
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
 #include <spmd/lax.h>

@@ -3,7 +3,7 @@
 // the same params, so vmapped programs print as JAX's do (jax/_src/interpreters/batching.py and
 // the `_*_batch_rule`s of jax/_src/lax/). dynamic_update_slice differs: JAX batches it into a
 // scatter, which spmd does not have.
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
 #include <spmd/lax.h>
@@ -100,46 +100,6 @@ std::vector<Array> to_vector(std::span<const Array> args) {
 }
 
 // ---- elementwise ----------------------------------------------------------------------------
-// JAX's defvectorized: one operand, mapped elementwise; the batch dimension stays put.
-BatchRule vectorized(std::string name) {
-  return [name](std::span<const Array> args, std::span<const int> dims, const Params& params,
-                const BatchContext&) {
-    return all_at(ops::apply_multi(name.c_str(), to_vector(args), params), dims[0]);
-  };
-}
-
-// JAX's broadcast_batcher (defbroadcasting): when every non-scalar operand has the same shape
-// and batch dimension the primitive applies as is; otherwise batch dims move to the front
-// (unbatched operands get a size-1 leading dim) and lower-rank operands get trailing size-1
-// dims, for the primitive's own broadcasting of size-1 dims.
-BatchResult broadcast_batcher(const std::string& name, std::span<const Array> args,
-                              std::span<const int> dims, const Params& params) {
-  size_t first = 0;
-  while (!is_batched(dims[first])) ++first;
-  const Shape& shape = args[first].shape();
-  int dim = dims[first];
-  bool aligned = true;
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].ndim() > 0) aligned = aligned && args[i].shape() == shape && dims[i] == dim;
-  std::vector<Array> xs = to_vector(args);
-  if (!aligned) {
-    for (size_t i = 0; i < xs.size(); ++i)
-      if (xs[i].ndim() > 0) xs[i] = bdim_at_front(xs[i], dims[i], 1);
-    int nd = 0;
-    for (const Array& x : xs) nd = std::max(nd, x.ndim());
-    for (size_t i = 0; i < xs.size(); ++i)
-      if (is_batched(dims[i]) && xs[i].ndim() < nd)
-        xs[i] = lax::expand_dims(xs[i], iota_ints(xs[i].ndim(), nd));
-    dim = 0;
-  }
-  return all_at(ops::apply_multi(name.c_str(), xs, params), dim);
-}
-
-BatchRule broadcasting(std::string name) {
-  return [name](std::span<const Array> args, std::span<const int> dims, const Params& params,
-                const BatchContext&) { return broadcast_batcher(name, args, dims, params); };
-}
-
 // JAX's add_batched: the unbatched side is broadcast at the other's batch dimension.
 BatchResult add_any_rule(std::span<const Array> args, std::span<const int> dims, const Params&,
                          const BatchContext&) {
@@ -288,32 +248,6 @@ BatchResult dot_general_rule(std::span<const Array> args, std::span<const int> d
 }
 
 // ---- reductions and scans ---------------------------------------------------------------------
-// JAX's reducer_batcher: reduced axes at or after the batch dimension shift by one; the batch
-// dimension lands at its position among the kept dims.
-BatchRule reducer(std::string name) {
-  return [name](std::span<const Array> args, std::span<const int> dims, const Params& params,
-                const BatchContext&) {
-    const int bdim = dims[0];
-    const Ints axes = bump(params.get_ints("axes"), bdim);
-    int out_dim = 0;
-    for (int d = 0; d < bdim; ++d) out_dim += contains(axes, d) ? 0 : 1;
-    Params p = params;
-    p.set("axes", axes);
-    return single(ops::apply(name.c_str(), {args[0]}, p), out_dim);
-  };
-}
-
-// JAX's _cumred_batch_rule.
-BatchRule cumulative(std::string name) {
-  return [name](std::span<const Array> args, std::span<const int> dims, const Params& params,
-                const BatchContext&) {
-    const int64_t axis = params.get_int("axis");
-    Params p = params;
-    p.set("axis", axis < dims[0] ? axis : axis + 1);
-    return single(ops::apply(name.c_str(), {args[0]}, p), dims[0]);
-  };
-}
-
 // JAX's _sort_batch_rule: unbatched operands are broadcast to the first batched operand's shape
 // and batched ones moved to its batch dimension.
 BatchResult sort_rule(std::span<const Array> args, std::span<const int> dims, const Params& params,
@@ -626,35 +560,9 @@ BatchRule scatter(std::string name) {
 }
 
 // ---- registration -----------------------------------------------------------------------------
-constexpr const char* kVectorized[] = {
-    // unary arithmetic and bit operations, rounding, conversions
-    "neg", "abs", "sign", "floor", "ceil", "round", "is_finite", "not", "square",
-    "population_count", "clz", "copy", "integer_pow", "convert_element_type",
-    // transcendental functions
-    "exp", "exp2", "expm1", "log", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
-    "cosh", "tanh", "asinh", "acosh", "atanh", "logistic", "erf", "erfc", "erf_inv", "sqrt",
-    "rsqrt", "cbrt"};
-
-constexpr const char* kBroadcasting[] = {"add", "sub", "mul", "div", "rem", "pow", "max", "min",
-                                         "atan2", "nextafter", "eq", "ne", "lt", "le", "gt", "ge",
-                                         "and", "or", "xor", "shift_left", "shift_right_logical",
-                                         "shift_right_arithmetic",
-                                         // random bits; fma is the multiply-add of uniform sampling
-                                         "threefry2x32", "fma"};
-
-constexpr const char* kReducers[] = {"reduce_sum", "reduce_prod", "reduce_max",
-                                     "reduce_min", "reduce_and",  "reduce_or",
-                                     "reduce_xor", "argmax",      "argmin"};
-
-constexpr const char* kCumulative[] = {"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"};
-
 }  // namespace
 
 void register_batch_rules(PrimitiveRegistry& r) {
-  for (const char* name : kVectorized) r.at(name).batch = vectorized(name);
-  for (const char* name : kBroadcasting) r.at(name).batch = broadcasting(name);
-  for (const char* name : kReducers) r.at(name).batch = reducer(name);
-  for (const char* name : kCumulative) r.at(name).batch = cumulative(name);
   r.at("add_any").batch = add_any_rule;
   r.at("stop_gradient").batch = stop_gradient_rule;
   r.at("bitcast_convert_type").batch = bitcast_convert_type_rule;

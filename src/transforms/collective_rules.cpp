@@ -4,7 +4,7 @@
 // permutation, all_to_all to the swapped one, pvary to psum. Under vmap with an axis_name a
 // collective over that axis is computed along the batch dimension; one over other axes is bound
 // again with the batch dimension kept.
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
 #include <spmd/lax.h>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ir/program.h"
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <span>
 #include <utility>

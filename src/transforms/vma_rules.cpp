@@ -9,7 +9,7 @@
 #include "core/axis_env.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <optional>
 

@@ -6,7 +6,7 @@
 #include "prims/primitive.h"
 #include "support/config_scope.h"
 #include "support/golden.h"
-#include "transforms/rules.h"
+#include "prims/rule_util.h"
 
 #include <spmd/spmd.h>
 

@@ -1,0 +1,153 @@
+// What a primitive is: a name, a type rule, a CPU kernel and its transformation rules (jvp,
+// transpose, batching, vma), as fields of one value. The IR's equations point at these; the
+// family files in src/prims fill them in (prims/registry.cpp lists the families), and the
+// interpreters read them. Nothing here knows any particular primitive.
+#pragma once
+
+#include <spmd/array.h>
+
+#include "core/array_impl.h"
+#include "ir/params.h"
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+class Buffer;
+struct Primitive;
+
+// ---- kernels ------------------------------------------------------------------------------------
+// A kernel's view of one input or output: host data plus its type.
+struct Operand {
+  const void* data;
+  const AbstractValue* aval;
+  template <class T>
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
+};
+struct Result {
+  void* data;
+  const AbstractValue* aval;
+  // For a primitive that allocates_outputs: the output Array's buffer, which the kernel sets
+  // (`data` is then null). Null for other primitives and for callers that give storage.
+  std::shared_ptr<Buffer>* buffer = nullptr;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+};
+struct KernelArgs {
+  std::span<const Operand> in;
+  std::span<const Result> out;
+  const Params& params;
+};
+
+using ShapeRule =
+    std::function<std::vector<AbstractValue>(std::span<const AbstractValue>, const Params&)>;
+using CpuKernel = std::function<void(const KernelArgs&)>;
+
+// ---- jvp ----------------------------------------------------------------------------------------
+// A tangent is an Array, or an invalid (default-constructed) Array standing for a symbolic zero.
+inline bool is_zero(const Array& tangent) {
+  return !tangent.valid();
+}
+
+struct JvpResult {
+  std::vector<Array> primals_out;
+  std::vector<Array> tangents_out;  // invalid entries are symbolic zeros
+};
+// Called only when at least one tangent is non-zero. Emits the primal operation first, then the
+// operations the tangent needs, in JAX's order, so that staged programs print as JAX's do.
+using JvpRule = std::function<JvpResult(std::span<const Array> primals,
+                                        std::span<const Array> tangents, const Params& params)>;
+
+// ---- transpose ----------------------------------------------------------------------------------
+// An input of a linear equation: either a known value (a residual, `value` valid) or the linear
+// input being transposed (`value` invalid; only its type is known: JAX's UndefinedPrimal).
+struct LinearInput {
+  Array value;
+  AbstractValue aval;
+  bool is_linear() const { return !value.valid(); }
+};
+// Given the cotangents of the outputs (invalid = zero; the rule is not called when all are zero),
+// returns one cotangent per input: for linear inputs the accumulated contribution (invalid when
+// zero), for known inputs an invalid Array.
+using TransposeRule = std::function<std::vector<Array>(
+    std::span<const Array> cotangents, std::span<const LinearInput> inputs, const Params& params)>;
+
+// ---- batching -----------------------------------------------------------------------------------
+// Marks an unbatched operand in BatchRule's `dims`.
+inline constexpr int kNotBatched = -1;
+struct BatchResult {
+  std::vector<Array> outputs;
+  std::vector<int> dims;  // batch dimension of each output, or kNotBatched
+};
+struct BatchContext {
+  int64_t axis_size = 0;
+  std::string axis_name;  // empty when the vmap has no name
+};
+// `args` hold the batched values; dims[i] is the batch dimension of args[i] or kNotBatched.
+// Called only when at least one argument is batched.
+using BatchRule = std::function<BatchResult(std::span<const Array> args, std::span<const int> dims,
+                                            const Params& params, const BatchContext& ctx)>;
+
+// ---- vma ----------------------------------------------------------------------------------------
+// The mesh axes the outputs vary over, inside shard_map with check_vma.
+using VmaRule =
+    std::function<std::vector<std::string>(std::span<const AbstractValue>, const Params&)>;
+
+// ---- the primitive ------------------------------------------------------------------------------
+// How a primitive maps its operands to its outputs. The kind decides the rules a primitive gets
+// when its family does not write one (prims/kinds.cpp), as JAX's defvectorized,
+// defbroadcasting and reducer_batcher do.
+enum class PrimitiveKind {
+  other,         // every rule written out by the family
+  unary,         // one operand, elementwise (JAX's defvectorized)
+  broadcasting,  // operands of one shape or scalars, elementwise (JAX's defbroadcasting)
+  reducer,       // one operand reduced over the dims in param `axes`
+  cumulative,    // one operand scanned along the dim in param `axis`
+};
+
+struct Primitive {
+  std::string name;
+  PrimitiveKind kind = PrimitiveKind::other;
+  ShapeRule shape_rule;
+  CpuKernel cpu_kernel;
+  // The single output has the same bytes as the first input (reshape, squeeze): eager evaluation
+  // shares the input's buffer instead of copying. Arrays are immutable, so sharing is safe.
+  bool output_aliases_input = false;
+  // Each output element depends only on the operands' elements at the same index (operands of
+  // the output's shape) and on broadcast operands: the kernel may write its output over an
+  // operand of the output's shape and element size (donated buffers, compile/executable.cpp).
+  bool elementwise = false;
+  // The kernel provides its outputs' buffers through Result::buffer when the caller passes it
+  // (collectives whose result one buffer can hold for every device); a caller that passes only
+  // `data` gets the result written there.
+  bool allocates_outputs = false;
+  // Transformation rules; empty when the primitive has none: jvp of a primitive without a rule
+  // raises, transpose exists only for linear primitives.
+  JvpRule jvp;
+  TransposeRule transpose;
+  BatchRule batch;
+  // The primitive's outputs do not depend differentiably on its inputs (comparisons, integer
+  // ops, argmax, iota, random bits): jvp gives symbolic zero tangents without a rule.
+  bool non_differentiable = false;
+  // The result depends on the device that computes it (collectives, axis_index): never
+  // computed at compile time by constant folding.
+  bool device_dependent = false;
+  // Without a rule, outputs vary over the union of the operands' axes and operands that vary
+  // over fewer are cast up with pvary first, as JAX does; collectives change them.
+  VmaRule vma_rule;
+  // Has an effect beyond its outputs (debug printing): never removed or merged by the passes.
+  bool effectful = false;
+  // An Array-level implementation used instead of cpu_kernel when set: primitives that run
+  // sub-programs (jit calls, control flow) evaluate them as Programs.
+  std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;
+};
+
+}  // namespace spmd

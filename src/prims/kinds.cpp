@@ -1,0 +1,130 @@
+// Rules by kind: the batching rules JAX attaches with defvectorized, defbroadcasting,
+// reducer_batcher and _cumred_batch_rule, written once for every primitive of the kind.
+#include "prims/kinds.h"
+
+#include <spmd/lax.h>
+
+#include "prims/primitive.h"
+#include "prims/rule_util.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace spmd {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+bool is_batched(int dim) {
+  return dim != kNotBatched;
+}
+
+BatchResult all_at(std::vector<Array> outs, int dim) {
+  std::vector<int> dims(outs.size(), dim);
+  return {std::move(outs), std::move(dims)};
+}
+
+std::vector<Array> to_vector(std::span<const Array> args) {
+  return std::vector<Array>(args.begin(), args.end());
+}
+
+Ints iota_ints(int64_t begin, int64_t end) {
+  Ints out;
+  for (int64_t i = begin; i < end; ++i) out.push_back(i);
+  return out;
+}
+
+// JAX's defvectorized: one operand, mapped elementwise; the batch dimension stays put.
+BatchRule vectorized(const Primitive* p) {
+  return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
+             const BatchContext&) { return all_at(spmd::bind(*p, args, params), dims[0]); };
+}
+
+// JAX's broadcast_batcher (defbroadcasting): when every non-scalar operand has the same shape
+// and batch dimension the primitive applies as is; otherwise batch dims move to the front
+// (unbatched operands get a size-1 leading dim) and lower-rank operands get trailing size-1
+// dims, for the primitive's own broadcasting of size-1 dims.
+BatchResult broadcast_batcher(const Primitive& p, std::span<const Array> args,
+                              std::span<const int> dims, const Params& params) {
+  size_t first = 0;
+  while (!is_batched(dims[first])) ++first;
+  const Shape& shape = args[first].shape();
+  int dim = dims[first];
+  bool aligned = true;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].ndim() > 0) aligned = aligned && args[i].shape() == shape && dims[i] == dim;
+  std::vector<Array> xs = to_vector(args);
+  if (!aligned) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (xs[i].ndim() > 0) xs[i] = move_batch_dim(xs[i], dims[i], 0, 1);
+    int nd = 0;
+    for (const Array& x : xs) nd = std::max(nd, x.ndim());
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (is_batched(dims[i]) && xs[i].ndim() < nd)
+        xs[i] = lax::expand_dims(xs[i], iota_ints(xs[i].ndim(), nd));
+    dim = 0;
+  }
+  return all_at(spmd::bind(p, xs, params), dim);
+}
+
+BatchRule broadcasting(const Primitive* p) {
+  return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
+             const BatchContext&) { return broadcast_batcher(*p, args, dims, params); };
+}
+
+// Dimension numbers after a batch dimension is inserted at `b`: dims at or after b shift by one.
+Ints bump(const Ints& dims, int64_t b) {
+  Ints out;
+  for (int64_t d : dims) out.push_back(d + (d >= b ? 1 : 0));
+  return out;
+}
+
+// JAX's reducer_batcher: reduced axes at or after the batch dimension shift by one; the batch
+// dimension lands at its position among the kept dims.
+BatchRule reducer(const Primitive* p) {
+  return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
+             const BatchContext&) {
+    const int bdim = dims[0];
+    const Ints axes = bump(params.get_ints("axes"), bdim);
+    int out_dim = 0;
+    for (int d = 0; d < bdim; ++d) out_dim += std::count(axes.begin(), axes.end(), d) ? 0 : 1;
+    Params q = params;
+    q.set("axes", axes);
+    return all_at(spmd::bind(*p, args, q), out_dim);
+  };
+}
+
+// JAX's _cumred_batch_rule.
+BatchRule cumulative(const Primitive* p) {
+  return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
+             const BatchContext&) {
+    const int64_t axis = params.get_int("axis");
+    Params q = params;
+    q.set("axis", axis < dims[0] ? axis : axis + 1);
+    return all_at(spmd::bind(*p, args, q), dims[0]);
+  };
+}
+
+BatchRule batch_rule_of_kind(const Primitive& p) {
+  switch (p.kind) {
+    case PrimitiveKind::unary:
+      return vectorized(&p);
+    case PrimitiveKind::broadcasting:
+      return broadcasting(&p);
+    case PrimitiveKind::reducer:
+      return reducer(&p);
+    case PrimitiveKind::cumulative:
+      return cumulative(&p);
+    case PrimitiveKind::other:
+      return {};
+  }
+  throw std::logic_error("unknown primitive kind");
+}
+
+}  // namespace
+
+void complete_rules_from_kind(Primitive& p) {
+  if (!p.batch) p.batch = batch_rule_of_kind(p);
+}
+
+}  // namespace spmd

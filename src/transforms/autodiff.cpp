@@ -41,8 +41,6 @@ std::pair<std::vector<Array>, std::vector<Array>> jvp_program(const Program& pro
     if (!any_tangent || prim.non_differentiable) {
       outs = spmd::bind(prim, ps, e.params);
       touts.resize(outs.size());
-    } else if (prim.name == "jit") {
-      std::tie(outs, touts) = jvp_program(*e.params.get<ProgramRef>("jaxpr"), ps, ts);
     } else if (prim.jvp) {
       JvpResult r = prim.jvp(ps, ts, e.params);
       outs = std::move(r.primals_out);
@@ -118,29 +116,9 @@ std::vector<Array> transpose_program(const Program& linear, std::span<const Arra
         ins.push_back({Array(), linear.types[size_t(a.var)]});
     }
     const Primitive& prim = *e->primitive;
-    std::vector<Array> cts_in;
-    if (prim.name == "jit") {
-      // Transpose the call's body inline: its linear inputs are the call's linear operands.
-      const Program& body = *e->params.get<ProgramRef>("jaxpr");
-      Program sub = body;
-      std::vector<int> linear_invars;
-      for (size_t k = 0; k < ins.size(); ++k) {
-        if (ins[k].is_linear()) {
-          linear_invars.push_back(body.invars[k]);
-        } else {
-          sub.constvars.push_back(body.invars[k]);
-          sub.consts.push_back(ins[k].value);
-        }
-      }
-      sub.invars = linear_invars;
-      std::vector<Array> sub_cts = transpose_program(sub, cts_out);
-      size_t j = 0;
-      for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
-    } else {
-      if (!prim.transpose)
-        throw NotImplementedError("[vjp] transpose rule for '" + prim.name + "' not implemented");
-      cts_in = prim.transpose(cts_out, ins, e->params);
-    }
+    if (!prim.transpose)
+      throw NotImplementedError("[vjp] transpose rule for '" + prim.name + "' not implemented");
+    std::vector<Array> cts_in = prim.transpose(cts_out, ins, e->params);
     for (size_t k = 0; k < ins.size(); ++k) {
       if (!ins[k].is_linear() || k >= cts_in.size() || is_zero(cts_in[k])) continue;
       int v = e->inputs[k].var;

@@ -8,6 +8,7 @@
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "transforms/interpreters.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
@@ -101,6 +102,58 @@ void check_donated_once(std::span<const Array> leaves, const std::vector<bool>& 
   }
 }
 
+// The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
+// the batched body, as JAX's pjit batching rule does), transposition transposes it inline.
+JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
+                  const Params& p) {
+  auto [outs, touts] = jvp_program(*p.get<ProgramRef>("jaxpr"), primals, tangents);
+  return {std::move(outs), std::move(touts)};
+}
+
+std::vector<Array> jit_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
+                                 const Params& p) {
+  // The call's linear inputs are its body's; the others become the body's constants.
+  const Program& body = *p.get<ProgramRef>("jaxpr");
+  Program sub = body;
+  std::vector<int> linear_invars;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k].is_linear()) {
+      linear_invars.push_back(body.invars[k]);
+    } else {
+      sub.constvars.push_back(body.invars[k]);
+      sub.consts.push_back(ins[k].value);
+    }
+  }
+  sub.invars = linear_invars;
+  std::vector<Array> sub_cts = transpose_program(sub, cts);
+  std::vector<Array> cts_in;
+  size_t j = 0;
+  for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
+  return cts_in;
+}
+
+BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
+                      std::span<const int> in_dims, const Params& p, const BatchContext& ctx) {
+  const ProgramRef body = p.get<ProgramRef>("jaxpr");
+  if (all_concrete(ins)) {
+    auto [outs, dims] = batch_program(*body, ins, in_dims, ctx);
+    return {std::move(outs), std::move(dims)};
+  }
+  std::vector<int> out_dims;
+  transform_detail::FlatFn batched = [&](std::span<const Array> xs) {
+    auto [outs, dims] = batch_program(*body, xs, in_dims, ctx);
+    out_dims = std::move(dims);
+    return outs;
+  };
+  std::vector<Array> operands;
+  auto program = std::make_shared<const Program>(
+      hoist_consts(trace_to_program(batched, types_of(ins), "vmap"), &operands));
+  operands.insert(operands.end(), ins.begin(), ins.end());
+  Params params = p;
+  params.set("jaxpr", ProgramRef(program));
+  return {spmd::bind(jit, operands, params), std::move(out_dims)};
+}
+
 }  // namespace
 
 void register_call_primitives(PrimitiveRegistry& r) {
@@ -115,6 +168,10 @@ void register_call_primitives(PrimitiveRegistry& r) {
     if (all_concrete(args)) return executable_for(program).run(args);
     return eval_program(*program, args);
   };
+  jit.jvp = jit_jvp;
+  jit.transpose = jit_transpose;
+  jit.batch = [&jit](std::span<const Array> args, std::span<const int> dims, const Params& p,
+                     const BatchContext& ctx) { return jit_batch(jit, args, dims, p, ctx); };
 }
 
 namespace transform_detail {

@@ -37,31 +37,6 @@ bool names_vmap_axis(const Equation& e, const std::string& axis) {
   return false;
 }
 
-// A jit call stays a call, of its batched body, as JAX's pjit batching rule keeps it. On
-// concrete values the body is batched in place (nothing is traced).
-std::pair<std::vector<Array>, std::vector<int>> batch_jit_call(const Equation& e,
-                                                               std::span<const Array> ins,
-                                                               std::span<const int> in_dims,
-                                                               const BatchContext& ctx) {
-  const ProgramRef body = e.params.get<ProgramRef>("jaxpr");
-  if (all_concrete(ins)) return batch_program(*body, ins, in_dims, ctx);
-  std::vector<AbstractValue> types;
-  for (const Array& x : ins) types.push_back(aval_of(x));
-  std::vector<int> out_dims;
-  transform_detail::FlatFn batched = [&](std::span<const Array> xs) {
-    auto [outs, dims] = batch_program(*body, xs, in_dims, ctx);
-    out_dims = std::move(dims);
-    return outs;
-  };
-  std::vector<Array> operands;
-  auto program = std::make_shared<const Program>(
-      hoist_consts(trace_to_program(batched, types, "vmap"), &operands));
-  operands.insert(operands.end(), ins.begin(), ins.end());
-  Params params = e.params;
-  params.set("jaxpr", ProgramRef(program));
-  return {spmd::bind(*e.primitive, operands, params), out_dims};
-}
-
 }  // namespace
 
 std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
@@ -91,8 +66,6 @@ std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& pro
     if (!batched && !names_vmap_axis(e, ctx.axis_name)) {
       outs = spmd::bind(prim, ins, e.params);
       out_dims.assign(outs.size(), kNotBatched);
-    } else if (prim.name == "jit") {
-      std::tie(outs, out_dims) = batch_jit_call(e, ins, in_dims, ctx);
     } else if (prim.batch) {
       BatchResult r = prim.batch(ins, in_dims, e.params, ctx);
       outs = std::move(r.outputs);

@@ -12,7 +12,8 @@
 
 namespace spmd {
 
-Executable::Executable(const Program& program) : program_(optimize(program)) {
+Executable::Executable(const Program& program, bool optimized)
+    : program_(optimized ? optimize(program) : program) {
   const Program& p = program_;
   std::vector<int> last_use(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i)

@@ -16,8 +16,8 @@ struct RunScratch;
 
 class Executable {
  public:
-  // Optimises `program` (passes.h) and plans its execution.
-  explicit Executable(const Program& program);
+  // Optimises `program` (passes.h), unless told not to, and plans its execution.
+  explicit Executable(const Program& program, bool optimize = true);
   std::vector<Array> run(std::span<const Array> args) const;
   // As run(args), where `donated[i]` says argument i's buffer may take the result of an
   // elementwise equation of its size after the argument's last use, when no other Array holds

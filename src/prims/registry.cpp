@@ -1,11 +1,11 @@
 // The primitive registry and bind(), the one entry every operation goes through.
-#include "backends/cpu/parallel.h"
+#include "compile/compiled.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/kinds.h"
-#include "prims/rule_util.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <stdexcept>
 
@@ -87,34 +87,9 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
   if (Trace* trace = innermost_trace(inputs)) return trace->process_primitive(p, inputs, params);
 
   if (p.eager) return p.eager(inputs, params);
-  // Eager evaluation on the host: types from the shape rule, then the kernel.
-  std::vector<AbstractValue> in_avals;
-  std::vector<Operand> operands;
-  in_avals.reserve(inputs.size());
-  for (const Array& x : inputs) in_avals.push_back(aval_of(x));
-  operands.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i)
-    operands.push_back({host_data(inputs[i], p.name.c_str()), &in_avals[i]});
-
-  std::vector<AbstractValue> out_avals = abstract_eval(p, in_avals, params);
-  if (p.output_aliases_input)
-    return {make_array(out_avals[0], concrete_buffer(inputs[0], p.name.c_str()))};
-  std::vector<Array> outputs;
-  std::vector<Result> results;
-  outputs.reserve(out_avals.size());
-  results.reserve(out_avals.size());
-  for (const AbstractValue& aval : out_avals) {
-    if (p.allocates_outputs) {
-      outputs.push_back(make_array(aval, nullptr));
-      results.push_back({nullptr, &outputs.back().impl()->aval, &outputs.back().impl()->buffer});
-    } else {
-      outputs.push_back(make_uninitialized(aval, p.name.c_str()));
-      results.push_back({outputs.back().impl()->buffer->data(), &outputs.back().impl()->aval});
-    }
-  }
-  cpu::DenormalsAreZero ftz;
-  p.cpu_kernel(KernelArgs{operands, results, params});
-  return outputs;
+  // Eager evaluation is a cached one-primitive program, run as jit runs its programs.
+  std::shared_ptr<const Compiled> compiled = compile_primitive(p, params, inputs);
+  return compiled->run(inputs);
 }
 
 Array bind1(const Primitive& p, std::span<const Array> inputs, const Params& params) {

@@ -1,0 +1,130 @@
+#include "compile/compiled.h"
+
+#include "prims/primitive.h"
+
+#include <mutex>
+#include <unordered_map>
+
+namespace spmd {
+namespace {
+
+runtime::Launchable::Body body_of(const std::shared_ptr<const Executable>& exe) {
+  return [exe](std::span<const Array> args) { return exe->run(args); };
+}
+
+std::vector<std::shared_ptr<const Sharding>> shardings(const Mesh& mesh,
+                                                       std::span<const PartitionSpec> specs) {
+  std::vector<std::shared_ptr<const Sharding>> out;
+  for (const PartitionSpec& spec : specs)
+    out.push_back(std::make_shared<NamedSharding>(mesh, spec));
+  return out;
+}
+
+}  // namespace
+
+Compiled::Compiled(const Program& program, bool optimize)
+    : executable_(std::make_shared<const Executable>(program, optimize)) {
+  launchable_.body = body_of(executable_);
+}
+
+Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const PartitionSpec> in_specs,
+                   std::span<const PartitionSpec> out_specs,
+                   std::span<const AbstractValue> out_types)
+    : executable_(std::make_shared<const Executable>(body)) {
+  launchable_.body = body_of(executable_);
+  launchable_.device_ids = mesh.device_ids();
+  for (const auto& [name, size] : mesh.shape()) {
+    launchable_.axis_names.push_back(name);
+    launchable_.axis_sizes.push_back(size);
+  }
+  launchable_.in_shardings = shardings(mesh, in_specs);
+  launchable_.out_shardings = shardings(mesh, out_specs);
+  launchable_.out_types.assign(out_types.begin(), out_types.end());
+}
+
+std::vector<Array> Compiled::run(std::span<const Array> args) const {
+  return runtime::run(launchable_, args);
+}
+
+std::vector<Array> Compiled::run(std::vector<Array> args, const std::vector<bool>& donated) const {
+  return executable_->run(std::move(args), donated);
+}
+
+const Compiled& compile_program(const ProgramRef& program) {
+  static std::mutex mu;
+  static auto* cache =
+      new std::unordered_map<const Program*, std::pair<ProgramRef, std::unique_ptr<Compiled>>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*cache)[program.get()];
+  if (!slot.second) slot = {program, std::make_unique<Compiled>(*program)};
+  return *slot.second;
+}
+
+namespace {
+
+// A cached eager op. Lookups compare against the operands' own types, so a hit copies nothing.
+struct PrimitiveEntry {
+  const Primitive* primitive;
+  Params params;
+  std::vector<AbstractValue> in;
+  std::shared_ptr<const Compiled> compiled;
+
+  bool matches(const Primitive& p, const Params& ps, std::span<const Array> xs) const {
+    if (primitive != &p || in.size() != xs.size() || !(params == ps)) return false;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!(in[i] == aval_of(xs[i]))) return false;
+    return true;
+  }
+};
+
+size_t signature_hash(const Primitive& p, const Params& params, std::span<const Array> xs) {
+  size_t h = std::hash<const void*>()(&p) ^ params.hash() * 31;
+  for (const Array& x : xs) {
+    const AbstractValue& t = aval_of(x);
+    h = h * 1000003 ^ size_t(t.dtype) * 7 ^ size_t(t.weak_type);
+    for (int64_t d : t.shape) h = h * 31 + size_t(d);
+    h ^= t.vma.size();
+  }
+  return h;
+}
+
+// One equation applying `p` to fresh input variables.
+Program one_equation(const Primitive& p, const Params& params, std::span<const AbstractValue> in) {
+  Program program;
+  Equation e{&p, params, {}, {}};
+  for (const AbstractValue& t : in) {
+    program.invars.push_back(program.new_var(t));
+    e.inputs.push_back(Atom::of_var(program.invars.back()));
+  }
+  for (AbstractValue& t : abstract_eval(p, in, params)) {
+    e.outputs.push_back(program.new_var(std::move(t)));
+    program.outputs.push_back(Atom::of_var(e.outputs.back()));
+  }
+  program.equations.push_back(std::move(e));
+  return program;
+}
+
+// Eager ops meet many distinct signatures; past this many a thread starts its cache afresh.
+constexpr size_t kMaxCachedPrimitives = 4096;
+
+}  // namespace
+
+std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,
+                                                  std::span<const Array> inputs) {
+  // Per thread, so that eager ops from several threads take no lock. Entries are shared: a run
+  // in progress keeps its Compiled when the cache starts afresh.
+  thread_local std::unordered_multimap<size_t, PrimitiveEntry> cache;
+  const size_t h = signature_hash(p, params, inputs);
+  auto [first, last] = cache.equal_range(h);
+  for (auto it = first; it != last; ++it)
+    if (it->second.matches(p, params, inputs)) return it->second.compiled;
+  std::vector<AbstractValue> in;
+  for (const Array& x : inputs) in.push_back(aval_of(x));
+  // A single primitive gains nothing from the passes, and must run as bound.
+  auto compiled = std::make_shared<const Compiled>(one_equation(p, params, in), /*optimize=*/false);
+  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
+  cache.emplace(h, PrimitiveEntry{&p, params, std::move(in), compiled});
+  return compiled;
+}
+
+}  // namespace spmd

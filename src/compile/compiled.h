@@ -1,0 +1,45 @@
+// The one path from a Program to devices. compile decides how a Program runs (which program
+// each device runs, on which devices, with which layouts) and builds a Compiled; running it
+// hands that to the runtime (runtime/launchable.h). Eager ops (compile_primitive), jit
+// (compile_program) and shard_map and pmap (compile_manual) all take it.
+#pragma once
+
+#include <spmd/sharding.h>
+
+#include "compile/executable.h"
+#include "ir/primitive.h"
+#include "runtime/launchable.h"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spmd {
+
+class Compiled {
+ public:
+  // A whole-value program that runs on the default device, on the calling thread.
+  explicit Compiled(const Program& program, bool optimize = true);
+  // A per-device program run on every device of `mesh`, operands and results split by specs.
+  Compiled(const Program& body, const Mesh& mesh, std::span<const PartitionSpec> in_specs,
+           std::span<const PartitionSpec> out_specs, std::span<const AbstractValue> out_types);
+
+  std::vector<Array> run(std::span<const Array> args) const;
+  // As run(args), with donated arguments (Executable::run with `donated`); default device only.
+  std::vector<Array> run(std::vector<Array> args, const std::vector<bool>& donated) const;
+  // The program each device runs, after the passes.
+  const Program& program() const { return executable_->program(); }
+
+ private:
+  std::shared_ptr<const Executable> executable_;
+  runtime::Launchable launchable_;
+};
+
+// The Compiled of `program` on the default device, built once per program.
+const Compiled& compile_program(const ProgramRef& program);
+// The Compiled of one application of `p` to operands of the types of `inputs` (an eager op),
+// built once per primitive, params and types. Raises the shape rule's errors for bad operands.
+std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,
+                                                  std::span<const Array> inputs);
+
+}  // namespace spmd

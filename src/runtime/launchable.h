@@ -1,0 +1,41 @@
+// What the runtime runs: one program, the devices it runs on and how its arguments and results
+// are laid out over them. compile builds these (compile/compiled.h); every execution of a
+// Program (eager ops, jit, shard_map, pmap) ends in run().
+#pragma once
+
+#include <spmd/sharding.h>
+
+#include "core/array_impl.h"
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd::runtime {
+
+struct Launchable {
+  // One device's share: its blocks of the arguments in, its blocks of the results out.
+  using Body = std::function<std::vector<Array>(std::span<const Array>)>;
+  Body body;
+  // Empty: the program runs once, at once, on the calling thread, over whole values on the
+  // default device. Otherwise the devices of a mesh, major to minor, each running `body` on its
+  // own thread, with collectives over `axis_names`.
+  std::vector<int> device_ids;
+  std::vector<std::string> axis_names;
+  std::vector<int64_t> axis_sizes;
+  // For a mesh launch: how each argument is split over the devices (arguments are moved there
+  // first), and the global types and shardings of the results.
+  std::vector<std::shared_ptr<const Sharding>> in_shardings;
+  std::vector<AbstractValue> out_types;
+  std::vector<std::shared_ptr<const Sharding>> out_shardings;
+
+  bool on_mesh() const { return !device_ids.empty(); }
+};
+
+// Runs `l` on `args`. A mesh launch returns at once with committed results that become ready
+// when every device has finished; an error on any device is raised by whoever reads them.
+std::vector<Array> run(const Launchable& l, std::span<const Array> args);
+
+}  // namespace spmd::runtime

@@ -7,7 +7,7 @@
 #include <spmd/ops.h>
 #include <spmd/transforms.h>
 
-#include "compile/executable.h"
+#include "compile/compiled.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
@@ -174,7 +174,7 @@ std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, co
   if (!all_concrete(args)) return fn(args);
   Program p = trace_to_program(fn, types_of(args), api);
   if (!all_concrete(p.consts)) return eval_program(p, args);
-  return Executable(p).run(args);
+  return Compiled(p).run(args);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <spmd/error.h>
 #include <spmd/transforms.h>
 
-#include "compile/executable.h"
+#include "compile/compiled.h"
 #include "core/axis_env.h"
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
@@ -165,7 +165,7 @@ void register_call_primitives(PrimitiveRegistry& r) {
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
   jit.eager = [](std::span<const Array> args, const Params& p) {
     const ProgramRef& program = p.get<ProgramRef>("jaxpr");
-    if (all_concrete(args)) return executable_for(program).run(args);
+    if (all_concrete(args)) return compile_program(program).run(args);
     return eval_program(*program, args);
   };
   jit.jvp = jit_jvp;
@@ -185,7 +185,7 @@ struct CacheEntry {
   ProgramRef program;         // as traced, consts hoisted to leading inputs
   std::vector<Array> consts;  // concrete constants the function closed over
   TreeDef out_def;
-  std::unique_ptr<Executable> executable;  // compiled on first concrete call
+  const Compiled* compiled = nullptr;  // on the first concrete call
 };
 
 struct JitState {
@@ -229,7 +229,7 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, std::span<co
     operands.push_back(usable[k] ? take_and_delete(leaves[k]) : leaves[k]);
     consumable.push_back(usable[k]);
   }
-  return entry.executable->run(std::move(operands), consumable);
+  return entry.compiled->run(std::move(operands), consumable);
 }
 
 }  // namespace
@@ -268,11 +268,11 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
     std::lock_guard<std::mutex> lock(state.mu);
-    if (!entry->executable) entry->executable = std::make_unique<Executable>(*entry->program);
+    if (!entry->compiled) entry->compiled = &compile_program(entry->program);
   }
-  if (entry->executable && all_concrete(operands)) {
+  if (entry->compiled && all_concrete(operands)) {
     if (std::find(donated.begin(), donated.end(), true) == donated.end())
-      return entry->executable->run(operands);
+      return entry->compiled->run(operands);
     return run_donating(state, *entry, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
@@ -282,7 +282,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
 ClosedJaxpr jit_lower(JitState&, const FlatFn& fn, std::span<const Array> leaves, bool optimized) {
   Program traced = trace_to_program(fn, types_of(leaves), "jit");
   if (!optimized) return ClosedJaxpr(std::make_shared<const Program>(std::move(traced)));
-  return ClosedJaxpr(std::make_shared<const Program>(Executable(traced).program()));
+  return ClosedJaxpr(std::make_shared<const Program>(Compiled(traced).program()));
 }
 
 }  // namespace transform_detail

@@ -1,20 +1,29 @@
-// Primitive family: collectives over named axes (psum, pmax, pmin, all_gather, reduce_scatter,
-// ppermute, all_to_all, pbroadcast, axis_index, pvary) with JAX's names, params, shape rules and
-// errors. Their kernels run on a device thread of a launch (pmap, shard_map) and talk to the
-// launch's Communicator; under vmap the batching rules replace them before anything runs.
+// Primitive family: collectives over named axes with JAX's names, params, shape rules and errors,
+// each with its transformation rules after JAX's jax/_src/lax/parallel.py. This file holds the
+// reductions (psum, pmax, pmin) and the collectives that move data (all_gather, reduce_scatter,
+// all_to_all, ppermute, pbroadcast); axis_ops.cpp holds axis_index, pvary and psum_invariant.
+// Kernels run on a device thread of a launch (pmap, shard_map) and talk to the launch's
+// Communicator; under vmap the batching rules replace them before anything runs: a collective
+// over the vmap's axis is computed along the batch dimension, one over other axes is bound again
+// with the batch dimension kept.
 #include "prims/collectives.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
+#include <spmd/ops.h>
 
 #include "backends/cpu/copy.h"
 #include "backends/cpu/reduce.h"
 #include "core/axis_env.h"
+#include "ops/op_util.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "runtime/launch.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 namespace spmd {
@@ -171,12 +180,8 @@ bool names_axis(const std::string& prim, const Params& params, const std::string
 
 }  // namespace collectives
 
-namespace {
+namespace collectives {
 
-using namespace collectives;
-using runtime::ReduceOp;
-
-// JAX's _check_axis_names: every name must be bound while the collective is staged or run.
 void check_bound(const std::vector<std::string>& names, const char* api) {
   for (const auto& name : names) {
     if (find_axis(name)) continue;
@@ -186,6 +191,82 @@ void check_bound(const std::vector<std::string>& names, const char* api) {
                     ". To fix this, please call " + api + " under `sp::shard_map`.");
   }
 }
+
+Participants participants(const char* api, const std::vector<std::string>& names,
+                          const std::optional<AxisIndexGroups>& groups) {
+  const runtime::LaunchContext* ctx = runtime::current_launch();
+  for (const auto& name : names)
+    if (!ctx || ctx->axis_of(name) < 0) throw NameError(prefix(api) + "unbound axis name: " + name);
+  runtime::Group g = runtime::group_over(*ctx, names);
+  Participants p{ctx, g.ranks, g.me};
+  if (!groups) return p;
+  for (const auto& sub : *groups) {
+    auto it = std::find(sub.begin(), sub.end(), g.me);
+    if (it == sub.end()) continue;
+    p.ranks.clear();
+    for (int k : sub) p.ranks.push_back(g.ranks[size_t(k)]);
+    p.me = int(it - sub.begin());
+    return p;
+  }
+  throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
+}
+
+std::vector<std::string> typed(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    std::optional<AxisFrame> f = find_axis(n);
+    if (f && f->vma) out.push_back(n);
+  }
+  return out;
+}
+
+std::string tuple_repr(const std::vector<std::string>& names) {
+  std::string s = "(";
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  return s + (names.size() == 1 ? ",)" : ")");
+}
+
+std::string frozenset_repr(const std::vector<std::string>& names) {
+  if (names.empty()) return "frozenset()";
+  std::string s = "frozenset({";
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  return s + "})";
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::vector<std::string> without(const std::vector<std::string>& names, const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& n : names)
+    if (n != name) out.push_back(n);
+  return out;
+}
+
+Params with(Params p, const char* key, ParamValue value) {
+  p.set(key, std::move(value));
+  return p;
+}
+
+BatchResult single(Array out, int dim) {
+  return {{std::move(out)}, {dim}};
+}
+
+Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule shape,
+                             CpuKernel kernel) {
+  Primitive& p = r.define(name, std::move(shape), std::move(kernel));
+  p.device_dependent = true;
+  return p;
+}
+
+}  // namespace collectives
+
+namespace {
+
+using namespace collectives;
+using runtime::ReduceOp;
+using Ints = std::vector<int64_t>;
 
 // The number of instances one collective spans: the axis size, or a subgroup's size.
 int64_t group_size(const std::optional<AxisIndexGroups>& groups, int64_t axis_size,
@@ -225,7 +306,49 @@ std::string names_repr(const ParamValue& v) {
   return out + (names.size() == 1 ? ",)" : ")");
 }
 
-// ---- shape rules ----------------------------------------------------------------------------
+void no_groups_in_vmap(const Params& p, const char* api) {
+  if (read_groups(p))
+    throw NotImplementedError(std::string("[") + api +
+                              "] axis_index_groups not supported in vmap collectives. Please "
+                              "open a feature request!");
+}
+
+// ---- shape helpers of the batching rules (JAX's _moveaxis, _splitaxis, _foldaxis) ----------
+Array move_axis(const Array& x, int from, int to) {
+  return move_batch_dim(x, from, to, 0);
+}
+
+// Splits dim `axis` into (factor, size / factor).
+Array split_axis(const Array& x, int axis, int64_t factor) {
+  Ints dims = x.shape().dims();
+  int64_t size = dims[size_t(axis)];
+  dims[size_t(axis)] = size / factor;
+  dims.insert(dims.begin() + axis, factor);
+  return lax::reshape(x, Shape(dims));
+}
+
+// Merges dims axis and axis + 1.
+Array fold_axis(const Array& x, int axis) {
+  Ints dims = x.shape().dims();
+  dims[size_t(axis)] *= dims[size_t(axis) + 1];
+  dims.erase(dims.begin() + axis + 1);
+  return lax::reshape(x, Shape(dims));
+}
+
+// The names before and after `frame` in a tuple of axis names (major and minor to it).
+std::pair<std::vector<std::string>, std::vector<std::string>> around(
+    const std::vector<std::string>& names, const std::string& frame) {
+  auto it = std::find(names.begin(), names.end(), frame);
+  return {{names.begin(), it}, {it + 1, names.end()}};
+}
+
+// Collectives that move data keep their result varying over the axes they name (and over what
+// the operand varied).
+std::vector<std::string> varying_over_names(std::span<const AbstractValue> in, const Params& p) {
+  return vma_union(in.empty() ? std::vector<std::string>{} : in[0].vma, typed(read_names(p)));
+}
+
+// ---- psum, pmax, pmin -----------------------------------------------------------------------
 ShapeRule reduction_shape(const char* api) {
   return [api](std::span<const AbstractValue> in, const Params& p) {
     const AbstractValue& x = in[0];
@@ -249,6 +372,124 @@ ShapeRule reduction_shape(const char* api) {
   };
 }
 
+// The communicator has no bool reductions: bools reduce as bytes, where max is `or`, min `and`.
+DType wire_dtype(DType t) {
+  return is_bool(t) ? uint8 : t;
+}
+
+CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op) {
+  return [api, local_op, op](const KernelArgs& a) {
+    std::vector<ReduceAxis> axes = read_axes(a.params);
+    std::vector<std::string> names = named_axes(axes);
+    std::vector<int64_t> positions = positional_axes(axes);
+    const AbstractValue& in = *a.in[0].aval;
+    const AbstractValue& out = *a.out[0].aval;
+    const void* local = a.in[0].data;
+    std::vector<std::byte> reduced;
+    if (!positions.empty()) {
+      if (names.empty()) {
+        void* dst = a.out[0].data;
+        if (a.out[0].buffer) {
+          *a.out[0].buffer = Buffer::allocate(size_t(out.nbytes()));
+          dst = (*a.out[0].buffer)->data();
+        }
+        cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, dst);
+        return;
+      }
+      reduced.resize(size_t(out.nbytes()));
+      cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, reduced.data());
+      local = reduced.data();
+    }
+    Participants p = participants(api, names, read_groups(a.params));
+    if (a.out[0].buffer)
+      *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op,
+                                                        wire_dtype(out.dtype), out.shape, local);
+    else
+      p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
+                              a.out[0].data);
+  };
+}
+
+// JAX's _batched_reduction_collective: the named axis of this vmap becomes the positional batch
+// dimension of the same reduction. Over an unbatched operand, a sum of n equal values is n · x;
+// a max or min is x.
+BatchRule reduction_batch(const Primitive& reduction, bool sums) {
+  const Primitive* self = &reduction;
+  return [self, sums](std::span<const Array> args, std::span<const int> dims, const Params& p,
+                      const BatchContext& ctx) {
+    const char* name = self->name.c_str();
+    const std::vector<ReduceAxis> axes = read_axes(p);
+    const bool has_frame = contains(named_axes(axes), ctx.axis_name);
+    auto rebind = [&](const Array& x, const std::vector<ReduceAxis>& ax) {
+      return bind1(*self, {x}, with(p, "axes", axes_param(ax)));
+    };
+    Array v = args[0];
+    int d = dims[0];
+    if (d == kNotBatched) {
+      if (!has_frame) return single(rebind(v, axes), kNotBatched);
+      no_groups_in_vmap(p, name);
+      std::vector<ReduceAxis> rest;
+      for (const auto& a : axes)
+        if (a != ReduceAxis(ctx.axis_name)) rest.push_back(a);
+      Array arg = rest.empty() ? v : rebind(v, rest);
+      if (!sums) return single(arg, kNotBatched);
+      Array n = ops::scalar(double(ctx.axis_size), arg.dtype(), false);
+      return single(ops::apply("mul", {n, arg}), kNotBatched);
+    }
+    const bool has_positional = !positional_axes(axes).empty();
+    if (!has_frame && !has_positional) return single(rebind(v, axes), d);
+    no_groups_in_vmap(p, name);
+    if (d != 0) v = move_axis(v, d, 0);
+    std::vector<ReduceAxis> mapped;
+    for (const auto& a : axes) {
+      if (auto* pos = std::get_if<int64_t>(&a))
+        mapped.emplace_back(*pos + 1);
+      else if (std::get<std::string>(a) == ctx.axis_name)
+        mapped.emplace_back(int64_t{0});
+      else
+        mapped.push_back(a);
+    }
+    return single(rebind(v, mapped), has_frame ? kNotBatched : 0);
+  };
+}
+
+// psum is linear and transposes to psum over the named axes; positional axes broadcast back.
+std::vector<Array> psum_transpose(const Primitive& psum, std::span<const Array> cts,
+                                  std::span<const LinearInput> in, const Params& p) {
+  const std::vector<ReduceAxis> axes = read_axes(p);
+  Array ct = cts[0];
+  const Ints positions = positional_axes(axes);
+  if (!positions.empty()) {
+    const Shape& shape = in[0].aval.shape;
+    Ints kept;
+    for (int d = 0; d < shape.ndim(); ++d)
+      if (std::find(positions.begin(), positions.end(), d) == positions.end()) kept.push_back(d);
+    ct = lax::broadcast_in_dim(ct, shape, kept);
+  }
+  const std::vector<std::string> names = named_axes(axes);
+  if (names.empty()) return {ct};
+  std::vector<ReduceAxis> named(names.begin(), names.end());
+  return {bind1(psum, {ct}, with(p, "axes", axes_param(named)))};
+}
+
+std::vector<std::string> reduction_vma(std::span<const AbstractValue> in, const Params& p) {
+  return vma_minus(in[0].vma, named_axes(read_axes(p)));
+}
+
+// Every member of the group gets the same result, which one buffer holds. `sums` marks psum:
+// linear, and n · x over an unbatched operand.
+Primitive& define_reduction(PrimitiveRegistry& r, const char* name, cpu::ReduceOp local_op,
+                            ReduceOp op, bool sums) {
+  Primitive& p =
+      define_collective(r, name, reduction_shape(name), reduction_kernel(name, local_op, op));
+  p.allocates_outputs = true;
+  p.batch = reduction_batch(p, sums);
+  p.vma_rule = reduction_vma;
+  if (sums) deflinear(r, name, std::bind_front(psum_transpose, std::cref(p)));
+  return p;
+}
+
+// ---- all_gather and reduce_scatter (psum_scatter), each the other's transpose ----------------
 std::vector<AbstractValue> all_gather_shape(std::span<const AbstractValue> in, const Params& p) {
   const AbstractValue& x = in[0];
   std::vector<std::string> names = read_names(p);
@@ -290,6 +531,164 @@ std::vector<AbstractValue> reduce_scatter_shape(std::span<const AbstractValue> i
   return {{Shape(dims), x.dtype, x.weak_type}};
 }
 
+void all_gather_kernel(const KernelArgs& a) {
+  Participants p = participants("all_gather", read_names(a.params), read_groups(a.params));
+  const AbstractValue& in = *a.in[0].aval;
+  const int axis = int(a.params.get_int("all_gather_dimension"));
+  const bool tiled = a.params.get<bool>("tiled");
+  if (a.out[0].buffer)
+    *a.out[0].buffer = p.ctx->comm->all_gather_shared("all_gather", p.ranks, p.me, in.dtype,
+                                                      in.shape, axis, tiled, a.in[0].data);
+  else
+    p.ctx->comm->all_gather("all_gather", p.ranks, p.me, in.dtype, in.shape, axis, tiled,
+                            a.in[0].data, a.out[0].data);
+}
+
+void reduce_scatter_kernel(const KernelArgs& a) {
+  Participants p = participants("psum_scatter", read_names(a.params), read_groups(a.params));
+  const AbstractValue& in = *a.in[0].aval;
+  p.ctx->comm->reduce_scatter("psum_scatter", p.ranks, p.me, ReduceOp::sum, in.dtype, in.shape,
+                              int(a.params.get_int("scatter_dimension")), a.in[0].data,
+                              a.out[0].data);
+}
+
+Params all_gather_params(const std::vector<std::string>& names, int64_t dim, bool tiled,
+                         const std::optional<AxisIndexGroups>& groups, int64_t size) {
+  return Params{{"all_gather_dimension", dim},
+                {"axis_index_groups", groups_param(groups)},
+                {"axis_name", tuple_param(names)},
+                {"axis_size", size},
+                {"tiled", tiled}};
+}
+
+Params reduce_scatter_params(const std::vector<std::string>& names, int64_t dim, bool tiled,
+                             const std::optional<AxisIndexGroups>& groups, int64_t size) {
+  return Params{{"axis_index_groups", groups_param(groups)},
+                {"axis_name", tuple_param(names)},
+                {"axis_size", size},
+                {"scatter_dimension", dim},
+                {"tiled", tiled}};
+}
+
+BatchResult all_gather_batch(const Primitive& all_gather, std::span<const Array> args,
+                             std::span<const int> dims, const Params& p, const BatchContext& ctx) {
+  const std::vector<std::string> names = read_names(p);
+  int64_t g = p.get_int("all_gather_dimension");
+  const bool tiled = p.get<bool>("tiled");
+  Array x = args[0];
+  int d = dims[0];
+  if (!contains(names, ctx.axis_name)) {
+    if (d == kNotBatched) return single(bind1(all_gather, {x}, p), kNotBatched);
+    if (d <= g)
+      g += 1;
+    else if (!tiled)
+      d += 1;
+    return single(bind1(all_gather, {x}, with(p, "all_gather_dimension", g)), d);
+  }
+  no_groups_in_vmap(p, "all_gather");
+  const int64_t n = ctx.axis_size;
+  Array y;
+  if (names.size() == 1) {
+    y = move_batch_dim(x, d, int(g), n);
+  } else {
+    // Gathered order is major to minor over the tuple: this axis's instances sit between the
+    // gathered blocks of the names before it and those after it.
+    auto [major, minor] = around(names, ctx.axis_name);
+    y = move_batch_dim(x, d, 0, n);
+    if (!minor.empty()) {
+      y = bind1(all_gather, {y},
+                all_gather_params(minor, 1, false, std::nullopt, axes_size(minor, "all_gather")));
+      y = fold_axis(y, 0);
+    }
+    if (!major.empty()) {
+      y = bind1(all_gather, {y},
+                all_gather_params(major, 0, false, std::nullopt, axes_size(major, "all_gather")));
+      y = fold_axis(y, 0);
+    }
+    y = move_axis(y, 0, int(g));
+  }
+  if (tiled) y = fold_axis(y, int(g));
+  return single(y, kNotBatched);
+}
+
+std::vector<Array> all_gather_transpose(const Primitive& reduce_scatter, std::span<const Array> cts,
+                                        std::span<const LinearInput>, const Params& p) {
+  return {
+      bind1(reduce_scatter, {cts[0]},
+            reduce_scatter_params(read_names(p), p.get_int("all_gather_dimension"),
+                                  p.get<bool>("tiled"), read_groups(p), p.get_int("axis_size")))};
+}
+
+BatchResult reduce_scatter_batch(const Primitive& reduce_scatter, std::span<const Array> args,
+                                 std::span<const int> dims, const Params& p,
+                                 const BatchContext& ctx) {
+  const std::vector<std::string> names = read_names(p);
+  int64_t g = p.get_int("scatter_dimension");
+  const bool tiled = p.get<bool>("tiled");
+  Array x = args[0];
+  int d = dims[0];
+  if (!contains(names, ctx.axis_name)) {
+    if (d == kNotBatched) return single(bind1(reduce_scatter, {x}, p), kNotBatched);
+    if (d <= g)
+      g += 1;
+    else if (!tiled)
+      d += 1;
+    return single(bind1(reduce_scatter, {x}, with(p, "scatter_dimension", g)), d);
+  }
+  no_groups_in_vmap(p, "psum_scatter");
+  const int64_t n = ctx.axis_size;
+  Array y = d == kNotBatched ? ops::apply("mul", {x, ops::scalar(double(n), x.dtype(), true)})
+                             : lax::reduce_sum(x, {d});
+  const int dy = int(g);
+  if (names.size() == 1) {
+    if (tiled) y = split_axis(y, dy, n);
+    return single(y, dy);
+  }
+  // This axis's sum is done; the other names reduce-scatter over their combined index, and the
+  // chunk order is major to minor over the tuple.
+  auto [major, minor] = around(names, ctx.axis_name);
+  const int64_t n_major = axes_size(major, "psum_scatter");
+  const int64_t n_minor = axes_size(minor, "psum_scatter");
+  Ints shape = y.shape().dims();
+  const int64_t chunk = shape[size_t(dy)] / (n_major * n * n_minor);
+  shape[size_t(dy)] = chunk;
+  shape.insert(shape.begin() + dy, {n_major, n, n_minor});
+  y = lax::reshape(y, Shape(shape));
+  y = move_axis(y, dy + 1, dy);
+  y = fold_axis(y, dy + 1);
+  std::vector<std::string> rest = major;
+  rest.insert(rest.end(), minor.begin(), minor.end());
+  y = bind1(reduce_scatter, {y},
+            reduce_scatter_params(rest, dy + 1, false, std::nullopt, n_major * n_minor));
+  // Untiled, each chunk is one element: its dim goes.
+  if (!tiled) y = lax::squeeze(y, {dy + 1});
+  return single(y, dy);
+}
+
+std::vector<Array> reduce_scatter_transpose(const Primitive& all_gather, std::span<const Array> cts,
+                                            std::span<const LinearInput>, const Params& p) {
+  return {bind1(all_gather, {cts[0]},
+                all_gather_params(read_names(p), p.get_int("scatter_dimension"),
+                                  p.get<bool>("tiled"), read_groups(p), p.get_int("axis_size")))};
+}
+
+// Results that are the same on every member of the group live in one buffer they share (all
+// gathers do; a scatter's differ).
+const Primitive& define_gather_scatter(PrimitiveRegistry& r) {
+  Primitive& all_gather = define_collective(r, "all_gather", all_gather_shape, all_gather_kernel);
+  all_gather.allocates_outputs = true;
+  Primitive& reduce_scatter =
+      define_collective(r, "reduce_scatter", reduce_scatter_shape, reduce_scatter_kernel);
+  all_gather.batch = std::bind_front(all_gather_batch, std::cref(all_gather));
+  deflinear(r, "all_gather", std::bind_front(all_gather_transpose, std::cref(reduce_scatter)));
+  all_gather.vma_rule = varying_over_names;
+  reduce_scatter.batch = std::bind_front(reduce_scatter_batch, std::cref(reduce_scatter));
+  deflinear(r, "reduce_scatter", std::bind_front(reduce_scatter_transpose, std::cref(all_gather)));
+  reduce_scatter.vma_rule = varying_over_names;
+  return all_gather;
+}
+
+// ---- all_to_all: transposes to the swapped exchange -------------------------------------------
 // The primitive always has the tiled shape rule; the untiled form is the public function's
 // expand_dims / squeeze around it, as in JAX.
 std::vector<AbstractValue> all_to_all_shape(std::span<const AbstractValue> in, const Params& p) {
@@ -311,8 +710,98 @@ std::vector<AbstractValue> all_to_all_shape(std::span<const AbstractValue> in, c
   return {{Shape(dims), x.dtype, false}};
 }
 
-// Negative perm entries count from the end, as Python indexing in JAX's lowering does; after
-// that, sources and destinations must be unique.
+void all_to_all_kernel(const KernelArgs& a) {
+  Participants p = participants("all_to_all", read_names(a.params), read_groups(a.params));
+  const AbstractValue& in = *a.in[0].aval;
+  p.ctx->comm->all_to_all("all_to_all", p.ranks, p.me, in.dtype, in.shape,
+                          int(a.params.get_int("split_axis")), int(a.params.get_int("concat_axis")),
+                          a.in[0].data, a.out[0].data);
+}
+
+Params all_to_all_params(const Params& p, const std::vector<std::string>& names, int64_t split,
+                         int64_t concat) {
+  Params q = with(p, "axis_name", tuple_param(names));
+  q.set("split_axis", split);
+  q.set("concat_axis", concat);
+  return q;
+}
+
+// JAX's _all_to_all_batched_collective for a tuple of names: chunks are gathered into three
+// leading dims [major, this axis, minor], exchanged over the major names, split locally over
+// this axis, exchanged over the minor names, then folded into concat_axis.
+BatchResult all_to_all_tuple_batch(const Primitive& all_to_all, Array x, int d, int64_t split,
+                                   int64_t concat, const std::vector<std::string>& names,
+                                   const Params& p, const BatchContext& ctx) {
+  auto [major, minor] = around(names, ctx.axis_name);
+  x = lax::expand_dims(move_axis(x, d, 0), {0, 2});
+  split += 3;
+  concat += 3;
+  if (!major.empty()) x = bind1(all_to_all, {x}, all_to_all_params(p, major, split, 0));
+  x = split_axis(x, int(split), ctx.axis_size);
+  int64_t new_d = split;
+  if (split <= concat) concat += 1;
+  split += 1;
+  if (!minor.empty()) x = bind1(all_to_all, {x}, all_to_all_params(p, minor, split, 2));
+  x = fold_axis(fold_axis(x, 0), 0);
+  concat -= 2;
+  new_d -= 2;
+  x = fold_axis(move_axis(x, 0, int(concat) - 1), int(concat) - 1);
+  return single(x, int(new_d) - 1);
+}
+
+BatchResult all_to_all_batch(const Primitive& all_to_all, std::span<const Array> args,
+                             std::span<const int> dims, const Params& p, const BatchContext& ctx) {
+  const std::vector<std::string> names = read_names(p);
+  int64_t split = p.get_int("split_axis");
+  int64_t concat = p.get_int("concat_axis");
+  Array x = args[0];
+  int d = dims[0];
+  if (!contains(names, ctx.axis_name)) {
+    if (d == kNotBatched) return single(bind1(all_to_all, {x}, p), kNotBatched);
+    Params q = with(p, "split_axis", split + (d <= split ? 1 : 0));
+    q.set("concat_axis", concat + (d <= concat ? 1 : 0));
+    return single(bind1(all_to_all, {x}, q), d);
+  }
+  no_groups_in_vmap(p, "all_to_all");
+  const int64_t n = ctx.axis_size;
+  if (d == kNotBatched) {
+    x = move_batch_dim(x, kNotBatched, 0, n);
+    d = 0;
+  }
+  if (names.size() > 1)
+    return all_to_all_tuple_batch(all_to_all, x, d, split, concat, names, p, ctx);
+  if (split == concat) {
+    const int axis = int(split) + (d <= split ? 1 : 0);
+    const int d_pre_split = d;
+    x = split_axis(x, axis, n);
+    if (axis <= d) d += 1;
+    Ints perm;
+    for (int i = 0; i < x.ndim(); ++i) perm.push_back(i == d ? axis : i == axis ? d : i);
+    x = lax::transpose(x, perm);
+    return single(fold_axis(x, axis), d_pre_split);
+  }
+  Array concatenated = fold_axis(move_axis(x, d, int(concat)), int(concat));
+  return single(split_axis(concatenated, int(split), n), int(split));
+}
+
+std::vector<Array> all_to_all_transpose(const Primitive& all_to_all, std::span<const Array> cts,
+                                        std::span<const LinearInput>, const Params& p) {
+  Params q = with(p, "split_axis", p.get_int("concat_axis"));
+  q.set("concat_axis", p.get_int("split_axis"));
+  return {bind1(all_to_all, {cts[0]}, q)};
+}
+
+void define_all_to_all(PrimitiveRegistry& r) {
+  Primitive& all_to_all = define_collective(r, "all_to_all", all_to_all_shape, all_to_all_kernel);
+  all_to_all.batch = std::bind_front(all_to_all_batch, std::cref(all_to_all));
+  deflinear(r, "all_to_all", std::bind_front(all_to_all_transpose, std::cref(all_to_all)));
+  all_to_all.vma_rule = varying_over_names;
+}
+
+// ---- ppermute: transposes to the inverse permutation
+// ------------------------------------------------------------------- Negative perm entries count
+// from the end, as Python indexing in JAX's lowering does; after that, sources and destinations
+// must be unique.
 Perm normalized_perm(const Perm& perm, int64_t n) {
   Perm out;
   for (auto [s, d] : perm) out.emplace_back(int(((s % n) + n) % n), int(((d % n) + n) % n));
@@ -351,124 +840,6 @@ std::vector<AbstractValue> ppermute_shape(std::span<const AbstractValue> in, con
   return {in[0]};
 }
 
-std::vector<AbstractValue> pbroadcast_shape(std::span<const AbstractValue> in, const Params& p) {
-  std::vector<std::string> names = read_names(p);
-  check_bound(names, "pbroadcast");
-  int64_t n = axes_size(names, "pbroadcast");
-  int64_t source = p.get_int("source");
-  if (source < 0 || source >= n)
-    throw ValueError(
-        "[pbroadcast] collective broadcast doesn't fit in the axis size! The source must be in "
-        "[0, " +
-        std::to_string(n) + "), got " + std::to_string(source));
-  return {in[0]};
-}
-
-std::vector<AbstractValue> axis_index_shape(std::span<const AbstractValue>, const Params& p) {
-  check_bound(read_names(p), "axis_index");
-  return {{Shape{}, int32, false}};
-}
-
-std::vector<AbstractValue> pvary_shape(std::span<const AbstractValue> in, const Params& p) {
-  check_bound(read_names(p, "axes"), "pvary");
-  return {in[0]};
-}
-
-// ---- kernels --------------------------------------------------------------------------------
-// The devices this one meets in a collective over `names`: the launch's group over those mesh
-// axes, narrowed to the listed subgroup holding this device when axis_index_groups is given.
-struct Participants {
-  const runtime::LaunchContext* ctx;
-  std::vector<int> ranks;
-  int me = 0;
-};
-
-Participants participants(const char* api, const std::vector<std::string>& names,
-                          const std::optional<AxisIndexGroups>& groups = std::nullopt) {
-  const runtime::LaunchContext* ctx = runtime::current_launch();
-  for (const auto& name : names)
-    if (!ctx || ctx->axis_of(name) < 0) throw NameError(prefix(api) + "unbound axis name: " + name);
-  runtime::Group g = runtime::group_over(*ctx, names);
-  Participants p{ctx, g.ranks, g.me};
-  if (!groups) return p;
-  for (const auto& sub : *groups) {
-    auto it = std::find(sub.begin(), sub.end(), g.me);
-    if (it == sub.end()) continue;
-    p.ranks.clear();
-    for (int k : sub) p.ranks.push_back(g.ranks[size_t(k)]);
-    p.me = int(it - sub.begin());
-    return p;
-  }
-  throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
-}
-
-// The communicator has no bool reductions: bools reduce as bytes, where max is `or`, min `and`.
-DType wire_dtype(DType t) {
-  return is_bool(t) ? uint8 : t;
-}
-
-CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op) {
-  return [api, local_op, op](const KernelArgs& a) {
-    std::vector<ReduceAxis> axes = read_axes(a.params);
-    std::vector<std::string> names = named_axes(axes);
-    std::vector<int64_t> positions = positional_axes(axes);
-    const AbstractValue& in = *a.in[0].aval;
-    const AbstractValue& out = *a.out[0].aval;
-    const void* local = a.in[0].data;
-    std::vector<std::byte> reduced;
-    if (!positions.empty()) {
-      if (names.empty()) {
-        void* dst = a.out[0].data;
-        if (a.out[0].buffer) {
-          *a.out[0].buffer = Buffer::allocate(size_t(out.nbytes()));
-          dst = (*a.out[0].buffer)->data();
-        }
-        cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, dst);
-        return;
-      }
-      reduced.resize(size_t(out.nbytes()));
-      cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, reduced.data());
-      local = reduced.data();
-    }
-    Participants p = participants(api, names, read_groups(a.params));
-    if (a.out[0].buffer)
-      *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op,
-                                                        wire_dtype(out.dtype), out.shape, local);
-    else
-      p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
-                              a.out[0].data);
-  };
-}
-
-void all_gather_kernel(const KernelArgs& a) {
-  Participants p = participants("all_gather", read_names(a.params), read_groups(a.params));
-  const AbstractValue& in = *a.in[0].aval;
-  const int axis = int(a.params.get_int("all_gather_dimension"));
-  const bool tiled = a.params.get<bool>("tiled");
-  if (a.out[0].buffer)
-    *a.out[0].buffer = p.ctx->comm->all_gather_shared("all_gather", p.ranks, p.me, in.dtype,
-                                                      in.shape, axis, tiled, a.in[0].data);
-  else
-    p.ctx->comm->all_gather("all_gather", p.ranks, p.me, in.dtype, in.shape, axis, tiled,
-                            a.in[0].data, a.out[0].data);
-}
-
-void reduce_scatter_kernel(const KernelArgs& a) {
-  Participants p = participants("psum_scatter", read_names(a.params), read_groups(a.params));
-  const AbstractValue& in = *a.in[0].aval;
-  p.ctx->comm->reduce_scatter("psum_scatter", p.ranks, p.me, ReduceOp::sum, in.dtype, in.shape,
-                              int(a.params.get_int("scatter_dimension")), a.in[0].data,
-                              a.out[0].data);
-}
-
-void all_to_all_kernel(const KernelArgs& a) {
-  Participants p = participants("all_to_all", read_names(a.params), read_groups(a.params));
-  const AbstractValue& in = *a.in[0].aval;
-  p.ctx->comm->all_to_all("all_to_all", p.ranks, p.me, in.dtype, in.shape,
-                          int(a.params.get_int("split_axis")), int(a.params.get_int("concat_axis")),
-                          a.in[0].data, a.out[0].data);
-}
-
 void ppermute_kernel(const KernelArgs& a) {
   Participants p = participants("ppermute", read_names(a.params));
   const AbstractValue& in = *a.in[0].aval;
@@ -477,48 +848,107 @@ void ppermute_kernel(const KernelArgs& a) {
                        a.out[0].data);
 }
 
-// A gather of every member's block, of which the source's is kept.
-void pbroadcast_kernel(const KernelArgs& a) {
-  Participants p = participants("pbroadcast", read_names(a.params));
-  const AbstractValue& in = *a.in[0].aval;
-  std::shared_ptr<Buffer> all = p.ctx->comm->all_gather_shared(
-      "pbroadcast", p.ranks, p.me, in.dtype, in.shape, 0, false, a.in[0].data);
-  std::memcpy(
-      a.out[0].data,
-      static_cast<const std::byte*>(all->data()) + size_t(a.params.get_int("source") * in.nbytes()),
-      size_t(in.nbytes()));
+// The size of the product of `names`, which include this vmap's axis: its own frame has left the
+// axis environment once the function was traced.
+int64_t tuple_size(const std::vector<std::string>& names, const BatchContext& ctx) {
+  return ctx.axis_size * axes_size(without(names, ctx.axis_name), "vmap");
 }
 
-void axis_index_kernel(const KernelArgs& a) {
-  Participants p = participants("axis_index", read_names(a.params));
-  *a.out[0].as<int32_t>() = p.me;
+// The index of each of this vmap's instances over a tuple of names that includes it:
+// idx_major · (n · size_minor) + t · size_minor + idx_minor for batch position t.
+Array tuple_instance_index(const std::vector<std::string>& names, const BatchContext& ctx) {
+  auto [major, minor] = around(names, ctx.axis_name);
+  const int64_t n_minor = axes_size(minor, "axis_index");
+  Array index = lax::iota(int32, ctx.axis_size) * Array(int(n_minor));
+  if (!minor.empty()) index = index + axis_index(AxisNames(minor));
+  if (!major.empty())
+    index = index + axis_index(AxisNames(major)) * Array(int(ctx.axis_size * n_minor));
+  return index;
 }
 
-void pvary_kernel(const KernelArgs& a) {
-  std::memcpy(a.out[0].data, a.in[0].data, size_t(a.in[0].aval->nbytes()));
+// For each destination instance its source under `perm` (entries modulo n), or -1.
+std::vector<int> sources_by_destination(const Perm& perm, int64_t n) {
+  std::vector<int> source_of(size_t(n), -1);
+  for (auto [s, t] : perm) source_of[size_t(((t % n) + n) % n)] = int(((s % n) + n) % n);
+  return source_of;
+}
+
+// ppermute over a tuple that includes this vmap's axis: each instance takes its source's block
+// from a gather over the tuple, or zeros when no pair sends to it.
+BatchResult ppermute_tuple_batch(const Primitive& all_gather, const Array& x, int d,
+                                 const std::vector<std::string>& names, const Params& p,
+                                 const BatchContext& ctx) {
+  std::vector<int> source_of = sources_by_destination(read_perm(p), tuple_size(names, ctx));
+  Array blocks = gather_over_tuple(all_gather, x, d, names, ctx);
+  Array sources = take(array(source_of), tuple_instance_index(names, ctx));
+  Array picked = take(blocks, maximum(sources, Array(0)), 0);
+  Array has_source = lax::broadcast_in_dim(sources >= Array(0), picked.shape(), {0});
+  return single(where(has_source, picked, zeros_like(picked)), 0);
+}
+
+BatchResult ppermute_batch(const Primitive& ppermute, const Primitive& all_gather,
+                           std::span<const Array> args, std::span<const int> dims, const Params& p,
+                           const BatchContext& ctx) {
+  const std::vector<std::string> names = read_names(p);
+  Array x = args[0];
+  int d = dims[0];
+  if (!contains(names, ctx.axis_name)) return single(bind1(ppermute, {x}, p), d);
+  if (names.size() > 1) return ppermute_tuple_batch(all_gather, x, d, names, p, ctx);
+  const int64_t n = ctx.axis_size;
+  std::vector<int> source_of = sources_by_destination(read_perm(p), n);
+  const bool full = std::find(source_of.begin(), source_of.end(), -1) == source_of.end();
+  if (d == kNotBatched) {
+    if (full) return single(x, kNotBatched);
+    x = move_batch_dim(x, kNotBatched, 0, n);
+    d = 0;
+  }
+  std::vector<Array> pieces;
+  for (int64_t dst = 0; dst < n; ++dst) {
+    int src = source_of[size_t(dst)];
+    if (src >= 0) {
+      pieces.push_back(lax::slice_in_dim(x, src, src + 1, 1, d));
+    } else {
+      Ints shape = x.shape().dims();
+      shape[size_t(d)] = 1;
+      pieces.push_back(zeros_like_aval({Shape(shape), x.dtype(), false}));
+    }
+  }
+  return single(lax::concatenate(pieces, d), d);
+}
+
+std::vector<Array> ppermute_transpose(const Primitive& ppermute, std::span<const Array> cts,
+                                      std::span<const LinearInput>, const Params& p) {
+  Perm inverse;
+  for (auto [s, t] : read_perm(p)) inverse.emplace_back(t, s);
+  return {bind1(ppermute, {cts[0]}, with(p, "perm", perm_param(inverse)))};
+}
+
+void define_ppermute(PrimitiveRegistry& r, const Primitive& all_gather) {
+  Primitive& ppermute = define_collective(r, "ppermute", ppermute_shape, ppermute_kernel);
+  ppermute.batch = std::bind_front(ppermute_batch, std::cref(ppermute), std::cref(all_gather));
+  deflinear(r, "ppermute", std::bind_front(ppermute_transpose, std::cref(ppermute)));
+  ppermute.vma_rule = varying_over_names;
 }
 
 }  // namespace
 
+Array collectives::gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
+                                     const std::vector<std::string>& names,
+                                     const BatchContext& ctx) {
+  Params p = all_gather_params(names, 0, false, std::nullopt, tuple_size(names, ctx));
+  Array arg[] = {x};
+  int dim[] = {d};
+  return all_gather_batch(all_gather, arg, dim, p, ctx).outputs[0];
+}
+
 void register_collective_primitives(PrimitiveRegistry& r) {
-  r.define("psum", reduction_shape("psum"),
-           reduction_kernel("psum", cpu::ReduceOp::sum, ReduceOp::sum));
-  r.define("pmax", reduction_shape("pmax"),
-           reduction_kernel("pmax", cpu::ReduceOp::max, ReduceOp::max));
-  r.define("pmin", reduction_shape("pmin"),
-           reduction_kernel("pmin", cpu::ReduceOp::min, ReduceOp::min));
-  r.define("all_gather", all_gather_shape, all_gather_kernel);
-  r.define("reduce_scatter", reduce_scatter_shape, reduce_scatter_kernel);
-  r.define("all_to_all", all_to_all_shape, all_to_all_kernel);
-  r.define("ppermute", ppermute_shape, ppermute_kernel);
-  r.define("pbroadcast", pbroadcast_shape, pbroadcast_kernel);
-  r.define("axis_index", axis_index_shape, axis_index_kernel);
-  r.define("pvary", pvary_shape, pvary_kernel);
-  // Each device computes its own result: constant folding must leave them to the devices.
-  for (const char* name : collectives::kPrimitives) r.at(name).device_dependent = true;
-  // Results that are the same on every member of the group live in one buffer they share.
-  for (const char* name : {"psum", "pmax", "pmin", "all_gather"})
-    r.at(name).allocates_outputs = true;
+  const Primitive& psum = define_reduction(r, "psum", cpu::ReduceOp::sum, ReduceOp::sum, true);
+  define_reduction(r, "pmax", cpu::ReduceOp::max, ReduceOp::max, false);
+  define_reduction(r, "pmin", cpu::ReduceOp::min, ReduceOp::min, false);
+  const Primitive& all_gather = define_gather_scatter(r);
+  define_all_to_all(r);
+  define_ppermute(r, all_gather);
+  collectives::register_axis_primitives(r, psum, all_gather);
 }
 
 }  // namespace spmd

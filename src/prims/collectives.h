@@ -1,16 +1,24 @@
-// The collective primitives' parameters, shared by their shape rules and kernels
-// (collectives.cpp), their transformation rules (transforms/collective_rules.cpp) and the public
-// functions (ops/parallel_ops.cpp). Params are spelled as JAX 0.10 prints them.
+// The collective primitives' parameters, shared by the family's files (collectives.cpp,
+// axis_ops.cpp) and the public functions (ops/parallel_ops.cpp). Params are spelled as JAX 0.10
+// prints them.
 #pragma once
 
 #include <spmd/parallel.h>
 
 #include "ir/params.h"
+#include "ir/primitive.h"
 
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
+
+namespace spmd {
+class PrimitiveRegistry;
+namespace runtime {
+struct LaunchContext;
+}
+}  // namespace spmd
 
 namespace spmd::collectives {
 
@@ -46,5 +54,45 @@ int64_t axes_size(const std::vector<std::string>& names, const char* api);
 // Whether the equation `prim[params]` is a collective over `axis` (vmap calls such a
 // collective's batching rule even when no operand is batched).
 bool names_axis(const std::string& prim, const Params& params, const std::string& axis);
+
+// ---- shared by the family's files ----------------------------------------------------------
+// Defines a primitive of the family. Each device computes its own result: constant folding
+// leaves them to the devices.
+Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule shape,
+                             CpuKernel kernel);
+
+// JAX's _check_axis_names: every name must be bound while the collective is staged or run.
+void check_bound(const std::vector<std::string>& names, const char* api);
+
+// The devices this one meets in a collective over `names`: the launch's group over those mesh
+// axes, narrowed to the listed subgroup holding this device when axis_index_groups is given.
+struct Participants {
+  const runtime::LaunchContext* ctx;
+  std::vector<int> ranks;
+  int me = 0;
+};
+Participants participants(const char* api, const std::vector<std::string>& names,
+                          const std::optional<AxisIndexGroups>& groups = std::nullopt);
+
+// The names bound by a shard_map that checks vma (under vmap or pmap nothing is typed).
+std::vector<std::string> typed(const std::vector<std::string>& names);
+// Python's repr of a tuple of names, ('i',), and of a frozenset of them, for vma errors.
+std::string tuple_repr(const std::vector<std::string>& names);
+std::string frozenset_repr(const std::vector<std::string>& names);
+
+bool contains(const std::vector<std::string>& names, const std::string& name);
+std::vector<std::string> without(const std::vector<std::string>& names, const std::string& name);
+Params with(Params p, const char* key, ParamValue value);
+BatchResult single(Array out, int dim);
+
+// Under vmap, every instance's block over a tuple of names that includes the vmap's axis
+// (`x` batched along `d`), stacked in instance order (unbatched): all_gather's batching rule.
+Array gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
+                        const std::vector<std::string>& names, const BatchContext& ctx);
+
+// pbroadcast, axis_index, pvary and psum_invariant (axis_ops.cpp), whose rules use psum and
+// all_gather.
+void register_axis_primitives(PrimitiveRegistry& r, const Primitive& psum,
+                              const Primitive& all_gather);
 
 }  // namespace spmd::collectives

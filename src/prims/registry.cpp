@@ -11,11 +11,6 @@
 
 namespace spmd {
 
-// The collectives family and its transformation rules (prims/collectives.cpp,
-// transforms/collective_rules.cpp).
-void register_collective_primitives(PrimitiveRegistry& r);
-void register_collective_rules(PrimitiveRegistry& r);
-
 Primitive& PrimitiveRegistry::define(std::string name, ShapeRule shape_rule, CpuKernel kernel) {
   if (find(name)) throw std::logic_error("primitive '" + name + "' defined twice");
   auto p = std::make_unique<Primitive>();
@@ -63,7 +58,6 @@ const PrimitiveRegistry& primitive_registry() {
     register_elementwise_ad_rules(r);
     register_structural_ad_rules(r);
     register_batch_rules(r);
-    register_collective_rules(r);
     for (const std::string& name : r.names()) complete_rules_from_kind(r.at(name));
     return r;
   }());

@@ -735,11 +735,9 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
 
 }  // namespace
 
-void register_vma_rules(PrimitiveRegistry& r);
 void register_debug_primitives(PrimitiveRegistry& r);
 
 void register_shard_map_primitive(PrimitiveRegistry& r) {
-  register_vma_rules(r);
   register_debug_primitives(r);
   Primitive& sm = r.define("shard_map", shard_map_shape_rule, [](const KernelArgs&) {
     throw std::logic_error("[shard_map] runs through its eager rule");

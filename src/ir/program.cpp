@@ -270,10 +270,10 @@ class Printer {
   }
 
  private:
-  static std::pair<const void*, int> key(const Program* p, int v) { return {p, v}; }
+  static std::pair<const Program*, int> key(const Program* p, int v) { return {p, v}; }
   struct KeyHash {
-    size_t operator()(const std::pair<const void*, int>& k) const {
-      return std::hash<const void*>{}(k.first) * 31 + size_t(k.second);
+    size_t operator()(const std::pair<const Program*, int>& k) const {
+      return std::hash<const Program*>{}(k.first) * 31 + size_t(k.second);
     }
   };
 
@@ -405,7 +405,7 @@ class Printer {
     return pp::concat({lhs, pp::text(" = "), rhs});
   }
 
-  std::unordered_map<std::pair<const void*, int>, std::string, KeyHash> names_;
+  std::unordered_map<std::pair<const Program*, int>, std::string, KeyHash> names_;
   int counter_ = 0;
 
  public:

@@ -165,14 +165,27 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   return outputs;
 }
 
+namespace {
+
+// Programs by content: equal programs built separately share one Executable.
+struct ProgramContentHash {
+  size_t operator()(const ProgramRef& p) const { return p->hash(); }
+};
+struct ProgramContentEqual {
+  bool operator()(const ProgramRef& a, const ProgramRef& b) const { return *a == *b; }
+};
+
+}  // namespace
+
 const Executable& executable_for(const ProgramRef& program) {
+  program->hash();  // memoized outside the lock
   static std::mutex mu;
-  static auto* cache =
-      new std::unordered_map<const Program*, std::pair<ProgramRef, std::unique_ptr<Executable>>>();
+  static auto* cache = new std::unordered_map<ProgramRef, std::unique_ptr<Executable>,
+                                              ProgramContentHash, ProgramContentEqual>();
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*cache)[program.get()];
-  if (!slot.second) slot = {program, std::make_unique<Executable>(*program)};
-  return *slot.second;
+  std::unique_ptr<Executable>& slot = (*cache)[program];
+  if (!slot) slot = std::make_unique<Executable>(*program);
+  return *slot;
 }
 
 }  // namespace spmd

@@ -57,8 +57,35 @@ struct FusionPlan {
   int64_t row_elements = 1;  // elements of the fused shape per row (rows), 1 (flat)
 };
 
+// A plan as its equation holds it. The plan is a function of its body, tiling and fused shape,
+// so it compares and hashes by those.
+struct FusionPlanRef {
+  std::shared_ptr<const FusionPlan> plan;
+  Tiling tiling;
+  Shape shape;
+  bool operator==(const FusionPlanRef& o) const {
+    return tiling == o.tiling && shape == o.shape && *plan->body == *o.plan->body;
+  }
+};
+
+}  // namespace
+
+template <>
+struct ParamTraits<FusionPlanRef> {
+  static constexpr std::string_view name = "fusion plan";
+  static std::string str(const FusionPlanRef&) { return ""; }  // hidden in the jaxpr text
+  static size_t hash(const FusionPlanRef& ref) {
+    size_t h = ref.plan->body->hash();
+    hash_combine(h, size_t(ref.tiling));
+    for (int64_t d : ref.shape.dims()) hash_combine(h, std::hash<int64_t>{}(d));
+    return h;
+  }
+};
+
+namespace {
+
 const FusionPlan& plan_of(const Params& p) {
-  return *static_cast<const FusionPlan*>(p.get<OpaqueParam>("plan").value.get());
+  return *p.get_object<FusionPlanRef>("plan").plan;
 }
 
 Shape with_dim0(const Shape& s, int64_t d0) {
@@ -362,8 +389,9 @@ Program fuse_elementwise(const Program& p) {
     auto program = std::make_shared<const Program>(std::move(body));
     Params params;
     params.set("jaxpr", ProgramRef(program));
+    const Tiling tiling = flat ? Tiling::flat : Tiling::rows;
     params.set("plan",
-               OpaqueParam{make_plan(program, flat ? Tiling::flat : Tiling::rows, shape), ""});
+               object_param(FusionPlanRef{make_plan(program, tiling, shape), tiling, shape}));
     fused_at[size_t(group.members.back())] =
         Equation{&primitive("fusion"), std::move(params), std::move(inputs), std::move(outputs)};
     for (int i : group.members) drop[size_t(i)] = true;

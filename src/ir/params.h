@@ -1,5 +1,7 @@
 // Primitive parameters: a small map from names to typed values (ints, shapes, dtypes, axis
-// names, dimension numbers). Kept sorted by name so programs print and hash deterministically.
+// names, dimension numbers, sub-programs, and objects of the layers above, see ParamObject).
+// Kept sorted by name so programs print and hash deterministically; compared and hashed by
+// content, so caches keyed on programs see equal programs as one.
 #pragma once
 
 #include <spmd/dtype.h>
@@ -17,13 +19,58 @@ namespace spmd {
 
 struct Program;
 
-// A value only the rules of one primitive understand (custom differentiation rules): compared
-// and hashed by identity, printed as `repr`.
-struct OpaqueParam {
-  std::shared_ptr<const void> value;
-  std::string repr;
-  bool operator==(const OpaqueParam& o) const { return value == o.value; }
+// A parameter value of a type owned by a layer above ir (a mesh, partition specs, a fusion plan,
+// a custom differentiation rule), so that every parameter prints, compares and hashes without ir
+// knowing its type. `equals` is only called with an object of the same dynamic type.
+class ParamObject {
+ public:
+  virtual ~ParamObject() = default;
+  virtual std::string str() const = 0;  // as the jaxpr text shows the value
+  virtual bool equals(const ParamObject& other) const = 0;
+  virtual size_t hash() const = 0;
+  virtual std::string_view type_name() const = 0;
 };
+
+// How TypedParam<T> names, prints and hashes a T; it compares with T's operator==. The layer that
+// owns T specializes it beside T:
+//   template <> struct ParamTraits<Mesh> {
+//     static constexpr std::string_view name = "Mesh";
+//     static std::string str(const Mesh& mesh);
+//     static size_t hash(const Mesh& mesh);
+//   };
+template <class T>
+struct ParamTraits;
+
+template <class T>
+class TypedParam final : public ParamObject {
+ public:
+  explicit TypedParam(T value) : value_(std::move(value)) {}
+  const T& value() const { return value_; }
+  std::string str() const override { return ParamTraits<T>::str(value_); }
+  bool equals(const ParamObject& other) const override {
+    return value_ == static_cast<const TypedParam&>(other).value_;
+  }
+  size_t hash() const override { return ParamTraits<T>::hash(value_); }
+  std::string_view type_name() const override { return ParamTraits<T>::name; }
+
+ private:
+  T value_;
+};
+
+// ParamValue's alternative for typed objects: shared by the copies of an equation, compared and
+// hashed by content.
+struct ObjectParam {
+  std::shared_ptr<const ParamObject> object;
+  bool operator==(const ObjectParam& other) const;
+};
+
+template <class T>
+ObjectParam object_param(T value) {
+  return ObjectParam{std::make_shared<const TypedParam<T>>(std::move(value))};
+}
+
+// Mixes `value` into the hash `seed` (for ParamTraits<T>::hash).
+void hash_combine(size_t& seed, size_t value);
 
 // Python's None as a parameter value.
 struct NoneParam {
@@ -34,7 +81,7 @@ using ParamValue =
     std::variant<NoneParam, bool, int64_t, double, std::string, DType, std::vector<int64_t>,
                  std::vector<std::string>, lax::DotDimensionNumbers, std::vector<lax::PadConfig>,
                  std::shared_ptr<const Program>, std::vector<std::shared_ptr<const Program>>,
-                 OpaqueParam>;
+                 ObjectParam>;
 
 class Params {
  public:
@@ -52,12 +99,24 @@ class Params {
   const std::vector<int64_t>& get_ints(std::string_view name) const {
     return get<std::vector<int64_t>>(name);
   }
+  // The T a TypedParam<T> holds; throws std::logic_error naming both types when it holds another.
+  template <class T>
+  const T& get_object(std::string_view name) const {
+    const ParamObject& object = object_at(name);
+    if (auto* typed = dynamic_cast<const TypedParam<T>*>(&object)) return typed->value();
+    throw_type_mismatch(name, object.type_name(), ParamTraits<T>::name);
+  }
 
   const std::vector<std::pair<std::string, ParamValue>>& items() const { return items_; }
+  // By content: sub-programs compare as Programs (Program::operator==), objects with `equals`.
   bool operator==(const Params& other) const;
   size_t hash() const;
 
  private:
+  const ParamObject& object_at(std::string_view name) const;
+  [[noreturn]] static void throw_type_mismatch(std::string_view name, std::string_view held,
+                                               std::string_view wanted);
+
   std::vector<std::pair<std::string, ParamValue>> items_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -79,6 +80,87 @@ void Program::verify() const {
   for (const Atom& a : outputs) use(a, "the outputs");
 }
 
+// ---- equality and hash
+// ------------------------------------------------------------------------------------------
+bool same_array(const Array& a, const Array& b) {
+  if (a.impl() == b.impl()) return true;
+  if (!(aval_of(a) == aval_of(b)) || !is_concrete(a) || !is_concrete(b)) return false;
+  return std::memcmp(host_data(a, "program"), host_data(b, "program"), size_t(a.nbytes())) == 0;
+}
+
+namespace {
+
+bool same_atom(const Atom& a, const Atom& b) {
+  if (a.is_literal() != b.is_literal()) return false;
+  return a.is_literal() ? same_array(a.literal, b.literal) : a.var == b.var;
+}
+
+bool same_atoms(const std::vector<Atom>& a, const std::vector<Atom>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_atom);
+}
+
+bool same_equation(const Equation& a, const Equation& b) {
+  return a.primitive == b.primitive && a.outputs == b.outputs && same_atoms(a.inputs, b.inputs) &&
+         a.params == b.params;
+}
+
+void hash_type(size_t& h, const AbstractValue& t) {
+  hash_combine(h, size_t(t.dtype) * 2 + size_t(t.weak_type));
+  for (int64_t d : t.shape.dims()) hash_combine(h, std::hash<int64_t>{}(d));
+  for (const std::string& a : t.vma) hash_combine(h, std::hash<std::string>{}(a));
+}
+
+// A literal by its value (0-d, cheap); an operand variable by its id.
+void hash_atom(size_t& h, const Atom& a) {
+  if (!a.is_literal()) {
+    hash_combine(h, size_t(a.var));
+    return;
+  }
+  hash_type(h, aval_of(a.literal));
+  const auto* bytes = static_cast<const char*>(host_data(a.literal, "program"));
+  hash_combine(h,
+               std::hash<std::string_view>{}(std::string_view(bytes, size_t(a.literal.nbytes()))));
+}
+
+size_t structural_hash(const Program& p) {
+  size_t h = p.types.size();
+  for (const AbstractValue& t : p.types) hash_type(h, t);
+  for (int v : p.constvars) hash_combine(h, size_t(v));
+  for (int v : p.invars) hash_combine(h, size_t(v));
+  for (const Equation& e : p.equations) {
+    hash_combine(h, std::hash<std::string>{}(e.primitive->name));
+    hash_combine(h, e.params.hash());
+    for (const Atom& a : e.inputs) hash_atom(h, a);
+    for (int v : e.outputs) hash_combine(h, size_t(v));
+  }
+  for (const Atom& a : p.outputs) hash_atom(h, a);
+  return h;
+}
+
+}  // namespace
+
+bool Program::operator==(const Program& other) const {
+  if (this == &other) return true;
+  size_t h = hash_memo.get(), g = other.hash_memo.get();
+  if (h && g && h != g) return false;
+  return types == other.types && constvars == other.constvars && invars == other.invars &&
+         std::equal(consts.begin(), consts.end(), other.consts.begin(), other.consts.end(),
+                    same_array) &&
+         same_atoms(outputs, other.outputs) &&
+         std::equal(equations.begin(), equations.end(), other.equations.begin(),
+                    other.equations.end(), same_equation);
+}
+
+// Constants count by type only (hashing their bytes would read every constant); equality
+// compares their values.
+size_t Program::hash() const {
+  if (size_t h = hash_memo.get()) return h;
+  size_t h = structural_hash(*this);
+  if (h == 0) h = 1;
+  hash_memo.set(h);
+  return h;
+}
+
 // ---- text
 // -----------------------------------------------------------------------------------------
 namespace {
@@ -95,6 +177,7 @@ bool hidden_param(const std::string& prim, const std::string& key, const ParamVa
   if (prim == "mul") return key == "out_dtype" && none;
   if (prim == "custom_jvp_call") return key == "num_consts";
   if (prim == "fusion") return key == "plan";
+  if (prim == "shard_map") return key == "spread";
   if (key == "accuracy") return none;
   return false;
 }
@@ -187,10 +270,10 @@ class Printer {
   }
 
  private:
-  static std::pair<const void*, int> key(const Program* p, int v) { return {p, v}; }
+  static std::pair<const Program*, int> key(const Program* p, int v) { return {p, v}; }
   struct KeyHash {
-    size_t operator()(const std::pair<const void*, int>& k) const {
-      return std::hash<const void*>{}(k.first) * 31 + size_t(k.second);
+    size_t operator()(const std::pair<const Program*, int>& k) const {
+      return std::hash<const Program*>{}(k.first) * 31 + size_t(k.second);
     }
   };
 
@@ -265,8 +348,8 @@ class Printer {
             for (size_t i = 0; i < x.size(); ++i)
               s += (i ? ", " : "") + int_tuple({x[i].low, x[i].high, x[i].interior});
             return pp::text(s + (x.size() == 1 ? ",)" : ")"));
-          } else if constexpr (std::is_same_v<T, OpaqueParam>) {
-            return pp::text(x.repr);
+          } else if constexpr (std::is_same_v<T, ObjectParam>) {
+            return pp::text(x.object->str());
           } else if constexpr (std::is_same_v<T, ProgramRef>) {
             return sub_program(*x);
           } else {
@@ -322,7 +405,7 @@ class Printer {
     return pp::concat({lhs, pp::text(" = "), rhs});
   }
 
-  std::unordered_map<std::pair<const void*, int>, std::string, KeyHash> names_;
+  std::unordered_map<std::pair<const Program*, int>, std::string, KeyHash> names_;
   int counter_ = 0;
 
  public:

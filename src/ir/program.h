@@ -8,6 +8,7 @@
 #include "core/array_impl.h"
 #include "ir/params.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,22 @@ struct Equation {
   std::vector<int> outputs;  // variable ids
 };
 
+// A hash computed once. A copy starts without it: copies are made to be changed.
+class HashMemo {
+ public:
+  HashMemo() = default;
+  HashMemo(const HashMemo&) {}
+  HashMemo& operator=(const HashMemo&) {
+    value_.store(0, std::memory_order_relaxed);
+    return *this;
+  }
+  size_t get() const { return value_.load(std::memory_order_relaxed); }  // 0: not yet
+  void set(size_t h) const { value_.store(h, std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<size_t> value_{0};
+};
+
 struct Program {
   std::vector<AbstractValue> types;  // indexed by variable id
   std::vector<int> constvars;        // bound to `consts`, in order
@@ -53,8 +70,21 @@ struct Program {
   // Checks types against the primitives' shape rules and that every variable is defined once
   // before use; throws std::logic_error describing the first fault.
   void verify() const;
+
+  // Structural equality and hash, as caches of compiled programs key on them: the same types,
+  // equations (primitive, params by content, operands) and outputs, with constants of the same
+  // type and value and literals of the same value. The hash is computed once per Program, so a
+  // Program must not change after it is first hashed (ProgramRefs are const).
+  bool operator==(const Program& other) const;
+  size_t hash() const;
+
+  HashMemo hash_memo;
 };
 
 using ProgramRef = std::shared_ptr<const Program>;
+
+// How Programs compare constants and literals: the same array, or concrete arrays of the same type
+// and bytes (a traced value is equal only to itself).
+bool same_array(const Array& a, const Array& b);
 
 }  // namespace spmd

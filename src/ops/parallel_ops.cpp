@@ -73,7 +73,7 @@ Array psum(const Array& x, const AxisNames& name, const ReduceOptions& options) 
       throw NotImplementedError(
           "[psum] axis_index_groups are not supported inside shard_map with check_vma=true, got "
           "axis_index_groups=" +
-          std::get<OpaqueParam>(groups_param(options.axis_index_groups)).repr +
+          std::get<ObjectParam>(groups_param(options.axis_index_groups)).object->str() +
           "; pass check_vma=false to reduce within the groups");
     return ops::apply("psum_invariant", {varying_over(v, name)}, Params{{"axes", name.names()}});
   }

@@ -68,7 +68,58 @@ std::string axes_repr(const std::vector<ReduceAxis>& axes) {
   return repr + (axes.size() == 1 ? ",)" : ")");
 }
 
+void hash_ints(size_t& h, const std::vector<int>& xs) {
+  hash_combine(h, xs.size());
+  for (int x : xs) hash_combine(h, std::hash<int>{}(x));
+}
+
 }  // namespace
+}  // namespace collectives
+
+// The collectives' parameter values that the plain ParamValue alternatives do not cover.
+template <>
+struct ParamTraits<std::vector<collectives::ReduceAxis>> {
+  static constexpr std::string_view name = "psum axes";
+  static std::string str(const std::vector<collectives::ReduceAxis>& axes) {
+    return collectives::axes_repr(axes);
+  }
+  static size_t hash(const std::vector<collectives::ReduceAxis>& axes) {
+    size_t h = 0;
+    for (const auto& a : axes)
+      hash_combine(
+          h,
+          std::visit([](const auto& x) { return std::hash<std::decay_t<decltype(x)>>{}(x); }, a));
+    return h;
+  }
+};
+
+template <>
+struct ParamTraits<AxisIndexGroups> {
+  static constexpr std::string_view name = "axis_index_groups";
+  static std::string str(const AxisIndexGroups& groups) { return int_tuples(groups); }
+  static size_t hash(const AxisIndexGroups& groups) {
+    size_t h = 0;
+    for (const auto& g : groups) collectives::hash_ints(h, g);
+    return h;
+  }
+};
+
+template <>
+struct ParamTraits<collectives::Perm> {
+  static constexpr std::string_view name = "ppermute perm";
+  static std::string str(const collectives::Perm& perm) {
+    std::vector<std::vector<int>> pairs;
+    for (auto [s, d] : perm) pairs.push_back({s, d});
+    return int_tuples(pairs);
+  }
+  static size_t hash(const collectives::Perm& perm) {
+    size_t h = 0;
+    for (auto [s, d] : perm) collectives::hash_ints(h, {s, d});
+    return h;
+  }
+};
+
+namespace collectives {
 
 std::vector<ReduceAxis> read_axes(const Params& p) {
   const ParamValue& v = p.at("axes");
@@ -78,7 +129,7 @@ std::vector<ReduceAxis> read_axes(const Params& p) {
   } else if (auto* ints = std::get_if<std::vector<int64_t>>(&v)) {
     for (int64_t a : *ints) out.emplace_back(a);
   } else {
-    out = *std::static_pointer_cast<const std::vector<ReduceAxis>>(std::get<OpaqueParam>(v).value);
+    out = p.get_object<std::vector<ReduceAxis>>("axes");
   }
   return out;
 }
@@ -89,7 +140,7 @@ ParamValue axes_param(const std::vector<ReduceAxis>& axes) {
   std::vector<int64_t> positions = positional_axes(axes);
   if (positions.empty()) return names;
   if (names.empty()) return positions;
-  return OpaqueParam{std::make_shared<const std::vector<ReduceAxis>>(axes), axes_repr(axes)};
+  return object_param(axes);
 }
 
 std::vector<std::string> named_axes(const std::vector<ReduceAxis>& axes) {
@@ -123,7 +174,7 @@ std::vector<std::string> read_names(const Params& p, const char* key) {
 
 ParamValue groups_param(const std::optional<AxisIndexGroups>& groups) {
   if (!groups) return NoneParam{};
-  return OpaqueParam{std::make_shared<const AxisIndexGroups>(*groups), int_tuples(*groups)};
+  return object_param(*groups);
 }
 
 void validate_groups(const std::optional<AxisIndexGroups>& groups, const char* api) {
@@ -140,17 +191,15 @@ std::optional<AxisIndexGroups> read_groups(const Params& p) {
   if (!p.has("axis_index_groups")) return std::nullopt;
   const ParamValue& v = p.at("axis_index_groups");
   if (std::holds_alternative<NoneParam>(v)) return std::nullopt;
-  return *std::static_pointer_cast<const AxisIndexGroups>(std::get<OpaqueParam>(v).value);
+  return p.get_object<AxisIndexGroups>("axis_index_groups");
 }
 
 ParamValue perm_param(const Perm& perm) {
-  std::vector<std::vector<int>> pairs;
-  for (auto [s, d] : perm) pairs.push_back({s, d});
-  return OpaqueParam{std::make_shared<const Perm>(perm), int_tuples(pairs)};
+  return object_param(perm);
 }
 
 const Perm& read_perm(const Params& p) {
-  return *std::static_pointer_cast<const Perm>(p.get<OpaqueParam>("perm").value);
+  return p.get_object<Perm>("perm");
 }
 
 int64_t axis_size_of(const std::string& name, const char* api) {

@@ -15,10 +15,25 @@ namespace {
 struct CustomJvpRule {
   // primals..., tangents... -> outputs..., output tangents... (explicit arguments only)
   transform_detail::FlatFn jvp;
+  std::string name;  // as the jaxpr prints it
+};
+using JvpRuleRef = std::shared_ptr<const CustomJvpRule>;
+
+}  // namespace
+
+// A rule holds a user function, which cannot be compared by content: rules are equal when they
+// are the same rule object, as JAX compares the custom_jvp callables it stages.
+template <>
+struct ParamTraits<JvpRuleRef> {
+  static constexpr std::string_view name = "custom_jvp rule";
+  static std::string str(const JvpRuleRef& rule) { return rule->name; }
+  static size_t hash(const JvpRuleRef& rule) { return std::hash<JvpRuleRef>{}(rule); }
 };
 
+namespace {
+
 const CustomJvpRule& rule_of(const Params& p) {
-  return *static_cast<const CustomJvpRule*>(p.get<OpaqueParam>("jvp").value.get());
+  return *p.get_object<JvpRuleRef>("jvp");
 }
 
 std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const Params& p) {
@@ -26,10 +41,10 @@ std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const 
 }
 
 Params call_params(const std::string& name, ProgramRef program, int64_t num_consts,
-                   const OpaqueParam& jvp) {
+                   JvpRuleRef jvp) {
   return Params{{"name", name},
                 {"call_jaxpr", std::move(program)},
-                {"jvp", jvp},
+                {"jvp", object_param(std::move(jvp))},
                 {"num_consts", num_consts},
                 {"symbolic_zeros", false}};
 }
@@ -104,18 +119,18 @@ BatchResult custom_jvp_batch(std::span<const Array> args, std::span<const int> d
   for (int pass = 0; pass < 2; ++pass)  // the primals, then their tangents (of the same shapes)
     for (size_t i = num_consts; i < args.size(); ++i)
       rule_dims.push_back(in_dims[i] == kNotBatched ? std::nullopt : std::optional<int>(0));
-  const OpaqueParam& unbatched = p.get<OpaqueParam>("jvp");
-  auto rule = std::make_shared<CustomJvpRule>(
-      CustomJvpRule{[jvp = rule_of(p).jvp, rule_dims, ctx](std::span<const Array> xs) {
+  const CustomJvpRule& unbatched = rule_of(p);
+  auto rule = std::make_shared<const CustomJvpRule>(CustomJvpRule{
+      [jvp = unbatched.jvp, rule_dims, ctx](std::span<const Array> xs) {
         return transform_detail::vmap(jvp, xs, rule_dims, {Axis(0)}, ctx.axis_size, ctx.axis_name,
                                       std::vector<std::string>(xs.size(), "arg"));
-      }});
+      },
+      unbatched.name});
   std::vector<Array> operands = consts;
   operands.insert(operands.end(), ins.begin(), ins.end());
   std::vector<Array> outs = spmd::bind(
       primitive("custom_jvp_call"), operands,
-      call_params(p.get<std::string>("name"), program, int64_t(consts.size() + num_consts),
-                  OpaqueParam{rule, unbatched.repr}));
+      call_params(p.get<std::string>("name"), program, int64_t(consts.size() + num_consts), rule));
   return BatchResult{outs, std::vector<int>(outs.size(), 0)};
 }
 
@@ -141,12 +156,12 @@ std::vector<Array> custom_jvp_call(const FlatFn& primal, FlatFn jvp, std::span<c
   std::vector<Array> consts;
   auto program = std::make_shared<const Program>(
       hoist_consts(trace_to_program(primal, types, "custom_jvp"), &consts));
-  auto rule = std::make_shared<CustomJvpRule>(CustomJvpRule{std::move(jvp)});
+  auto rule =
+      std::make_shared<const CustomJvpRule>(CustomJvpRule{std::move(jvp), options.jvp_name});
   std::vector<Array> operands = consts;
   operands.insert(operands.end(), args.begin(), args.end());
   return spmd::bind(primitive("custom_jvp_call"), operands,
-                    call_params(options.name, program, int64_t(consts.size()),
-                                OpaqueParam{rule, options.jvp_name}));
+                    call_params(options.name, program, int64_t(consts.size()), rule));
 }
 
 }  // namespace transform_detail

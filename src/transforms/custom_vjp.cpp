@@ -19,8 +19,23 @@ struct CustomVjpRule {
   size_t num_consts = 0;         // leading operands of custom_vjp_call closed over by the function
 };
 
+using VjpRuleRef = std::shared_ptr<const CustomVjpRule>;
+
+}  // namespace
+
+// A rule holds user functions, which cannot be compared by content: rules are equal when they are
+// the same rule object, as JAX compares the custom_vjp callables it stages.
+template <>
+struct ParamTraits<VjpRuleRef> {
+  static constexpr std::string_view name = "custom_vjp rule";
+  static std::string str(const VjpRuleRef&) { return "<custom_vjp>"; }
+  static size_t hash(const VjpRuleRef& rule) { return std::hash<VjpRuleRef>{}(rule); }
+};
+
+namespace {
+
 const CustomVjpRule& rule_of(const Params& p) {
-  return *static_cast<const CustomVjpRule*>(p.get<OpaqueParam>("rule").value.get());
+  return *p.get_object<VjpRuleRef>("rule");
 }
 
 std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const Params& p) {
@@ -107,13 +122,13 @@ std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
   std::vector<Array> consts;
   auto program = std::make_shared<const Program>(
       hoist_consts(trace_to_program(primal, types, "custom_vjp"), &consts));
-  auto rule =
-      std::make_shared<CustomVjpRule>(CustomVjpRule{std::move(fwd), std::move(bwd), consts.size()});
+  auto rule = std::make_shared<const CustomVjpRule>(
+      CustomVjpRule{std::move(fwd), std::move(bwd), consts.size()});
   std::vector<Array> operands = consts;
   operands.insert(operands.end(), args.begin(), args.end());
   Params params{{"call_jaxpr", ProgramRef(program)},
                 {"num_consts", int64_t(consts.size())},
-                {"rule", OpaqueParam{rule, "<custom_vjp>"}}};
+                {"rule", object_param(VjpRuleRef(rule))}};
   return spmd::bind(primitive("custom_vjp_call"), operands, params);
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/launch.h"
 #include "runtime/sharded.h"
+#include "sharding/param_traits.h"
 #include "transforms/interpreters.h"
 #include "transforms/nested_pmap.h"
 #include "transforms/signature.h"
@@ -34,32 +35,67 @@ namespace {
 struct PreparedShardMap;
 std::vector<Array> bind_prepared(const PreparedShardMap& prepared, std::span<const Array> args);
 
-// What a shard_map equation carries besides its sub-program.
+// What a shard_map equation carries besides its sub-program, each in a typed param of its own.
 struct ShardMapInfo {
   Mesh mesh;
   std::vector<PartitionSpec> in_specs;   // per operand (closed-over constants first)
   std::vector<PartitionSpec> out_specs;  // per result
   bool check_vma = true;
-  std::string name;
-  // The body compiled on first eager use; lives as long as the equation that holds this.
-  mutable std::once_flag compiled;
-  mutable std::unique_ptr<Executable> executable;
-  // A pmap with pmaps nested in it: the same computation with one device per instance, which
-  // running the equation uses instead of the body (the body stays what is printed and
-  // differentiated). It replaces the body's leading `spread_skip` operands, its constants.
-  std::shared_ptr<const PreparedShardMap> spread;
-  size_t spread_skip = 0;
 };
 
-const ShardMapInfo& info_of(const Params& p) {
-  return *static_cast<const ShardMapInfo*>(p.get<OpaqueParam>("mesh").value.get());
+// The same, read from an equation's params.
+struct ShardMapParams {
+  const Mesh& mesh;
+  const std::vector<PartitionSpec>& in_specs;
+  const std::vector<PartitionSpec>& out_specs;
+  bool check_vma;
+};
+
+ShardMapParams info_of(const Params& p) {
+  return {p.get_object<Mesh>("mesh"), p.get_object<std::vector<PartitionSpec>>("in_specs"),
+          p.get_object<std::vector<PartitionSpec>>("out_specs"), p.get<bool>("check_vma")};
 }
 
-std::string specs_repr(const std::vector<PartitionSpec>& specs) {
-  std::string s = "(";
-  for (size_t i = 0; i < specs.size(); ++i) s += (i ? ", " : "") + specs[i].repr();
-  return s + (specs.size() == 1 ? ",)" : ")");
-}
+// The mesh axes the body is manual over: all of them, printed as JAX's frozenset.
+struct ManualAxes {
+  std::vector<std::string> names;
+  bool operator==(const ManualAxes&) const = default;
+};
+
+// A pmap with pmaps nested in it: the same computation with one device per instance, which
+// running the equation uses instead of the body (the body stays what is printed and
+// differentiated). It replaces the body's leading `skip` operands, its constants.
+struct SpreadBody {
+  std::shared_ptr<const PreparedShardMap> prepared;
+  size_t skip = 0;
+  bool operator==(const SpreadBody& other) const;
+};
+
+}  // namespace
+
+template <>
+struct ParamTraits<ManualAxes> {
+  static constexpr std::string_view name = "newly_manual_axes";
+  static std::string str(const ManualAxes& axes) {
+    std::string s = "frozenset({";
+    for (size_t a = 0; a < axes.names.size(); ++a) s += (a ? ", '" : "'") + axes.names[a] + "'";
+    return s + "})";
+  }
+  static size_t hash(const ManualAxes& axes) {
+    size_t h = 0;
+    for (const std::string& a : axes.names) hash_combine(h, std::hash<std::string>{}(a));
+    return h;
+  }
+};
+
+template <>
+struct ParamTraits<SpreadBody> {
+  static constexpr std::string_view name = "nested pmap spread";
+  static std::string str(const SpreadBody&) { return ""; }  // hidden in the jaxpr text
+  static size_t hash(const SpreadBody& plan);
+};
+
+namespace {
 
 int64_t split_factor(const Mesh& mesh, const PartitionSpec& spec, int dim) {
   int64_t f = 1;
@@ -373,7 +409,7 @@ AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec,
 }
 
 std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, const Params& p) {
-  const ShardMapInfo& info = info_of(p);
+  const ShardMapParams info = info_of(p);
   std::vector<AbstractValue> block = p.get<ProgramRef>("jaxpr")->out_types();
   std::vector<AbstractValue> out;
   for (size_t k = 0; k < block.size(); ++k)
@@ -383,17 +419,18 @@ std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, 
 
 // Runs the body on every device of the mesh; returns at once with results that become ready.
 std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
-  const ShardMapInfo& info = info_of(p);
+  const ShardMapParams info = info_of(p);
   if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
-  if (info.spread) return bind_prepared(*info.spread, args.subspan(info.spread_skip));
+  if (p.has("spread")) {
+    const SpreadBody& spread = p.get_object<SpreadBody>("spread");
+    return bind_prepared(*spread.prepared, args.subspan(spread.skip));
+  }
   // A device thread cannot wait for a launch queued behind its own current task.
   if (runtime::current_device_id() >= 0)
     throw NotImplementedError(
         "[shard_map] a shard_map or pmap run inside another shard_map or pmap body is not "
         "supported (nest the mesh axes in one shard_map instead)");
-  ProgramRef body = p.get<ProgramRef>("jaxpr");
-  std::call_once(info.compiled, [&] { info.executable = std::make_unique<Executable>(*body); });
-  const Executable& exe = *info.executable;
+  const Executable& exe = executable_for(p.get<ProgramRef>("jaxpr"));
   const std::vector<int> ids = info.mesh.device_ids();
 
   std::vector<std::shared_ptr<ShardedData>> ins;
@@ -419,8 +456,7 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     base.axis_sizes.push_back(size);
   }
   auto comm = std::make_shared<runtime::Communicator>(ids);
-  std::shared_ptr<const void> keep = p.get<OpaqueParam>("mesh").value;
-  auto task = [base, comm, ids, ins, in_types, outs, keep, &exe](int rank) {
+  auto task = [base, comm, ids, ins, in_types, outs, &exe](int rank) {
     runtime::LaunchContext ctx = base;
     ctx.comm = comm.get();
     ctx.rank = rank;
@@ -443,20 +479,14 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
   return results;
 }
 
-Params shard_map_params(std::shared_ptr<ShardMapInfo> info, ProgramRef body) {
-  std::string manual = "frozenset({";
-  for (size_t a = 0; a < info->mesh.axis_names().size(); ++a)
-    manual += (a ? ", '" : "'") + info->mesh.axis_names()[a] + "'";
-  manual += "})";
-  std::string mesh = info->mesh.str();
-  std::string in = specs_repr(info->in_specs), out = specs_repr(info->out_specs);
-  bool check = info->check_vma;
+Params shard_map_params(ShardMapInfo info, ProgramRef body) {
+  ManualAxes manual{info.mesh.axis_names()};
   return Params{{"jaxpr", std::move(body)},
-                {"mesh", OpaqueParam{info, mesh}},
-                {"in_specs", OpaqueParam{info, in}},
-                {"out_specs", OpaqueParam{info, out}},
-                {"check_vma", check},
-                {"newly_manual_axes", OpaqueParam{info, manual}}};
+                {"mesh", object_param(std::move(info.mesh))},
+                {"in_specs", object_param(std::move(info.in_specs))},
+                {"out_specs", object_param(std::move(info.out_specs))},
+                {"check_vma", info.check_vma},
+                {"newly_manual_axes", object_param(std::move(manual))}};
 }
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh, bool check_vma) {
@@ -478,15 +508,29 @@ Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const
 struct PreparedShardMap {
   Params params;
   std::vector<Array> consts;
-  std::shared_ptr<ShardMapInfo> info;
 };
 
-PreparedShardMap prepare_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info) {
+bool SpreadBody::operator==(const SpreadBody& other) const {
+  return skip == other.skip && prepared->params == other.prepared->params &&
+         std::equal(prepared->consts.begin(), prepared->consts.end(),
+                    other.prepared->consts.begin(), other.prepared->consts.end(), same_array);
+}
+
+}  // namespace
+
+size_t ParamTraits<SpreadBody>::hash(const SpreadBody& plan) {
+  size_t h = plan.prepared->params.hash();
+  hash_combine(h, plan.skip);
+  return h;
+}
+
+namespace {
+
+PreparedShardMap prepare_shard_map(const Program& traced, ShardMapInfo info) {
   PreparedShardMap out;
-  out.info = info;
   auto body = std::make_shared<const Program>(hoist_consts(traced, &out.consts));
-  info->in_specs.insert(info->in_specs.begin(), out.consts.size(), PartitionSpec());
-  out.params = shard_map_params(info, body);
+  info.in_specs.insert(info.in_specs.begin(), out.consts.size(), PartitionSpec());
+  out.params = shard_map_params(std::move(info), body);
   return out;
 }
 
@@ -496,17 +540,14 @@ std::vector<Array> bind_prepared(const PreparedShardMap& prepared, std::span<con
   return spmd::bind(primitive("shard_map"), operands, prepared.params);
 }
 
-std::vector<Array> bind_shard_map(const Program& traced, std::shared_ptr<ShardMapInfo> info,
+std::vector<Array> bind_shard_map(const Program& traced, ShardMapInfo info,
                                   std::span<const Array> args) {
   return bind_prepared(prepare_shard_map(traced, std::move(info)), args);
 }
 
-std::shared_ptr<ShardMapInfo> derived_info(const ShardMapInfo& from) {
-  auto info = std::make_shared<ShardMapInfo>();
-  info->mesh = from.mesh;
-  info->check_vma = from.check_vma;
-  info->name = from.name;
-  return info;
+// A shard_map over the same mesh, its specs still to fill in.
+ShardMapInfo derived_info(const ShardMapParams& from) {
+  return ShardMapInfo{from.mesh, {}, {}, from.check_vma};
 }
 
 // Mesh axes a spec does not mention (the value is replicated over them).
@@ -536,7 +577,7 @@ PartitionSpec with_leading_none(const PartitionSpec& spec) {
 // linear in the tangents, computes the output tangents from the residuals.
 JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                         const Params& p) {
-  const ShardMapInfo& info = info_of(p);
+  const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   const size_t n_out = body->outputs.size();
   std::vector<size_t> nz;
@@ -576,9 +617,9 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
   };
   Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh, info.check_vma);
   auto pinfo = derived_info(info);
-  pinfo->in_specs = info.in_specs;
-  pinfo->out_specs = info.out_specs;
-  pinfo->out_specs.insert(pinfo->out_specs.end(), residual_consts.size(), stacked_spec(info.mesh));
+  pinfo.in_specs = info.in_specs;
+  pinfo.out_specs = info.out_specs;
+  pinfo.out_specs.insert(pinfo.out_specs.end(), residual_consts.size(), stacked_spec(info.mesh));
   std::vector<Array> outs = bind_shard_map(primal_body, pinfo, primals);
   std::vector<Array> residuals(outs.begin() + long(n_out), outs.end());
   outs.resize(n_out);
@@ -617,16 +658,16 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     ttypes.push_back(s);
   }
   auto tinfo = derived_info(info);
-  tinfo->in_specs.assign(n_res, stacked_spec(info.mesh));
+  tinfo.in_specs.assign(n_res, stacked_spec(info.mesh));
   std::vector<Array> targs = residuals;
   for (size_t i : nz) {
     AbstractValue t = body->types[size_t(body->invars[i])];
     t.weak_type = false;
     ttypes.push_back(t);
-    tinfo->in_specs.push_back(info.in_specs[i]);
+    tinfo.in_specs.push_back(info.in_specs[i]);
     targs.push_back(tangents[i]);
   }
-  tinfo->out_specs = info.out_specs;
+  tinfo.out_specs = info.out_specs;
   Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh, info.check_vma);
   std::vector<Array> touts = bind_shard_map(tangent_body, tinfo, targs);
   return {outs, touts};
@@ -638,7 +679,7 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
 // the replicas and cotangents of replicated operands are summed over their replicas.
 std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
                                        const Params& p) {
-  const ShardMapInfo& info = info_of(p);
+  const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   std::vector<AbstractValue> gouts = shard_map_shape_rule({}, p);
   std::vector<size_t> known, lin;
@@ -650,7 +691,7 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
   for (size_t i : known) {
     args.push_back(ins[i].value);
     types.push_back(body->types[size_t(body->invars[i])]);
-    tinfo->in_specs.push_back(info.in_specs[i]);
+    tinfo.in_specs.push_back(info.in_specs[i]);
   }
   for (size_t k = 0; k < cts.size(); ++k) {
     Array c = instantiate_zero(cts[k], gouts[k]);
@@ -663,9 +704,9 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
                                                     : body->types[size_t(body->outputs[k].var)];
     t.weak_type = false;
     types.push_back(t);
-    tinfo->in_specs.push_back(info.out_specs[k]);
+    tinfo.in_specs.push_back(info.out_specs[k]);
   }
-  for (size_t i : lin) tinfo->out_specs.push_back(info.in_specs[i]);
+  for (size_t i : lin) tinfo.out_specs.push_back(info.in_specs[i]);
 
   auto fn = [&](std::span<const Array> xs) {
     Program sub = *body;
@@ -699,7 +740,7 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
 // vmap of a shard_map: the batch dimension becomes a leading, unsharded dim of every block.
 BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
                             const BatchContext& ctx) {
-  const ShardMapInfo& info = info_of(p);
+  const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   auto binfo = derived_info(info);
   std::vector<Array> moved;
@@ -709,11 +750,11 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
     AbstractValue t = body->types[size_t(body->invars[i])];
     if (dims[i] == kNotBatched) {
       moved.push_back(args[i]);
-      binfo->in_specs.push_back(info.in_specs[i]);
+      binfo.in_specs.push_back(info.in_specs[i]);
       bdims.push_back(kNotBatched);
     } else {
       moved.push_back(move_batch_dim(args[i], dims[i], 0, ctx.axis_size));
-      binfo->in_specs.push_back(with_leading_none(info.in_specs[i]));
+      binfo.in_specs.push_back(with_leading_none(info.in_specs[i]));
       std::vector<int64_t> d{ctx.axis_size};
       d.insert(d.end(), t.shape.dims().begin(), t.shape.dims().end());
       t.shape = Shape(d);
@@ -721,7 +762,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
     }
     types.push_back(t);
   }
-  for (const PartitionSpec& s : info.out_specs) binfo->out_specs.push_back(with_leading_none(s));
+  for (const PartitionSpec& s : info.out_specs) binfo.out_specs.push_back(with_leading_none(s));
   auto fn = [&](std::span<const Array> xs) {
     auto [outs, odims] = batch_program(*body, xs, bdims, ctx);
     for (size_t k = 0; k < outs.size(); ++k)
@@ -821,17 +862,13 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
     if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, in[i].spec);
   }
 
-  auto info = std::make_shared<ShardMapInfo>();
-  info->mesh = mesh;
-  info->check_vma = call.options.check_vma;
-  info->name = name;
-  info->in_specs = specs_of(in);
+  ShardMapInfo info{mesh, specs_of(in), {}, call.options.check_vma};
   // The results' specs are known once the function has returned (its result structure is in
   // *out_def then).
   std::vector<LeafSpec> out;
   auto assign_out_specs = [&](size_t n_out) {
     out = leaf_specs(call.out_specs, out_def ? out_def.get() : nullptr, n_out, "out_specs");
-    info->out_specs = specs_of(out);
+    info.out_specs = specs_of(out);
   };
   // With check_vma, a result that does not vary over an axis its out_spec splits is cast to
   // varying there (JAX's pvary at the body's end), so its cotangent is summed over that axis.
@@ -856,13 +893,13 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {
     const AbstractValue& t = out_types[k];
-    if (!info->check_vma) continue;
+    if (!info.check_vma) continue;
     std::vector<std::string> allowed = spec_axes(mesh, out[k].spec);
     if (vma_minus(t.vma, allowed).empty()) continue;
     failures.push_back(replication_failure(mesh, out[k].spec, out[k].spec_key, t.vma));
   }
   if (!failures.empty()) throw ShardingError(replication_error(mesh, name, failures));
-  return prepare_shard_map(traced, info);
+  return prepare_shard_map(traced, std::move(info));
 }
 
 // The product of the sizes of the pmaps whose bodies the calling thread is tracing.
@@ -892,7 +929,7 @@ void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
                          const std::string& axis, const std::vector<std::optional<int>>& dims,
                          const std::vector<Axis>& out_axes, const FlatFn& fn,
                          const std::string& name, std::span<const Array> operands) {
-  OuterPmap outer{axis, prepared.info->mesh.size(), {}, {}, {}, {}};
+  OuterPmap outer{axis, prepared.params.get_object<Mesh>("mesh").size(), {}, {}, {}, {}};
   for (size_t i = 0; i < operands.size(); ++i) {
     outer.in_mapped.push_back(dims[i].has_value());
     outer.in_ranks.push_back(operands[i].ndim());
@@ -909,8 +946,9 @@ void spread_nested_pmaps(PreparedShardMap& prepared, const NestingProbe& probe,
   PreparedShardMap spread = trace_shard_map(layout->body, operands, call, nullptr);
   for (const Array& c : spread.consts)
     if (!is_concrete(c)) return;
-  prepared.info->spread = std::make_shared<const PreparedShardMap>(std::move(spread));
-  prepared.info->spread_skip = prepared.consts.size();
+  prepared.params.set(
+      "spread", object_param(SpreadBody{std::make_shared<const PreparedShardMap>(std::move(spread)),
+                                        prepared.consts.size()}));
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// Meshes and partition specs as primitive parameters.
+#include "sharding/param_traits.h"
+
+#include "sharding/python_repr.h"
+
+#include <functional>
+
+namespace spmd {
+
+namespace {
+void hash_names(size_t& h, const std::vector<std::string>& names) {
+  hash_combine(h, names.size());
+  for (const std::string& n : names) hash_combine(h, std::hash<std::string>{}(n));
+}
+}  // namespace
+
+size_t hash_mesh(const Mesh& mesh) {
+  size_t h = 0;
+  for (const Device& d : mesh.devices()) hash_combine(h, std::hash<int>{}(d.id));
+  for (int64_t n : mesh.devices_shape().dims()) hash_combine(h, std::hash<int64_t>{}(n));
+  hash_names(h, mesh.axis_names());
+  return h;
+}
+
+size_t hash_spec(const PartitionSpec& spec) {
+  size_t h = size_t(spec.size());
+  for (const PartitionSpec::Entry& e : spec.entries()) {
+    hash_combine(h, e ? size_t(e->is_tuple()) + 1 : 0);
+    if (e) hash_names(h, e->names());
+  }
+  return h;
+}
+
+std::string ParamTraits<std::vector<PartitionSpec>>::str(const std::vector<PartitionSpec>& specs) {
+  std::vector<std::string> items;
+  for (const PartitionSpec& s : specs) items.push_back(s.repr());
+  return python_repr::tuple(items);
+}
+
+size_t ParamTraits<std::vector<PartitionSpec>>::hash(const std::vector<PartitionSpec>& specs) {
+  size_t h = specs.size();
+  for (const PartitionSpec& s : specs) hash_combine(h, hash_spec(s));
+  return h;
+}
+
+}  // namespace spmd

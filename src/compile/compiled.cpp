@@ -1,6 +1,7 @@
 #include "compile/compiled.h"
 
 #include "prims/primitive.h"
+#include "sharding/param_traits.h"
 
 #include <mutex>
 #include <unordered_map>
@@ -50,14 +51,60 @@ std::vector<Array> Compiled::run(std::vector<Array> args, const std::vector<bool
   return executable_->run(std::move(args), donated);
 }
 
+namespace {
+
+// Programs by content: equal programs built separately share one Compiled.
+struct ProgramContentHash {
+  size_t operator()(const ProgramRef& p) const { return p->hash(); }
+};
+struct ProgramContentEqual {
+  bool operator()(const ProgramRef& a, const ProgramRef& b) const { return a == b || *a == *b; }
+};
+
+struct ManualKey {
+  ProgramRef body;
+  Mesh mesh;
+  std::vector<PartitionSpec> in_specs, out_specs;
+  bool operator==(const ManualKey& o) const {
+    return ProgramContentEqual()(body, o.body) && mesh == o.mesh && in_specs == o.in_specs &&
+           out_specs == o.out_specs;
+  }
+};
+struct ManualKeyHash {
+  size_t operator()(const ManualKey& k) const {
+    size_t h = k.body->hash() ^ hash_mesh(k.mesh) * 31;
+    for (const PartitionSpec& s : k.in_specs) h = h * 1000003 ^ hash_spec(s);
+    for (const PartitionSpec& s : k.out_specs) h = h * 1000033 ^ hash_spec(s);
+    return h;
+  }
+};
+
+}  // namespace
+
+// Both caches live as long as the process: device threads may run a Compiled while it exits.
 const Compiled& compile_program(const ProgramRef& program) {
+  program->hash();  // memoized outside the lock
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<ProgramRef, std::unique_ptr<Compiled>,
+                                              ProgramContentHash, ProgramContentEqual>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Compiled>& slot = (*cache)[program];
+  if (!slot) slot = std::make_unique<Compiled>(*program);
+  return *slot;
+}
+
+const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
+                               const std::vector<PartitionSpec>& in_specs,
+                               const std::vector<PartitionSpec>& out_specs,
+                               std::span<const AbstractValue> out_types) {
+  body->hash();  // memoized outside the lock
   static std::mutex mu;
   static auto* cache =
-      new std::unordered_map<const Program*, std::pair<ProgramRef, std::unique_ptr<Compiled>>>();
+      new std::unordered_map<ManualKey, std::unique_ptr<Compiled>, ManualKeyHash>();
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*cache)[program.get()];
-  if (!slot.second) slot = {program, std::make_unique<Compiled>(*program)};
-  return *slot.second;
+  std::unique_ptr<Compiled>& slot = (*cache)[ManualKey{body, mesh, in_specs, out_specs}];
+  if (!slot) slot = std::make_unique<Compiled>(*body, mesh, in_specs, out_specs, out_types);
+  return *slot;
 }
 
 namespace {

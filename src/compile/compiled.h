@@ -35,8 +35,15 @@ class Compiled {
   runtime::Launchable launchable_;
 };
 
-// The Compiled of `program` on the default device, built once per program.
+// The Compiled of `program` on the default device, built once per program content: equal
+// programs built separately share one.
 const Compiled& compile_program(const ProgramRef& program);
+// The Compiled of a per-device program over a mesh (a shard_map or pmap body), built once per
+// body content, mesh and specs.
+const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
+                               const std::vector<PartitionSpec>& in_specs,
+                               const std::vector<PartitionSpec>& out_specs,
+                               std::span<const AbstractValue> out_types);
 // The Compiled of one application of `p` to operands of the types of `inputs` (an eager op),
 // built once per primitive, params and types. Raises the shape rule's errors for bad operands.
 std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,

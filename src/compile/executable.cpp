@@ -165,27 +165,4 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   return outputs;
 }
 
-namespace {
-
-// Programs by content: equal programs built separately share one Executable.
-struct ProgramContentHash {
-  size_t operator()(const ProgramRef& p) const { return p->hash(); }
-};
-struct ProgramContentEqual {
-  bool operator()(const ProgramRef& a, const ProgramRef& b) const { return *a == *b; }
-};
-
-}  // namespace
-
-const Executable& executable_for(const ProgramRef& program) {
-  program->hash();  // memoized outside the lock
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<ProgramRef, std::unique_ptr<Executable>,
-                                              ProgramContentHash, ProgramContentEqual>();
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Executable>& slot = (*cache)[program];
-  if (!slot) slot = std::make_unique<Executable>(*program);
-  return *slot;
-}
-
 }  // namespace spmd

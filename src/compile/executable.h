@@ -32,9 +32,4 @@ class Executable {
   std::vector<std::vector<int>> release_after_;  // per equation: variables last used there
 };
 
-// The Executable of a sub-program held in an equation's params (a jit call or a shard_map body
-// run eagerly), compiled once per program content (Program::operator==, Program::hash) and kept
-// while the process runs.
-const Executable& executable_for(const ProgramRef& program);
-
 }  // namespace spmd

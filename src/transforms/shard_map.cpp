@@ -9,7 +9,7 @@
 #include <spmd/placement.h>
 #include <spmd/shard_map.h>
 
-#include "compile/executable.h"
+#include "compile/compiled.h"
 #include "core/axis_env.h"
 #include "prims/primitive.h"
 #include "runtime/communicator.h"
@@ -425,58 +425,9 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     const SpreadBody& spread = p.get_object<SpreadBody>("spread");
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
-  // A device thread cannot wait for a launch queued behind its own current task.
-  if (runtime::current_device_id() >= 0)
-    throw NotImplementedError(
-        "[shard_map] a shard_map or pmap run inside another shard_map or pmap body is not "
-        "supported (nest the mesh axes in one shard_map instead)");
-  const Executable& exe = executable_for(p.get<ProgramRef>("jaxpr"));
-  const std::vector<int> ids = info.mesh.device_ids();
-
-  std::vector<std::shared_ptr<ShardedData>> ins;
-  std::vector<AbstractValue> in_types;
-  for (size_t i = 0; i < args.size(); ++i) {
-    Array placed =
-        device_put(args[i], std::make_shared<NamedSharding>(info.mesh, info.in_specs[i]));
-    ins.push_back(placed.impl()->sharded);
-    in_types.push_back(aval_of(args[i]));
-  }
-  std::vector<AbstractValue> out_types = shard_map_shape_rule({}, p);
-  std::vector<std::shared_ptr<ShardedData>> outs;
-  std::vector<Array> results;
-  for (size_t k = 0; k < out_types.size(); ++k) {
-    outs.push_back(
-        make_layout(out_types[k], std::make_shared<NamedSharding>(info.mesh, info.out_specs[k])));
-    results.push_back(make_sharded_array(out_types[k], outs.back()));
-  }
-
-  runtime::LaunchContext base;
-  for (const auto& [name, size] : info.mesh.shape()) {
-    base.axis_names.push_back(name);
-    base.axis_sizes.push_back(size);
-  }
-  auto comm = std::make_shared<runtime::Communicator>(ids);
-  auto task = [base, comm, ids, ins, in_types, outs, &exe](int rank) {
-    runtime::LaunchContext ctx = base;
-    ctx.comm = comm.get();
-    ctx.rank = rank;
-    ctx.device_id = ids[size_t(rank)];
-    runtime::LaunchScope scope(&ctx);
-    std::vector<Array> blocks;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      ins[i]->wait();
-      AbstractValue t = in_types[i];
-      t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
-      blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
-    }
-    std::vector<Array> values = exe.run(blocks);
-    for (size_t k = 0; k < outs.size(); ++k)
-      outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
-  };
-  // A rank that throws aborts the Communicator, so its peers stop waiting for it.
-  std::shared_future<void> done = runtime::launch(ids, std::move(task), comm);
-  for (auto& o : outs) o->ready = done;
-  return results;
+  const Compiled& compiled = compile_manual(p.get<ProgramRef>("jaxpr"), info.mesh, info.in_specs,
+                                            info.out_specs, shard_map_shape_rule({}, p));
+  return compiled.run(args);
 }
 
 Params shard_map_params(ShardMapInfo info, ProgramRef body) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
-#include "compile/executable.h"
+#include "compile/compiled.h"
 #include "compile/fusion.h"
 #include "core/array_impl.h"
 #include "ir/primitive.h"
@@ -130,7 +130,7 @@ TEST(TypedParams, CustomJvpRulesCompareByIdentity) {
   EXPECT_EQ(text(p1.at("jvp")), "<lambda>");
 }
 
-TEST(ProgramContent, EqualProgramsBuiltSeparatelyShareOneExecutable) {
+TEST(ProgramContent, EqualProgramsBuiltSeparatelyShareOneCompiled) {
   auto f = [](sp::Array x) { return sp::sin(x) * 3.0; };
   sp::Array x = sp::arange(4.0f);
   sp::ProgramRef one = traced(sp::make_jaxpr(f)(x));
@@ -140,8 +140,8 @@ TEST(ProgramContent, EqualProgramsBuiltSeparatelyShareOneExecutable) {
   EXPECT_TRUE(*one == *two);
   EXPECT_EQ(one->hash(), two->hash());
   EXPECT_FALSE(*one == *other);
-  EXPECT_EQ(&sp::executable_for(one), &sp::executable_for(two));
-  EXPECT_NE(&sp::executable_for(one), &sp::executable_for(other));
+  EXPECT_EQ(&sp::compile_program(one), &sp::compile_program(two));
+  EXPECT_NE(&sp::compile_program(one), &sp::compile_program(other));
 }
 
 TEST(ProgramContent, ConstantsCompareByValue) {

@@ -3,21 +3,12 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/lax_types.h>
 
 #include <optional>
 #include <vector>
 
 namespace spmd::lax {
-
-// Contracting and batch dimensions of dot_general, as ((lhs_contract, rhs_contract),
-// (lhs_batch, rhs_batch)).
-struct DotDimensionNumbers {
-  std::vector<int64_t> lhs_contracting;
-  std::vector<int64_t> rhs_contracting;
-  std::vector<int64_t> lhs_batch;
-  std::vector<int64_t> rhs_batch;
-  bool operator==(const DotDimensionNumbers&) const = default;
-};
 
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
                   std::optional<DType> preferred_element_type = std::nullopt);
@@ -38,11 +29,6 @@ Array squeeze(const Array& x, const std::vector<int64_t>& dimensions);
 Array expand_dims(const Array& x, const std::vector<int64_t>& dimensions);
 Array rev(const Array& x, const std::vector<int64_t>& dimensions);
 Array concatenate(const std::vector<Array>& xs, int64_t dimension);
-// Padding config per dim: (low, high, interior). Negative low/high crop.
-struct PadConfig {
-  int64_t low = 0, high = 0, interior = 0;
-  bool operator==(const PadConfig&) const = default;
-};
 Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfig>& config);
 
 // Static slicing: start inclusive, limit exclusive, optional strides.

@@ -1,10 +1,11 @@
 // What an Array handle points to: its abstract value (shape, dtype, weak type) and either a
-// concrete buffer or, while a transformation traces it, the trace that owns it.
+// concrete buffer (core/buffer.h), the shards of a committed array (runtime/sharded.h) or, while
+// a transformation traces it, the trace that owns it.
 #pragma once
 
 #include <spmd/array.h>
 
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <memory>
 #include <string>
@@ -42,6 +43,13 @@ struct ArrayImpl {
   // Donated to a jit call: the data went to the call, the type stays readable.
   bool deleted = false;
 };
+
+// Sharded data is defined by the runtime, which lays it out over devices (runtime/sharded.h);
+// core only holds it and asks two things of it, which the runtime implements in sharded.cpp.
+// Waits until the launch that fills the shards is done; rethrows its error.
+void wait_until_filled(const ShardedData& data);
+// The whole value in one buffer: the single shard that holds it all, or a copy gathered once.
+const std::shared_ptr<Buffer>& gathered_buffer(const ShardedData& data, const AbstractValue& aval);
 
 // Whether x holds data (on the default device or sharded) rather than being traced.
 bool is_concrete(const Array& x);

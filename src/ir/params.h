@@ -5,7 +5,7 @@
 #pragma once
 
 #include <spmd/dtype.h>
-#include <spmd/lax.h>
+#include <spmd/lax_types.h>
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // Aligned host allocations for CPU device buffers. Large blocks are kept in a bounded cache when
 // freed and handed out again: a fresh large allocation costs a page fault per 4 KiB on first
 // touch, which made large elementwise ops run at a fifth of memory bandwidth.
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <spmd/error.h>
 

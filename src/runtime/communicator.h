@@ -25,7 +25,7 @@
 #include <spmd/error.h>
 #include <spmd/shape.h>
 
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <chrono>
 #include <memory>

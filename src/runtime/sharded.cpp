@@ -39,6 +39,14 @@ void ShardedData::wait() const {
   if (ready.valid()) ready.get();
 }
 
+void wait_until_filled(const ShardedData& data) {
+  data.wait();
+}
+
+const std::shared_ptr<Buffer>& gathered_buffer(const ShardedData& data, const AbstractValue& aval) {
+  return data.gathered(aval);
+}
+
 int ShardedData::slot_of(int device_id) const {
   for (size_t i = 0; i < layout.size(); ++i)
     if (layout[i].device.id == device_id) return int(i);

@@ -5,7 +5,7 @@
 #include <spmd/sharding.h>
 
 #include "core/array_impl.h"
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <future>
 #include <memory>

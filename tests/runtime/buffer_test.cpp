@@ -1,6 +1,6 @@
 // The cache of large freed blocks: the block freed last is handed out first, and the cache
 // stays within its limit by releasing the blocks freed longest ago.
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
 #include "backends/cpu/parallel.h"
-#include "runtime/buffer.h"
+#include "core/buffer.h"
 
 #include <cblas.h>
 #include <omp.h>

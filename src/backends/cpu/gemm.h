@@ -4,7 +4,7 @@
 #pragma once
 
 #include <spmd/dtype.h>
-#include <spmd/lax.h>
+#include <spmd/lax_types.h>
 #include <spmd/shape.h>
 
 #include <cstdint>

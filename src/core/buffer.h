@@ -1,5 +1,7 @@
 // Device memory. A Buffer is one allocation on one device; CPU buffers are 64-byte aligned host
-// memory. Buffers are shared (shared_ptr) between arrays that alias them.
+// memory. Buffers are shared (shared_ptr) between arrays that alias them. Core declares the type
+// because arrays hold it; the runtime, which owns the memory policy, implements it
+// (runtime/buffer.cpp).
 #pragma once
 
 #include <cstddef>

@@ -70,7 +70,16 @@ Array cumlogsumexp(const Array& x, int64_t axis, bool reverse = false);
 std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1,
                         int num_keys = 1);
 
-// Elementwise primitives that jnp spells differently.
+// Elementwise primitives that jnp spells differently. Binary ones take operands of one dtype
+// (weak or not) and do not promote, as lax's do.
+Array add(const Array& x, const Array& y);
+Array sub(const Array& x, const Array& y);
+Array mul(const Array& x, const Array& y);
+Array max(const Array& x, const Array& y);
+Array min(const Array& x, const Array& y);
+Array eq(const Array& x, const Array& y);
+Array ne(const Array& x, const Array& y);
+Array bitwise_or(const Array& x, const Array& y);
 Array integer_pow(const Array& x, int y);
 Array shift_left(const Array& x, const Array& y);
 Array shift_right_logical(const Array& x, const Array& y);

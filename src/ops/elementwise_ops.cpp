@@ -531,6 +531,30 @@ Array shift_right_logical(const Array& x, const Array& y) {
 Array shift_right_arithmetic(const Array& x, const Array& y) {
   return ops::apply("shift_right_arithmetic", {x, y});
 }
+Array add(const Array& x, const Array& y) {
+  return ops::apply("add", {x, y});
+}
+Array sub(const Array& x, const Array& y) {
+  return ops::apply("sub", {x, y});
+}
+Array mul(const Array& x, const Array& y) {
+  return ops::apply("mul", {x, y});
+}
+Array max(const Array& x, const Array& y) {
+  return ops::apply("max", {x, y});
+}
+Array min(const Array& x, const Array& y) {
+  return ops::apply("min", {x, y});
+}
+Array eq(const Array& x, const Array& y) {
+  return ops::apply("eq", {x, y});
+}
+Array ne(const Array& x, const Array& y) {
+  return ops::apply("ne", {x, y});
+}
+Array bitwise_or(const Array& x, const Array& y) {
+  return ops::apply("or", {x, y});
+}
 Array rem(const Array& x, const Array& y) {
   return ops::apply("rem", {x, y});
 }

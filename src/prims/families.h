@@ -11,6 +11,7 @@ void register_indexing_primitives(PrimitiveRegistry& r);
 void register_linalg_primitives(PrimitiveRegistry& r);
 void register_random_primitives(PrimitiveRegistry& r);
 void register_sort_primitives(PrimitiveRegistry& r);
+void register_scatter_primitives(PrimitiveRegistry& r);
 void register_collective_primitives(PrimitiveRegistry& r);
 // Primitives the transformations introduce: add_any, the call primitive jit, control flow.
 void register_transform_primitives(PrimitiveRegistry& r);

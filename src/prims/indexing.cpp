@@ -1,14 +1,21 @@
 // Primitive family: indexing — dynamic_slice and dynamic_update_slice (start indices are scalar
 // operands, clamped so the window fits, as XLA does) and XLA's gather with JAX's parameters,
-// which jnp.take, take_along_axis and x[i] lower to.
+// which jnp.take, take_along_axis and x[i] lower to; each with its type rule, kernel and
+// transformation rules.
+#include "prims/indexing.h"
+
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
+#include "prims/scatter.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
+#include "ops/op_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -59,6 +66,34 @@ int64_t flat_offset(const std::vector<int64_t>& starts, const std::vector<int64_
   return off;
 }
 
+// ---- transformation rules
+// ------------------------------------------------------------------------ The rules emit the
+// primitives JAX's rules emit (jax/_src/lax/slicing.py), in the same order and with the same
+// params, so transformed programs print as JAX's do. dynamic_update_slice's batching differs: JAX
+// batches it into a scatter.
+using Ints = std::vector<int64_t>;
+using Cotangents = std::span<const Array>;
+using Inputs = std::span<const LinearInput>;
+
+std::vector<Array> concat_arrays(std::vector<Array> a, const std::vector<Array>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Params gather_params(const cpu::GatherDims& d, const std::string& mode, ParamValue fill_value,
+                     bool indices_are_sorted, bool unique_indices) {
+  return {{"offset_dims", d.offset_dims},
+          {"collapsed_slice_dims", d.collapsed_slice_dims},
+          {"start_index_map", d.start_index_map},
+          {"operand_batching_dims", d.operand_batching_dims},
+          {"start_indices_batching_dims", d.start_indices_batching_dims},
+          {"slice_sizes", d.slice_sizes},
+          {"mode", mode},
+          {"fill_value", std::move(fill_value)},
+          {"indices_are_sorted", indices_are_sorted},
+          {"unique_indices", unique_indices}};
+}
+
 // ---- dynamic_slice ------------------------------------------------------------------------------
 std::vector<AbstractValue> dynamic_slice_rule(std::span<const AbstractValue> in, const Params& p) {
   if (in.empty()) throw ValueError("[dynamic_slice] expected an operand");
@@ -85,6 +120,104 @@ void dynamic_slice_kernel(const KernelArgs& a) {
   const int64_t off = flat_offset(clamped_starts(a, 1, out.dims()), strides);
   const char* src = static_cast<const char*>(a.in[0].data) + off * bytes;
   cpu::strided_copy(src, strides, a.out[0].data, out, bytes);
+}
+
+// JAX's _dynamic_slice_jvp slices the tangent before the primal.
+JvpResult dynamic_slice_jvp(const Primitive& self, std::span<const Array> x,
+                            std::span<const Array> t, const Params& p) {
+  std::vector<Array> args = to_vector(x);
+  args[0] = t[0];
+  Array tangent = is_zero(t[0]) ? Array() : bind1(self, args, p);
+  Array primal = bind1(self, x, p);
+  return JvpResult{{primal}, {tangent}};
+}
+
+std::vector<Array> dynamic_slice_transpose(const Primitive& dynamic_update_slice, Cotangents ct,
+                                           Inputs in, const Params&) {
+  std::vector<Array> args{strong_zeros(in[0].aval.shape, in[0].aval.dtype), ct[0]};
+  for (size_t i = 1; i < in.size(); ++i) args.push_back(in[i].value);
+  std::vector<Array> out(in.size());
+  out[0] = bind1(dynamic_update_slice, args);
+  return out;
+}
+
+// JAX's _gather_batching_rule: a batched operand gains a full-size offset dimension; batched
+// indices gain a leading batch dimension of the index array; both batched become a gather batch
+// dimension pair (operand_batching_dims / start_indices_batching_dims).
+BatchResult gather_batch(const Primitive& gather, std::span<const Array> args,
+                         std::span<const int> dims, const Params& params, const BatchContext&) {
+  Array operand = args[0], indices = args[1];
+  const int operand_d = dims[0], indices_d = dims[1];
+  Params p = params;
+  const Ints offset = params.get_ints("offset_dims");
+  const Ints collapsed = params.get_ints("collapsed_slice_dims");
+  const Ints start_map = params.get_ints("start_index_map");
+  const Ints operand_batching = params.get_ints("operand_batching_dims");
+  const Ints indices_batching = params.get_ints("start_indices_batching_dims");
+  const Ints slice_sizes = params.get_ints("slice_sizes");
+  if (is_batched(operand_d) && !is_batched(indices_d)) {
+    operand = batch_moveaxis(operand, operand_d, 0);
+    p.set("slice_sizes", prepend(operand.shape()[0], slice_sizes));
+    p.set("offset_dims", prepend(0, add_each(offset, 1)));
+    p.set("collapsed_slice_dims", add_each(collapsed, 1));
+    p.set("operand_batching_dims", add_each(operand_batching, 1));
+    p.set("start_index_map", add_each(start_map, 1));
+  } else if (!is_batched(operand_d)) {
+    indices = batch_moveaxis(indices, indices_d, 0);
+    p.set("offset_dims", add_each(offset, 1));
+    p.set("start_indices_batching_dims", add_each(indices_batching, 1));
+    // Batching accesses into one array may repeat or reorder indices.
+    p.set("unique_indices", false);
+    p.set("indices_are_sorted", false);
+  } else {
+    operand = batch_moveaxis(operand, operand_d, 0);
+    indices = batch_moveaxis(indices, indices_d, 0);
+    p.set("slice_sizes", prepend(operand.shape()[0] == 0 ? 0 : 1, slice_sizes));
+    p.set("collapsed_slice_dims", add_each(collapsed, 1));
+    p.set("operand_batching_dims", prepend(0, add_each(operand_batching, 1)));
+    p.set("start_indices_batching_dims", prepend(0, add_each(indices_batching, 1)));
+    p.set("offset_dims", add_each(offset, 1));
+    p.set("start_index_map", add_each(start_map, 1));
+  }
+  return result_at(bind1(gather, {operand, indices}, p), 0);
+}
+
+// Scalar start indices as one index vector (JAX's _batch_dynamic_slice_indices): unbatched,
+// shape (n,); with any index batched, shape (size, n) batched at 0. Mixed index dtypes are
+// first converted to one integer type so they can be concatenated.
+std::pair<Array, int> batch_slice_indices(std::vector<Array> indices, std::span<const int> dims) {
+  if (indices.empty()) return {make_uninitialized({Shape{0}, DType::int32, false}), kNotBatched};
+  const bool mixed = std::any_of(indices.begin(), indices.end(),
+                                 [&](const Array& i) { return i.dtype() != indices[0].dtype(); });
+  if (mixed) {
+    const bool wide = std::any_of(indices.begin(), indices.end(),
+                                  [](const Array& i) { return i.itemsize() == 8; });
+    for (Array& i : indices) i = ops::convert(i, wide ? DType::int64 : DType::int32);
+  }
+  std::vector<Array> parts;
+  if (std::none_of(dims.begin(), dims.end(), is_batched)) {
+    for (const Array& i : indices) parts.push_back(lax::broadcast_in_dim(i, Shape{1}, {}));
+    return {lax::concatenate(parts, 0), kNotBatched};
+  }
+  const int64_t size = mapped_size(indices, dims);
+  for (size_t k = 0; k < indices.size(); ++k)
+    parts.push_back(
+        lax::broadcast_in_dim(indices[k], Shape{size, 1}, is_batched(dims[k]) ? Ints{0} : Ints{}));
+  return {lax::concatenate(parts, 1), 0};
+}
+
+// JAX batches dynamic_slice as a gather with clamped (CLIP) indices.
+BatchResult dynamic_slice_batch(const Primitive& gather, std::span<const Array> args,
+                                std::span<const int> dims, const Params& params,
+                                const BatchContext& ctx) {
+  const int ndim = args[0].ndim() - (is_batched(dims[0]) ? 1 : 0);
+  auto [index, index_d] = batch_slice_indices(to_vector(args.subspan(1)), dims.subspan(1));
+  const Ints all = range(0, ndim);
+  const cpu::GatherDims g{all, {}, all, {}, {}, params.get_ints("slice_sizes")};
+  const Array gather_args[] = {args[0], index};
+  const int gather_dims[] = {dims[0], index_d};
+  return gather_batch(gather, gather_args, gather_dims,
+                      gather_params(g, "clip", NoneParam{}, true, true), ctx);
 }
 
 // ---- dynamic_update_slice -----------------------------------------------------------------------
@@ -117,6 +250,79 @@ void dynamic_update_slice_kernel(const KernelArgs& a) {
   const auto u_strides = u.strides();
   cpu::strided_copy(a.in[1].data, u_strides, static_cast<char*>(a.out[0].data) + off * bytes,
                     out_strides, u.dims(), bytes);
+}
+
+JvpResult dynamic_update_slice_jvp(const Primitive& self, std::span<const Array> x,
+                                   std::span<const Array> t, const Params& p) {
+  Array primal = bind1(self, x, p);
+  std::vector<Array> args = to_vector(x);
+  args[0] = instantiate_zero(t[0], aval_of(x[0]));
+  args[1] = instantiate_zero(t[1], aval_of(x[1]));
+  return JvpResult{{primal}, {bind1(self, args, p)}};
+}
+
+// JAX's _dynamic_update_slice_transpose_rule: the operand gets the cotangent with the updated
+// window zeroed, the update gets that window.
+std::vector<Array> dynamic_update_slice_transpose(const Primitive& self,
+                                                  const Primitive& dynamic_slice, Cotangents cts,
+                                                  Inputs in) {
+  const Array& t = cts[0];
+  std::vector<Array> starts;
+  for (size_t i = 2; i < in.size(); ++i) starts.push_back(in[i].value);
+  const Shape& update_shape = in[1].aval.shape;
+  Array zeros = zeros_like_aval(AbstractValue{update_shape, t.dtype(), t.weak_type()});
+  std::vector<Array> out(in.size());
+  if (in[0].is_linear()) out[0] = bind1(self, concat_arrays({t, zeros}, starts));
+  if (in[1].is_linear())
+    out[1] = bind1(dynamic_slice, concat_arrays({t}, starts),
+                   Params{{"slice_sizes", update_shape.dims()}});
+  return out;
+}
+
+// dynamic_update_slice. JAX batches it into a scatter; here, with unbatched start indices the
+// batch dimension becomes a leading dimension updated from index 0; with batched start indices
+// the update is padded on each side by the room it has in the operand, and a batched
+// dynamic_slice of it (and of a mask of where it lands) is selected into the operand.
+BatchResult dynamic_update_slice_batch(const Primitive& self, const Primitive& gather,
+                                       std::span<const Array> args, std::span<const int> dims,
+                                       const BatchContext& ctx) {
+  const int64_t size = mapped_size(args, dims);
+  const Array operand = bdim_at_front(args[0], dims[0], size);
+  const Array update = bdim_at_front(args[1], dims[1], size);
+  const std::span<const Array> starts = args.subspan(2);
+  const std::span<const int> start_dims = dims.subspan(2);
+  if (std::none_of(start_dims.begin(), start_dims.end(), is_batched)) {
+    const DType index_type = starts.empty() ? DType::int32 : starts[0].dtype();
+    std::vector<Array> in{operand, update, ops::scalar(0, index_type)};
+    in.insert(in.end(), starts.begin(), starts.end());
+    return result_at(bind1(self, in), 0);
+  }
+  std::vector<lax::PadConfig> config{lax::PadConfig{}};
+  std::vector<Array> window_starts;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t room = operand.shape()[int(k) + 1] - update.shape()[int(k) + 1];
+    config.push_back({room, room, 0});
+    Array s = starts[k];
+    if (s.itemsize() < 4) s = ops::convert(s, DType::int32);
+    const Array clamped =
+        lax::clamp(ops::scalar(0, s.dtype()), s, ops::scalar(double(room), s.dtype()));
+    window_starts.push_back(lax::sub(ops::scalar(double(room), s.dtype()), clamped));
+  }
+  const Params slice{{"slice_sizes", Ints(operand.shape().begin() + 1, operand.shape().end())}};
+  auto window = [&](const Array& padded, int padded_d) {
+    std::vector<Array> in{padded};
+    in.insert(in.end(), window_starts.begin(), window_starts.end());
+    std::vector<int> in_dims{padded_d};
+    in_dims.insert(in_dims.end(), start_dims.begin(), start_dims.end());
+    BatchResult r = dynamic_slice_batch(gather, in, in_dims, slice, ctx);
+    return move_batch_dim(r.outputs[0], r.dims[0], 0, size);
+  };
+  const Array values = window(lax::pad(update, ops::constant_like(update, 0), config), 0);
+  const std::vector<lax::PadConfig> mask_config(config.begin() + 1, config.end());
+  const Shape update_shape(update.shape().begin() + 1, update.shape().end());
+  const Array ones = lax::broadcast_in_dim(Array(true), update_shape, {});
+  const Array mask = window(lax::pad(ones, Array(false), mask_config), kNotBatched);
+  return result_at(lax::select(mask, values, operand), 0);
 }
 
 // ---- gather -------------------------------------------------------------------------------------
@@ -224,12 +430,68 @@ void gather_kernel(const KernelArgs& a) {
               a.in[1].aval->dtype, a.out[0].data, a.out[0].aval->shape, g, fill_value);
 }
 
+// JAX's _gather_jvp_rule: the tangent gathered like the primal, out-of-bounds windows filled
+// with 0.
+JvpResult gather_jvp(const Primitive& self, std::span<const Array> x, std::span<const Array> t,
+                     const Params& p) {
+  Array primal = bind1(self, {x[0], x[1]}, p);
+  if (is_zero(t[0])) return JvpResult{{primal}, {Array()}};
+  Params tangent_params = p;
+  tangent_params.set("fill_value", zero_fill(p.get<std::string>("mode")));
+  return JvpResult{{primal}, {bind1(self, {t[0], x[1]}, tangent_params)}};
+}
+
+// JAX's _gather_transpose_rule: the cotangent scatter-added into zeros of the operand's shape.
+std::vector<Array> gather_transpose(Cotangents ct, Inputs in, const Params& p) {
+  Array zeros = strong_zeros(in[0].aval.shape, ct[0].dtype());
+  const cpu::ScatterDims dims{p.get_ints("offset_dims"), p.get_ints("collapsed_slice_dims"),
+                              p.get_ints("start_index_map"), p.get_ints("operand_batching_dims"),
+                              p.get_ints("start_indices_batching_dims")};
+  Array out = scatter_add(zeros, in[1].value, ct[0], dims, p.get<bool>("indices_are_sorted"),
+                          p.get<bool>("unique_indices"), p.get<std::string>("mode"));
+  return {out, Array()};
+}
+
 }  // namespace
 
 void register_indexing_primitives(PrimitiveRegistry& r) {
-  r.define("dynamic_slice", dynamic_slice_rule, dynamic_slice_kernel);
-  r.define("dynamic_update_slice", dynamic_update_slice_rule, dynamic_update_slice_kernel);
-  r.define("gather", gather_rule, gather_kernel);
+  Primitive& dynamic_slice = r.define("dynamic_slice", dynamic_slice_rule, dynamic_slice_kernel);
+  Primitive& dynamic_update_slice =
+      r.define("dynamic_update_slice", dynamic_update_slice_rule, dynamic_update_slice_kernel);
+  Primitive& gather = r.define("gather", gather_rule, gather_kernel);
+
+  dynamic_slice.jvp = binding(dynamic_slice, dynamic_slice_jvp);
+  dynamic_slice.transpose = binding(dynamic_update_slice, dynamic_slice_transpose);
+  dynamic_slice.batch = binding(gather, dynamic_slice_batch);
+
+  const Primitive* dus = &dynamic_update_slice;
+  const Primitive* ds = &dynamic_slice;
+  const Primitive* g = &gather;
+  dynamic_update_slice.jvp = binding(dynamic_update_slice, dynamic_update_slice_jvp);
+  dynamic_update_slice.transpose = [dus, ds](Cotangents ct, Inputs in, const Params&) {
+    return dynamic_update_slice_transpose(*dus, *ds, ct, in);
+  };
+  dynamic_update_slice.batch = [dus, g](std::span<const Array> args, std::span<const int> dims,
+                                        const Params&, const BatchContext& ctx) {
+    return dynamic_update_slice_batch(*dus, *g, args, dims, ctx);
+  };
+
+  gather.jvp = binding(gather, gather_jvp);
+  gather.transpose = gather_transpose;
+  gather.batch = binding(gather, gather_batch);
+}
+
+Array gather(const Array& operand, const Array& indices, const cpu::GatherDims& dims,
+             const std::string& mode, ParamValue fill_value, bool indices_are_sorted,
+             bool unique_indices) {
+  return bind1(
+      primitive("gather"), {operand, indices},
+      gather_params(dims, mode, std::move(fill_value), indices_are_sorted, unique_indices));
+}
+
+ParamValue zero_fill(const std::string& mode) {
+  if (mode == "fill") return int64_t{0};
+  return NoneParam{};
 }
 
 }  // namespace spmd

@@ -15,25 +15,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-bool is_batched(int dim) {
-  return dim != kNotBatched;
-}
-
-BatchResult all_at(std::vector<Array> outs, int dim) {
-  std::vector<int> dims(outs.size(), dim);
-  return {std::move(outs), std::move(dims)};
-}
-
-std::vector<Array> to_vector(std::span<const Array> args) {
-  return std::vector<Array>(args.begin(), args.end());
-}
-
-Ints iota_ints(int64_t begin, int64_t end) {
-  Ints out;
-  for (int64_t i = begin; i < end; ++i) out.push_back(i);
-  return out;
-}
-
 // JAX's defvectorized: one operand, mapped elementwise; the batch dimension stays put.
 BatchRule vectorized(const Primitive* p) {
   return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
@@ -61,7 +42,7 @@ BatchResult broadcast_batcher(const Primitive& p, std::span<const Array> args,
     for (const Array& x : xs) nd = std::max(nd, x.ndim());
     for (size_t i = 0; i < xs.size(); ++i)
       if (is_batched(dims[i]) && xs[i].ndim() < nd)
-        xs[i] = lax::expand_dims(xs[i], iota_ints(xs[i].ndim(), nd));
+        xs[i] = lax::expand_dims(xs[i], range(xs[i].ndim(), nd));
     dim = 0;
   }
   return all_at(spmd::bind(p, xs, params), dim);
@@ -70,13 +51,6 @@ BatchResult broadcast_batcher(const Primitive& p, std::span<const Array> args,
 BatchRule broadcasting(const Primitive* p) {
   return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
              const BatchContext&) { return broadcast_batcher(*p, args, dims, params); };
-}
-
-// Dimension numbers after a batch dimension is inserted at `b`: dims at or after b shift by one.
-Ints bump(const Ints& dims, int64_t b) {
-  Ints out;
-  for (int64_t d : dims) out.push_back(d + (d >= b ? 1 : 0));
-  return out;
 }
 
 // JAX's reducer_batcher: reduced axes at or after the batch dimension shift by one; the batch

@@ -1,12 +1,16 @@
 // Primitive family: linalg. dot_general with JAX's params (dimension_numbers, precision,
 // preferred_element_type, out_sharding); output dims are batch, lhs free, rhs free, as in XLA.
-// The shape rule checks the dimension numbers and applies XLA's operand-type rules.
+// The shape rule checks the dimension numbers and applies XLA's operand-type rules; the jvp,
+// transpose and batching rules emit what JAX's do (jax/_src/lax/lax.py).
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/gemm.h"
+#include "ops/op_util.h"
 
 #include <algorithm>
 #include <set>
@@ -153,10 +157,99 @@ void dot_general_kernel(const KernelArgs& a) {
                    a.out[0].data, a.out[0].aval->dtype);
 }
 
+// ---- transformation rules ----------------------------------------------------------------------
+using Ints = std::vector<int64_t>;
+
+// JAX's bilinear jvp: dot_general of each tangent with the other primal, summed.
+JvpResult dot_general_jvp(const Primitive& self, std::span<const Array> x, std::span<const Array> t,
+                          const Params& p) {
+  Array ans = bind1(self, {x[0], x[1]}, p);
+  Array lhs_part = is_zero(t[0]) ? Array() : bind1(self, {t[0], x[1]}, p);
+  Array rhs_part = is_zero(t[1]) ? Array() : bind1(self, {x[0], t[1]}, p);
+  return JvpResult{{ans}, {add_cotangents(lhs_part, rhs_part)}};
+}
+
+// JAX's _dot_general_transpose_lhs: contract the cotangent with y over y's free dims, then
+// permute the result into x's dimension order. `swap_ans` when x was the rhs (its free dims
+// come last in the output).
+Array dot_transpose_lhs(const Primitive& self, const Array& g, const AbstractValue& x,
+                        const Array& y, const DotDimensionNumbers& d, const Params& p,
+                        bool swap_ans) {
+  const Ints x_kept = remaining(x.shape.ndim(), d.lhs_contracting, d.lhs_batch);
+  const Ints y_kept = remaining(y.ndim(), d.rhs_contracting, d.rhs_batch);
+  const int64_t nb = int64_t(d.lhs_batch.size());
+  const int64_t y_begin = swap_ans ? nb : nb + int64_t(x_kept.size());
+  DotDimensionNumbers dims{range(y_begin, y_begin + int64_t(y_kept.size())), y_kept, range(0, nb),
+                           d.rhs_batch};
+  Ints x_contract_sorted_by_y;
+  for (int64_t i : argsort(d.rhs_contracting))
+    x_contract_sorted_by_y.push_back(d.lhs_contracting[size_t(i)]);
+  const Ints unsorted_axes = concat(concat(d.lhs_batch, x_kept), x_contract_sorted_by_y);
+  Params params = p;
+  params.set("dimension_numbers", dims);
+  // The forward product's output sharding does not describe this one's.
+  params.set("out_sharding", NoneParam{});
+  Array contracted = bind1(self, {g, y}, params);
+  Array x_bar = lax::transpose(contracted, argsort(unsorted_axes));
+  if (x_bar.dtype() != x.dtype) x_bar = ops::convert(x_bar, x.dtype, x.weak_type);
+  return x_bar;
+}
+
+std::vector<Array> dot_general_transpose(const Primitive& self, std::span<const Array> ct,
+                                         std::span<const LinearInput> in, const Params& p) {
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  if (in[0].is_linear())
+    return {dot_transpose_lhs(self, ct[0], in[0].aval, in[1].value, d, p, false), Array()};
+  const DotDimensionNumbers swapped{d.rhs_contracting, d.lhs_contracting, d.rhs_batch, d.lhs_batch};
+  return {Array(), dot_transpose_lhs(self, ct[0], in[1].aval, in[0].value, swapped, p, true)};
+}
+
+// How many of an operand's free dims (neither batch nor contracting, in the unbatched
+// numbering) precede its batch dimension `bdim`.
+int free_dims_before(int ndim, const Ints& batch, const Ints& contracting, int bdim) {
+  int before = 0;
+  for (int64_t i : remaining(ndim, batch, contracting))
+    if (i < bdim) ++before;
+  return before;
+}
+
+// JAX's _dot_general_batch_dim_nums: two batched operands gain a leading dot batch dimension;
+// one batched operand's batch dimension becomes one of its free dimensions.
+BatchResult dot_general_batch(const Primitive& self, std::span<const Array> args,
+                              std::span<const int> dims, const Params& params,
+                              const BatchContext&) {
+  const int lbd = dims[0], rbd = dims[1];
+  const int lhs_ndim = args[0].ndim(), rhs_ndim = args[1].ndim();
+  DotDimensionNumbers d = params.get<DotDimensionNumbers>("dimension_numbers");
+  int result_dim = 0;
+  if (is_batched(lbd) && is_batched(rbd)) {
+    d.lhs_batch = prepend(lbd, bump(d.lhs_batch, lbd));
+    d.rhs_batch = prepend(rbd, bump(d.rhs_batch, rbd));
+    d.lhs_contracting = bump(d.lhs_contracting, lbd);
+    d.rhs_contracting = bump(d.rhs_contracting, rbd);
+  } else if (is_batched(lbd)) {
+    result_dim =
+        int(d.lhs_batch.size()) + free_dims_before(lhs_ndim, d.lhs_batch, d.lhs_contracting, lbd);
+    d.lhs_batch = bump(d.lhs_batch, lbd);
+    d.lhs_contracting = bump(d.lhs_contracting, lbd);
+  } else {
+    result_dim = lhs_ndim - int(d.lhs_contracting.size()) +
+                 free_dims_before(rhs_ndim, d.rhs_batch, d.rhs_contracting, rbd);
+    d.rhs_batch = bump(d.rhs_batch, rbd);
+    d.rhs_contracting = bump(d.rhs_contracting, rbd);
+  }
+  Params p = params;
+  p.set("dimension_numbers", d);
+  return result_at(bind1(self, {args[0], args[1]}, p), result_dim);
+}
+
 }  // namespace
 
 void register_linalg_primitives(PrimitiveRegistry& r) {
-  r.define("dot_general", dot_general_rule, dot_general_kernel);
+  Primitive& dot_general = r.define("dot_general", dot_general_rule, dot_general_kernel);
+  dot_general.jvp = binding(dot_general, dot_general_jvp);
+  dot_general.transpose = binding(dot_general, dot_general_transpose);
+  dot_general.batch = binding(dot_general, dot_general_batch);
 }
 
 }  // namespace spmd

@@ -52,11 +52,11 @@ const PrimitiveRegistry& primitive_registry() {
     register_linalg_primitives(r);
     register_random_primitives(r);
     register_sort_primitives(r);
+    register_scatter_primitives(r);
     register_collective_primitives(r);
     register_transform_primitives(r);
     register_fusion_primitive(r);
     register_elementwise_ad_rules(r);
-    register_structural_ad_rules(r);
     register_batch_rules(r);
     for (const std::string& name : r.names()) complete_rules_from_kind(r.at(name));
     return r;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 namespace spmd {
 
@@ -72,13 +73,129 @@ Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
   return lax::transpose(x, perm);
 }
 
-void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
-  Primitive& prim = r.at(name);
+void deflinear(Primitive& prim, TransposeRule transpose) {
   const Primitive* p = &prim;
   prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
     return linear_jvp(*p, x, t, params);
   };
   prim.transpose = std::move(transpose);
+}
+
+void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
+  deflinear(r.at(name), std::move(transpose));
+}
+
+// ---- dimension lists ----------------------------------------------------------------------------
+std::vector<int64_t> range(int64_t begin, int64_t end) {
+  std::vector<int64_t> out;
+  for (int64_t i = begin; i < end; ++i) out.push_back(i);
+  return out;
+}
+
+std::vector<int64_t> remaining(int64_t n, const std::vector<int64_t>& removed,
+                               const std::vector<int64_t>& also_removed) {
+  auto has = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i)
+    if (!has(removed, i) && !has(also_removed, i)) out.push_back(i);
+  return out;
+}
+
+std::vector<int64_t> argsort(const std::vector<int64_t>& v) {
+  std::vector<int64_t> order = range(0, int64_t(v.size()));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return v[size_t(a)] < v[size_t(b)]; });
+  return order;
+}
+
+std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<int64_t> bump(const std::vector<int64_t>& dims, int64_t b) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(d + (d >= b ? 1 : 0));
+  return out;
+}
+
+std::vector<int64_t> add_each(const std::vector<int64_t>& dims, int64_t k) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(d + k);
+  return out;
+}
+
+std::vector<int64_t> insert_at(std::vector<int64_t> v, int64_t pos, int64_t value) {
+  v.insert(v.begin() + pos, value);
+  return v;
+}
+
+std::vector<int64_t> prepend(int64_t value, const std::vector<int64_t>& v) {
+  return insert_at(v, 0, value);
+}
+
+// ---- values for jvp and transpose rules ---------------------------------------------------------
+Array strong_const(const Array& x, double v) {
+  return ops::scalar(v, x.dtype(), false);
+}
+
+Array strong_zeros(const Shape& shape, DType dtype) {
+  return zeros_like_aval(AbstractValue{shape, dtype, false});
+}
+
+Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims) {
+  if (x.shape() == shape && dims == range(0, x.ndim())) return x;
+  return lax::broadcast_in_dim(x, shape, dims);
+}
+
+Array expand_dims_or_forward(const Array& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> shape, kept;
+  for (int64_t i = 0, k = 0; i < x.ndim() + int64_t(dims.size()); ++i) {
+    if (std::find(dims.begin(), dims.end(), i) != dims.end()) {
+      shape.push_back(1);
+    } else {
+      shape.push_back(x.shape()[int(k++)]);
+      kept.push_back(i);
+    }
+  }
+  return broadcast_or_forward(x, Shape(shape), kept);
+}
+
+TransposeRule unary_transpose(Array (*rule)(const Array& ct, const AbstractValue& operand,
+                                            const Params& params)) {
+  return [rule](std::span<const Array> ct, std::span<const LinearInput> in, const Params& params) {
+    return std::vector<Array>{rule(ct[0], in[0].aval, params)};
+  };
+}
+
+// ---- batching -----------------------------------------------------------------------------------
+std::vector<Array> to_vector(std::span<const Array> xs) {
+  return {xs.begin(), xs.end()};
+}
+
+int64_t mapped_size(std::span<const Array> args, std::span<const int> dims) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (is_batched(dims[i])) return args[i].shape()[dims[i]];
+  throw std::logic_error("batching rule called without a batched operand");
+}
+
+BatchResult result_at(Array out, int dim) {
+  return {{std::move(out)}, {dim}};
+}
+
+BatchResult all_at(std::vector<Array> outs, int dim) {
+  std::vector<int> dims(outs.size(), dim);
+  return {std::move(outs), std::move(dims)};
+}
+
+Array batch_moveaxis(const Array& x, int from, int to) {
+  return move_batch_dim(x, from, to, 0);
+}
+
+Array bdim_at_front(const Array& x, int dim, int64_t size) {
+  return move_batch_dim(x, dim, 0, size);
 }
 
 }  // namespace spmd

@@ -32,13 +32,63 @@ JvpResult linear_jvp(const Primitive& p, std::span<const Array> primals,
                      std::span<const Array> tangents, const Params& params);
 // Registers a primitive linear in its inputs: linear_jvp as its jvp, `transpose` as its
 // transpose rule.
+void deflinear(Primitive& p, TransposeRule transpose);
 void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose);
 // Moves the batch dimension of x from `from` to `to` (kNotBatched broadcasts to axis_size).
 Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size);
 
+// ---- dimension lists ----------------------------------------------------------------------------
+// [begin, end).
+std::vector<int64_t> range(int64_t begin, int64_t end);
+// [0, n) without the entries of `removed` and `also_removed` (JAX's `remaining`).
+std::vector<int64_t> remaining(int64_t n, const std::vector<int64_t>& removed,
+                               const std::vector<int64_t>& also_removed = {});
+// The permutation that sorts `v` (stable).
+std::vector<int64_t> argsort(const std::vector<int64_t>& v);
+std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& b);
+// Dimension numbers after a batch dimension is inserted at `b`: dims at or after b shift by one.
+std::vector<int64_t> bump(const std::vector<int64_t>& dims, int64_t b);
+std::vector<int64_t> add_each(const std::vector<int64_t>& dims, int64_t k);
+std::vector<int64_t> insert_at(std::vector<int64_t> v, int64_t pos, int64_t value);
+std::vector<int64_t> prepend(int64_t value, const std::vector<int64_t>& v);
+
+// ---- values for jvp and transpose rules ---------------------------------------------------------
+// JAX's _const(x, v): a scalar of x's dtype that is never weakly typed.
+Array strong_const(const Array& x, double v);
+// lax.full(shape, 0, dtype): zeros that are not weakly typed.
+Array strong_zeros(const Shape& shape, DType dtype);
+// lax.broadcast_in_dim as JAX stages it: an identity broadcast is forwarded to its operand
+// instead of being recorded.
+Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims);
+// lax.expand_dims as JAX stages it: size-1 dims inserted at `dims` (sorted) of the result.
+Array expand_dims_or_forward(const Array& x, const std::vector<int64_t>& dims);
+// A transpose rule for a primitive with one output and one input, which must be the linear one.
+TransposeRule unary_transpose(Array (*rule)(const Array& ct, const AbstractValue& operand,
+                                            const Params& params));
+
+// A rule that binds `p` (its own primitive or another of its family), given as its first
+// argument: binding(split, concatenate_transpose) is concatenate's transpose rule.
+template <class Rule>
+auto binding(const Primitive& p, Rule rule) {
+  return [&p, rule](auto&&... args) { return rule(p, args...); };
+}
+
+// ---- batching -----------------------------------------------------------------------------------
+inline bool is_batched(int dim) {
+  return dim != kNotBatched;
+}
+std::vector<Array> to_vector(std::span<const Array> xs);
+// The size of the mapped axis, read off the first batched operand as JAX's rules do.
+int64_t mapped_size(std::span<const Array> args, std::span<const int> dims);
+BatchResult result_at(Array out, int dim);
+BatchResult all_at(std::vector<Array> outs, int dim);
+// JAX's batching.moveaxis: a transpose of an operand that has a batch dimension.
+Array batch_moveaxis(const Array& x, int from, int to);
+// JAX's batching.bdim_at_front: batched operands are transposed, others broadcast to `size`.
+Array bdim_at_front(const Array& x, int dim, int64_t size);
+
 // Registration, called once when the primitive registry is built (registry.cpp).
 void register_elementwise_ad_rules(PrimitiveRegistry& r);
-void register_structural_ad_rules(PrimitiveRegistry& r);
 void register_batch_rules(PrimitiveRegistry& r);
 
 }  // namespace spmd

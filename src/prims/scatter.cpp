@@ -1,13 +1,17 @@
 // Primitive family: scatter-add, XLA's scatter with addition (JAX's scatter_add_p). The shape rule
 // checks the dimension numbers as XLA does; the output has the operand's type. The
-// update_jaxpr param holds the combiner `add` as JAX prints it.
+// update_jaxpr param holds the combiner `add` as JAX prints it. Its transformation rules follow
+// JAX's (jax/_src/lax/slicing.py).
 #include "prims/scatter.h"
 
 #include <spmd/error.h>
 
 #include "ir/program.h"
 #include "prims/dimension_numbers.h"
+#include "prims/families.h"
+#include "prims/indexing.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <algorithm>
 #include <array>
@@ -128,10 +132,86 @@ ProgramRef add_computation(DType t) {
   return p;
 }
 
+// ---- transformation rules
+// ------------------------------------------------------------------------
+using Ints = std::vector<int64_t>;
+
+// JAX's _scatter_addsub_jvp: scatter-add is linear in the operand and the updates together.
+JvpResult scatter_add_jvp(const Primitive& self, std::span<const Array> x, std::span<const Array> t,
+                          const Params& p) {
+  Array primal = bind1(self, x, p);
+  if (is_zero(t[0]) && is_zero(t[2])) return JvpResult{{primal}, {Array()}};
+  Array operand_t = instantiate_zero(t[0], aval_of(x[0]));
+  Array updates_t = instantiate_zero(t[2], aval_of(x[2]));
+  return JvpResult{{primal}, {bind1(self, {operand_t, x[1], updates_t}, p)}};
+}
+
+// JAX's _scatter_addsub_transpose_rule: the operand's cotangent passes through, the updates'
+// is gathered from it window by window.
+std::vector<Array> scatter_add_transpose(std::span<const Array> cts,
+                                         std::span<const LinearInput> in, const Params& p) {
+  const Array& t = cts[0];
+  std::vector<Array> out(3);
+  if (in[0].is_linear()) out[0] = t;
+  if (!in[2].is_linear()) return out;
+  const Ints& window_dims = p.get_ints("update_window_dims");
+  const Ints& inserted = p.get_ints("inserted_window_dims");
+  const Ints& batching = p.get_ints("operand_batching_dims");
+  Ints slice_sizes;
+  for (int i = 0, pos = 0; i < t.ndim(); ++i) {
+    if (contains(inserted, i) || contains(batching, i))
+      slice_sizes.push_back(1);
+    else
+      slice_sizes.push_back(in[2].aval.shape[int(window_dims[size_t(pos++)])]);
+  }
+  const cpu::GatherDims g{window_dims,
+                          inserted,
+                          p.get_ints("scatter_dims_to_operand_dims"),
+                          batching,
+                          p.get_ints("scatter_indices_batching_dims"),
+                          slice_sizes};
+  const std::string& mode = p.get<std::string>("mode");
+  out[2] = gather(t, in[1].value, g, mode, zero_fill(mode), false, false);
+  return out;
+}
+
+// JAX's _scatter_batching_rule: the operand and updates get the batch dimension in front; with
+// unbatched indices it is an extra update window dimension, with batched indices a scatter batch
+// dimension pair (operand_batching_dims / scatter_indices_batching_dims).
+BatchResult scatter_add_batch(const Primitive& self, std::span<const Array> args,
+                              std::span<const int> dims, const Params& params,
+                              const BatchContext&) {
+  const int64_t size = mapped_size(args, dims);
+  const Array operand = bdim_at_front(args[0], dims[0], size);
+  const Array updates = bdim_at_front(args[2], dims[2], size);
+  Array indices = args[1];
+  const Ints window = params.get_ints("update_window_dims");
+  const Ints inserted = params.get_ints("inserted_window_dims");
+  const Ints to_operand = params.get_ints("scatter_dims_to_operand_dims");
+  const Ints operand_batching = params.get_ints("operand_batching_dims");
+  const Ints indices_batching = params.get_ints("scatter_indices_batching_dims");
+  Params p = params;
+  p.set("inserted_window_dims", add_each(inserted, 1));
+  p.set("scatter_dims_to_operand_dims", add_each(to_operand, 1));
+  if (!is_batched(dims[1])) {
+    p.set("update_window_dims", prepend(0, add_each(window, 1)));
+    p.set("operand_batching_dims", add_each(operand_batching, 1));
+  } else {
+    indices = bdim_at_front(indices, dims[1], size);
+    p.set("update_window_dims", add_each(window, 1));
+    p.set("operand_batching_dims", prepend(0, add_each(operand_batching, 1)));
+    p.set("scatter_indices_batching_dims", prepend(0, add_each(indices_batching, 1)));
+  }
+  return result_at(bind1(self, {operand, indices, updates}, p), 0);
+}
+
 }  // namespace
 
 void register_scatter_primitives(PrimitiveRegistry& r) {
-  r.define("scatter-add", scatter_add_rule, scatter_add_kernel);
+  Primitive& scatter_add = r.define("scatter-add", scatter_add_rule, scatter_add_kernel);
+  scatter_add.jvp = binding(scatter_add, scatter_add_jvp);
+  scatter_add.transpose = scatter_add_transpose;
+  scatter_add.batch = binding(scatter_add, scatter_add_batch);
 }
 
 Array scatter_add(const Array& operand, const Array& indices, const Array& updates,

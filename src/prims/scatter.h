@@ -10,10 +10,6 @@
 
 namespace spmd {
 
-class PrimitiveRegistry;
-
-void register_scatter_primitives(PrimitiveRegistry& r);
-
 // Binds scatter-add as lax.scatter_add does. `mode` is gather's: "clip", "fill" (out-of-bounds
 // windows dropped) or "promise_in_bounds".
 Array scatter_add(const Array& operand, const Array& indices, const Array& updates,

@@ -1,12 +1,16 @@
 // Primitive family: shape manipulation — broadcast_in_dim, reshape, transpose, squeeze, rev,
-// concatenate, stack, pad, slice, split and tile, with JAX's parameter names. Every kernel is a
-// strided copy (src/backends/cpu/copy.h); the shape rules validate exactly what XLA would reject.
+// concatenate, stack, unstack, pad, slice, split and tile, with JAX's parameter names, each with
+// its type rule, kernel and transformation rules. Every kernel is a strided copy
+// (src/backends/cpu/copy.h); the shape rules validate exactly what XLA would reject.
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/copy.h"
+#include "ops/op_util.h"
 
 #include <algorithm>
 #include <cstring>
@@ -52,6 +56,47 @@ int isize(const KernelArgs& a) {
   return itemsize(a.out[0].aval->dtype);
 }
 
+// The jvp and transpose rules below emit the primitives JAX's rules emit (jax/_src/lax/lax.py,
+// slicing.py), the batching rules those of JAX's `_*_batch_rule`s, in the same order and with the
+// same params, so transformed programs print as JAX's do. Every operation is its own statement:
+// C++ leaves the order of argument evaluation open.
+using Ints = std::vector<int64_t>;
+using Cotangents = std::span<const Array>;
+using Inputs = std::span<const LinearInput>;
+
+// Replaces symbolic zeros among the cotangents of a multi-output primitive's outputs.
+std::vector<Array> instantiate_all(Cotangents cts, const std::vector<AbstractValue>& avals) {
+  std::vector<Array> out;
+  for (size_t i = 0; i < cts.size(); ++i) out.push_back(instantiate_zero(cts[i], avals[i]));
+  return out;
+}
+
+// Keeps the entries of `parts` for the linear inputs (JAX returns them for every input; the
+// others are discarded by the caller anyway).
+std::vector<Array> for_linear(std::vector<Array> parts, Inputs in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!in[i].is_linear()) parts[i] = Array();
+  return parts;
+}
+
+// lax.broadcast(x, (size,)): a new leading dimension. It emits the same equation as
+// bdim_at_front of an unbatched operand, but JAX prints its broadcast_dimensions as plain ints
+// where batching.broadcast's print as np.int64, so the two are kept apart.
+Array broadcast_leading(const Array& x, int64_t size) {
+  return move_batch_dim(x, kNotBatched, 0, size);
+}
+
+// Batched operands are moved to the front and unbatched ones broadcast there (concatenate's
+// and stack's general case).
+std::vector<Array> all_at_front(std::span<const Array> args, std::span<const int> dims) {
+  const int64_t size = mapped_size(args, dims);
+  std::vector<Array> xs;
+  for (size_t i = 0; i < args.size(); ++i)
+    xs.push_back(is_batched(dims[i]) ? batch_moveaxis(args[i], dims[i], 0)
+                                     : broadcast_leading(args[i], size));
+  return xs;
+}
+
 // ---- broadcast_in_dim ---------------------------------------------------------------------------
 std::vector<AbstractValue> broadcast_in_dim_rule(std::span<const AbstractValue> in,
                                                  const Params& p) {
@@ -88,6 +133,32 @@ void broadcast_in_dim_kernel(const KernelArgs& a) {
   for (size_t i = 0; i < dims.size(); ++i)
     if (in[int(i)] != 1) strides[size_t(dims[i])] = in_strides[i];
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
+}
+
+// JAX's _broadcast_in_dim_transpose_rule: sum over the broadcast dims, then restore the operand's
+// size-1 dims.
+Array broadcast_in_dim_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
+  const Ints& dims = p.get_ints("broadcast_dimensions");
+  Ints unit_dims, kept;
+  for (int i = 0; i < operand.shape.ndim(); ++i) {
+    if (operand.shape[i] == 1)
+      unit_dims.push_back(i);
+    else
+      kept.push_back(dims[size_t(i)]);
+  }
+  const Ints axes = remaining(ct.ndim(), kept);
+  Array summed = lax::reduce_sum(ct, axes);
+  return expand_dims_or_forward(summed, unit_dims);
+}
+
+BatchResult broadcast_in_dim_batch(const Primitive& self, std::span<const Array> args,
+                                   std::span<const int> dims, const Params& params,
+                                   const BatchContext&) {
+  const Array x = batch_moveaxis(args[0], dims[0], 0);
+  Params p = params;
+  p.set("shape", prepend(args[0].shape()[dims[0]], params.get_ints("shape")));
+  p.set("broadcast_dimensions", prepend(0, add_each(params.get_ints("broadcast_dimensions"), 1)));
+  return result_at(bind1(self, {x}, p), 0);
 }
 
 // ---- reshape, squeeze: same bytes, new shape
@@ -130,6 +201,29 @@ std::vector<AbstractValue> squeeze_rule(std::span<const AbstractValue> in, const
   return one(Shape(out), in[0], in[0].weak_type);
 }
 
+Array reshape_transpose(const Array& ct, const AbstractValue& operand, const Params&) {
+  return lax::reshape(ct, operand.shape);
+}
+
+BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims,
+                          const Params& params, const BatchContext&) {
+  if (!std::holds_alternative<NoneParam>(params.at("dimensions")))
+    throw ValueError("[vmap] reshape with dimensions other than None cannot be batched");
+  const Array x = batch_moveaxis(args[0], dims[0], 0);
+  const Ints sizes = prepend(x.shape()[0], params.get_ints("new_sizes"));
+  return result_at(lax::reshape(x, Shape(sizes)), 0);
+}
+
+Array squeeze_transpose(const Array& ct, const AbstractValue&, const Params& p) {
+  return expand_dims_or_forward(ct, p.get_ints("dimensions"));
+}
+
+BatchResult squeeze_batch(std::span<const Array> args, std::span<const int> dims,
+                          const Params& params, const BatchContext&) {
+  const Array x = batch_moveaxis(args[0], dims[0], 0);
+  return result_at(lax::squeeze(x, add_each(params.get_ints("dimensions"), 1)), 0);
+}
+
 // ---- transpose ----------------------------------------------------------------------------------
 std::vector<AbstractValue> transpose_rule(std::span<const AbstractValue> in, const Params& p) {
   require_unary("transpose", in);
@@ -157,6 +251,17 @@ void transpose_kernel(const KernelArgs& a) {
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
 }
 
+Array transpose_transpose(const Array& ct, const AbstractValue&, const Params& p) {
+  return lax::transpose(ct, argsort(p.get_ints("permutation")));
+}
+
+BatchResult transpose_batch(std::span<const Array> args, std::span<const int> dims,
+                            const Params& params, const BatchContext&) {
+  const int bdim = dims[0];
+  const Ints perm = prepend(bdim, bump(params.get_ints("permutation"), bdim));
+  return result_at(lax::transpose(args[0], perm), 0);
+}
+
 // ---- rev ----------------------------------------------------------------------------------------
 std::vector<AbstractValue> rev_rule(std::span<const AbstractValue> in, const Params& p) {
   require_unary("rev", in);
@@ -175,6 +280,16 @@ void rev_kernel(const KernelArgs& a) {
   }
   const char* base = static_cast<const char*>(in0(a).data) + offset * isize(a);
   cpu::strided_copy(base, strides, a.out[0].data, s, isize(a));
+}
+
+Array rev_transpose(const Array& ct, const AbstractValue&, const Params& p) {
+  return lax::rev(ct, p.get_ints("dimensions"));
+}
+
+BatchResult rev_batch(const Primitive& self, std::span<const Array> args, std::span<const int> dims,
+                      const Params& params, const BatchContext&) {
+  const Ints dimensions = bump(params.get_ints("dimensions"), dims[0]);
+  return result_at(bind1(self, {args[0]}, Params{{"dimensions", dimensions}}), dims[0]);
 }
 
 // ---- concatenate --------------------------------------------------------------------------------
@@ -215,6 +330,20 @@ void concatenate_kernel(const KernelArgs& a) {
     cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
     dst += s[dim] * out_strides[size_t(dim)] * isize(a);
   }
+}
+
+std::vector<Array> concatenate_transpose(const Primitive& split, Cotangents ct, Inputs in,
+                                         const Params& p) {
+  const int64_t dim = p.get_int("dimension");
+  Ints sizes;
+  for (const LinearInput& x : in) sizes.push_back(x.aval.shape[int(dim)]);
+  return for_linear(
+      spmd::bind(split, std::vector<Array>{ct[0]}, Params{{"sizes", sizes}, {"axis", dim}}), in);
+}
+
+BatchResult concatenate_batch(std::span<const Array> args, std::span<const int> dims,
+                              const Params& params, const BatchContext&) {
+  return result_at(lax::concatenate(all_at_front(args, dims), params.get_int("dimension") + 1), 0);
 }
 
 // ---- pad ----------------------------------------------------------------------------------------
@@ -277,6 +406,58 @@ void pad_kernel(const KernelArgs& a) {
   cpu::strided_copy(src, is, dst, os, n, bytes);
 }
 
+// JAX's _pad_transpose: the operand's cotangent is the cotangent unpadded (negative padding)
+// and strided past the interior padding; the padding value's is everything else.
+std::vector<Array> pad_transpose(const Primitive& slice, Cotangents cts, Inputs in,
+                                 const Params& p) {
+  const Array& t = cts[0];
+  const auto& config = p.get<std::vector<lax::PadConfig>>("padding_config");
+  auto total = [&](const Array& x) { return lax::reduce_sum(x, range(0, t.ndim())); };
+  auto unpad = [&] {
+    std::vector<lax::PadConfig> unpad_config;
+    Ints zeros, strides;
+    for (const lax::PadConfig& c : config) {
+      unpad_config.push_back({-c.low, -c.high, 0});
+      zeros.push_back(0);
+      strides.push_back(c.interior + 1);
+    }
+    Array unpadded = lax::pad(t, strong_const(t, 0), unpad_config);
+    const Params params{
+        {"start_indices", zeros}, {"limit_indices", unpadded.shape().dims()}, {"strides", strides}};
+    return bind1(slice, {unpadded}, params);
+  };
+  Array operand_ct = in[0].is_linear() ? unpad() : Array();
+  Array value_ct;
+  if (in[1].is_linear()) {
+    Array whole = total(t);
+    Array inner = total(is_zero(operand_ct) ? unpad() : operand_ct);
+    value_ct = lax::sub(whole, inner);
+  }
+  return {operand_ct, value_ct};
+}
+
+// JAX's _pad_batch_rule. A batched padding value cannot be a pad operand: pad with zeros, then
+// select the padding value wherever a padded mask of trues is false.
+BatchResult pad_batch(std::span<const Array> args, std::span<const int> dims, const Params& params,
+                      const BatchContext&) {
+  Array x = args[0];
+  const Array& value = args[1];
+  int x_d = dims[0];
+  const int value_d = dims[1];
+  if (!is_batched(x_d)) {
+    x = broadcast_leading(x, value.shape()[value_d]);
+    x_d = 0;
+  }
+  auto config = params.get<std::vector<lax::PadConfig>>("padding_config");
+  config.insert(config.begin() + x_d, lax::PadConfig{});
+  if (!is_batched(value_d)) return result_at(lax::pad(x, value, config), x_d);
+  const Array padded = lax::pad(x, ops::constant_like(x, 0), config);
+  const Array mask =
+      lax::pad(lax::broadcast_in_dim(Array(true), x.shape(), {}), Array(false), config);
+  const Array values = lax::broadcast_in_dim(value, padded.shape(), {x_d});
+  return result_at(lax::select(mask, padded, values), x_d);
+}
+
 // ---- slice --------------------------------------------------------------------------------------
 std::vector<int64_t> slice_strides(const Params& p, size_t rank) {
   if (std::holds_alternative<NoneParam>(p.at("strides"))) return std::vector<int64_t>(rank, 1);
@@ -323,7 +504,36 @@ void slice_kernel(const KernelArgs& a) {
   cpu::strided_copy(base, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
 }
 
-// ---- stack ------------------------------------------------------------------------------------
+// JAX's _slice_transpose: the cotangent padded back to the operand's shape, strides becoming
+// interior padding.
+Array slice_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
+  const Ints& start = p.get_ints("start_indices");
+  const Ints& limit = p.get_ints("limit_indices");
+  const ParamValue& strides_param = p.at("strides");
+  std::vector<lax::PadConfig> pads;
+  for (size_t d = 0; d < start.size(); ++d) {
+    const int64_t stride =
+        std::holds_alternative<NoneParam>(strides_param) ? 1 : p.get_ints("strides")[d];
+    const int64_t n = ct.shape()[int(d)];
+    const int64_t real_limit =
+        stride == 1 ? limit[d] : start[d] + (n == 0 ? 0 : 1 + (n - 1) * stride);
+    pads.push_back({start[d], operand.shape[int(d)] - real_limit, stride - 1});
+  }
+  return lax::pad(ct, strong_const(ct, 0), pads);
+}
+
+BatchResult slice_batch(const Primitive& self, std::span<const Array> args,
+                        std::span<const int> dims, const Params& params, const BatchContext&) {
+  const int bdim = dims[0];
+  Params p = params;
+  p.set("start_indices", insert_at(params.get_ints("start_indices"), bdim, 0));
+  p.set("limit_indices", insert_at(params.get_ints("limit_indices"), bdim, args[0].shape()[bdim]));
+  if (!std::holds_alternative<NoneParam>(params.at("strides")))
+    p.set("strides", insert_at(params.get_ints("strides"), bdim, 1));
+  return result_at(bind1(self, {args[0]}, p), bdim);
+}
+
+// ---- stack and unstack --------------------------------------------------------------------------
 std::vector<AbstractValue> stack_rule(std::span<const AbstractValue> in, const Params& p) {
   if (in.empty()) throw ValueError("[stack] expects at least one operand, got 0");
   const Shape& s0 = in[0].shape;
@@ -362,6 +572,74 @@ void stack_kernel(const KernelArgs& a) {
     cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
     dst += step;
   }
+}
+
+// unstack (JAX's unstack_p, which stack's transpose emits): the slices of the operand along
+// `axis`, that dimension removed.
+std::vector<AbstractValue> unstack_rule(std::span<const AbstractValue> in, const Params& p) {
+  if (in.size() != 1) throw ValueError("[unstack] expected one operand");
+  const AbstractValue& x = in[0];
+  const int64_t axis = p.get_int("axis");
+  if (axis < 0 || axis >= x.shape.ndim())
+    throw AxisError("[unstack] axis " + std::to_string(axis) +
+                    " is out of bounds for an operand of shape " + x.shape.str());
+  std::vector<int64_t> dims = x.shape.dims();
+  dims.erase(dims.begin() + axis);
+  return std::vector<AbstractValue>(size_t(x.shape[int(axis)]),
+                                    AbstractValue{Shape(dims), x.dtype, x.weak_type});
+}
+
+void unstack_kernel(const KernelArgs& a) {
+  const size_t axis = size_t(a.params.get_int("axis"));
+  std::vector<int64_t> strides = a.in[0].aval->shape.strides();
+  const int bytes = itemsize(a.in[0].aval->dtype);
+  const int64_t step = strides[axis] * bytes;
+  strides.erase(strides.begin() + long(axis));
+  const char* src = static_cast<const char*>(a.in[0].data);
+  for (const Result& out : a.out) {
+    cpu::strided_copy(src, strides, out.data, out.aval->shape, bytes);
+    src += step;
+  }
+}
+
+std::vector<Array> stack_transpose(const Primitive& unstack, Cotangents ct, Inputs in,
+                                   const Params& p) {
+  return for_linear(
+      spmd::bind(unstack, std::vector<Array>{ct[0]}, Params{{"axis", p.get_int("axis")}}), in);
+}
+
+BatchResult stack_batch(const Primitive& self, std::span<const Array> args,
+                        std::span<const int> dims, const Params& params, const BatchContext&) {
+  const int64_t axis = params.get_int("axis");
+  const int bdim = dims[0];
+  if (is_batched(bdim) && std::all_of(dims.begin(), dims.end(), [&](int d) { return d == bdim; })) {
+    const bool before = axis <= bdim;
+    return result_at(spmd::bind1(self, args, Params{{"axis", before ? axis : axis + 1}}),
+                     before ? bdim + 1 : bdim);
+  }
+  return result_at(spmd::bind1(self, all_at_front(args, dims), Params{{"axis", axis + 1}}), 0);
+}
+
+std::vector<Array> unstack_transpose(const Primitive& stack, Cotangents ct, Inputs in,
+                                     const Params& p) {
+  const int64_t axis = p.get_int("axis");
+  AbstractValue piece = in[0].aval;
+  std::vector<int64_t> dims = piece.shape.dims();
+  dims.erase(dims.begin() + axis);
+  piece.shape = Shape(dims);
+  std::vector<AbstractValue> avals(ct.size(), piece);
+  return {spmd::bind1(stack, instantiate_all(ct, avals), Params{{"axis", axis}})};
+}
+
+// JAX's _unstack_batch_rule.
+BatchResult unstack_batch(const Primitive& self, std::span<const Array> args,
+                          std::span<const int> dims, const Params& params, const BatchContext&) {
+  const int64_t axis = params.get_int("axis");
+  const int bdim = dims[0];
+  const bool before = axis < bdim;
+  return all_at(
+      spmd::bind(self, std::vector<Array>{args[0]}, Params{{"axis", before ? axis : axis + 1}}),
+      before ? bdim - 1 : bdim);
 }
 
 // ---- split (several outputs) and tile ----------------------------------------------------------
@@ -404,6 +682,25 @@ void split_kernel(const KernelArgs& a) {
   }
 }
 
+// JAX's _split_transpose_rule: the output cotangents (zeros instantiated) concatenated.
+std::vector<Array> split_transpose(Cotangents ct, Inputs in, const Params& p) {
+  std::vector<AbstractValue> avals;
+  for (int64_t n : p.get_ints("sizes")) {
+    AbstractValue piece = in[0].aval;
+    piece.shape[int(p.get_int("axis"))] = n;
+    avals.push_back(piece);
+  }
+  return {lax::concatenate(instantiate_all(ct, avals), p.get_int("axis"))};
+}
+
+BatchResult split_batch(const Primitive& self, std::span<const Array> args,
+                        std::span<const int> dims, const Params& params, const BatchContext&) {
+  const int64_t axis = params.get_int("axis");
+  Params p = params;
+  p.set("axis", axis >= dims[0] ? axis + 1 : axis);
+  return all_at(spmd::bind(self, std::vector<Array>{args[0]}, p), dims[0]);
+}
+
 std::vector<AbstractValue> tile_rule(std::span<const AbstractValue> in, const Params& p) {
   require_unary("tile", in);
   const Shape& s = in[0].shape;
@@ -433,20 +730,76 @@ void tile_kernel(const KernelArgs& a) {
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, Shape(view), isize(a));
 }
 
+// JAX's _tile_transpose_rule: the cotangent seen as (reps_0, n_0, reps_1, n_1, …), summed over
+// the repetitions.
+Array tile_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
+  const Ints& reps = p.get_ints("reps");
+  std::vector<int64_t> split_shape;
+  Ints axes;
+  for (int i = 0; i < operand.shape.ndim(); ++i) {
+    split_shape.insert(split_shape.end(), {reps[size_t(i)], operand.shape[i]});
+    axes.push_back(2 * i);
+  }
+  Array reshaped = lax::reshape(ct, Shape(split_shape));
+  return lax::reduce_sum(reshaped, axes);
+}
+
+BatchResult tile_batch(const Primitive& self, std::span<const Array> args,
+                       std::span<const int> dims, const Params& params, const BatchContext&) {
+  const Ints reps = insert_at(params.get_ints("reps"), dims[0], 1);
+  return result_at(bind1(self, {args[0]}, Params{{"reps", reps}}), dims[0]);
+}
+
 }  // namespace
 
 void register_shape_primitives(PrimitiveRegistry& r) {
-  r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
-  r.define("reshape", reshape_rule, copy_kernel).output_aliases_input = true;
-  r.define("squeeze", squeeze_rule, copy_kernel).output_aliases_input = true;
-  r.define("transpose", transpose_rule, transpose_kernel);
-  r.define("rev", rev_rule, rev_kernel);
-  r.define("concatenate", concatenate_rule, concatenate_kernel);
-  r.define("pad", pad_rule, pad_kernel);
-  r.define("slice", slice_rule, slice_kernel);
-  r.define("stack", stack_rule, stack_kernel);
-  r.define("split", split_rule, split_kernel);
-  r.define("tile", tile_rule, tile_kernel);
+  Primitive& broadcast_in_dim =
+      r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
+  deflinear(broadcast_in_dim, unary_transpose(broadcast_in_dim_transpose));
+  broadcast_in_dim.batch = binding(broadcast_in_dim, broadcast_in_dim_batch);
+
+  Primitive& reshape = r.define("reshape", reshape_rule, copy_kernel);
+  reshape.output_aliases_input = true;
+  deflinear(reshape, unary_transpose(reshape_transpose));
+  reshape.batch = reshape_batch;
+
+  Primitive& squeeze = r.define("squeeze", squeeze_rule, copy_kernel);
+  squeeze.output_aliases_input = true;
+  deflinear(squeeze, unary_transpose(squeeze_transpose));
+  squeeze.batch = squeeze_batch;
+
+  Primitive& transpose = r.define("transpose", transpose_rule, transpose_kernel);
+  deflinear(transpose, unary_transpose(transpose_transpose));
+  transpose.batch = transpose_batch;
+
+  Primitive& rev = r.define("rev", rev_rule, rev_kernel);
+  deflinear(rev, unary_transpose(rev_transpose));
+  rev.batch = binding(rev, rev_batch);
+
+  Primitive& concatenate = r.define("concatenate", concatenate_rule, concatenate_kernel);
+  Primitive& split = r.define("split", split_rule, split_kernel);
+  deflinear(concatenate, binding(split, concatenate_transpose));
+  concatenate.batch = concatenate_batch;
+  deflinear(split, split_transpose);
+  split.batch = binding(split, split_batch);
+
+  Primitive& stack = r.define("stack", stack_rule, stack_kernel);
+  Primitive& unstack = r.define("unstack", unstack_rule, unstack_kernel);
+  deflinear(stack, binding(unstack, stack_transpose));
+  stack.batch = binding(stack, stack_batch);
+  deflinear(unstack, binding(stack, unstack_transpose));
+  unstack.batch = binding(unstack, unstack_batch);
+
+  Primitive& pad = r.define("pad", pad_rule, pad_kernel);
+  Primitive& slice = r.define("slice", slice_rule, slice_kernel);
+  deflinear(pad, binding(slice, pad_transpose));
+  pad.batch = pad_batch;
+  deflinear(slice, unary_transpose(slice_transpose));
+  slice.batch = binding(slice, slice_batch);
+
+  Primitive& tile = r.define("tile", tile_rule, tile_kernel);
+  deflinear(tile, unary_transpose(tile_transpose));
+  tile.batch = binding(tile, tile_batch);
 }
 
 }  // namespace spmd

@@ -1,10 +1,14 @@
 // Primitive family: sort. One primitive sorts n same-shape operands together along a dimension,
 // ordered lexicographically by the first num_keys of them (jax.lax.sort's sort_p). The sort is
-// always stable, so is_stable only records what the caller asked for.
+// always stable, so is_stable only records what the caller asked for. Its jvp and batching rules
+// emit what JAX's do (jax/_src/lax/lax.py).
 #include "prims/families.h"
+#include "prims/indexing.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/sort.h"
 
@@ -46,10 +50,59 @@ void sort_kernel(const KernelArgs& a) {
             int(a.params.get_int("dimension")));
 }
 
+// ---- transformation rules ----------------------------------------------------------------------
+using Ints = std::vector<int64_t>;
+
+// JAX's _sort_jvp: the operands sorted together with an iota, whose sorted values gather each
+// tangent. The iota is uint32, JAX's int_dtype_for_shape for every size sort accepts.
+JvpResult sort_jvp(const Primitive& self, std::span<const Array> x, std::span<const Array> t,
+                   const Params& p) {
+  const Shape& shape = x[0].shape();
+  const int64_t dim = p.get_int("dimension");
+  std::vector<Array> operands = to_vector(x);
+  operands.push_back(lax::broadcasted_iota(DType::uint32, shape, int(dim)));
+  std::vector<Array> sorted = spmd::bind(self, operands, p);
+  Array idx = expand_dims_or_forward(sorted.back(), {shape.ndim()});
+  sorted.pop_back();
+  const Ints batch = remaining(shape.ndim(), {dim});
+  const cpu::GatherDims g{{}, {dim}, {dim}, batch, batch, Ints(size_t(shape.ndim()), 1)};
+  JvpResult r{sorted, {}};
+  for (const Array& ti : t)
+    r.tangents_out.push_back(
+        is_zero(ti) ? Array() : gather(ti, idx, g, "promise_in_bounds", NoneParam{}, false, false));
+  return r;
+}
+
+// JAX's _sort_batch_rule: unbatched operands are broadcast to the first batched operand's shape
+// and batched ones moved to its batch dimension.
+BatchResult sort_batch(const Primitive& self, std::span<const Array> args,
+                       std::span<const int> dims, const Params& params, const BatchContext&) {
+  size_t first = 0;
+  while (!is_batched(dims[first])) ++first;
+  const Shape& shape = args[first].shape();
+  const int bdim = dims[first];
+  std::vector<Array> xs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_batched(dims[i])) {
+      xs.push_back(batch_moveaxis(args[i], dims[i], bdim));
+      continue;
+    }
+    Ints kept = range(0, shape.ndim());
+    kept.erase(kept.begin() + bdim);
+    xs.push_back(lax::broadcast_in_dim(args[i], shape, kept));
+  }
+  const int64_t dimension = params.get_int("dimension");
+  Params p = params;
+  p.set("dimension", dimension + (bdim <= dimension ? 1 : 0));
+  return all_at(spmd::bind(self, xs, p), bdim);
+}
+
 }  // namespace
 
 void register_sort_primitives(PrimitiveRegistry& r) {
-  r.define("sort", sort_shape_rule, sort_kernel);
+  Primitive& sort = r.define("sort", sort_shape_rule, sort_kernel);
+  sort.jvp = binding(sort, sort_jvp);
+  sort.batch = binding(sort, sort_batch);
 }
 
 }  // namespace spmd

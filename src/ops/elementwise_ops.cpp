@@ -537,6 +537,69 @@ Array rem(const Array& x, const Array& y) {
 Array div(const Array& x, const Array& y) {
   return ops::apply("div", {x, y});
 }
+Array add(const Array& x, const Array& y) {
+  return ops::apply("add", {x, y});
+}
+Array sub(const Array& x, const Array& y) {
+  return ops::apply("sub", {x, y});
+}
+Array mul(const Array& x, const Array& y) {
+  return ops::apply("mul", {x, y});
+}
+Array pow(const Array& x, const Array& y) {
+  return ops::apply("pow", {x, y});
+}
+Array eq(const Array& x, const Array& y) {
+  return ops::apply("eq", {x, y});
+}
+Array ge(const Array& x, const Array& y) {
+  return ops::apply("ge", {x, y});
+}
+Array gt(const Array& x, const Array& y) {
+  return ops::apply("gt", {x, y});
+}
+Array lt(const Array& x, const Array& y) {
+  return ops::apply("lt", {x, y});
+}
+Array bitwise_and(const Array& x, const Array& y) {
+  return ops::apply("and", {x, y});
+}
+Array neg(const Array& x) {
+  return ops::apply("neg", {x});
+}
+Array sign(const Array& x) {
+  return ops::apply("sign", {x});
+}
+Array abs(const Array& x) {
+  return ops::apply("abs", {x});
+}
+Array floor(const Array& x) {
+  return ops::apply("floor", {x});
+}
+Array square(const Array& x) {
+  return ops::apply("square", {x});
+}
+Array exp(const Array& x) {
+  return ops::apply("exp", {x});
+}
+Array log(const Array& x) {
+  return ops::apply("log", {x});
+}
+Array sin(const Array& x) {
+  return ops::apply("sin", {x});
+}
+Array cos(const Array& x) {
+  return ops::apply("cos", {x});
+}
+Array sinh(const Array& x) {
+  return ops::apply("sinh", {x});
+}
+Array cosh(const Array& x) {
+  return ops::apply("cosh", {x});
+}
+Array rsqrt(const Array& x) {
+  return ops::apply("rsqrt", {x});
+}
 Array population_count(const Array& x) {
   return ops::apply("population_count", {x});
 }

@@ -4,8 +4,8 @@
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/kinds.h"
-#include "prims/rule_util.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <stdexcept>
 
@@ -50,6 +50,7 @@ const PrimitiveRegistry& primitive_registry() {
   static const PrimitiveRegistry& registry = *new PrimitiveRegistry([] {
     PrimitiveRegistry r;
     register_elementwise_primitives(r);
+    register_empty_primitive(r);
     register_unary_math_primitives(r);
     register_reduce_primitives(r);
     register_shape_primitives(r);
@@ -60,7 +61,6 @@ const PrimitiveRegistry& primitive_registry() {
     register_collective_primitives(r);
     register_transform_primitives(r);
     register_fusion_primitive(r);
-    register_elementwise_ad_rules(r);
     register_structural_ad_rules(r);
     register_batch_rules(r);
     register_collective_rules(r);

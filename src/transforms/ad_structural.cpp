@@ -63,11 +63,6 @@ std::vector<Array> concat_arrays(std::vector<Array> a, const std::vector<Array>&
   return a;
 }
 
-// JAX's _const(x, v): a scalar of x's dtype that is never weakly typed.
-Array const_of(const Array& x, double v) {
-  return ops::scalar(v, x.dtype(), false);
-}
-
 // lax.full(shape, 0, dtype): zeros that are not weakly typed.
 Array strong_zeros(const Shape& shape, DType dtype) {
   return zeros_like_aval(AbstractValue{shape, dtype, false});

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace spmd {
@@ -169,12 +171,6 @@ JvpRule binary_jvp(const Primitive& p, BinaryTangentRule lhs, BinaryTangentRule 
           [rhs](const Array& g, const Primal& in) { return rhs(g, in.x[0], in.x[1], in.ans); }});
 }
 
-JvpRule linear(const Primitive& p) {
-  return [p = &p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
-    return linear_jvp(*p, x, t, params);
-  };
-}
-
 const AbstractValue& type_of(const LinearInput& in) {
   return in.is_linear() ? in.aval : aval_of(in.value);
 }
@@ -286,7 +282,7 @@ void define_add_sub(PrimitiveRegistry& r) {
   sub_p.transpose = sub_transpose;
   Primitive& add_any = r.define("add_any", add_any_shape_rule, add_any_kernel);
   add_any.elementwise = true;
-  add_any.jvp = linear(add_any);
+  add_any.jvp = linear_jvp_rule(add_any);
   add_any.transpose = add_any_transpose;
   add_any.batch = add_any_batch(add_any);
 }
@@ -558,10 +554,10 @@ Array integer_pow_jvp(const Array& g, const Primal& p) {
 
 void define_unary_arithmetic(PrimitiveRegistry& r) {
   Primitive& neg_p = define_unary(r, "neg", UnaryOp::neg, Kinds::numeric);
-  neg_p.jvp = linear(neg_p);
+  neg_p.jvp = linear_jvp_rule(neg_p);
   neg_p.transpose = neg_transpose;
   Primitive& copy = define_unary(r, "copy", UnaryOp::copy, Kinds::any);
-  copy.jvp = linear(copy);
+  copy.jvp = linear_jvp_rule(copy);
   copy.transpose = copy_transpose(copy);
   Primitive& abs = define_unary(r, "abs", UnaryOp::abs, Kinds::numeric);
   abs.jvp = unary_jvp(abs, abs_jvp);

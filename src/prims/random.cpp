@@ -134,8 +134,8 @@ JvpRule fma_jvp(const Primitive& fma) {
 
 }  // namespace
 
-// Random bits have no derivative.
 void register_random_primitives(PrimitiveRegistry& r) {
+  // Random bits have no derivative.
   Primitive& threefry = r.define("threefry2x32", threefry_shape_rule, threefry_kernel);
   threefry.kind = PrimitiveKind::broadcasting;
   threefry.non_differentiable = true;

@@ -106,12 +106,15 @@ Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
   return lax::transpose(x, perm);
 }
 
-void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
-  Primitive& prim = r.at(name);
-  const Primitive* p = &prim;
-  prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
+JvpRule linear_jvp_rule(const Primitive& p) {
+  return [p = &p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
     return linear_jvp(*p, x, t, params);
   };
+}
+
+void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose) {
+  Primitive& prim = r.at(name);
+  prim.jvp = linear_jvp_rule(prim);
   prim.transpose = std::move(transpose);
 }
 

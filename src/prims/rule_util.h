@@ -53,6 +53,8 @@ JvpRule unary_jvp(const Primitive& p, UnaryTangentRule rule);
 // primals, then on the tangents with zeros instantiated (all-zero tangents stay symbolic).
 JvpResult linear_jvp(const Primitive& p, std::span<const Array> primals,
                      std::span<const Array> tangents, const Params& params);
+// linear_jvp as the jvp rule of `p`.
+JvpRule linear_jvp_rule(const Primitive& p);
 // Registers a primitive linear in its inputs: linear_jvp as its jvp, `transpose` as its
 // transpose rule.
 void deflinear(PrimitiveRegistry& r, const char* name, TransposeRule transpose);

@@ -76,11 +76,8 @@ using lax::neg;
 using lax::square;
 using lax::sub;
 
-// JAX's _one(x).
-Array one_like(const Array& x) {
-  return scalar_like(x, 1);
-}
-
+// One row per primitive: its name, its kernel and its jvp, the output tangent from the operand's
+// tangent g, the operand x and the output ans.
 struct UnaryMath {
   const char* name;
   Op op;
@@ -97,13 +94,13 @@ const UnaryMath kUnaryMath[] = {
      }},
     {"expm1", Op::expm1,
      [](const Array& g, const Array&, const Array& ans) {
-       Array exp_x = add(ans, one_like(ans));
+       Array exp_x = add(ans, scalar_like(ans, 1));
        return mul(g, exp_x);
      }},
     {"log", Op::log, [](const Array& g, const Array& x, const Array&) { return div(g, x); }},
     {"log1p", Op::log1p,
      [](const Array& g, const Array& x, const Array&) {
-       Array x_plus_1 = add(x, one_like(x));
+       Array x_plus_1 = add(x, scalar_like(x, 1));
        return div(g, x_plus_1);
      }},
     {"sin", Op::sin,
@@ -158,34 +155,34 @@ const UnaryMath kUnaryMath[] = {
      [](const Array& g, const Array& x, const Array& ans) {
        Array g_ans = mul(g, ans);
        Array lhs = add(g, g_ans);
-       Array rhs = sub(one_like(x), ans);
+       Array rhs = sub(scalar_like(x, 1), ans);
        return mul(lhs, rhs);
      }},
     {"asinh", Op::asinh,
      [](const Array& g, const Array& x, const Array&) {
        Array x2 = square(x);
-       Array d = add(x2, one_like(x));
+       Array d = add(x2, scalar_like(x, 1));
        Array slope = lax::rsqrt(d);
        return mul(g, slope);
      }},
     {"acosh", Op::acosh,
      [](const Array& g, const Array& x, const Array&) {
        Array x2 = square(x);
-       Array d = sub(x2, one_like(x));
+       Array d = sub(x2, scalar_like(x, 1));
        Array slope = lax::rsqrt(d);
        return mul(g, slope);
      }},
     {"atanh", Op::atanh,
      [](const Array& g, const Array& x, const Array&) {
-       Array one_plus = add(one_like(x), x);
+       Array one_plus = add(scalar_like(x, 1), x);
        Array inv = lax::integer_pow(one_plus, -1);  // lax.reciprocal
-       Array one_minus = sub(one_like(x), x);
+       Array one_minus = sub(scalar_like(x, 1), x);
        Array g_over = div(g, one_minus);
        return mul(inv, g_over);
      }},
     {"logistic", Op::logistic,
      [](const Array& g, const Array&, const Array& ans) {
-       Array one_minus = sub(one_like(ans), ans);
+       Array one_minus = sub(scalar_like(ans, 1), ans);
        Array slope = mul(ans, one_minus);
        return mul(g, slope);
      }},

@@ -70,16 +70,35 @@ Array cumlogsumexp(const Array& x, int64_t axis, bool reverse = false);
 std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1,
                         int num_keys = 1);
 
-// Elementwise primitives that jnp spells differently. Binary ones take operands of one dtype
-// (weak or not) and do not promote, as lax's do.
+// Elementwise primitives under jax.lax's names: operands of one dtype (weak or not), no
+// promotion.
 Array add(const Array& x, const Array& y);
 Array sub(const Array& x, const Array& y);
 Array mul(const Array& x, const Array& y);
+Array pow(const Array& x, const Array& y);
 Array max(const Array& x, const Array& y);
 Array min(const Array& x, const Array& y);
 Array eq(const Array& x, const Array& y);
 Array ne(const Array& x, const Array& y);
+Array ge(const Array& x, const Array& y);
+Array gt(const Array& x, const Array& y);
+Array lt(const Array& x, const Array& y);
+Array bitwise_and(const Array& x, const Array& y);
 Array bitwise_or(const Array& x, const Array& y);
+Array neg(const Array& x);
+Array sign(const Array& x);
+Array abs(const Array& x);
+Array floor(const Array& x);
+Array square(const Array& x);
+Array exp(const Array& x);
+Array log(const Array& x);
+Array sin(const Array& x);
+Array cos(const Array& x);
+Array sinh(const Array& x);
+Array cosh(const Array& x);
+Array rsqrt(const Array& x);
+
+// Elementwise primitives that jnp spells differently.
 Array integer_pow(const Array& x, int y);
 Array shift_left(const Array& x, const Array& y);
 Array shift_right_logical(const Array& x, const Array& y);

@@ -202,18 +202,18 @@ Array relu(const Array& x) {
   if (!innermost_trace(args)) return maximum(x, 0);
   // Traced, relu is jax.nn.relu: a custom_jvp function around a call named relu, whose jvp
   // passes the tangent where x > 0 (max's own rule would split it at ties).
-  static const auto relu_fn = custom_jvp(
-      jit([](const Array& v) { return maximum(v, 0); }, {.name = "relu"}),
-      [](const std::tuple<Array>& primals, const std::tuple<Array>& tangents) {
-        const Array& v = std::get<0>(primals);
-        const Array& g = std::get<0>(tangents);
-        // One statement per operation: C++ leaves the order of argument evaluation open.
-        Array out = relu(v);
-        Array positive = greater(v, 0);
-        Array zeros = full_like(g, 0);
-        return std::make_pair(out, lax::select_n(positive, {zeros, g}));
-      },
-      {.name = "relu", .jvp_name = "jvp"});
+  static const auto relu_fn =
+      custom_jvp(jit([](const Array& v) { return maximum(v, 0); }, {.name = "relu"}),
+                 [](const std::tuple<Array>& primals, const std::tuple<Array>& tangents) {
+                   const Array& v = std::get<0>(primals);
+                   const Array& g = std::get<0>(tangents);
+                   // One statement per operation: C++ leaves the order of argument evaluation open.
+                   Array out = relu(v);
+                   Array positive = greater(v, 0);
+                   Array zeros = full_like(g, 0);
+                   return std::make_pair(out, lax::select_n(positive, {zeros, g}));
+                 },
+                 {.name = "relu", .jvp_name = "jvp"});
   return relu_fn(x);
 }
 
@@ -560,6 +560,57 @@ Array rem(const Array& x, const Array& y) {
 }
 Array div(const Array& x, const Array& y) {
   return ops::apply("div", {x, y});
+}
+Array pow(const Array& x, const Array& y) {
+  return ops::apply("pow", {x, y});
+}
+Array ge(const Array& x, const Array& y) {
+  return ops::apply("ge", {x, y});
+}
+Array gt(const Array& x, const Array& y) {
+  return ops::apply("gt", {x, y});
+}
+Array lt(const Array& x, const Array& y) {
+  return ops::apply("lt", {x, y});
+}
+Array bitwise_and(const Array& x, const Array& y) {
+  return ops::apply("and", {x, y});
+}
+Array neg(const Array& x) {
+  return ops::apply("neg", {x});
+}
+Array sign(const Array& x) {
+  return ops::apply("sign", {x});
+}
+Array abs(const Array& x) {
+  return ops::apply("abs", {x});
+}
+Array floor(const Array& x) {
+  return ops::apply("floor", {x});
+}
+Array square(const Array& x) {
+  return ops::apply("square", {x});
+}
+Array exp(const Array& x) {
+  return ops::apply("exp", {x});
+}
+Array log(const Array& x) {
+  return ops::apply("log", {x});
+}
+Array sin(const Array& x) {
+  return ops::apply("sin", {x});
+}
+Array cos(const Array& x) {
+  return ops::apply("cos", {x});
+}
+Array sinh(const Array& x) {
+  return ops::apply("sinh", {x});
+}
+Array cosh(const Array& x) {
+  return ops::apply("cosh", {x});
+}
+Array rsqrt(const Array& x) {
+  return ops::apply("rsqrt", {x});
 }
 Array population_count(const Array& x) {
   return ops::apply("population_count", {x});

@@ -3,8 +3,10 @@
 // names), and fma is the multiply-add that XLA fuses in uniform sampling.
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/copy.h"
 #include "backends/cpu/threefry.h"
@@ -122,14 +124,28 @@ void fma_kernel(const KernelArgs& a) {
   cpu::fma(a.out[0].aval->dtype, ops[0], ops[1], ops[2], a.out[0].data, shape.size());
 }
 
+// fma (spmd's fused x*y + z) differentiates as the multiply and add it fuses.
+JvpRule fma_jvp(const Primitive& fma) {
+  return standard_jvp(
+      fma, {[](const Array& g, const Primal& p) { return lax::mul(g, p.x[1]); },
+            [](const Array& g, const Primal& p) { return lax::mul(p.x[0], g); },
+            [](const Array& g, const Primal& p) { return maybe_broadcast(p.ans.shape(), g); }});
+}
+
 }  // namespace
 
 void register_random_primitives(PrimitiveRegistry& r) {
-  r.define("threefry2x32", threefry_shape_rule, threefry_kernel).kind = PrimitiveKind::broadcasting;
-  r.define("iota_2x32_shape", iota_2x32_shape_rule, [](const KernelArgs& a) {
+  // Random bits have no derivative.
+  Primitive& threefry = r.define("threefry2x32", threefry_shape_rule, threefry_kernel);
+  threefry.kind = PrimitiveKind::broadcasting;
+  threefry.non_differentiable = true;
+  Primitive& iota_2x32 = r.define("iota_2x32_shape", iota_2x32_shape_rule, [](const KernelArgs& a) {
     cpu::iota_2x32(a.out[0].as<uint32_t>(), a.out[1].as<uint32_t>(), a.out[0].aval->size());
   });
-  r.define("fma", fma_shape_rule, fma_kernel).kind = PrimitiveKind::broadcasting;
+  iota_2x32.non_differentiable = true;
+  Primitive& fma = r.define("fma", fma_shape_rule, fma_kernel);
+  fma.kind = PrimitiveKind::broadcasting;
+  fma.jvp = fma_jvp(fma);
 }
 
 }  // namespace spmd

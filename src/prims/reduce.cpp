@@ -244,7 +244,7 @@ JvpResult reduce_prod_jvp(std::span<const Array> x, std::span<const Array> t, co
   const Shape flat(concat({n}, kept_shape));
   Array primal = permute_and_reshape(x[0], perm, flat);
   Array tangent = permute_and_reshape(instantiate_zero(t[0], aval_of(x[0])), perm, flat);
-  const Array one = strong_const(x[0], 1);
+  const Array one = const_of(x[0], 1);
   bool empty = false;
   JvpResult r = jvp_of(
       [&](DualTrace&, const Array& in) {
@@ -288,8 +288,8 @@ Array interleave(const Array& a, const Array& b, int axis) {
   std::vector<PadConfig> config_a(size_t(a.ndim())), config_b(size_t(b.ndim()));
   config_a[size_t(axis)] = PadConfig{0, same ? 1 : 0, 1};
   config_b[size_t(axis)] = PadConfig{1, same ? 0 : 1, 1};
-  Array spread_a = lax::pad(a, strong_const(a, 0), config_a);
-  Array spread_b = lax::pad(b, strong_const(b, 0), config_b);
+  Array spread_a = lax::pad(a, const_of(a, 0), config_a);
+  Array spread_b = lax::pad(b, const_of(b, 0), config_b);
   if (is_bool(a.dtype())) return lax::bitwise_or(spread_a, spread_b);
   return lax::add(spread_a, spread_b);
 }
@@ -319,7 +319,7 @@ Array associative_scan(const Array& elems, const Combine& combine, int axis) {
 
 // jax.lax.logaddexp's _replace_inf: zeros where x is +inf.
 Array replace_inf(const Array& x) {
-  Array inf = strong_const(x, std::numeric_limits<double>::infinity());
+  Array inf = const_of(x, std::numeric_limits<double>::infinity());
   Array is_inf = lax::eq(x, inf);
   Array zeros = zeros_like_aval(aval_of(x));
   return lax::select_n(is_inf, {x, zeros});

@@ -45,6 +45,7 @@ const PrimitiveRegistry& primitive_registry() {
   static const PrimitiveRegistry& registry = *new PrimitiveRegistry([] {
     PrimitiveRegistry r;
     register_elementwise_primitives(r);
+    register_empty_primitive(r);
     register_unary_math_primitives(r);
     register_reduce_primitives(r);
     register_shape_primitives(r);
@@ -56,8 +57,6 @@ const PrimitiveRegistry& primitive_registry() {
     register_collective_primitives(r);
     register_transform_primitives(r);
     register_fusion_primitive(r);
-    register_elementwise_ad_rules(r);
-    register_batch_rules(r);
     for (const std::string& name : r.names()) complete_rules_from_kind(r.at(name));
     return r;
   }());

@@ -37,10 +37,44 @@ Array instantiate_zero(const Array& tangent, const AbstractValue& aval) {
   return is_zero(tangent) ? zeros_like_aval(aval) : tangent;
 }
 
-Array add_cotangents(const Array& a, const Array& b) {
-  if (is_zero(a)) return b;
-  if (is_zero(b)) return a;
-  return ops::apply("add_any", {a, b});
+Array const_of(const Array& x, double v) {
+  return ops::scalar(v, x.dtype(), false);
+}
+
+Array scalar_like(const Array& x, double v) {
+  return ops::constant_like(x, v);
+}
+
+Array maybe_broadcast(const Shape& target, const Array& x) {
+  const Shape& s = x.shape();
+  if (s == target) return x;
+  if (s.ndim() == 0) return lax::broadcast_in_dim(x, target, {});
+  std::vector<int64_t> kept, kept_sizes;
+  for (int i = 0; i < s.ndim(); ++i) {
+    if (s[i] != target[i]) continue;
+    kept.push_back(i);
+    kept_sizes.push_back(s[i]);
+  }
+  Array squeezed = lax::reshape(x, Shape(kept_sizes));
+  return lax::broadcast_in_dim(squeezed, target, kept);
+}
+
+JvpRule standard_jvp(const Primitive& p, std::vector<TangentRule> rules) {
+  return [p = &p, rules = std::move(rules)](std::span<const Array> x, std::span<const Array> t,
+                                            const Params& params) {
+    Array ans = bind1(*p, x, params);
+    std::vector<Array> parts;
+    for (size_t i = 0; i < rules.size(); ++i)
+      if (rules[i] && !is_zero(t[i])) parts.push_back(rules[i](t[i], Primal{x, ans, params}));
+    Array out;
+    for (const Array& part : parts) out = add_cotangents(out, part);
+    return JvpResult{{ans}, {out}};
+  };
+}
+
+JvpRule unary_jvp(const Primitive& p, UnaryTangentRule rule) {
+  return standard_jvp(
+      p, {[rule](const Array& g, const Primal& in) { return rule(g, in.x[0], in.ans); }});
 }
 
 JvpResult linear_jvp(const Primitive& p, std::span<const Array> x, std::span<const Array> t,
@@ -73,11 +107,14 @@ Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
   return lax::transpose(x, perm);
 }
 
-void deflinear(Primitive& prim, TransposeRule transpose) {
-  const Primitive* p = &prim;
-  prim.jvp = [p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
+JvpRule linear_jvp_rule(const Primitive& p) {
+  return [p = &p](std::span<const Array> x, std::span<const Array> t, const Params& params) {
     return linear_jvp(*p, x, t, params);
   };
+}
+
+void deflinear(Primitive& prim, TransposeRule transpose) {
+  prim.jvp = linear_jvp_rule(prim);
   prim.transpose = std::move(transpose);
 }
 
@@ -134,11 +171,6 @@ std::vector<int64_t> insert_at(std::vector<int64_t> v, int64_t pos, int64_t valu
 
 std::vector<int64_t> prepend(int64_t value, const std::vector<int64_t>& v) {
   return insert_at(v, 0, value);
-}
-
-// ---- values for jvp and transpose rules ---------------------------------------------------------
-Array strong_const(const Array& x, double v) {
-  return ops::scalar(v, x.dtype(), false);
 }
 
 Array strong_zeros(const Shape& shape, DType dtype) {

@@ -24,12 +24,37 @@ Array zeros_like_aval(const AbstractValue& aval);
 Array empty_like_aval(const AbstractValue& aval);
 // Replaces a symbolic zero with zeros of `aval`; returns other tangents unchanged.
 Array instantiate_zero(const Array& tangent, const AbstractValue& aval);
-// JAX's add_any (adds two cotangent contributions; zeros are skipped).
+// JAX's add_any (adds two cotangent contributions; zeros are skipped). Defined with add_any in
+// prims/elementwise.cpp.
 Array add_cotangents(const Array& a, const Array& b);
+// JAX's _const(x, v): a scalar of x's dtype that is never weakly typed.
+Array const_of(const Array& x, double v);
+// JAX's _one(x) / _zero(x): a scalar with x's dtype and weak type.
+Array scalar_like(const Array& x, double v);
+// JAX's _maybe_broadcast: x (0-d or with size-1 dims) broadcast to `target`.
+Array maybe_broadcast(const Shape& target, const Array& x);
+
+// What a tangent rule sees besides the tangent: the primal inputs, output and params.
+struct Primal {
+  std::span<const Array> x;
+  const Array& ans;
+  const Params& params;
+};
+// The contribution of one input's tangent `g` to the output tangent (a rule of JAX's
+// defjvp/defjvp2); an invalid Array is a zero contribution, and so is an empty rule.
+using TangentRule = std::function<Array(const Array& g, const Primal& p)>;
+// JAX's standard_jvp for a single-output primitive: the primal, then every non-zero tangent's
+// contribution in input order, then their sum with add_any.
+JvpRule standard_jvp(const Primitive& p, std::vector<TangentRule> rules);
+// The tangent rule of a one-operand primitive, from its tangent, operand and output.
+using UnaryTangentRule = Array (*)(const Array& g, const Array& x, const Array& ans);
+JvpRule unary_jvp(const Primitive& p, UnaryTangentRule rule);
 // JAX's linear_jvp, the jvp of a primitive linear in all its inputs: the primitive on the
 // primals, then on the tangents with zeros instantiated (all-zero tangents stay symbolic).
 JvpResult linear_jvp(const Primitive& p, std::span<const Array> primals,
                      std::span<const Array> tangents, const Params& params);
+// linear_jvp as the jvp rule of `p`.
+JvpRule linear_jvp_rule(const Primitive& p);
 // Registers a primitive linear in its inputs: linear_jvp as its jvp, `transpose` as its
 // transpose rule.
 void deflinear(Primitive& p, TransposeRule transpose);
@@ -52,9 +77,6 @@ std::vector<int64_t> add_each(const std::vector<int64_t>& dims, int64_t k);
 std::vector<int64_t> insert_at(std::vector<int64_t> v, int64_t pos, int64_t value);
 std::vector<int64_t> prepend(int64_t value, const std::vector<int64_t>& v);
 
-// ---- values for jvp and transpose rules ---------------------------------------------------------
-// JAX's _const(x, v): a scalar of x's dtype that is never weakly typed.
-Array strong_const(const Array& x, double v);
 // lax.full(shape, 0, dtype): zeros that are not weakly typed.
 Array strong_zeros(const Shape& shape, DType dtype);
 // lax.broadcast_in_dim as JAX stages it: an identity broadcast is forwarded to its operand
@@ -86,9 +108,5 @@ BatchResult all_at(std::vector<Array> outs, int dim);
 Array batch_moveaxis(const Array& x, int from, int to);
 // JAX's batching.bdim_at_front: batched operands are transposed, others broadcast to `size`.
 Array bdim_at_front(const Array& x, int dim, int64_t size);
-
-// Registration, called once when the primitive registry is built (registry.cpp).
-void register_elementwise_ad_rules(PrimitiveRegistry& r);
-void register_batch_rules(PrimitiveRegistry& r);
 
 }  // namespace spmd

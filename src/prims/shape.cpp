@@ -421,7 +421,7 @@ std::vector<Array> pad_transpose(const Primitive& slice, Cotangents cts, Inputs 
       zeros.push_back(0);
       strides.push_back(c.interior + 1);
     }
-    Array unpadded = lax::pad(t, strong_const(t, 0), unpad_config);
+    Array unpadded = lax::pad(t, const_of(t, 0), unpad_config);
     const Params params{
         {"start_indices", zeros}, {"limit_indices", unpadded.shape().dims()}, {"strides", strides}};
     return bind1(slice, {unpadded}, params);
@@ -519,7 +519,7 @@ Array slice_transpose(const Array& ct, const AbstractValue& operand, const Param
         stride == 1 ? limit[d] : start[d] + (n == 0 ? 0 : 1 + (n - 1) * stride);
     pads.push_back({start[d], operand.shape[int(d)] - real_limit, stride - 1});
   }
-  return lax::pad(ct, strong_const(ct, 0), pads);
+  return lax::pad(ct, const_of(ct, 0), pads);
 }
 
 BatchResult slice_batch(const Primitive& self, std::span<const Array> args,

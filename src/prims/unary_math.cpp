@@ -1,9 +1,15 @@
 // Primitive family: transcendental and root functions of floating-point arrays, one primitive
-// per function with JAX's name, all computed by the Highway kernels of cpu::unary_math.
+// per function with JAX's name, all computed by the Highway kernels of cpu::unary_math. Each
+// table row holds a primitive's jvp, written as JAX writes it (jax/_src/lax/lax.py and
+// special.py) so that differentiated programs print as JAX's do; they batch as unary
+// primitives (prims/kinds.cpp). Each operation of a rule is its own statement: C++ leaves the
+// order of argument evaluation open, and staged equations must come in JAX's order.
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 
 #include <spmd/error.h>
+#include <spmd/lax.h>
 
 #include "backends/cpu/convert.h"
 #include "backends/cpu/elementwise.h"
@@ -12,6 +18,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <numbers>
 #include <vector>
 
 namespace spmd {
@@ -61,38 +68,192 @@ void erf_kernel(const KernelArgs& a) {
   cpu::convert(tmp.data(), DType::float32, a.out[0].data, t, n);
 }
 
+using Op = cpu::UnaryMathOp;
+using lax::add;
+using lax::div;
+using lax::mul;
+using lax::neg;
+using lax::square;
+using lax::sub;
+
+// One row per primitive: its name, its kernel and its jvp, the output tangent from the operand's
+// tangent g, the operand x and the output ans.
+struct UnaryMath {
+  const char* name;
+  Op op;
+  UnaryTangentRule jvp;
+};
+
+const UnaryMath kUnaryMath[] = {
+    {"exp", Op::exp, [](const Array& g, const Array&, const Array& ans) { return mul(g, ans); }},
+    {"exp2", Op::exp2,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array log2 = lax::log(const_of(x, 2));
+       Array g_ans = mul(g, ans);
+       return mul(log2, g_ans);
+     }},
+    {"expm1", Op::expm1,
+     [](const Array& g, const Array&, const Array& ans) {
+       Array exp_x = add(ans, scalar_like(ans, 1));
+       return mul(g, exp_x);
+     }},
+    {"log", Op::log, [](const Array& g, const Array& x, const Array&) { return div(g, x); }},
+    {"log1p", Op::log1p,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x_plus_1 = add(x, scalar_like(x, 1));
+       return div(g, x_plus_1);
+     }},
+    {"sin", Op::sin,
+     [](const Array& g, const Array& x, const Array&) {
+       Array cos_x = lax::cos(x);
+       return mul(g, cos_x);
+     }},
+    {"cos", Op::cos,
+     [](const Array& g, const Array& x, const Array&) {
+       Array sin_x = lax::sin(x);
+       Array g_sin = mul(g, sin_x);
+       return neg(g_sin);
+     }},
+    {"tan", Op::tan,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array ans2 = square(ans);
+       Array sec2 = add(const_of(x, 1), ans2);
+       return mul(g, sec2);
+     }},
+    {"asin", Op::asin,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array d = sub(const_of(x, 1), x2);
+       Array slope = lax::rsqrt(d);
+       return mul(g, slope);
+     }},
+    {"acos", Op::acos,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array d = sub(const_of(x, 1), x2);
+       Array rs = lax::rsqrt(d);
+       Array slope = neg(rs);
+       return mul(g, slope);
+     }},
+    {"atan", Op::atan,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array d = add(const_of(x, 1), x2);
+       return div(g, d);
+     }},
+    {"sinh", Op::sinh,
+     [](const Array& g, const Array& x, const Array&) {
+       Array cosh_x = lax::cosh(x);
+       return mul(g, cosh_x);
+     }},
+    {"cosh", Op::cosh,
+     [](const Array& g, const Array& x, const Array&) {
+       Array sinh_x = lax::sinh(x);
+       return mul(g, sinh_x);
+     }},
+    {"tanh", Op::tanh,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array g_ans = mul(g, ans);
+       Array lhs = add(g, g_ans);
+       Array rhs = sub(scalar_like(x, 1), ans);
+       return mul(lhs, rhs);
+     }},
+    {"asinh", Op::asinh,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array d = add(x2, scalar_like(x, 1));
+       Array slope = lax::rsqrt(d);
+       return mul(g, slope);
+     }},
+    {"acosh", Op::acosh,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array d = sub(x2, scalar_like(x, 1));
+       Array slope = lax::rsqrt(d);
+       return mul(g, slope);
+     }},
+    {"atanh", Op::atanh,
+     [](const Array& g, const Array& x, const Array&) {
+       Array one_plus = add(scalar_like(x, 1), x);
+       Array inv = lax::integer_pow(one_plus, -1);  // lax.reciprocal
+       Array one_minus = sub(scalar_like(x, 1), x);
+       Array g_over = div(g, one_minus);
+       return mul(inv, g_over);
+     }},
+    {"logistic", Op::logistic,
+     [](const Array& g, const Array&, const Array& ans) {
+       Array one_minus = sub(scalar_like(ans, 1), ans);
+       Array slope = mul(ans, one_minus);
+       return mul(g, slope);
+     }},
+    // erf' = 2/sqrt(pi) exp(-x^2); erfc' is its negative; erf_inv' = sqrt(pi)/2 exp(erf_inv(x)^2).
+    {"erf", Op::erf,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array e = lax::exp(neg(x2));
+       Array g_e = mul(g, e);
+       return mul(const_of(x, 2 / std::sqrt(std::numbers::pi)), g_e);
+     }},
+    {"erfc", Op::erfc,
+     [](const Array& g, const Array& x, const Array&) {
+       Array x2 = square(x);
+       Array e = lax::exp(neg(x2));
+       Array g_e = mul(g, e);
+       return mul(const_of(x, -2 / std::sqrt(std::numbers::pi)), g_e);
+     }},
+    {"erf_inv", Op::erf_inv,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array e = lax::exp(square(ans));
+       Array g_e = mul(g, e);
+       return mul(const_of(x, std::sqrt(std::numbers::pi) / 2), g_e);
+     }},
+    {"sqrt", Op::sqrt,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array slope = div(const_of(x, 0.5), ans);
+       return mul(g, slope);
+     }},
+    {"rsqrt", Op::rsqrt,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array ratio = div(ans, x);
+       Array slope = mul(const_of(x, -0.5), ratio);
+       return mul(g, slope);
+     }},
+    {"cbrt", Op::cbrt,
+     [](const Array& g, const Array& x, const Array& ans) {
+       Array inv2 = lax::integer_pow(ans, -2);
+       Array slope = mul(const_of(x, 1.0 / 3.0), inv2);
+       return mul(g, slope);
+     }},
+};
+
+std::vector<AbstractValue> floating_operand(const std::string& name,
+                                            std::span<const AbstractValue> in) {
+  if (!is_floating(in[0].dtype))
+    throw TypeError("[" + name + "] expected a floating-point dtype, got " +
+                    std::string(dtype_name(in[0].dtype)));
+  return {in[0]};
+}
+
+CpuKernel kernel_of(Op op) {
+  if (op == Op::exp2) return exp2_kernel;
+  if (op == Op::erf) return erf_kernel;
+  return [op](const KernelArgs& a) {
+    cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size());
+  };
+}
+
 }  // namespace
 
 void register_unary_math_primitives(PrimitiveRegistry& r) {
-  using Op = cpu::UnaryMathOp;
-  const std::pair<const char*, Op> table[] = {
-      {"exp", Op::exp},     {"exp2", Op::exp2},   {"expm1", Op::expm1},
-      {"log", Op::log},     {"log1p", Op::log1p}, {"sin", Op::sin},
-      {"cos", Op::cos},     {"tan", Op::tan},     {"asin", Op::asin},
-      {"acos", Op::acos},   {"atan", Op::atan},   {"sinh", Op::sinh},
-      {"cosh", Op::cosh},   {"tanh", Op::tanh},   {"asinh", Op::asinh},
-      {"acosh", Op::acosh}, {"atanh", Op::atanh}, {"logistic", Op::logistic},
-      {"erf", Op::erf},     {"erfc", Op::erfc},   {"erf_inv", Op::erf_inv},
-      {"sqrt", Op::sqrt},   {"rsqrt", Op::rsqrt}, {"cbrt", Op::cbrt},
-  };
-  for (const auto& [name, op] : table) {
-    std::string n = name;
+  for (const UnaryMath& def : kUnaryMath) {
+    std::string n = def.name;
     Primitive& p = r.define(
         n,
-        [n](std::span<const AbstractValue> in, const Params&) {
-          if (!is_floating(in[0].dtype))
-            throw TypeError("[" + n + "] expected a floating-point dtype, got " +
-                            std::string(dtype_name(in[0].dtype)));
-          return std::vector<AbstractValue>{in[0]};
-        },
-        op == Op::exp2  ? CpuKernel(exp2_kernel)
-        : op == Op::erf ? CpuKernel(erf_kernel)
-                        : CpuKernel([op = op](const KernelArgs& a) {
-                            cpu::unary_math(op, a.in[0].aval->dtype, a.in[0].data, a.out[0].data,
-                                            a.in[0].aval->size());
-                          }));
+        [n](std::span<const AbstractValue> in, const Params&) { return floating_operand(n, in); },
+        kernel_of(def.op));
     p.elementwise = true;
     p.kind = PrimitiveKind::unary;
+    p.jvp = unary_jvp(p, def.jvp);
   }
 }
 

@@ -30,32 +30,51 @@ enum class Op : uint8_t {
   // clang-format on
 };
 
-std::optional<Op> op_of(const std::string& name) {
-  static const std::pair<const char*, Op> table[] = {{"add", Op::add},
-                                                     {"add_any", Op::add},
-                                                     {"sub", Op::sub},
-                                                     {"mul", Op::mul},
-                                                     {"div", Op::div},
-                                                     {"max", Op::max},
-                                                     {"min", Op::min},
-                                                     {"neg", Op::neg},
-                                                     {"abs", Op::abs},
-                                                     {"eq", Op::eq},
-                                                     {"ne", Op::ne},
-                                                     {"lt", Op::lt},
-                                                     {"le", Op::le},
-                                                     {"gt", Op::gt},
-                                                     {"ge", Op::ge},
-                                                     {"select_n", Op::select},
-                                                     {"sqrt", Op::sqrt},
-                                                     {"rsqrt", Op::rsqrt},
-                                                     {"square", Op::square},
-                                                     {"integer_pow", Op::integer_pow},
-                                                     {"copy", Op::copy},
-                                                     {"stop_gradient", Op::copy},
-                                                     {"convert_element_type", Op::copy}};
-  for (const auto& [n, op] : table)
-    if (name == n) return op;
+std::optional<Op> op_of(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::none:
+      return std::nullopt;
+    case ScalarOp::add:
+      return Op::add;
+    case ScalarOp::sub:
+      return Op::sub;
+    case ScalarOp::mul:
+      return Op::mul;
+    case ScalarOp::div:
+      return Op::div;
+    case ScalarOp::max:
+      return Op::max;
+    case ScalarOp::min:
+      return Op::min;
+    case ScalarOp::neg:
+      return Op::neg;
+    case ScalarOp::abs:
+      return Op::abs;
+    case ScalarOp::sqrt:
+      return Op::sqrt;
+    case ScalarOp::rsqrt:
+      return Op::rsqrt;
+    case ScalarOp::square:
+      return Op::square;
+    case ScalarOp::integer_pow:
+      return Op::integer_pow;
+    case ScalarOp::copy:
+      return Op::copy;
+    case ScalarOp::eq:
+      return Op::eq;
+    case ScalarOp::ne:
+      return Op::ne;
+    case ScalarOp::lt:
+      return Op::lt;
+    case ScalarOp::le:
+      return Op::le;
+    case ScalarOp::gt:
+      return Op::gt;
+    case ScalarOp::ge:
+      return Op::ge;
+    case ScalarOp::select:
+      return Op::select;
+  }
   return std::nullopt;
 }
 
@@ -150,7 +169,7 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
   size_t literal_count = 0;
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
-    std::optional<Op> op = op_of(e.primitive->name);
+    std::optional<Op> op = op_of(e.primitive->scalar_op);
     if (!op || e.outputs.size() != 1 || e.inputs.size() != size_t(arity(*op)) ||
         !types_fit(body, e, *op))
       return std::nullopt;
@@ -199,7 +218,8 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
   }
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
-    if (e.primitive->name != "div" || body.type_of(e.inputs[1]).shape.ndim() != 0) continue;
+    if (e.primitive->scalar_op != ScalarOp::div || body.type_of(e.inputs[1]).shape.ndim() != 0)
+      continue;
     const int divisor =
         e.inputs[1].is_literal() ? operand_regs[s][1] : reg_of[size_t(e.inputs[1].var)];
     const int r = take();
@@ -210,7 +230,7 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
 
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
-    Op op = *op_of(e.primitive->name);
+    Op op = *op_of(e.primitive->scalar_op);
     if (op == Op::div && body.type_of(e.inputs[1]).shape.ndim() == 0) op = Op::mul_by_reciprocal;
     std::array<int, 3> regs = operand_regs[s];
     for (size_t k = 0; k < e.inputs.size(); ++k) {

@@ -418,12 +418,13 @@ bool fusion_runs_generated_loop(const Params& params) {
 }
 
 void register_fusion_primitive(PrimitiveRegistry& r) {
-  r.define(
+  Primitive& fusion = r.define(
       "fusion",
       [](std::span<const AbstractValue>, const Params& p) {
         return p.get<ProgramRef>("jaxpr")->out_types();
       },
       fusion_kernel);
+  fusion.hides_param = [](std::string_view key, const ParamValue&) { return key == "plan"; };
 }
 
 }  // namespace spmd

@@ -203,11 +203,8 @@ Program inline_calls(const Program& p) {
   for (size_t v = 0; v < now.size(); ++v) now[v] = Atom::of_var(int(v));
   auto resolve = [&](const Atom& a) { return a.is_literal() ? a : now[size_t(a.var)]; };
   for (const Equation& e : p.equations) {
-    const std::string& name = e.primitive->name;
-    const char* key = name == "jit"                                            ? "jaxpr"
-                      : name == "custom_jvp_call" || name == "custom_vjp_call" ? "call_jaxpr"
-                                                                               : nullptr;
-    if (!key) {
+    const std::string& key = e.primitive->call_body;
+    if (key.empty()) {
       Equation copy = e;
       for (Atom& a : copy.inputs) a = resolve(a);
       out.equations.push_back(std::move(copy));
@@ -291,12 +288,11 @@ Program unit_broadcasts_to_reshapes(const Program& p) {
     // broadcast_dimensions are strictly increasing, so with equal sizes the operand's dims keep
     // their order and every inserted dim has size 1.
     if (p.type_of(e.inputs[0]).shape.size() != to.size()) continue;
-    e = Equation{reshape,
-                 Params{{"new_sizes", to.dims()},
-                        {"dimensions", NoneParam{}},
-                        {"sharding", NoneParam{}}},
-                 {e.inputs[0]},
-                 e.outputs};
+    e = Equation{
+        reshape,
+        Params{{"new_sizes", to.dims()}, {"dimensions", NoneParam{}}, {"sharding", NoneParam{}}},
+        {e.inputs[0]},
+        e.outputs};
   }
   return out;
 }

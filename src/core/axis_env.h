@@ -13,7 +13,7 @@ namespace spmd {
 struct AxisFrame {
   std::string name;
   int64_t size = 0;
-  // Who bound it: "vmap", "pmap" or "shard_map" (collectives under vmap are batched; under
+  // Who bound it: vmap, pmap or shard_map, by name (collectives under vmap are batched; under
   // pmap/shard_map they run on devices).
   std::string binder;
   // Values vary over this axis by type (shard_map with check_vma): collectives and mixing

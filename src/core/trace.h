@@ -27,7 +27,7 @@ class Trace : public std::enable_shared_from_this<Trace> {
 
   virtual std::vector<Array> process_primitive(const Primitive& p, std::span<const Array> inputs,
                                                const Params& params) = 0;
-  // Names the transformation in errors about reading traced values ("jit", "grad").
+  // Names the transformation in errors about reading traced values (jit, grad).
   virtual const char* transformation_name() const = 0;
 
  private:

@@ -83,6 +83,15 @@ using ParamValue =
                  std::shared_ptr<const Program>, std::vector<std::shared_ptr<const Program>>,
                  ObjectParam>;
 
+// Python's None, and an empty tuple of ints: the values JAX's printer leaves some params out for.
+inline bool is_none(const ParamValue& v) {
+  return std::holds_alternative<NoneParam>(v);
+}
+inline bool is_empty_ints(const ParamValue& v) {
+  const auto* ints = std::get_if<std::vector<int64_t>>(&v);
+  return ints && ints->empty();
+}
+
 class Params {
  public:
   Params() = default;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spmd {
@@ -113,9 +114,19 @@ enum class PrimitiveKind {
   cumulative,    // one operand scanned along the dim in param `axis`
 };
 
+// The scalar function an elementwise primitive applies to float32 elements, for generators of
+// fused loops (compile/fused_loop.cpp); none when it has no such form.
+enum class ScalarOp : uint8_t {
+  // clang-format off
+  none, add, sub, mul, div, max, min, neg, abs, sqrt, rsqrt, square, integer_pow, copy,
+  eq, ne, lt, le, gt, ge, select,
+  // clang-format on
+};
+
 struct Primitive {
   std::string name;
   PrimitiveKind kind = PrimitiveKind::other;
+  ScalarOp scalar_op = ScalarOp::none;
   ShapeRule shape_rule;
   CpuKernel cpu_kernel;
   // The single output has the same bytes as the first input (reshape, squeeze): eager evaluation
@@ -148,6 +159,17 @@ struct Primitive {
   // An Array-level implementation used instead of cpu_kernel when set: primitives that run
   // sub-programs (jit calls, control flow) evaluate them as Programs.
   std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;
+  // A call: the param holding the sub-program it runs on its operands as they are, which the
+  // passes may inline (jit, custom_jvp_call, custom_vjp_call); empty for other primitives.
+  std::string call_body;
+  // The named axes an equation communicates over (collectives): under vmap with one of them as
+  // its axis name the equation is batched even when no operand is.
+  std::function<std::vector<std::string>(const Params&)> axis_names;
+  // Params the jaxpr text leaves out, as JAX's printer does for this primitive.
+  std::function<bool(std::string_view key, const ParamValue& value)> hides_param;
+  // A call whose sub-program's variables print with the names of the caller's operands and
+  // results, as JAX prints pjit.
+  bool body_named_after_caller = false;
 };
 
 }  // namespace spmd

@@ -165,21 +165,10 @@ size_t Program::hash() const {
 // -----------------------------------------------------------------------------------------
 namespace {
 
-// Parameters JAX's printer leaves out: always, or only when None or empty.
-bool hidden_param(const std::string& prim, const std::string& key, const ParamValue& v) {
-  bool none = std::holds_alternative<NoneParam>(v);
-  bool empty =
-      std::holds_alternative<std::vector<int64_t>>(v) && std::get<std::vector<int64_t>>(v).empty();
-  if (prim == "broadcast_in_dim")
-    return key == "shape" || key == "sharding" || (key == "broadcast_dimensions" && empty);
-  if (prim == "convert_element_type") return key == "sharding";
-  if (prim == "dot_general") return (key == "out_sharding" || key == "precision") && none;
-  if (prim == "mul") return key == "out_dtype" && none;
-  if (prim == "custom_jvp_call") return key == "num_consts";
-  if (prim == "fusion") return key == "plan";
-  if (prim == "shard_map") return key == "spread";
-  if (key == "accuracy") return none;
-  return false;
+// Parameters JAX's printer leaves out: those the primitive hides, and an accuracy of None.
+bool hidden_param(const Primitive& prim, const std::string& key, const ParamValue& v) {
+  if (prim.hides_param && prim.hides_param(key, v)) return true;
+  return key == "accuracy" && is_none(v);
 }
 
 // Python's repr of a float: shortest round-trip digits, fixed notation for exponents in
@@ -366,9 +355,9 @@ class Printer {
     std::vector<pp::Doc> outs;
     for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
     pp::Doc lhs = vars(outs);
-    if (e.primitive->name == "jit" && e.params.has("jaxpr")) {
+    if (e.primitive->body_named_after_caller && e.params.has(e.primitive->call_body)) {
       // JAX names a call's parameters and results after the caller's operands and results.
-      const Program& sub = *e.params.get<ProgramRef>("jaxpr");
+      const Program& sub = *e.params.get<ProgramRef>(e.primitive->call_body);
       std::vector<Atom> results;
       for (int v : e.outputs) results.push_back(Atom::of_var(v));
       suggest_same_names(sub, sub.invars, p, e.inputs);
@@ -389,7 +378,7 @@ class Printer {
           e.params.has("name") && (e.params.has("jaxpr") || e.params.has("call_jaxpr"));
       if (name_first) kvs.push_back(pp::text("name=") + param_value(e.params.at("name")));
       for (const auto& [k, v] : e.params.items()) {
-        if (hidden_param(e.primitive->name, k, v)) continue;
+        if (hidden_param(*e.primitive, k, v)) continue;
         if (k == "name" && name_first) continue;
         kvs.push_back(pp::text(k + "=") + param_value(v));
       }

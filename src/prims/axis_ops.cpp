@@ -233,6 +233,8 @@ void define_psum_invariant(PrimitiveRegistry& r, const Primitive& psum, const Pr
   psum_invariant.batch = std::bind_front(psum_invariant_batch, std::cref(psum_invariant));
   deflinear(r, "psum_invariant", std::bind_front(psum_invariant_transpose, std::cref(pvary)));
   psum_invariant.vma_rule = psum_invariant_vma;
+  // Only staged by the vma rules inside shard_map: vmap never batches it for its axis name.
+  psum_invariant.axis_names = nullptr;
 }
 
 }  // namespace
@@ -243,6 +245,10 @@ void register_axis_primitives(PrimitiveRegistry& r, const Primitive& psum,
   define_axis_index(r);
   const Primitive& pvary = define_pvary(r, psum);
   define_psum_invariant(r, psum, pvary);
+}
+
+Array pvary_cast(const Array& x, std::vector<std::string> axes) {
+  return bind1(primitive("pvary"), {x}, Params{{"axes", std::move(axes)}});
 }
 
 }  // namespace spmd::collectives

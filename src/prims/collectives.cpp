@@ -50,11 +50,6 @@ std::string int_tuples(const std::vector<std::vector<int>>& tuples) {
 namespace collectives {
 namespace {
 
-// Every primitive of the family.
-constexpr const char* kPrimitives[] = {"psum",           "pmax",     "pmin",       "all_gather",
-                                       "reduce_scatter", "ppermute", "all_to_all", "pbroadcast",
-                                       "axis_index",     "pvary"};
-
 // Python's repr of psum's axes tuple: ('x', 0).
 std::string axes_repr(const std::vector<ReduceAxis>& axes) {
   std::string repr = "(";
@@ -217,14 +212,8 @@ int64_t axes_size(const std::vector<std::string>& names, const char* api) {
   return n;
 }
 
-bool names_axis(const std::string& prim, const Params& params, const std::string& axis) {
-  if (axis.empty()) return false;
-  if (std::find_if(std::begin(kPrimitives), std::end(kPrimitives),
-                   [&](const char* c) { return prim == c; }) == std::end(kPrimitives))
-    return false;
-  std::vector<std::string> names =
-      params.has("axes") ? named_axes(read_axes(params)) : read_names(params);
-  return std::find(names.begin(), names.end(), axis) != names.end();
+std::vector<std::string> communicating_axes(const Params& params) {
+  return params.has("axes") ? named_axes(read_axes(params)) : read_names(params);
 }
 
 }  // namespace collectives
@@ -306,6 +295,7 @@ Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule s
                              CpuKernel kernel) {
   Primitive& p = r.define(name, std::move(shape), std::move(kernel));
   p.device_dependent = true;
+  p.axis_names = communicating_axes;
   return p;
 }
 
@@ -483,7 +473,7 @@ BatchRule reduction_batch(const Primitive& reduction, bool sums) {
       Array arg = rest.empty() ? v : rebind(v, rest);
       if (!sums) return single(arg, kNotBatched);
       Array n = ops::scalar(double(ctx.axis_size), arg.dtype(), false);
-      return single(ops::apply("mul", {n, arg}), kNotBatched);
+      return single(lax::mul(n, arg), kNotBatched);
     }
     const bool has_positional = !positional_axes(axes).empty();
     if (!has_frame && !has_positional) return single(rebind(v, axes), d);
@@ -686,7 +676,7 @@ BatchResult reduce_scatter_batch(const Primitive& reduce_scatter, std::span<cons
   }
   no_groups_in_vmap(p, "psum_scatter");
   const int64_t n = ctx.axis_size;
-  Array y = d == kNotBatched ? ops::apply("mul", {x, ops::scalar(double(n), x.dtype(), true)})
+  Array y = d == kNotBatched ? lax::mul(x, ops::scalar(double(n), x.dtype(), true))
                              : lax::reduce_sum(x, {d});
   const int dy = int(g);
   if (names.size() == 1) {

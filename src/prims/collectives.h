@@ -51,9 +51,10 @@ const Perm& read_perm(const Params& p);
 int64_t axis_size_of(const std::string& name, const char* api);
 int64_t axes_size(const std::vector<std::string>& names, const char* api);
 
-// Whether the equation `prim[params]` is a collective over `axis` (vmap calls such a
-// collective's batching rule even when no operand is batched).
-bool names_axis(const std::string& prim, const Params& params, const std::string& axis);
+// The named axes a collective's params say it communicates over (Primitive::axis_names).
+std::vector<std::string> communicating_axes(const Params& params);
+// pvary over `axes` as the vma rules insert it: a cast, with no check of the axis environment.
+Array pvary_cast(const Array& x, std::vector<std::string> axes);
 
 // ---- shared by the family's files ----------------------------------------------------------
 // Defines a primitive of the family. Each device computes its own result: constant folding

@@ -92,6 +92,53 @@ std::vector<AbstractValue> one(AbstractValue a) {
   return {std::move(a)};
 }
 
+// The fused-loop form of a binary kernel op (ir/primitive.h), where it has one.
+ScalarOp scalar_op_of(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add:
+      return ScalarOp::add;
+    case BinaryOp::sub:
+      return ScalarOp::sub;
+    case BinaryOp::mul:
+      return ScalarOp::mul;
+    case BinaryOp::div:
+      return ScalarOp::div;
+    case BinaryOp::max:
+      return ScalarOp::max;
+    case BinaryOp::min:
+      return ScalarOp::min;
+    case BinaryOp::eq:
+      return ScalarOp::eq;
+    case BinaryOp::ne:
+      return ScalarOp::ne;
+    case BinaryOp::lt:
+      return ScalarOp::lt;
+    case BinaryOp::le:
+      return ScalarOp::le;
+    case BinaryOp::gt:
+      return ScalarOp::gt;
+    case BinaryOp::ge:
+      return ScalarOp::ge;
+    default:
+      return ScalarOp::none;
+  }
+}
+
+ScalarOp scalar_op_of(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg:
+      return ScalarOp::neg;
+    case UnaryOp::abs:
+      return ScalarOp::abs;
+    case UnaryOp::square:
+      return ScalarOp::square;
+    case UnaryOp::copy:
+      return ScalarOp::copy;
+    default:
+      return ScalarOp::none;
+  }
+}
+
 Primitive& define_binary(PrimitiveRegistry& r, const char* name, BinaryOp op, Kinds kinds) {
   std::string n = name;
   Primitive& p = r.define(
@@ -108,6 +155,7 @@ Primitive& define_binary(PrimitiveRegistry& r, const char* name, BinaryOp op, Ki
       });
   p.elementwise = true;
   p.kind = PrimitiveKind::broadcasting;
+  p.scalar_op = scalar_op_of(op);
   return p;
 }
 
@@ -127,6 +175,7 @@ Primitive& define_unary(PrimitiveRegistry& r, const char* name, UnaryOp op, Kind
       });
   p.elementwise = true;
   p.kind = PrimitiveKind::unary;
+  p.scalar_op = scalar_op_of(op);
   return p;
 }
 
@@ -260,6 +309,7 @@ void define_add_sub(PrimitiveRegistry& r) {
   sub_p.jvp = add_sub_jvp(sub_p, true);
   sub_p.transpose = sub_transpose;
   Primitive& add_any = r.define("add_any", add_any_shape_rule, add_any_kernel);
+  add_any.scalar_op = ScalarOp::add;
   add_any.elementwise = true;
   add_any.jvp = linear_jvp_rule(add_any);
   add_any.transpose = add_any_transpose;
@@ -301,6 +351,9 @@ void define_mul_div(PrimitiveRegistry& r) {
   Primitive& mul_p = define_binary(r, "mul", BinaryOp::mul, Kinds::numeric);
   mul_p.jvp = binary_jvp(mul_p, mul_jvp_lhs, mul_jvp_rhs);
   mul_p.transpose = mul_transpose;
+  mul_p.hides_param = [](std::string_view key, const ParamValue& v) {
+    return key == "out_dtype" && is_none(v);
+  };
   Primitive& div_p = define_binary(r, "div", BinaryOp::div, Kinds::numeric);
   div_p.jvp = binary_jvp(div_p, div_jvp_lhs, div_jvp_rhs);
   div_p.transpose = div_transpose;
@@ -543,6 +596,7 @@ void define_unary_arithmetic(PrimitiveRegistry& r) {
   Primitive& square = define_unary(r, "square", UnaryOp::square, Kinds::numeric);
   square.jvp = unary_jvp(square, square_jvp);
   Primitive& integer_pow = r.define("integer_pow", integer_pow_shape_rule, integer_pow_kernel);
+  integer_pow.scalar_op = ScalarOp::integer_pow;
   integer_pow.elementwise = true;
   integer_pow.kind = PrimitiveKind::unary;
   integer_pow.jvp = standard_jvp(integer_pow, {integer_pow_jvp});
@@ -652,9 +706,11 @@ void iota_kernel(const KernelArgs& a) {
 void define_conversions(PrimitiveRegistry& r) {
   Primitive& convert = r.define("convert_element_type", convert_shape_rule, convert_kernel);
   convert.elementwise = true;
+  convert.scalar_op = ScalarOp::copy;  // a float32 to float32 conversion
   convert.kind = PrimitiveKind::unary;
   convert.jvp = convert_jvp(convert);
   convert.transpose = convert_transpose(convert);
+  convert.hides_param = [](std::string_view key, const ParamValue&) { return key == "sharding"; };
   Primitive& bitcast = r.define("bitcast_convert_type", bitcast_shape_rule, bitcast_kernel);
   bitcast.non_differentiable = true;
   bitcast.batch = bitcast_batch(bitcast);
@@ -844,6 +900,7 @@ BatchRule batch_of(const Primitive& p, BatchFn fn) {
 
 void define_select_clamp(PrimitiveRegistry& r) {
   Primitive& select_n = r.define("select_n", select_n_shape_rule, select_n_kernel);
+  select_n.scalar_op = ScalarOp::select;
   select_n.elementwise = true;
   select_n.jvp = select_n_jvp(select_n);
   select_n.transpose = select_n_transpose;

@@ -250,6 +250,9 @@ void register_linalg_primitives(PrimitiveRegistry& r) {
   dot_general.jvp = binding(dot_general, dot_general_jvp);
   dot_general.transpose = binding(dot_general, dot_general_transpose);
   dot_general.batch = binding(dot_general, dot_general_batch);
+  dot_general.hides_param = [](std::string_view key, const ParamValue& v) {
+    return (key == "out_sharding" || key == "precision") && is_none(v);
+  };
 }
 
 }  // namespace spmd

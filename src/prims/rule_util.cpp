@@ -6,6 +6,7 @@
 
 #include "backends/cpu/elementwise.h"
 #include "ops/op_util.h"
+#include "prims/collectives.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 
@@ -27,8 +28,7 @@ Array empty_like_aval(const AbstractValue& aval) {
       primitive("empty2"), std::span<const Array>{},
       Params{{"dtype", aval.dtype}, {"memory_space", std::string("MemorySpace.Device")}});
   // Inside shard_map the placeholder varies over the same mesh axes as the value it stands for.
-  if (!aval.vma.empty())
-    empty = spmd::bind1(primitive("pvary"), {empty}, Params{{"axes", aval.vma}});
+  if (!aval.vma.empty()) empty = collectives::pvary_cast(empty, aval.vma);
   if (aval.shape.ndim() == 0) return empty;
   return lax::broadcast_in_dim(empty, aval.shape, {});
 }

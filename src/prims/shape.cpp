@@ -757,6 +757,10 @@ void register_shape_primitives(PrimitiveRegistry& r) {
       r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
   deflinear(broadcast_in_dim, unary_transpose(broadcast_in_dim_transpose));
   broadcast_in_dim.batch = binding(broadcast_in_dim, broadcast_in_dim_batch);
+  broadcast_in_dim.hides_param = [](std::string_view key, const ParamValue& v) {
+    return key == "shape" || key == "sharding" ||
+           (key == "broadcast_dimensions" && is_empty_ints(v));
+  };
 
   Primitive& reshape = r.define("reshape", reshape_rule, copy_kernel);
   reshape.output_aliases_input = true;

@@ -244,6 +244,13 @@ CpuKernel kernel_of(Op op) {
 
 }  // namespace
 
+// The fused-loop form (ir/primitive.h) of the functions that have one.
+ScalarOp scalar_op_of(cpu::UnaryMathOp op) {
+  if (op == cpu::UnaryMathOp::sqrt) return ScalarOp::sqrt;
+  if (op == cpu::UnaryMathOp::rsqrt) return ScalarOp::rsqrt;
+  return ScalarOp::none;
+}
+
 void register_unary_math_primitives(PrimitiveRegistry& r) {
   for (const UnaryMath& def : kUnaryMath) {
     std::string n = def.name;
@@ -253,6 +260,7 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
         kernel_of(def.op));
     p.elementwise = true;
     p.kind = PrimitiveKind::unary;
+    p.scalar_op = scalar_op_of(def.op);
     p.jvp = unary_jvp(p, def.jvp);
   }
 }

@@ -836,7 +836,7 @@ BatchResult cond_batch(std::span<const Array> args, std::span<const int> dims, c
     std::vector<std::vector<Array>> branch_outs;
     std::vector<int> zeros_dims(nops, 0);
     for (size_t b = 0; b < branches.size(); ++b) {
-      Array pred = ops::apply("eq", {index, ops::constant_like(index, double(b))});
+      Array pred = lax::eq(index, ops::constant_like(index, double(b)));
       std::vector<Array> guarded;
       // Each branch sees its operands only where it is selected, so reverse mode through the
       // other lanes contributes nothing (JAX issue 1052).
@@ -978,7 +978,7 @@ Array cond_index(const Array& pred) {
     if (!is_integer(pred.dtype()) && !is_floating(pred.dtype()))
       throw TypeError("[cond] Pred type must be either boolean or number, got " +
                       aval_of(pred).str() + ".");
-    p = ops::apply("ne", {pred, ops::constant_like(pred, 0)});
+    p = lax::ne(pred, ops::constant_like(pred, 0));
   }
   return lax::convert_element_type(p, DType::int32);
 }
@@ -1122,7 +1122,7 @@ std::vector<Array> fori_loop(int64_t lower, int64_t upper, const FlatFn& body,
   // The counter is the carry's first leaf and is incremented before the body runs, as JAX's
   // _fori_scan_body_fun does.
   FlatFn step = [&body](std::span<const Array> in) {
-    std::vector<Array> out{ops::apply("add", {in[0], ops::constant_like(in[0], 1)})};
+    std::vector<Array> out{lax::add(in[0], ops::constant_like(in[0], 1))};
     std::vector<Array> carry = body(in);
     out.insert(out.end(), carry.begin(), carry.end());
     return out;

@@ -144,6 +144,8 @@ void register_custom_jvp_primitive(PrimitiveRegistry& r) {
     return eval_program(*p.get<ProgramRef>("call_jaxpr"), args);
   };
   call.jvp = custom_jvp_rule;
+  call.call_body = "call_jaxpr";
+  call.hides_param = [](std::string_view key, const ParamValue&) { return key == "num_consts"; };
   call.batch = custom_jvp_batch;
 }
 

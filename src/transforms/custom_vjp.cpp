@@ -46,6 +46,7 @@ void define_custom_vjp_call(PrimitiveRegistry& r) {
   Primitive& call = r.define("custom_vjp_call", call_out_types, [](const KernelArgs&) {
     throw std::logic_error("[custom_vjp_call] runs through its eager rule");
   });
+  call.call_body = "call_jaxpr";
   call.eager = [](std::span<const Array> args, const Params& p) {
     return eval_program(*p.get<ProgramRef>("call_jaxpr"), args);
   };

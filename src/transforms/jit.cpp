@@ -163,6 +163,8 @@ void register_call_primitives(PrimitiveRegistry& r) {
         return p.get<ProgramRef>("jaxpr")->out_types();
       },
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
+  jit.call_body = "jaxpr";
+  jit.body_named_after_caller = true;
   jit.eager = [](std::span<const Array> args, const Params& p) {
     const ProgramRef& program = p.get<ProgramRef>("jaxpr");
     if (all_concrete(args)) return compile_program(program).run(args);

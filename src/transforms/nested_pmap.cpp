@@ -9,6 +9,7 @@
 #include <spmd/parallel.h>
 
 #include "core/array_impl.h"
+#include "prims/collectives.h"
 #include "prims/primitive.h"
 
 #include <algorithm>
@@ -325,7 +326,7 @@ Array gather_instances(const Array& x, const std::string& axis, int64_t size, in
 // A value shared by the instances, cast to varying over their axis so that the cotangents the
 // instances give it are summed over them (sp::pvary is a no-op on these untyped axes).
 Array cast_varying(const Array& x, const std::string& axis) {
-  return bind1(primitive("pvary"), {x}, Params{{"axes", std::vector<std::string>{axis}}});
+  return collectives::pvary_cast(x, {axis});
 }
 
 }  // namespace

@@ -735,6 +735,8 @@ void register_shard_map_primitive(PrimitiveRegistry& r) {
     throw std::logic_error("[shard_map] runs through its eager rule");
   });
   sm.eager = shard_map_eager;
+  // The nested-pmap form it runs instead of its body is not part of what it computes.
+  sm.hides_param = [](std::string_view key, const ParamValue&) { return key == "spread"; };
   sm.jvp = shard_map_jvp;
   sm.transpose = shard_map_transpose;
   sm.batch = shard_map_batch;

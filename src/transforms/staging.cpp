@@ -4,6 +4,7 @@
 #include <spmd/error.h>
 
 #include "core/axis_env.h"
+#include "prims/collectives.h"
 #include "prims/primitive.h"
 
 namespace spmd {
@@ -53,7 +54,7 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
       for (size_t i = 0; i < operands.size(); ++i) {
         if (in_types[i].vma == out_vma) continue;
         std::vector<std::string> missing = vma_minus(out_vma, in_types[i].vma);
-        operands[i] = spmd::bind1(primitive("pvary"), {operands[i]}, Params{{"axes", missing}});
+        operands[i] = collectives::pvary_cast(operands[i], missing);
         in_types[i] = aval_of(operands[i]);
       }
     }

@@ -26,7 +26,10 @@ bool program_names_axis(const Program& p, const std::string& axis) {
 // is (psum of an unbatched value is x · n, axis_index is an iota).
 bool names_vmap_axis(const Equation& e, const std::string& axis) {
   if (axis.empty()) return false;
-  if (collectives::names_axis(e.primitive->name, e.params, axis)) return true;
+  if (e.primitive->axis_names) {
+    const std::vector<std::string> names = e.primitive->axis_names(e.params);
+    if (std::find(names.begin(), names.end(), axis) != names.end()) return true;
+  }
   for (const auto& [name, value] : e.params.items()) {
     if (const auto* p = std::get_if<ProgramRef>(&value))
       if (program_names_axis(**p, axis)) return true;

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "compile/fused_loop.h"
+#include "prims/families.h"
 #include "prims/primitive.h"
 
 #include <algorithm>

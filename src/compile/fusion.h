@@ -24,6 +24,4 @@ bool fusion_may_write_over(const Params& params, size_t input);
 // equations' kernels tile by tile.
 bool fusion_runs_generated_loop(const Params& params);
 
-void register_fusion_primitive(class PrimitiveRegistry& r);
-
 }  // namespace spmd

@@ -1,11 +1,9 @@
 // The primitive registry and bind(), the one entry every operation goes through.
 #include "compile/compiled.h"
-#include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/kinds.h"
 #include "prims/primitive.h"
-#include "prims/rule_util.h"
 
 #include <stdexcept>
 
@@ -40,23 +38,24 @@ std::vector<std::string> PrimitiveRegistry::names() const {
   return out;
 }
 
+// Every primitive of the library, family by family (families.h).
+constexpr void (*kFamilies[])(PrimitiveRegistry&) = {
+    register_elementwise_primitives, register_empty_primitive,
+    register_unary_math_primitives,  register_reduce_primitives,
+    register_shape_primitives,       register_indexing_primitives,
+    register_linalg_primitives,      register_random_primitives,
+    register_sort_primitives,        register_scatter_primitives,
+    register_collective_primitives,  register_debug_primitives,
+    register_call_primitives,        register_control_flow_primitives,
+    register_custom_vjp_primitives,  register_custom_jvp_primitive,
+    register_shard_map_primitive,    register_fusion_primitive,
+};
+
 // Never destroyed: device threads may still run programs while the process exits.
 const PrimitiveRegistry& primitive_registry() {
   static const PrimitiveRegistry& registry = *new PrimitiveRegistry([] {
     PrimitiveRegistry r;
-    register_elementwise_primitives(r);
-    register_empty_primitive(r);
-    register_unary_math_primitives(r);
-    register_reduce_primitives(r);
-    register_shape_primitives(r);
-    register_indexing_primitives(r);
-    register_linalg_primitives(r);
-    register_random_primitives(r);
-    register_sort_primitives(r);
-    register_scatter_primitives(r);
-    register_collective_primitives(r);
-    register_transform_primitives(r);
-    register_fusion_primitive(r);
+    for (auto define_family : kFamilies) define_family(r);
     for (const std::string& name : r.names()) complete_rules_from_kind(r.at(name));
     return r;
   }());

@@ -11,6 +11,7 @@
 
 #include "compile/compiled.h"
 #include "core/axis_env.h"
+#include "prims/families.h"
 #include "prims/primitive.h"
 #include "runtime/communicator.h"
 #include "runtime/executor.h"
@@ -18,7 +19,7 @@
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
 #include "transforms/interpreters.h"
-#include "transforms/nested_pmap.h"
+#include "transforms/higher_order/nested_pmap.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
@@ -727,10 +728,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
 
 }  // namespace
 
-void register_debug_primitives(PrimitiveRegistry& r);
-
 void register_shard_map_primitive(PrimitiveRegistry& r) {
-  register_debug_primitives(r);
   Primitive& sm = r.define("shard_map", shard_map_shape_rule, [](const KernelArgs&) {
     throw std::logic_error("[shard_map] runs through its eager rule");
   });

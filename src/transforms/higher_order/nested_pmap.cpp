@@ -1,7 +1,7 @@
 // Nested pmap on one device per instance: the probe that watches an outer pmap's body for the
 // pmaps nested in it, the layout that spreads the body over a mesh with one axis per level, and
 // how a nested pmap runs inside that layout (nested_pmap.h).
-#include "transforms/nested_pmap.h"
+#include "transforms/higher_order/nested_pmap.h"
 
 #include <spmd/device.h>
 #include <spmd/lax.h>

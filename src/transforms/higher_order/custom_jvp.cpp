@@ -5,6 +5,7 @@
 #include <spmd/error.h>
 #include <spmd/transforms.h>
 
+#include "prims/families.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"

@@ -9,6 +9,7 @@
 
 #include "core/trace.h"
 #include "ops/op_util.h"
+#include "prims/families.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"

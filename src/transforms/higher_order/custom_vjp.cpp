@@ -6,6 +6,7 @@
 #include <spmd/transforms.h>
 
 #include "compile/executable.h"
+#include "prims/families.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"

@@ -4,7 +4,6 @@
 #include <spmd/transforms.h>
 
 #include "core/axis_env.h"
-#include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"

@@ -77,6 +77,26 @@ TEST(Layering, CoreIrAndKernelsIncludeNothingFromTheLayersAbove) {
   EXPECT_TRUE(found.empty()) << "includes from a layer above:" << report(found);
 }
 
+// The interpreters (jit staging, autodiff, vmap) sit below the higher-order primitives that use
+// them: they look rules up on the primitive and never reach up to cond, scan or shard_map.
+TEST(Layering, InterpretersIncludeNoHigherOrderPrimitive) {
+  const fs::path transforms = fs::path(SPMD_SOURCE_DIR) / "src" / "transforms";
+  static const std::regex upward(R"(^\s*#\s*include\s*"transforms/higher_order/)");
+  std::vector<std::string> found;
+  int scanned = 0;
+  for (const auto& entry : fs::directory_iterator(transforms)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line))
+      if (std::regex_search(line, upward))
+        found.push_back(fs::relative(entry.path(), SPMD_SOURCE_DIR).string() + ": " + line);
+    ++scanned;
+  }
+  EXPECT_GE(scanned, 5);
+  EXPECT_TRUE(found.empty()) << "interpreters including a higher-order primitive:" << report(found);
+}
+
 TEST(Layering, ValueHeadersIncludeOnlyValueHeaders) {
   const fs::path include = fs::path(SPMD_SOURCE_DIR) / "include";
   std::vector<std::string> found;

@@ -108,5 +108,9 @@ Array div(const Array& x, const Array& y);  // rounds toward zero for integers
 Array population_count(const Array& x);
 Array clz(const Array& x);
 Array stop_gradient(const Array& x);
+// x rounded to the nearest value of a float format with `exponent_bits` (≥ 1) and
+// `mantissa_bits` (≥ 0), still in x's dtype: overflow gives infinities, underflow zeros
+// (jax.lax.reduce_precision).
+Array reduce_precision(const Array& x, int exponent_bits, int mantissa_bits);
 
 }  // namespace spmd::lax

@@ -621,6 +621,11 @@ Array clz(const Array& x) {
 Array stop_gradient(const Array& x) {
   return ops::apply("stop_gradient", {x});
 }
+Array reduce_precision(const Array& x, int exponent_bits, int mantissa_bits) {
+  return ops::apply(
+      "reduce_precision", {x},
+      Params{{"exponent_bits", int64_t(exponent_bits)}, {"mantissa_bits", int64_t(mantissa_bits)}});
+}
 
 }  // namespace lax
 }  // namespace spmd

@@ -1,9 +1,9 @@
-// Primitive family: transcendental and root functions of floating-point arrays, one primitive
-// per function with JAX's name, all computed by the Highway kernels of cpu::unary_math. Each
-// table row holds a primitive's jvp, written as JAX writes it (jax/_src/lax/lax.py and
-// special.py) so that differentiated programs print as JAX's do; they batch as unary
-// primitives (prims/kinds.cpp). Each operation of a rule is its own statement: C++ leaves the
-// order of argument evaluation open, and staged equations must come in JAX's order.
+// Primitive family: functions of floating-point arrays. The transcendental and root functions
+// are one primitive per function with JAX's name, all computed by the Highway kernels of
+// cpu::unary_math; each table row holds a primitive's jvp, written as JAX writes it
+// (jax/_src/lax/lax.py and special.py) so that differentiated programs print as JAX's do; they
+// batch as unary primitives (prims/kinds.cpp). Each operation of a rule is its own statement: C++
+// leaves the order of argument evaluation open, and staged equations must come in JAX's order.
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
@@ -14,6 +14,7 @@
 #include "backends/cpu/convert.h"
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/erf_xla.h"
+#include "backends/cpu/reduce_precision.h"
 #include "backends/cpu/unary_math.h"
 
 #include <cmath>
@@ -242,6 +243,42 @@ CpuKernel kernel_of(Op op) {
   };
 }
 
+// ---- reduce_precision
+// ---------------------------------------------------------------------------- Rounds to a narrower
+// float format within the operand's dtype (XLA's ReducePrecision). Linear as JAX defines it:
+// tangents and cotangents are rounded the same way.
+std::vector<AbstractValue> reduce_precision_rule(std::span<const AbstractValue> in,
+                                                 const Params& p) {
+  if (p.get_int("exponent_bits") < 1)
+    throw ValueError("[reduce_precision] reduce_precision: exponent_bits must be positive; got " +
+                     std::to_string(p.get_int("exponent_bits")));
+  if (p.get_int("mantissa_bits") < 0)
+    throw ValueError(
+        "[reduce_precision] reduce_precision: mantissa_bits must be non-negative; got " +
+        std::to_string(p.get_int("mantissa_bits")));
+  if (!is_floating(in[0].dtype))
+    throw TypeError("[reduce_precision] reduce_precision does not accept dtype " +
+                    std::string(dtype_name(in[0].dtype)) +
+                    ". Accepted dtypes are subtypes of floating.");
+  return {in[0]};
+}
+
+void reduce_precision_kernel(const KernelArgs& a) {
+  cpu::reduce_precision(a.in[0].aval->dtype, a.in[0].data, a.out[0].data, a.in[0].aval->size(),
+                        int(a.params.get_int("exponent_bits")),
+                        int(a.params.get_int("mantissa_bits")));
+}
+
+void define_reduce_precision(PrimitiveRegistry& r) {
+  Primitive& p = r.define("reduce_precision", reduce_precision_rule, reduce_precision_kernel);
+  p.elementwise = true;
+  p.kind = PrimitiveKind::unary;
+  deflinear(p,
+            [&p](std::span<const Array> cts, std::span<const LinearInput>, const Params& params) {
+              return std::vector<Array>{bind1(p, {cts[0]}, params)};
+            });
+}
+
 }  // namespace
 
 // The fused-loop form (ir/primitive.h) of the functions that have one.
@@ -263,6 +300,7 @@ void register_unary_math_primitives(PrimitiveRegistry& r) {
     p.scalar_op = scalar_op_of(def.op);
     p.jvp = unary_jvp(p, def.jvp);
   }
+  define_reduce_precision(r);
 }
 
 }  // namespace spmd

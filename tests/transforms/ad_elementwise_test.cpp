@@ -35,7 +35,7 @@ std::set<std::string> names(const std::string& space_separated) {
 const std::set<std::string> kJvpRule = names(
     "exp exp2 expm1 log log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh "
     "logistic erf erfc erf_inv sqrt rsqrt cbrt neg abs square integer_pow copy add sub mul div "
-    "rem pow max min atan2 clamp select_n convert_element_type add_any fma");
+    "rem pow max min atan2 clamp select_n convert_element_type add_any fma reduce_precision");
 const std::set<std::string> kZeroTangent = names(
     "sign floor ceil round is_finite stop_gradient eq ne lt le gt ge and or xor not shift_left "
     "shift_right_logical shift_right_arithmetic population_count clz bitcast_convert_type iota "
@@ -43,7 +43,7 @@ const std::set<std::string> kZeroTangent = names(
 // JAX has no derivative for nextafter either.
 const std::set<std::string> kNoRule = names("nextafter");
 const std::set<std::string> kTranspose =
-    names("add sub neg mul div copy select_n add_any convert_element_type");
+    names("add sub neg mul div copy select_n add_any convert_element_type reduce_precision");
 
 // The primitives of the families these rules cover, from a registry of just those families.
 std::vector<std::string> family_primitives() {

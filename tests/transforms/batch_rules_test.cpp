@@ -190,6 +190,7 @@ void add_unary_cases(std::vector<Case>& cases) {
       {"clz", {}},
       {"copy", {}},
       {"integer_pow", {{"y", int64_t(3)}}},
+      {"reduce_precision", {{"exponent_bits", int64_t(5)}, {"mantissa_bits", int64_t(2)}}},
       {"convert_element_type",
        {{"new_dtype", sp::int32}, {"weak_type", false}, {"sharding", sp::NoneParam{}}}},
   };

@@ -609,21 +609,29 @@ Params reduce_scatter_params(const std::vector<std::string>& names, int64_t dim,
                 {"tiled", tiled}};
 }
 
+// all_gather or reduce_scatter under a vmap of another axis: the collective runs as it is, its
+// `dim_key` dimension shifted past the batch dimension (which a non-tiled result's new
+// dimension shifts in turn).
+BatchResult batch_over_other_axis(const Primitive& prim, const Array& x, int d, const Params& p,
+                                  const char* dim_key) {
+  if (d == kNotBatched) return single(bind1(prim, {x}, p), kNotBatched);
+  int64_t g = p.get_int(dim_key);
+  if (d <= g)
+    g += 1;
+  else if (!p.get<bool>("tiled"))
+    d += 1;
+  return single(bind1(prim, {x}, with(p, dim_key, g)), d);
+}
+
 BatchResult all_gather_batch(const Primitive& all_gather, std::span<const Array> args,
                              std::span<const int> dims, const Params& p, const BatchContext& ctx) {
   const std::vector<std::string> names = read_names(p);
+  if (!contains(names, ctx.axis_name))
+    return batch_over_other_axis(all_gather, args[0], dims[0], p, "all_gather_dimension");
   int64_t g = p.get_int("all_gather_dimension");
   const bool tiled = p.get<bool>("tiled");
   Array x = args[0];
   int d = dims[0];
-  if (!contains(names, ctx.axis_name)) {
-    if (d == kNotBatched) return single(bind1(all_gather, {x}, p), kNotBatched);
-    if (d <= g)
-      g += 1;
-    else if (!tiled)
-      d += 1;
-    return single(bind1(all_gather, {x}, with(p, "all_gather_dimension", g)), d);
-  }
   no_groups_in_vmap(p, "all_gather");
   const int64_t n = ctx.axis_size;
   Array y;
@@ -662,18 +670,12 @@ BatchResult reduce_scatter_batch(const Primitive& reduce_scatter, std::span<cons
                                  std::span<const int> dims, const Params& p,
                                  const BatchContext& ctx) {
   const std::vector<std::string> names = read_names(p);
+  if (!contains(names, ctx.axis_name))
+    return batch_over_other_axis(reduce_scatter, args[0], dims[0], p, "scatter_dimension");
   int64_t g = p.get_int("scatter_dimension");
   const bool tiled = p.get<bool>("tiled");
   Array x = args[0];
   int d = dims[0];
-  if (!contains(names, ctx.axis_name)) {
-    if (d == kNotBatched) return single(bind1(reduce_scatter, {x}, p), kNotBatched);
-    if (d <= g)
-      g += 1;
-    else if (!tiled)
-      d += 1;
-    return single(bind1(reduce_scatter, {x}, with(p, "scatter_dimension", g)), d);
-  }
   no_groups_in_vmap(p, "psum_scatter");
   const int64_t n = ctx.axis_size;
   Array y = d == kNotBatched ? lax::mul(x, ops::scalar(double(n), x.dtype(), true))

@@ -1,6 +1,7 @@
-// The jvp and transpose rules of the elementwise primitives (src/transforms/ad_elementwise.cpp):
-// which primitives have rules, tangents against central finite differences, transposes by the
-// dot-product identity, and the equations each rule stages against those JAX 0.10.2 stages.
+// The jvp and transpose rules of the elementwise primitives (src/prims/elementwise.cpp,
+// unary_math.cpp, random.cpp): which primitives have rules, tangents against central finite
+// differences, transposes by the dot-product identity, and the equations each rule stages against
+// those JAX 0.10.2 stages.
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/primitive.h"

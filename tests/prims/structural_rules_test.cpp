@@ -1,4 +1,5 @@
-// Rule-level tests of the structural jvp and transpose rules (src/transforms/ad_structural.cpp).
+// Rule-level tests of the structural jvp and transpose rules (src/prims/reduce.cpp, shape.cpp,
+// indexing.cpp, scatter.cpp, linalg.cpp, sort.cpp).
 // A table of primitives, shapes and params drives two checks on concrete float64 arrays: every
 // jvp against central finite differences (with symbolic-zero tangents too), and every transpose
 // against the dot-product identity <ct, L(t)> = <T(ct), t>. Recorded equations check that the

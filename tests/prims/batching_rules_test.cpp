@@ -1,6 +1,7 @@
-// Batching rules (src/transforms/batch_rules.cpp): every primitive's rule, applied to operands
-// batched at various dimensions (or not batched), must equal binding the primitive on each batch
-// element and stacking the results; selected rules must emit JAX's equations in JAX's order.
+// Batching rules (the family files in src/prims, and the kinds in src/prims/kinds.cpp): every
+// primitive's rule, applied to operands batched at various dimensions (or not batched), must
+// equal binding the primitive on each batch element and stacking the results; selected rules
+// must emit JAX's equations in JAX's order.
 #include "prims/rule_util.h"
 
 #include <spmd/spmd.h>

@@ -165,8 +165,7 @@ std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Para
   auto [first, last] = cache.equal_range(h);
   for (auto it = first; it != last; ++it)
     if (it->second.matches(p, params, inputs)) return it->second.compiled;
-  std::vector<AbstractValue> in;
-  for (const Array& x : inputs) in.push_back(aval_of(x));
+  std::vector<AbstractValue> in = types_of(inputs);
   // A single primitive gains nothing from the passes, and must run as bound.
   auto compiled = std::make_shared<const Compiled>(one_equation(p, params, in), /*optimize=*/false);
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();

@@ -57,6 +57,13 @@ const AbstractValue& aval_of(const Array& x) {
   return x.impl()->aval;
 }
 
+std::vector<AbstractValue> types_of(std::span<const Array> xs) {
+  std::vector<AbstractValue> out;
+  out.reserve(xs.size());
+  for (const Array& x : xs) out.push_back(aval_of(x));
+  return out;
+}
+
 namespace {
 
 // JAX's text, with the dtype's full name: "Array has been deleted with shape=float32[3]."

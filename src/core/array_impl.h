@@ -8,6 +8,7 @@
 #include "core/buffer.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ Array make_uninitialized(AbstractValue aval, const char* api = "allocate");
 // Host pointer to a concrete array's elements; throws ConcretizationError for traced values.
 const void* host_data(const Array& x, const char* api);
 const AbstractValue& aval_of(const Array& x);
+// The abstract values of xs, in order.
+std::vector<AbstractValue> types_of(std::span<const Array> xs);
 // Hands x's data to a new Array and marks x deleted, as donating x to a jit call does; every
 // handle of x then raises JAX's "Array has been deleted" on use.
 Array take_and_delete(const Array& x);

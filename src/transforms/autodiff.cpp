@@ -134,12 +134,6 @@ namespace {
 
 using transform_detail::FlatFn;
 
-std::vector<AbstractValue> types_of(std::span<const Array> xs) {
-  std::vector<AbstractValue> out;
-  for (const Array& x : xs) out.push_back(aval_of(x));
-  return out;
-}
-
 struct Linearized {
   std::vector<Array> outputs;
   std::shared_ptr<Program> linear;  // tangents of the inputs → tangents of the outputs

@@ -23,13 +23,6 @@ namespace spmd {
 
 namespace {
 
-std::vector<AbstractValue> types_of(std::span<const Array> xs) {
-  std::vector<AbstractValue> out;
-  out.reserve(xs.size());
-  for (const Array& x : xs) out.push_back(aval_of(x));
-  return out;
-}
-
 std::string types_str(std::span<const AbstractValue> ts) {
   std::string s = "(";
   for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].str();

@@ -154,8 +154,7 @@ namespace transform_detail {
 
 std::vector<Array> custom_jvp_call(const FlatFn& primal, FlatFn jvp, std::span<const Array> args,
                                    const CustomJvpOptions& options) {
-  std::vector<AbstractValue> types;
-  for (const Array& x : args) types.push_back(aval_of(x));
+  std::vector<AbstractValue> types = types_of(args);
   std::vector<Array> consts;
   auto program = std::make_shared<const Program>(
       hoist_consts(trace_to_program(primal, types, "custom_jvp"), &consts));

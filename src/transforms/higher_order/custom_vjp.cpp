@@ -119,8 +119,7 @@ namespace transform_detail {
 
 std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
                                    std::span<const Array> args) {
-  std::vector<AbstractValue> types;
-  for (const Array& x : args) types.push_back(aval_of(x));
+  std::vector<AbstractValue> types = types_of(args);
   std::vector<Array> consts;
   auto program = std::make_shared<const Program>(
       hoist_consts(trace_to_program(primal, types, "custom_vjp"), &consts));

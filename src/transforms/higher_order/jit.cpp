@@ -28,13 +28,6 @@ std::ostream& operator<<(std::ostream& os, const ClosedJaxpr& jaxpr) {
 
 namespace {
 
-std::vector<AbstractValue> types_of(std::span<const Array> xs) {
-  std::vector<AbstractValue> out;
-  out.reserve(xs.size());
-  for (const Array& x : xs) out.push_back(aval_of(x));
-  return out;
-}
-
 bool contains(const std::vector<int>& xs, int x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }

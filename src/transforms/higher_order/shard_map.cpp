@@ -18,8 +18,8 @@
 #include "runtime/launch.h"
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
-#include "transforms/interpreters.h"
 #include "transforms/higher_order/nested_pmap.h"
+#include "transforms/interpreters.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
@@ -767,9 +767,7 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
   // traced inside another map (its body may then depend on the enclosing axes).
   std::optional<ShardMapCache::Key> key;
   if (call.cache && call.in_def && axis_env().empty()) {
-    std::vector<AbstractValue> types;
-    for (const Array& x : leaves) types.push_back(aval_of(x));
-    key = ShardMapCache::Key{*call.in_def, std::move(types), {}};
+    key = ShardMapCache::Key{*call.in_def, types_of(leaves), {}};
     std::shared_ptr<const ShardMapCache::Entry> hit;
     {
       std::lock_guard lock(call.cache->mu);
@@ -801,8 +799,7 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
                                  const std::shared_ptr<TreeDef>& out_def) {
   const Mesh& mesh = call.mesh;
   const std::string& name = call.options.name;
-  std::vector<AbstractValue> types;
-  for (const Array& x : leaves) types.push_back(aval_of(x));
+  std::vector<AbstractValue> types = types_of(leaves);
   std::vector<LeafSpec> in = leaf_specs(call.in_specs, call.in_def, leaves.size(), "in_specs");
   for (const LeafSpec& l : in) l.spec.check(mesh, "shard_map");
   check_spec_ranks(types, in, name, "in");

@@ -8,6 +8,7 @@
 
 #include "core/array_impl.h"
 #include "ir/params.h"
+#include "ir/sharding_rule.h"
 
 #include <functional>
 #include <memory>
@@ -165,6 +166,13 @@ struct Primitive {
   // The named axes an equation communicates over (collectives): under vmap with one of them as
   // its axis name the equation is batched even when no operand is.
   std::function<std::vector<std::string>(const Params&)> axis_names;
+  // How the primitive's operand and result dims split over mesh axes (ir/sharding_rule.h), for
+  // propagation and the partitioner. Every primitive has one: its kind's, its family's, or
+  // replicated_sharding_rule when its blocks cannot be computed apart.
+  ShardingRuleFn sharding_rule;
+  // What a device runs on its blocks, when the params spell global sizes or the primitive is a
+  // boundary with a per-device body; unset: the equation as it is, on the blocks.
+  LocalizeFn localize;
   // Params the jaxpr text leaves out, as JAX's printer does for this primitive.
   std::function<bool(std::string_view key, const ParamValue& value)> hides_param;
   // A call whose sub-program's variables print with the names of the caller's operands and

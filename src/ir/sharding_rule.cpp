@@ -1,0 +1,82 @@
+#include "ir/sharding_rule.h"
+
+#include <algorithm>
+
+namespace spmd {
+namespace {
+
+// Shardy names factors i, j, k, ... and continues with z1, z2, ... past z.
+std::string factor_name(int f) {
+  if (f < 18) return std::string(1, char('i' + f));
+  std::string name = "z";
+  name += std::to_string(f - 17);
+  return name;
+}
+
+std::string tensors_str(const std::vector<ShardingRule::Tensor>& tensors) {
+  std::string s = "(";
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    s += t ? ", [" : "[";
+    for (size_t d = 0; d < tensors[t].size(); ++d) {
+      if (d) s += ", ";
+      if (tensors[t][d].empty()) s += "1";
+      for (int f : tensors[t][d]) s += factor_name(f);
+    }
+    s += "]";
+  }
+  return s + ")";
+}
+
+std::string factors_of_kind(const ShardingRule& rule, FactorKind kind, const char* label) {
+  std::string s;
+  for (int f = 0; f < rule.num_factors(); ++f)
+    if (rule.factor_kinds[size_t(f)] == kind) s += (s.empty() ? "" : ", ") + factor_name(f);
+  return s.empty() ? "" : std::string(" ") + label + "={" + s + "}";
+}
+
+}  // namespace
+
+int ShardingRule::add_factor(int64_t size, FactorKind kind) {
+  factor_sizes.push_back(size);
+  factor_kinds.push_back(kind);
+  return num_factors() - 1;
+}
+
+std::string ShardingRule::str() const {
+  std::string s = tensors_str(operands) + "->" + tensors_str(results) + " {";
+  for (int f = 0; f < num_factors(); ++f)
+    s += (f ? ", " : "") + factor_name(f) + "=" + std::to_string(factor_sizes[size_t(f)]);
+  s += "}";
+  s += factors_of_kind(*this, FactorKind::reduction, "reduction");
+  s += factors_of_kind(*this, FactorKind::need_replication, "need_replication");
+  return s;
+}
+
+ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
+                                       std::span<const AbstractValue> out) {
+  ShardingRule rule;
+  const Shape& shape = out.front().shape;
+  ShardingRule::Tensor dims;
+  for (int d = 0; d < shape.ndim(); ++d) dims.push_back({rule.add_factor(shape[d])});
+  for (const AbstractValue& t : in)
+    rule.operands.push_back(
+        t.shape.ndim() == shape.ndim() ? dims : ShardingRule::Tensor(size_t(t.shape.ndim())));
+  rule.results.assign(out.size(), dims);
+  return rule;
+}
+
+ShardingRule replicated_sharding_rule(std::span<const AbstractValue> in,
+                                      std::span<const AbstractValue> out) {
+  ShardingRule rule;
+  auto add = [&rule](const AbstractValue& t) {
+    ShardingRule::Tensor dims;
+    for (int d = 0; d < t.shape.ndim(); ++d)
+      dims.push_back({rule.add_factor(t.shape[d], FactorKind::need_replication)});
+    return dims;
+  };
+  for (const AbstractValue& t : in) rule.operands.push_back(add(t));
+  for (const AbstractValue& t : out) rule.results.push_back(add(t));
+  return rule;
+}
+
+}  // namespace spmd

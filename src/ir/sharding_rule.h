@@ -1,0 +1,81 @@
+// A primitive's sharding rule as data, in Shardy's factor form (OpShardingRule): every dim of
+// every operand and result is a list of factors, and each factor is split over mesh axes as a
+// whole. `matmul` is ([i, k], [k, j])->([i, j]) with k a reduction factor: sharding k leaves
+// each device a partial sum. Propagation moves shardings between tensors through shared factors;
+// the partitioner picks one split per factor and reshards operands to it (src/sharding).
+#pragma once
+
+#include "core/array_impl.h"
+#include "ir/params.h"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+struct Primitive;
+
+enum class FactorKind : uint8_t {
+  // Appears in operands and results: each device computes its block of the result from its
+  // blocks of the operands.
+  pass_through,
+  // Appears in operands only (contracting dims, reduced dims): a device holding part of it
+  // computes a partial result that the rule's combiner completes across the factor's axes.
+  reduction,
+  // Must not be split: every device needs the whole extent (a sort or scan dim, a dim that a
+  // slice or pad moves data along, iota's dims).
+  need_replication,
+};
+
+struct ShardingRule {
+  // One dim: its factors, major to minor. Empty for a size-1 dim that broadcasts. More than one
+  // for a dim that reshape splits or merges (a compound factor).
+  using Dim = std::vector<int>;
+  using Tensor = std::vector<Dim>;
+
+  std::vector<Tensor> operands;
+  std::vector<Tensor> results;
+  std::vector<int64_t> factor_sizes;
+  std::vector<FactorKind> factor_kinds;
+  // Completes the partial results of reduction factors (psum for sums and dots, pmax, pmin);
+  // null makes reduction factors need replication.
+  const Primitive* combiner = nullptr;
+
+  // Adds a factor and returns its index.
+  int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
+  int num_factors() const { return int(factor_sizes.size()); }
+  // Shardy's text: "([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k}", with
+  // need_replication={...} when there are such factors and "[]" for a dim without factors.
+  std::string str() const;
+  bool operator==(const ShardingRule&) const = default;
+};
+
+// The rule of one application of a primitive to operands and results of these global types.
+using ShardingRuleFn = std::function<ShardingRule(
+    std::span<const AbstractValue> in, std::span<const AbstractValue> out, const Params& params)>;
+
+// What a device runs for its blocks, when that is not the global equation as it is: params that
+// spell global sizes (reshape's new_sizes, broadcast_in_dim's shape) get the block's sizes, and
+// a boundary (shard_map) runs its per-device body.
+struct LocalEquation {
+  const Primitive* primitive;
+  Params params;
+};
+using LocalizeFn =
+    std::function<LocalEquation(const Params& params, std::span<const AbstractValue> local_in,
+                                std::span<const AbstractValue> local_out)>;
+
+// Rules for the common shapes of primitives.
+// Every operand of the result's rank shares the result's factors dim by dim; operands of lower
+// rank (scalars) have none.
+ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
+                                       std::span<const AbstractValue> out);
+// Every dim of every operand and result needs replication: correct for any primitive, and the
+// rule of those whose blocks cannot be computed apart.
+ShardingRule replicated_sharding_rule(std::span<const AbstractValue> in,
+                                      std::span<const AbstractValue> out);
+
+}  // namespace spmd

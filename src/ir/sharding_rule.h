@@ -40,9 +40,16 @@ struct ShardingRule {
   std::vector<Tensor> results;
   std::vector<int64_t> factor_sizes;
   std::vector<FactorKind> factor_kinds;
-  // Completes the partial results of reduction factors (psum for sums and dots, pmax, pmin);
-  // null makes reduction factors need replication.
-  const Primitive* combiner = nullptr;
+  // Completes the partial results of reduction factors over the named axes (psum for sums and
+  // dots, pmax, pmin); unset makes reduction factors need replication.
+  std::function<Array(const Array& partial, const std::vector<std::string>& axes)> combiner;
+  // Splits the primitive fixes itself (sharding_constraint's sharding, shard_map's specs): per
+  // operand and result, the mesh axes of each dim, major first. Empty when it fixes none;
+  // `fixed_on` is then the param object (a Mesh or a Sharding) they refer to.
+  using Split = std::vector<std::vector<std::string>>;
+  std::vector<Split> fixed_operands;
+  std::vector<Split> fixed_results;
+  ObjectParam fixed_on;
 
   // Adds a factor and returns its index.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
@@ -50,7 +57,6 @@ struct ShardingRule {
   // Shardy's text: "([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k}", with
   // need_replication={...} when there are such factors and "[]" for a dim without factors.
   std::string str() const;
-  bool operator==(const ShardingRule&) const = default;
 };
 
 // The rule of one application of a primitive to operands and results of these global types.
@@ -59,7 +65,8 @@ using ShardingRuleFn = std::function<ShardingRule(
 
 // What a device runs for its blocks, when that is not the global equation as it is: params that
 // spell global sizes (reshape's new_sizes, broadcast_in_dim's shape) get the block's sizes, and
-// a boundary (shard_map) runs its per-device body.
+// a boundary (shard_map) runs its per-device body. A null primitive passes the operands on as
+// the results (a sharding constraint, once its operand has the fixed split).
 struct LocalEquation {
   const Primitive* primitive;
   Params params;

@@ -1,5 +1,6 @@
 #include "compile/compiled.h"
 
+#include "compile/partition.h"
 #include "prims/primitive.h"
 #include "sharding/param_traits.h"
 
@@ -13,11 +14,16 @@ runtime::Launchable::Body body_of(const std::shared_ptr<const Executable>& exe) 
   return [exe](std::span<const Array> args) { return exe->run(args); };
 }
 
+// A mesh without axes is one device: its arrays have that device's sharding, as in JAX.
 std::vector<std::shared_ptr<const Sharding>> shardings(const Mesh& mesh,
                                                        std::span<const PartitionSpec> specs) {
   std::vector<std::shared_ptr<const Sharding>> out;
-  for (const PartitionSpec& spec : specs)
-    out.push_back(std::make_shared<NamedSharding>(mesh, spec));
+  for (const PartitionSpec& spec : specs) {
+    if (mesh.axis_names().empty())
+      out.push_back(std::make_shared<SingleDeviceSharding>(mesh.devices().front()));
+    else
+      out.push_back(std::make_shared<NamedSharding>(mesh, spec));
+  }
   return out;
 }
 
@@ -171,6 +177,23 @@ std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Para
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();
   cache.emplace(h, PrimitiveEntry{&p, params, std::move(in), compiled});
   return compiled;
+}
+
+bool any_committed(std::span<const Array> inputs) {
+  for (const Array& x : inputs)
+    if (x.impl()->sharded) return true;
+  return false;
+}
+
+std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& params,
+                                             std::span<const Array> inputs) {
+  static const std::string kNames[] = {"x", "y", "z"};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    names.push_back(i < 3 ? kNames[i] : "args[" + std::to_string(i) + "]");
+  auto program = std::make_shared<const Program>(one_equation(p, params, types_of(inputs)));
+  std::optional<Placement> placement = place(*program, inputs, {}, {}, p.name, names);
+  return compile_partitioned(program, *placement).run(inputs);
 }
 
 }  // namespace spmd

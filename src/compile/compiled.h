@@ -49,4 +49,11 @@ const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
 std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,
                                                   std::span<const Array> inputs);
 
+// Whether any of the arrays is committed (placed on devices by device_put or a computation).
+bool any_committed(std::span<const Array> inputs);
+// One application of `p` to operands of which some are committed: partitioned over their devices
+// (compile/partition.h), the result committed with the sharding propagation chose.
+std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& params,
+                                             std::span<const Array> inputs);
+
 }  // namespace spmd

@@ -1,5 +1,8 @@
 #include "ir/sharding_rule.h"
 
+#include "ir/primitive.h"
+#include "ir/program.h"
+
 #include <algorithm>
 
 namespace spmd {
@@ -77,6 +80,14 @@ ShardingRule replicated_sharding_rule(std::span<const AbstractValue> in,
   for (const AbstractValue& t : in) rule.operands.push_back(add(t));
   for (const AbstractValue& t : out) rule.results.push_back(add(t));
   return rule;
+}
+
+ShardingRule sharding_rule_of(const Program& program, const Equation& e) {
+  std::vector<AbstractValue> in, out;
+  for (const Atom& a : e.inputs) in.push_back(program.type_of(a));
+  for (int v : e.outputs) out.push_back(program.types[size_t(v)]);
+  if (!e.primitive->sharding_rule) return replicated_sharding_rule(in, out);
+  return e.primitive->sharding_rule(in, out, e.params);
 }
 
 }  // namespace spmd

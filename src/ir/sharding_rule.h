@@ -85,4 +85,9 @@ ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
 ShardingRule replicated_sharding_rule(std::span<const AbstractValue> in,
                                       std::span<const AbstractValue> out);
 
+struct Program;
+struct Equation;
+// The rule of equation `e` of `program`, for the types of its operands and results.
+ShardingRule sharding_rule_of(const Program& program, const Equation& e);
+
 }  // namespace spmd

@@ -79,6 +79,7 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
   if (Trace* trace = innermost_trace(inputs)) return trace->process_primitive(p, inputs, params);
 
   if (p.eager) return p.eager(inputs, params);
+  if (any_committed(inputs)) return run_partitioned_primitive(p, params, inputs);
   // Eager evaluation is a cached one-primitive program, run as jit runs its programs.
   std::shared_ptr<const Compiled> compiled = compile_primitive(p, params, inputs);
   return compiled->run(inputs);

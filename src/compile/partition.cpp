@@ -1,0 +1,165 @@
+#include "compile/partition.h"
+
+#include <spmd/error.h>
+
+#include "ir/primitive.h"
+#include "sharding/param_traits.h"
+
+#include <mutex>
+#include <unordered_map>
+
+namespace spmd {
+namespace {
+
+// One thing that asks for devices: a committed argument, an in/out sharding or a constraint.
+struct Request {
+  std::shared_ptr<const Sharding> sharding;
+  std::string what;  // "argument x of add with shape float32[16,16]"
+};
+
+std::string ids_text(const std::vector<Device>& devices) {
+  std::string s = "[";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(devices[i].id);
+  }
+  return s + "]";
+}
+
+std::string typed_shape(const AbstractValue& t) {
+  std::string s(dtype_name(t.dtype));
+  s += "[";
+  for (int d = 0; d < t.shape.ndim(); ++d) {
+    if (d) s += ",";
+    s += std::to_string(t.shape[d]);
+  }
+  return s + "]";
+}
+
+[[noreturn]] void incompatible(const Request& a, const Request& b) {
+  throw ShardingError(
+      "Received incompatible devices for jitted computation. Got " + a.what +
+      " and with device ids " + ids_text(a.sharding->device_list()) + " on platform CPU and " +
+      b.what + " and with device ids " + ids_text(b.sharding->device_list()) + " on platform CPU");
+}
+
+std::optional<ValueSplit> split_on(const Sharding& sharding, const Mesh& mesh, int rank) {
+  if (auto* named = dynamic_cast<const NamedSharding*>(&sharding))
+    if (named->mesh() == mesh) return ValueSplit::of(named->spec(), rank, true);
+  if (mesh.axis_names().empty() && sharding.device_list() == mesh.devices())
+    return ValueSplit::replicated(rank);
+  return std::nullopt;
+}
+
+// The mesh of the first request: its own for a NamedSharding, one device without axes for a
+// sharding on one device.
+Mesh mesh_of(const Sharding& sharding) {
+  if (auto* named = dynamic_cast<const NamedSharding*>(&sharding)) return named->mesh();
+  return Mesh(sharding.device_list(), Shape{}, {});
+}
+
+void add_constraints(const Program& program, std::vector<Request>& requests) {
+  for (const Equation& e : program.equations) {
+    std::optional<Mesh> mesh = fixed_mesh(sharding_rule_of(program, e));
+    if (mesh)
+      requests.push_back({std::make_shared<NamedSharding>(*mesh, PartitionSpec()),
+                          "a sharding in " + e.primitive->name});
+  }
+}
+
+}  // namespace
+
+std::optional<Placement> place(const Program& program, std::span<const Array> args,
+                               std::span<const std::shared_ptr<const Sharding>> in_shardings,
+                               std::span<const std::shared_ptr<const Sharding>> out_shardings,
+                               const std::string& api, std::span<const std::string> arg_names) {
+  std::vector<Request> requests;
+  auto arg_text = [&](size_t i) {
+    std::string name = i < arg_names.size() ? arg_names[i] : "args[" + std::to_string(i) + "]";
+    return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
+  };
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].committed()) requests.push_back({args[i].sharding(), arg_text(i)});
+  for (size_t i = 0; i < in_shardings.size(); ++i)
+    if (in_shardings[i]) requests.push_back({in_shardings[i], "in_shardings of " + api});
+  for (size_t i = 0; i < out_shardings.size(); ++i)
+    if (out_shardings[i]) requests.push_back({out_shardings[i], "out_shardings of " + api});
+  add_constraints(program, requests);
+  if (requests.empty()) return std::nullopt;
+  for (size_t i = 1; i < requests.size(); ++i)
+    if (requests[i].sharding->device_list() != requests[0].sharding->device_list())
+      incompatible(requests[0], requests[i]);
+
+  Placement p{mesh_of(*requests[0].sharding), false, {}, {}};
+  p.single_device = p.mesh.axis_names().empty();
+  const std::vector<AbstractValue> in_types = program.in_types();
+  p.in.resize(in_types.size());
+  for (size_t i = 0; i < args.size() && i < in_types.size(); ++i) {
+    const Sharding* s = i < in_shardings.size() && in_shardings[i] ? in_shardings[i].get()
+                        : args[i].committed()                      ? args[i].sharding().get()
+                                                                   : nullptr;
+    if (s) p.in[i] = split_on(*s, p.mesh, in_types[i].shape.ndim());
+  }
+  const std::vector<AbstractValue> out_types = program.out_types();
+  p.out.resize(out_types.size());
+  for (size_t i = 0; i < out_shardings.size() && i < out_types.size(); ++i)
+    if (out_shardings[i]) p.out[i] = split_on(*out_shardings[i], p.mesh, out_types[i].shape.ndim());
+  return p;
+}
+
+namespace {
+
+struct PartitionKey {
+  ProgramRef program;
+  Placement placement;
+};
+
+bool same_splits(const std::vector<std::optional<ValueSplit>>& a,
+                 const std::vector<std::optional<ValueSplit>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].has_value() != b[i].has_value() || (a[i] && !(*a[i] == *b[i]))) return false;
+  return true;
+}
+
+struct PartitionKeyEqual {
+  bool operator()(const PartitionKey& a, const PartitionKey& b) const {
+    return (a.program == b.program || *a.program == *b.program) &&
+           a.placement.mesh == b.placement.mesh &&
+           a.placement.single_device == b.placement.single_device &&
+           same_splits(a.placement.in, b.placement.in) &&
+           same_splits(a.placement.out, b.placement.out);
+  }
+};
+
+struct PartitionKeyHash {
+  size_t operator()(const PartitionKey& k) const {
+    size_t h = k.program->hash();
+    hash_combine(h, hash_mesh(k.placement.mesh));
+    for (const auto* splits : {&k.placement.in, &k.placement.out})
+      for (const std::optional<ValueSplit>& s : *splits)
+        hash_combine(h, s ? hash_spec(s->spec()) + 1 : 0);
+    return h;
+  }
+};
+
+}  // namespace
+
+const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement) {
+  program->hash();  // memoized outside the lock
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<PartitionKey, std::unique_ptr<Compiled>,
+                                              PartitionKeyHash, PartitionKeyEqual>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Compiled>& slot = (*cache)[PartitionKey{program, placement}];
+  if (!slot) {
+    PartitionedProgram parts =
+        partition_program(*program, placement.mesh, placement.in, placement.out);
+    const std::vector<AbstractValue> out_types = program->out_types();
+    slot = std::make_unique<Compiled>(parts.body, placement.mesh, parts.in_specs, parts.out_specs,
+                                      out_types);
+  }
+  return *slot;
+}
+
+}  // namespace spmd

@@ -1,0 +1,58 @@
+// Automatic partitioning ("computation follows sharding"): a global Program whose arguments or
+// annotations carry shardings runs on every device of their mesh, each device on its blocks,
+// with the collectives the shardings imply. Propagation (sharding/propagation.h) decides a split
+// for every value; the partitioner (transforms/partition.cpp) rewrites the Program into the
+// program each device runs; compile_partitioned caches the result as a Compiled.
+#pragma once
+
+#include <spmd/sharding.h>
+
+#include "compile/compiled.h"
+#include "sharding/propagation.h"
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+// What each device runs and how the global inputs and outputs are split over the mesh.
+struct PartitionedProgram {
+  Program body;
+  std::vector<PartitionSpec> in_specs;
+  std::vector<PartitionSpec> out_specs;
+};
+
+// The program each device of `mesh` runs for `global`, with the given splits of its inputs and
+// outputs closed (nullopt: chosen by propagation). Defined by the partitioner, which emits
+// collectives through the ops above this layer.
+PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
+                                     const std::vector<std::optional<ValueSplit>>& in,
+                                     const std::vector<std::optional<ValueSplit>>& out);
+
+// Where a computation runs and how its arguments and results are split, as decided from the
+// committed arguments, in_shardings, out_shardings and the constraints in the program. `mesh`
+// is a one-device mesh without axes for a computation committed to one device.
+struct Placement {
+  Mesh mesh;
+  bool single_device = false;
+  std::vector<std::optional<ValueSplit>> in, out;
+};
+
+// The placement of `program` applied to `args`, or nullopt when nothing places it (no committed
+// argument, no sharding given or in the program): it then runs on the default device. Raises
+// JAX's "Received incompatible devices for jitted computation" for committed arguments or
+// shardings on different devices; `api` names the computation and `arg_names` its arguments in
+// that message ("argument x of add").
+std::optional<Placement> place(const Program& program, std::span<const Array> args,
+                               std::span<const std::shared_ptr<const Sharding>> in_shardings,
+                               std::span<const std::shared_ptr<const Sharding>> out_shardings,
+                               const std::string& api, std::span<const std::string> arg_names);
+
+// The Compiled of `program` partitioned by `placement`, built once per program content and
+// placement.
+const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement);
+
+}  // namespace spmd

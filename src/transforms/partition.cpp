@@ -1,0 +1,329 @@
+// The SPMD partitioner: a global Program and a split for each of its values (propagation) become
+// the program every device runs on its blocks. Each equation runs on blocks split as its
+// sharding rule's factors say; operands are resharded to that split first (slicing is free,
+// all-to-all moves an axis between dims, all-gather removes one), partial results of reduction
+// factors are completed by the rule's combiner, and results are resharded to their propagated
+// split. The per-device program is traced with the mesh axes in scope, so the collectives are
+// the ones shard_map bodies use.
+#include "compile/partition.h"
+
+#include <spmd/lax.h>
+#include <spmd/ops.h>
+#include <spmd/parallel.h>
+
+#include "compile/passes.h"
+#include "core/axis_env.h"
+#include "ir/primitive.h"
+#include "prims/primitive.h"
+#include "transforms/staging.h"
+
+#include <algorithm>
+
+namespace spmd {
+namespace {
+
+using AxisList = std::vector<std::string>;
+using Split = std::vector<AxisList>;
+
+bool is_prefix(const AxisList& a, const AxisList& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+AxisNames names_of(const AxisList& axes) {
+  return axes.size() == 1 ? AxisNames(axes[0]) : AxisNames(axes, true);
+}
+
+// A device's block of a value and how the value is split.
+struct Local {
+  Array value;
+  Split split;
+};
+
+// Moves a block from split `from` to split `to` with the fewest bytes: axes that move between
+// dims go by all-to-all, axes that leave go by all-gather (minor first), axes that arrive are
+// slices of what the device already holds.
+Array reshard(Array x, Split from, const Split& to) {
+  const size_t rank = from.size();
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t d = 0; d < rank && !moved; ++d) {
+      if (from[d].empty() || is_prefix(from[d], to[d])) continue;
+      const std::string a = from[d].back();
+      for (size_t e = 0; e < rank && !moved; ++e) {
+        if (e == d || !is_prefix(from[e], to[e]) || to[e].size() <= from[e].size() ||
+            to[e][from[e].size()] != a)
+          continue;
+        x = all_to_all(x, a, int(e), int(d), AllToAllOptions{.tiled = true});
+        from[d].pop_back();
+        from[e].push_back(a);
+        moved = true;
+      }
+    }
+  }
+  for (size_t d = 0; d < rank; ++d)
+    while (!is_prefix(from[d], to[d])) {
+      x = all_gather(x, from[d].back(), AllGatherOptions{.axis = int(d), .tiled = true});
+      from[d].pop_back();
+    }
+  std::vector<Array> starts;
+  std::vector<int64_t> sizes = x.shape().dims();
+  bool slice = false;
+  for (size_t d = 0; d < rank; ++d) {
+    const AxisList extra(to[d].begin() + std::ptrdiff_t(from[d].size()), to[d].end());
+    if (extra.empty()) {
+      starts.push_back(Array(0));
+      continue;
+    }
+    sizes[d] /= axis_size(names_of(extra));
+    starts.push_back(axis_index(names_of(extra)) * Array(int(sizes[d])));
+    slice = true;
+  }
+  return slice ? lax::dynamic_slice(x, starts, sizes) : x;
+}
+
+class Partitioner {
+ public:
+  Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits)
+      : global_(global), mesh_(mesh), splits_(std::move(splits)) {}
+
+  std::vector<Array> run(std::span<const Array> args) {
+    env_.assign(global_.types.size(), {});
+    for (size_t i = 0; i < global_.invars.size(); ++i)
+      env_[size_t(global_.invars[i])] = Local{args[i], splits_[size_t(global_.invars[i])].dims};
+    for (size_t i = 0; i < global_.constvars.size(); ++i) {
+      const int v = global_.constvars[i];
+      const Split whole(size_t(global_.types[size_t(v)].shape.ndim()));
+      env_[size_t(v)] = Local{reshard(global_.consts[i], whole, splits_[size_t(v)].dims),
+                              splits_[size_t(v)].dims};
+    }
+    for (const Equation& e : global_.equations) run_equation(e);
+    std::vector<Array> outs;
+    for (const Atom& a : global_.outputs) outs.push_back(a.is_literal() ? a.literal : value(a));
+    return outs;
+  }
+
+ private:
+  const Array& value(const Atom& a) const { return env_[size_t(a.var)].value; }
+
+  // A factor split for each factor of the rule: the results' propagated splits for factors they
+  // hold, otherwise the operands' current ones (the largest operand's first); then made
+  // consistent (an axis splits one factor; a compound dim splits a minor factor only when the
+  // major ones are fully split).
+  std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule) const {
+    std::vector<AxisList> f(size_t(rule.num_factors()));
+    std::vector<bool> set(f.size(), false);
+    auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
+      for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
+        AxisList axes = split[d];
+        for (int factor : dims[d]) {
+          const size_t k = size_t(factor);
+          AxisList mine = take_factor(axes, rule.factor_sizes[k]);
+          if (set[k] || mine.empty()) continue;
+          f[k] = std::move(mine);
+          set[k] = true;
+        }
+      }
+    };
+    for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r)
+      offer(rule.results[r], splits_[size_t(e.outputs[r])].dims);
+    std::vector<size_t> order;
+    for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k)
+      if (!e.inputs[k].is_literal()) order.push_back(k);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return global_.type_of(e.inputs[a]).shape.size() > global_.type_of(e.inputs[b]).shape.size();
+    });
+    for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split);
+    for (size_t k = 0; k < f.size(); ++k)
+      if (rule.factor_kinds[k] == FactorKind::need_replication ||
+          (rule.factor_kinds[k] == FactorKind::reduction && !rule.combiner))
+        f[k].clear();
+    make_consistent(rule, f);
+    return f;
+  }
+
+  // The leading axes of `axes` whose product divides `size`, removed from `axes`; stops at the
+  // first that does not fit, or once the factor is fully split.
+  AxisList take_factor(AxisList& axes, int64_t size) const {
+    AxisList out;
+    int64_t n = 1;
+    size_t i = 0;
+    while (i < axes.size() && n != size && size % (n * mesh_.axis_size(axes[i])) == 0) {
+      n *= mesh_.axis_size(axes[i]);
+      out.push_back(axes[i++]);
+    }
+    axes.erase(axes.begin(), axes.begin() + std::ptrdiff_t(i));
+    if (n != size) axes.clear();
+    return out;
+  }
+
+  int64_t product(const AxisList& axes) const {
+    int64_t n = 1;
+    for (const std::string& a : axes) n *= mesh_.axis_size(a);
+    return n;
+  }
+
+  void make_consistent(const ShardingRule& rule, std::vector<AxisList>& f) const {
+    AxisList used;
+    for (AxisList& axes : f) {
+      auto clash = std::find_if(axes.begin(), axes.end(), [&](const std::string& a) {
+        return std::find(used.begin(), used.end(), a) != used.end();
+      });
+      axes.erase(clash, axes.end());
+      used.insert(used.end(), axes.begin(), axes.end());
+    }
+    auto trim = [&](const ShardingRule::Tensor& dims) {
+      for (const ShardingRule::Dim& dim : dims)
+        for (size_t j = 1; j < dim.size(); ++j)
+          if (product(f[size_t(dim[j - 1])]) != rule.factor_sizes[size_t(dim[j - 1])])
+            f[size_t(dim[j])].clear();
+    };
+    for (const auto& t : rule.operands) trim(t);
+    for (const auto& t : rule.results) trim(t);
+  }
+
+  static Split join(const ShardingRule::Tensor& dims, const std::vector<AxisList>& f) {
+    Split out;
+    for (const ShardingRule::Dim& dim : dims) {
+      AxisList axes;
+      for (int factor : dim) axes.insert(axes.end(), f[size_t(factor)].begin(), f[size_t(factor)].end());
+      out.push_back(std::move(axes));
+    }
+    return out;
+  }
+
+  AbstractValue block_type(AbstractValue t, const Split& split) const {
+    t.shape = block_shape(t.shape, split, mesh_);
+    return t;
+  }
+
+  // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
+  // cannot run on such blocks (its localized types disagree).
+  bool try_local(const Equation& e, const std::vector<Split>& in, const std::vector<Split>& out,
+                 std::vector<Array>& results) {
+    std::vector<Array> args;
+    std::vector<AbstractValue> in_types, out_types;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      if (a.is_literal()) {
+        args.push_back(a.literal);
+      } else {
+        const Local& x = env_[size_t(a.var)];
+        args.push_back(reshard(x.value, x.split, in[k]));
+      }
+      in_types.push_back(aval_of(args.back()));
+    }
+    for (size_t r = 0; r < e.outputs.size(); ++r)
+      out_types.push_back(block_type(global_.types[size_t(e.outputs[r])], out[r]));
+    LocalEquation local{e.primitive, e.params};
+    if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
+    if (!local.primitive) {
+      results = args;
+      return true;
+    }
+    try {
+      std::vector<AbstractValue> got = abstract_eval(*local.primitive, in_types, local.params);
+      if (got.size() != out_types.size()) return false;
+      for (size_t r = 0; r < got.size(); ++r)
+        if (got[r].shape != out_types[r].shape || got[r].dtype != out_types[r].dtype) return false;
+    } catch (const std::exception&) {
+      return false;
+    }
+    results = spmd::bind(*local.primitive, args, local.params);
+    return true;
+  }
+
+  void run_equation(const Equation& e) {
+    std::vector<AbstractValue> in_types, out_types;
+    for (const Atom& a : e.inputs) in_types.push_back(global_.type_of(a));
+    for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
+    const ShardingRule rule = sharding_rule_of(global_, e);
+    std::vector<Split> in, out;
+    AxisList partial;
+    if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
+      in = rule.fixed_operands;
+      out = rule.fixed_results;
+      in.resize(e.inputs.size());
+      out.resize(e.outputs.size());
+      for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
+      for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
+    } else {
+      const std::vector<AxisList> f = choose_factors(e, rule);
+      for (const auto& t : rule.operands) in.push_back(join(t, f));
+      for (const auto& t : rule.results) out.push_back(join(t, f));
+      for (size_t k = 0; k < f.size(); ++k)
+        if (rule.factor_kinds[k] == FactorKind::reduction)
+          partial.insert(partial.end(), f[k].begin(), f[k].end());
+    }
+    std::vector<Array> results;
+    if (!try_local(e, in, out, results)) {
+      in.clear();
+      out.clear();
+      partial.clear();
+      for (const AbstractValue& t : in_types) in.push_back(Split(size_t(t.shape.ndim())));
+      for (const AbstractValue& t : out_types) out.push_back(Split(size_t(t.shape.ndim())));
+      results = spmd::bind(*e.primitive, gathered_operands(e, in), e.params);
+    }
+    if (!partial.empty()) {
+      std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
+        return mesh_.axis_position(a) < mesh_.axis_position(b);
+      });
+      for (Array& r : results) r = rule.combiner(r, partial);
+    }
+    for (size_t r = 0; r < e.outputs.size(); ++r) {
+      const Split& want = splits_[size_t(e.outputs[r])].dims;
+      env_[size_t(e.outputs[r])] = Local{reshard(results[r], out[r], want), want};
+    }
+  }
+
+  std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) const {
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      if (a.is_literal()) {
+        args.push_back(a.literal);
+        continue;
+      }
+      const Local& x = env_[size_t(a.var)];
+      args.push_back(reshard(x.value, x.split, in[k]));
+    }
+    return args;
+  }
+
+  const Program& global_;
+  const Mesh& mesh_;
+  std::vector<ValueSplit> splits_;
+  std::vector<Local> env_;
+};
+
+std::vector<AxisFrame> frames_of(const Mesh& mesh) {
+  std::vector<AxisFrame> frames;
+  for (const auto& [axis, size] : mesh.shape()) frames.push_back({axis, size, "jit", false});
+  return frames;
+}
+
+}  // namespace
+
+PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
+                                     const std::vector<std::optional<ValueSplit>>& in,
+                                     const std::vector<std::optional<ValueSplit>>& out) {
+  const Program global = inline_calls(global0);
+  std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
+  PartitionedProgram result;
+  std::vector<AbstractValue> block_types;
+  for (int v : global.invars) {
+    AbstractValue t = global.types[size_t(v)];
+    t.shape = block_shape(t.shape, splits[size_t(v)].dims, mesh);
+    block_types.push_back(std::move(t));
+    result.in_specs.push_back(splits[size_t(v)].spec());
+  }
+  for (const Atom& a : global.outputs)
+    result.out_specs.push_back(a.is_literal() ? PartitionSpec() : splits[size_t(a.var)].spec());
+  Partitioner partitioner(global, mesh, std::move(splits));
+  AxisEnvScope axes(frames_of(mesh));
+  result.body = trace_to_program(
+      [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
+      "jit");
+  return result;
+}
+
+}  // namespace spmd

@@ -982,6 +982,19 @@ Array collectives::gather_over_tuple(const Primitive& all_gather, const Array& x
   return all_gather_batch(all_gather, arg, dim, p, ctx).outputs[0];
 }
 
+const Primitive& collectives::psum_primitive() {
+  static const Primitive& psum = primitive("psum");
+  return psum;
+}
+const Primitive& collectives::pmax_primitive() {
+  static const Primitive& pmax = primitive("pmax");
+  return pmax;
+}
+const Primitive& collectives::pmin_primitive() {
+  static const Primitive& pmin = primitive("pmin");
+  return pmin;
+}
+
 void register_collective_primitives(PrimitiveRegistry& r) {
   const Primitive& psum = define_reduction(r, "psum", cpu::ReduceOp::sum, ReduceOp::sum, true);
   define_reduction(r, "pmax", cpu::ReduceOp::max, ReduceOp::max, false);

@@ -91,6 +91,12 @@ BatchResult single(Array out, int dim);
 Array gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
                         const std::vector<std::string>& names, const BatchContext& ctx);
 
+// psum, pmax and pmin, for the sharding rules of other families whose partial results they
+// complete (dot_general, reduce_sum, reduce_max, reduce_min). Only once the registry is built.
+const Primitive& psum_primitive();
+const Primitive& pmax_primitive();
+const Primitive& pmin_primitive();
+
 // pbroadcast, axis_index, pvary and psum_invariant (axis_ops.cpp), whose rules use psum and
 // all_gather.
 void register_axis_primitives(PrimitiveRegistry& r, const Primitive& psum,

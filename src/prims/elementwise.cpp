@@ -314,6 +314,7 @@ void define_add_sub(PrimitiveRegistry& r) {
   add_any.jvp = linear_jvp_rule(add_any);
   add_any.transpose = add_any_transpose;
   add_any.batch = add_any_batch(add_any);
+  add_any.sharding_rule = elementwise_sharding;
 }
 
 // ---- mul and div: linear in one operand -------------------------------------------------------
@@ -669,6 +670,22 @@ std::vector<AbstractValue> bitcast_shape_rule(std::span<const AbstractValue> in,
   }
   return one({s, to, false});
 }
+// Elementwise between types of one width; otherwise the extra last dim of the narrower type's
+// side holds the pieces of one element of the wider type, which a device needs whole.
+ShardingRule bitcast_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                              const Params&) {
+  const Shape &x = in[0].shape, &y = out[0].shape;
+  const Shape& longer = x.ndim() > y.ndim() ? x : y;
+  const int common = std::min(x.ndim(), y.ndim());
+  ShardingRule rule;
+  ShardingRule::Tensor dims;
+  for (int d = 0; d < longer.ndim(); ++d)
+    dims.push_back({rule.add_factor(
+        longer[d], d < common ? FactorKind::pass_through : FactorKind::need_replication)});
+  rule.operands = {{dims.begin(), dims.begin() + x.ndim()}};
+  rule.results = {{dims.begin(), dims.begin() + y.ndim()}};
+  return rule;
+}
 void bitcast_kernel(const KernelArgs& a) {
   std::memcpy(a.out[0].data, a.in[0].data, size_t(a.in[0].aval->nbytes()));
 }
@@ -714,7 +731,11 @@ void define_conversions(PrimitiveRegistry& r) {
   Primitive& bitcast = r.define("bitcast_convert_type", bitcast_shape_rule, bitcast_kernel);
   bitcast.non_differentiable = true;
   bitcast.batch = bitcast_batch(bitcast);
-  r.define("iota", iota_shape_rule, iota_kernel).non_differentiable = true;
+  bitcast.sharding_rule = bitcast_sharding;
+  Primitive& iota = r.define("iota", iota_shape_rule, iota_kernel);
+  iota.non_differentiable = true;
+  // A device's block of an iota would need the block's offset.
+  iota.sharding_rule = replicated_sharding;
 }
 
 // ---- select_n and clamp -------------------------------------------------------------------------
@@ -905,10 +926,12 @@ void define_select_clamp(PrimitiveRegistry& r) {
   select_n.jvp = select_n_jvp(select_n);
   select_n.transpose = select_n_transpose;
   select_n.batch = batch_of(select_n, select_n_batch);
+  select_n.sharding_rule = elementwise_sharding;
   Primitive& clamp = r.define("clamp", clamp_shape_rule, clamp_kernel);
   clamp.elementwise = true;
   clamp.jvp = standard_jvp(clamp, {clamp_jvp_lo, clamp_jvp_x, clamp_jvp_hi});
   clamp.batch = batch_of(clamp, clamp_batch);
+  clamp.sharding_rule = elementwise_sharding;
 }
 
 // ---- empty2 -------------------------------------------------------------------------------------
@@ -942,7 +965,8 @@ void register_elementwise_primitives(PrimitiveRegistry& r) {
 }
 
 void register_empty_primitive(PrimitiveRegistry& r) {
-  r.define("empty2", empty2_shape_rule, empty2_kernel);
+  // A scalar without operands: nothing to split.
+  r.define("empty2", empty2_shape_rule, empty2_kernel).sharding_rule = replicated_sharding;
 }
 
 }  // namespace spmd

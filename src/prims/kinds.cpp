@@ -95,26 +95,6 @@ BatchRule batch_rule_of_kind(const Primitive& p) {
   throw std::logic_error("unknown primitive kind");
 }
 
-// Reducers: the reduced dims are reduction factors without a combiner, so they need
-// replication unless the family names the collective that completes a partial result.
-ShardingRule reducer_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
-                              const Params& params) {
-  const Ints& axes = params.get_ints("axes");
-  const Shape& shape = in[0].shape;
-  ShardingRule rule;
-  ShardingRule::Tensor operand, result;
-  for (int d = 0; d < shape.ndim(); ++d) {
-    const bool reduced = std::count(axes.begin(), axes.end(), d) > 0;
-    const int f =
-        rule.add_factor(shape[d], reduced ? FactorKind::reduction : FactorKind::pass_through);
-    operand.push_back({f});
-    if (!reduced) result.push_back({f});
-  }
-  rule.operands.push_back(std::move(operand));
-  rule.results.push_back(std::move(result));
-  return rule;
-}
-
 // Cumulative ops: each element depends on every earlier one along the scanned dim.
 ShardingRule cumulative_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
                                  const Params& params) {
@@ -147,6 +127,26 @@ ShardingRuleFn sharding_rule_of_kind(const Primitive& p) {
 }
 
 }  // namespace
+
+// Reducers: the reduced dims are reduction factors without a combiner, so they need
+// replication unless the family names the collective that completes a partial result.
+ShardingRule reducer_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
+                              const Params& params) {
+  const Ints& axes = params.get_ints("axes");
+  const Shape& shape = in[0].shape;
+  ShardingRule rule;
+  ShardingRule::Tensor operand, result;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    const bool reduced = std::count(axes.begin(), axes.end(), d) > 0;
+    const int f =
+        rule.add_factor(shape[d], reduced ? FactorKind::reduction : FactorKind::pass_through);
+    operand.push_back({f});
+    if (!reduced) result.push_back({f});
+  }
+  rule.operands.push_back(std::move(operand));
+  rule.results.push_back(std::move(result));
+  return rule;
+}
 
 void complete_rules_from_kind(Primitive& p) {
   if (!p.batch) p.batch = batch_rule_of_kind(p);

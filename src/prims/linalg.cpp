@@ -2,6 +2,7 @@
 // preferred_element_type, out_sharding); output dims are batch, lhs free, rhs free, as in XLA.
 // The shape rule checks the dimension numbers and applies XLA's operand-type rules; the jvp,
 // transpose and batching rules emit what JAX's do (jax/_src/lax/lax.py).
+#include "prims/collectives.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
@@ -160,6 +161,40 @@ void dot_general_kernel(const KernelArgs& a) {
 // ---- transformation rules ----------------------------------------------------------------------
 using Ints = std::vector<int64_t>;
 
+// Shardy's rule: batch dims, then the lhs's and the rhs's free dims, pass through in the result's
+// order; contracting dims are reductions whose partial sums psum completes. A bool product is
+// an `or` of `and`s, which psum does not compute: its contracting dims need replication.
+ShardingRule dot_general_sharding(std::span<const AbstractValue> in,
+                                  std::span<const AbstractValue> out, const Params& p) {
+  const Shape &lhs = in[0].shape, &rhs = in[1].shape;
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  ShardingRule rule;
+  ShardingRule::Tensor l(size_t(lhs.ndim())), r(size_t(rhs.ndim())), result;
+  for (size_t k = 0; k < d.lhs_batch.size(); ++k) {
+    const int f = rule.add_factor(lhs[int(d.lhs_batch[k])]);
+    l[size_t(d.lhs_batch[k])] = r[size_t(d.rhs_batch[k])] = {f};
+    result.push_back({f});
+  }
+  for (int64_t i : remaining(lhs.ndim(), d.lhs_contracting, d.lhs_batch)) {
+    l[size_t(i)] = {rule.add_factor(lhs[int(i)])};
+    result.push_back(l[size_t(i)]);
+  }
+  for (int64_t i : remaining(rhs.ndim(), d.rhs_contracting, d.rhs_batch)) {
+    r[size_t(i)] = {rule.add_factor(rhs[int(i)])};
+    result.push_back(r[size_t(i)]);
+  }
+  const bool summed = !is_bool(out[0].dtype);
+  for (size_t k = 0; k < d.lhs_contracting.size(); ++k) {
+    const int f = rule.add_factor(lhs[int(d.lhs_contracting[k])],
+                                  summed ? FactorKind::reduction : FactorKind::need_replication);
+    l[size_t(d.lhs_contracting[k])] = r[size_t(d.rhs_contracting[k])] = {f};
+  }
+  rule.operands = {std::move(l), std::move(r)};
+  rule.results = {std::move(result)};
+  if (summed) rule.combiner = &collectives::psum_primitive();
+  return rule;
+}
+
 // JAX's bilinear jvp: dot_general of each tangent with the other primal, summed.
 JvpResult dot_general_jvp(const Primitive& self, std::span<const Array> x, std::span<const Array> t,
                           const Params& p) {
@@ -250,6 +285,7 @@ void register_linalg_primitives(PrimitiveRegistry& r) {
   dot_general.jvp = binding(dot_general, dot_general_jvp);
   dot_general.transpose = binding(dot_general, dot_general_transpose);
   dot_general.batch = binding(dot_general, dot_general_batch);
+  dot_general.sharding_rule = dot_general_sharding;
   dot_general.hides_param = [](std::string_view key, const ParamValue& v) {
     return (key == "out_sharding" || key == "precision") && is_none(v);
   };

@@ -1,11 +1,14 @@
 // Primitive family: reductions (reduce_sum, reduce_prod, reduce_max, reduce_min, reduce_and,
 // reduce_or, reduce_xor), argmax/argmin and the cumulative scans (cumsum, cumprod, cummax,
 // cummin, cumlogsumexp), with JAX's names, params and type rules, then their jvp and transpose
-// rules; batching comes from their kind. Each rule emits the primitives JAX's rule emits
+// rules; batching and sharding rules come from their kind, with the collective that completes a
+// sharded reduction where one does exactly. Each rule emits the primitives JAX's rule emits
 // (jax/_src/lax/lax.py, control_flow/loops.py), in the same order and with the same params, so
 // differentiated programs print as JAX's do. Every operation is its own statement: C++ leaves the
 // order of argument evaluation open.
+#include "prims/collectives.h"
 #include "prims/families.h"
+#include "prims/kinds.h"
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
 
@@ -385,6 +388,27 @@ Array cumsum_transpose(const Array& ct, const AbstractValue&, const Params& p) {
   return lax::cumsum(ct, p.get_int("axis"), !p.get<bool>("reverse"));
 }
 
+// ---- sharding ---------------------------------------------------------------------------------
+// The reducer's rule with `combiner` completing the partial results of devices that hold parts
+// of a reduced dim, for operands of the dtypes on which it computes the same reduction; on
+// others the reduced dims need replication.
+ShardingRuleFn completed_by(const Primitive& (*combiner)(), bool (*exact)(DType)) {
+  return [combiner, exact](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                           const Params& params) {
+    ShardingRule rule = reducer_sharding(in, out, params);
+    if (exact(in[0].dtype)) rule.combiner = &combiner();
+    return rule;
+  };
+}
+
+bool any_dtype(DType) {
+  return true;
+}
+// and and or of bools are min and max; of integers they are bitwise.
+bool bools(DType t) {
+  return is_bool(t);
+}
+
 }  // namespace
 
 void register_reduce_primitives(PrimitiveRegistry& r) {
@@ -395,9 +419,10 @@ void register_reduce_primitives(PrimitiveRegistry& r) {
   reduce_max.jvp = chooser_jvp(reduce_max);
   Primitive& reduce_min = define_reduce(r, "reduce_min", ReduceOp::min, Accepts::any);
   reduce_min.jvp = chooser_jvp(reduce_min);
-  define_reduce(r, "reduce_and", ReduceOp::bit_and, Accepts::ints_and_bool).non_differentiable =
-      true;
-  define_reduce(r, "reduce_or", ReduceOp::bit_or, Accepts::ints_and_bool).non_differentiable = true;
+  Primitive& reduce_and = define_reduce(r, "reduce_and", ReduceOp::bit_and, Accepts::ints_and_bool);
+  reduce_and.non_differentiable = true;
+  Primitive& reduce_or = define_reduce(r, "reduce_or", ReduceOp::bit_or, Accepts::ints_and_bool);
+  reduce_or.non_differentiable = true;
   define_reduce(r, "reduce_xor", ReduceOp::bit_xor, Accepts::ints_and_bool).non_differentiable =
       true;
   define_arg_reduce(r, "argmax", ArgReduceOp::argmax).non_differentiable = true;
@@ -407,6 +432,12 @@ void register_reduce_primitives(PrimitiveRegistry& r) {
   define_scan(r, "cummax", ScanOp::max).jvp = cumulative_jvp(combine_max);
   define_scan(r, "cummin", ScanOp::min).jvp = cumulative_jvp(combine_min);
   define_scan(r, "cumlogsumexp", ScanOp::logsumexp).jvp = cumulative_jvp(logaddexp);
+
+  reduce_sum.sharding_rule = completed_by(collectives::psum_primitive, any_dtype);
+  reduce_max.sharding_rule = completed_by(collectives::pmax_primitive, any_dtype);
+  reduce_min.sharding_rule = completed_by(collectives::pmin_primitive, any_dtype);
+  reduce_and.sharding_rule = completed_by(collectives::pmin_primitive, bools);
+  reduce_or.sharding_rule = completed_by(collectives::pmax_primitive, bools);
 }
 
 }  // namespace spmd

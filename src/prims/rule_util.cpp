@@ -202,6 +202,17 @@ TransposeRule unary_transpose(Array (*rule)(const Array& ct, const AbstractValue
   };
 }
 
+// ---- sharding -----------------------------------------------------------------------------------
+ShardingRule elementwise_sharding(std::span<const AbstractValue> in,
+                                  std::span<const AbstractValue> out, const Params&) {
+  return elementwise_sharding_rule(in, out);
+}
+
+ShardingRule replicated_sharding(std::span<const AbstractValue> in,
+                                 std::span<const AbstractValue> out, const Params&) {
+  return replicated_sharding_rule(in, out);
+}
+
 // ---- batching -----------------------------------------------------------------------------------
 std::vector<Array> to_vector(std::span<const Array> xs) {
   return {xs.begin(), xs.end()};

@@ -95,6 +95,13 @@ auto binding(const Primitive& p, Rule rule) {
   return [&p, rule](auto&&... args) { return rule(p, args...); };
 }
 
+// ---- sharding -----------------------------------------------------------------------------------
+// The rules of ir/sharding_rule.h as a Primitive's sharding_rule.
+ShardingRule elementwise_sharding(std::span<const AbstractValue> in,
+                                  std::span<const AbstractValue> out, const Params& params);
+ShardingRule replicated_sharding(std::span<const AbstractValue> in,
+                                 std::span<const AbstractValue> out, const Params& params);
+
 // ---- batching -----------------------------------------------------------------------------------
 inline bool is_batched(int dim) {
   return dim != kNotBatched;

@@ -1,6 +1,6 @@
 // Primitive family: shape manipulation — broadcast_in_dim, reshape, transpose, squeeze, rev,
 // concatenate, stack, unstack, pad, slice, split and tile, with JAX's parameter names, each with
-// its type rule, kernel and transformation rules. Every kernel is a strided copy
+// its type rule, kernel, transformation rules and sharding rule. Every kernel is a strided copy
 // (src/backends/cpu/copy.h); the shape rules validate exactly what XLA would reject.
 #include "prims/families.h"
 #include "prims/primitive.h"
@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <string>
 
 namespace spmd {
@@ -97,6 +99,55 @@ std::vector<Array> all_at_front(std::span<const Array> args, std::span<const int
   return xs;
 }
 
+// ---- sharding rules (ir/sharding_rule.h) --------------------------------------------------------
+// Shardy's rules, with one difference: where the extents of a dim differ between tensors (a
+// concatenated, padded or sliced dim), each tensor's dim has a factor of its own, so that factor
+// sizes always multiply to the dim's size; such factors need replication.
+using Factors = ShardingRule::Tensor;
+
+ShardingRule::Dim unsplit(ShardingRule& rule, int64_t size) {
+  return {rule.add_factor(size, FactorKind::need_replication)};
+}
+
+// The rule of a primitive that keeps every dim in place (its scalar operands aside): dim d is
+// one factor of every tensor, split as any when `kept(d)`; a dim where data moves needs
+// replication, with a factor per tensor where the extents differ.
+ShardingRule dimwise_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                              const std::function<bool(int)>& kept) {
+  const Shape& shape = out[0].shape;
+  ShardingRule rule;
+  std::vector<Factors> tensors;
+  for (const AbstractValue& t : in) tensors.emplace_back(size_t(t.shape.ndim()));
+  for (const AbstractValue& t : out) tensors.emplace_back(size_t(t.shape.ndim()));
+  auto extent = [&](size_t t, int d) {
+    return (t < in.size() ? in[t] : out[t - in.size()]).shape[d];
+  };
+  for (int d = 0; d < shape.ndim(); ++d) {
+    bool same = true;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      same = same && (tensors[t].empty() || extent(t, d) == shape[d]);
+    const int f = same ? rule.add_factor(shape[d], kept(d) ? FactorKind::pass_through
+                                                           : FactorKind::need_replication)
+                       : -1;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      if (!tensors[t].empty())
+        tensors[t][size_t(d)] = same ? ShardingRule::Dim{f} : unsplit(rule, extent(t, d));
+  }
+  rule.operands.assign(tensors.begin(), tensors.begin() + long(in.size()));
+  rule.results.assign(tensors.begin() + long(in.size()), tensors.end());
+  return rule;
+}
+
+// The equation with param `key` spelling the block's result shape instead of the global one.
+LocalizeFn localize_result_shape(const Primitive& self, const char* key) {
+  return [&self, key](const Params& params, std::span<const AbstractValue>,
+                      std::span<const AbstractValue> local_out) {
+    Params p = params;
+    p.set(key, local_out[0].shape.dims());
+    return LocalEquation{&self, std::move(p)};
+  };
+}
+
 // ---- broadcast_in_dim ---------------------------------------------------------------------------
 std::vector<AbstractValue> broadcast_in_dim_rule(std::span<const AbstractValue> in,
                                                  const Params& p) {
@@ -151,6 +202,22 @@ Array broadcast_in_dim_transpose(const Array& ct, const AbstractValue& operand, 
   return expand_dims_or_forward(summed, unit_dims);
 }
 
+// Operand dim i is result dim broadcast_dimensions[i] unless it is a size-1 dim that broadcasts;
+// the result's other dims are its own factors.
+ShardingRule broadcast_in_dim_sharding(std::span<const AbstractValue> in,
+                                       std::span<const AbstractValue> out, const Params& p) {
+  const Shape &x = in[0].shape, &y = out[0].shape;
+  const Ints& dims = p.get_ints("broadcast_dimensions");
+  ShardingRule rule;
+  Factors operand(size_t(x.ndim())), result;
+  for (int d = 0; d < y.ndim(); ++d) result.push_back({rule.add_factor(y[d])});
+  for (int i = 0; i < x.ndim(); ++i)
+    if (x[i] == y[int(dims[size_t(i)])]) operand[size_t(i)] = result[size_t(dims[size_t(i)])];
+  rule.operands = {std::move(operand)};
+  rule.results = {std::move(result)};
+  return rule;
+}
+
 BatchResult broadcast_in_dim_batch(const Primitive& self, std::span<const Array> args,
                                    std::span<const int> dims, const Params& params,
                                    const BatchContext&) {
@@ -199,6 +266,87 @@ std::vector<AbstractValue> squeeze_rule(std::span<const AbstractValue> in, const
     if (!drop) out.push_back(s[d]);
   }
   return one(Shape(out), in[0], in[0].weak_type);
+}
+
+// One side of a reshape as the rule walks it, major to minor: the dim it is at and the part of
+// that dim's size no factor covers yet. Size-1 dims are stepped over and keep no factor.
+struct ReshapeWalk {
+  const Shape& shape;
+  Factors dims;
+  int d = -1;
+  int64_t left = 1;
+
+  // Moves to the next dim with something left; false past the last.
+  bool next() {
+    while (left == 1) {
+      if (++d == shape.ndim()) return false;
+      left = shape[d];
+    }
+    return true;
+  }
+  void take(int factor, int64_t size) {
+    dims[size_t(d)].push_back(factor);
+    left /= size;
+  }
+  // The rest of the current dim as a factor of this side only.
+  int64_t take_rest(ShardingRule& rule) {
+    const int64_t rest = left;
+    take(rule.add_factor(rest, FactorKind::need_replication), rest);
+    return rest;
+  }
+};
+
+// Where the two sides' next factors share no divisor, the major part of what is left is taken
+// as one factor per side and dim, up to the dims where both sides' products meet again: those
+// elements are laid out differently on the two sides, and a device needs them all.
+void take_unshared(ShardingRule& rule, ReshapeWalk& a, ReshapeWalk& b) {
+  int64_t pa = a.take_rest(rule), pb = b.take_rest(rule);
+  while (pa != pb) {
+    ReshapeWalk& w = pa < pb ? a : b;
+    int64_t& product = pa < pb ? pa : pb;
+    w.next();
+    product *= w.take_rest(rule);
+  }
+}
+
+// Shardy's compound factors: both shapes are products of one sequence of factors, each dim of
+// consecutive ones, so that a block of the factors is the same elements on both sides. Where
+// the sides' remaining sizes share a divisor it is a common factor.
+ShardingRule reshape_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                              const Params&) {
+  const Shape &x = in[0].shape, &y = out[0].shape;
+  if (x.size() == 0) return replicated_sharding_rule(in, out);
+  ShardingRule rule;
+  ReshapeWalk a{x, Factors(size_t(x.ndim()))}, b{y, Factors(size_t(y.ndim()))};
+  while (a.next() && b.next()) {
+    const int64_t common = std::gcd(a.left, b.left);
+    if (common == 1) {
+      take_unshared(rule, a, b);
+      continue;
+    }
+    const int f = rule.add_factor(common);
+    a.take(f, common);
+    b.take(f, common);
+  }
+  rule.operands = {std::move(a.dims)};
+  rule.results = {std::move(b.dims)};
+  return rule;
+}
+
+ShardingRule squeeze_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
+                              const Params& p) {
+  const Shape& x = in[0].shape;
+  const Ints& dims = p.get_ints("dimensions");
+  ShardingRule rule;
+  Factors operand(size_t(x.ndim())), result;
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+    operand[size_t(d)] = {rule.add_factor(x[d])};
+    result.push_back(operand[size_t(d)]);
+  }
+  rule.operands = {std::move(operand)};
+  rule.results = {std::move(result)};
+  return rule;
 }
 
 Array reshape_transpose(const Array& ct, const AbstractValue& operand, const Params&) {
@@ -251,6 +399,21 @@ void transpose_kernel(const KernelArgs& a) {
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
 }
 
+// Result dim k is operand dim permutation[k].
+ShardingRule transpose_sharding(std::span<const AbstractValue>, std::span<const AbstractValue> out,
+                                const Params& p) {
+  const Ints& perm = p.get_ints("permutation");
+  ShardingRule rule;
+  Factors operand(perm.size()), result;
+  for (size_t k = 0; k < perm.size(); ++k) {
+    result.push_back({rule.add_factor(out[0].shape[int(k)])});
+    operand[size_t(perm[k])] = result.back();
+  }
+  rule.operands = {std::move(operand)};
+  rule.results = {std::move(result)};
+  return rule;
+}
+
 Array transpose_transpose(const Array& ct, const AbstractValue&, const Params& p) {
   return lax::transpose(ct, argsort(p.get_ints("permutation")));
 }
@@ -280,6 +443,13 @@ void rev_kernel(const KernelArgs& a) {
   }
   const char* base = static_cast<const char*>(in0(a).data) + offset * isize(a);
   cpu::strided_copy(base, strides, a.out[0].data, s, isize(a));
+}
+
+ShardingRule rev_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                          const Params& p) {
+  const Ints& dims = p.get_ints("dimensions");
+  return dimwise_sharding(
+      in, out, [&](int d) { return std::find(dims.begin(), dims.end(), d) == dims.end(); });
 }
 
 Array rev_transpose(const Array& ct, const AbstractValue&, const Params& p) {
@@ -330,6 +500,15 @@ void concatenate_kernel(const KernelArgs& a) {
     cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
     dst += s[dim] * out_strides[size_t(dim)] * isize(a);
   }
+}
+
+// concatenate and split: the dim (param `key`) along which the pieces lie needs replication.
+ShardingRuleFn pieces_along(const char* key) {
+  return [key](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+               const Params& p) {
+    const int64_t dim = p.get_int(key);
+    return dimwise_sharding(in, out, [dim](int d) { return d != dim; });
+  };
 }
 
 std::vector<Array> concatenate_transpose(const Primitive& split, Cotangents ct, Inputs in,
@@ -404,6 +583,16 @@ void pad_kernel(const KernelArgs& a) {
   const char* src = static_cast<const char*>(in0(a).data) + in_off * bytes;
   char* dst = static_cast<char*>(a.out[0].data) + out_off * bytes;
   cpu::strided_copy(src, is, dst, os, n, bytes);
+}
+
+// Dims without padding pass through; padded dims need replication.
+ShardingRule pad_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                          const Params& p) {
+  const auto& config = p.get<std::vector<lax::PadConfig>>("padding_config");
+  return dimwise_sharding(in, out, [&](int d) {
+    const lax::PadConfig& c = config[size_t(d)];
+    return c.low == 0 && c.high == 0 && c.interior == 0;
+  });
 }
 
 // JAX's _pad_transpose: the operand's cotangent is the cotangent unpadded (negative padding)
@@ -490,6 +679,32 @@ std::vector<AbstractValue> slice_rule(std::span<const AbstractValue> in, const P
   return one(Shape(dims), in[0], in[0].weak_type);
 }
 
+bool whole_dim(const Params& p, const Shape& operand, int d) {
+  const auto strides = slice_strides(p, size_t(operand.ndim()));
+  return p.get_ints("start_indices")[size_t(d)] == 0 && strides[size_t(d)] == 1 &&
+         p.get_ints("limit_indices")[size_t(d)] == operand[d];
+}
+
+// Dims taken whole pass through; dims sliced need replication.
+ShardingRule slice_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                            const Params& p) {
+  return dimwise_sharding(in, out, [&](int d) { return whole_dim(p, in[0].shape, d); });
+}
+
+// A dim taken whole ends at the block's extent. Other dims are not split, and their limits stay:
+// a limit never exceeds the extent, so taking the smaller of the two changes only the former.
+LocalizeFn localize_slice(const Primitive& slice) {
+  return [&slice](const Params& params, std::span<const AbstractValue> local_in,
+                  std::span<const AbstractValue>) {
+    Ints limit = params.get_ints("limit_indices");
+    for (size_t d = 0; d < limit.size(); ++d)
+      limit[d] = std::min(limit[d], local_in[0].shape[int(d)]);
+    Params p = params;
+    p.set("limit_indices", limit);
+    return LocalEquation{&slice, std::move(p)};
+  };
+}
+
 void slice_kernel(const KernelArgs& a) {
   const Shape& s = in0(a).aval->shape;
   const auto& start = a.params.get_ints("start_indices");
@@ -572,6 +787,33 @@ void stack_kernel(const KernelArgs& a) {
     cpu::strided_copy(x.data, in_strides, dst, out_strides, s.dims(), isize(a));
     dst += step;
   }
+}
+
+// stack and unstack: the dim `axis` of the stacked tensor indexes the pieces and needs
+// replication; the pieces' dims are the stacked tensor's others.
+ShardingRule stacked_sharding(const AbstractValue& stacked, size_t pieces, const Params& p,
+                              bool stacking) {
+  const int64_t axis = p.get_int("axis");
+  ShardingRule rule;
+  Factors whole, piece;
+  for (int d = 0; d < stacked.shape.ndim(); ++d) {
+    whole.push_back(d == axis ? unsplit(rule, stacked.shape[d])
+                              : ShardingRule::Dim{rule.add_factor(stacked.shape[d])});
+    if (d != axis) piece.push_back(whole.back());
+  }
+  std::vector<Factors> many(pieces, piece);
+  rule.operands = stacking ? many : std::vector<Factors>{whole};
+  rule.results = stacking ? std::vector<Factors>{whole} : many;
+  return rule;
+}
+
+ShardingRule stack_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                            const Params& p) {
+  return stacked_sharding(out[0], in.size(), p, true);
+}
+ShardingRule unstack_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                              const Params& p) {
+  return stacked_sharding(in[0], out.size(), p, false);
 }
 
 // unstack (JAX's unstack_p, which stack's transpose emits): the slices of the operand along
@@ -730,6 +972,39 @@ void tile_kernel(const KernelArgs& a) {
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, Shape(view), isize(a));
 }
 
+// A dim repeated reps times is [r, n] in the result: the repetitions, a factor of the result
+// only, major to the operand's dim n. A block holds whole repetitions of a block of the operand.
+ShardingRule tile_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
+                           const Params& p) {
+  const Shape& x = in[0].shape;
+  const Ints& reps = p.get_ints("reps");
+  ShardingRule rule;
+  Factors operand, result;
+  for (int d = 0; d < x.ndim(); ++d) {
+    result.emplace_back();
+    if (reps[size_t(d)] != 1) result.back().push_back(rule.add_factor(reps[size_t(d)]));
+    operand.push_back({rule.add_factor(x[d])});
+    result.back().push_back(operand.back()[0]);
+  }
+  rule.operands = {std::move(operand)};
+  rule.results = {std::move(result)};
+  return rule;
+}
+
+// The repetitions a block holds.
+LocalizeFn localize_tile(const Primitive& tile) {
+  return [&tile](const Params& params, std::span<const AbstractValue> local_in,
+                 std::span<const AbstractValue> local_out) {
+    Ints reps = params.get_ints("reps");
+    const Shape &x = local_in[0].shape, &y = local_out[0].shape;
+    for (int d = 0; d < x.ndim(); ++d)
+      if (x[d] > 0) reps[size_t(d)] = y[d] / x[d];
+    Params p = params;
+    p.set("reps", reps);
+    return LocalEquation{&tile, std::move(p)};
+  };
+}
+
 // JAX's _tile_transpose_rule: the cotangent seen as (reps_0, n_0, reps_1, n_1, …), summed over
 // the repetitions.
 Array tile_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
@@ -757,6 +1032,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
       r.define("broadcast_in_dim", broadcast_in_dim_rule, broadcast_in_dim_kernel);
   deflinear(broadcast_in_dim, unary_transpose(broadcast_in_dim_transpose));
   broadcast_in_dim.batch = binding(broadcast_in_dim, broadcast_in_dim_batch);
+  broadcast_in_dim.sharding_rule = broadcast_in_dim_sharding;
+  broadcast_in_dim.localize = localize_result_shape(broadcast_in_dim, "shape");
   broadcast_in_dim.hides_param = [](std::string_view key, const ParamValue& v) {
     return key == "shape" || key == "sharding" ||
            (key == "broadcast_dimensions" && is_empty_ints(v));
@@ -766,19 +1043,24 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   reshape.output_aliases_input = true;
   deflinear(reshape, unary_transpose(reshape_transpose));
   reshape.batch = reshape_batch;
+  reshape.sharding_rule = reshape_sharding;
+  reshape.localize = localize_result_shape(reshape, "new_sizes");
 
   Primitive& squeeze = r.define("squeeze", squeeze_rule, copy_kernel);
   squeeze.output_aliases_input = true;
   deflinear(squeeze, unary_transpose(squeeze_transpose));
   squeeze.batch = squeeze_batch;
+  squeeze.sharding_rule = squeeze_sharding;
 
   Primitive& transpose = r.define("transpose", transpose_rule, transpose_kernel);
   deflinear(transpose, unary_transpose(transpose_transpose));
   transpose.batch = transpose_batch;
+  transpose.sharding_rule = transpose_sharding;
 
   Primitive& rev = r.define("rev", rev_rule, rev_kernel);
   deflinear(rev, unary_transpose(rev_transpose));
   rev.batch = binding(rev, rev_batch);
+  rev.sharding_rule = rev_sharding;
 
   Primitive& concatenate = r.define("concatenate", concatenate_rule, concatenate_kernel);
   Primitive& split = r.define("split", split_rule, split_kernel);
@@ -786,6 +1068,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   concatenate.batch = concatenate_batch;
   deflinear(split, split_transpose);
   split.batch = binding(split, split_batch);
+  concatenate.sharding_rule = pieces_along("dimension");
+  split.sharding_rule = pieces_along("axis");
 
   Primitive& stack = r.define("stack", stack_rule, stack_kernel);
   Primitive& unstack = r.define("unstack", unstack_rule, unstack_kernel);
@@ -793,6 +1077,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   stack.batch = binding(stack, stack_batch);
   deflinear(unstack, binding(stack, unstack_transpose));
   unstack.batch = binding(unstack, unstack_batch);
+  stack.sharding_rule = stack_sharding;
+  unstack.sharding_rule = unstack_sharding;
 
   Primitive& pad = r.define("pad", pad_rule, pad_kernel);
   Primitive& slice = r.define("slice", slice_rule, slice_kernel);
@@ -800,10 +1086,15 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   pad.batch = pad_batch;
   deflinear(slice, unary_transpose(slice_transpose));
   slice.batch = binding(slice, slice_batch);
+  pad.sharding_rule = pad_sharding;
+  slice.sharding_rule = slice_sharding;
+  slice.localize = localize_slice(slice);
 
   Primitive& tile = r.define("tile", tile_rule, tile_kernel);
   deflinear(tile, unary_transpose(tile_transpose));
   tile.batch = binding(tile, tile_batch);
+  tile.sharding_rule = tile_sharding;
+  tile.localize = localize_tile(tile);
 }
 
 }  // namespace spmd

@@ -77,7 +77,10 @@ std::string sharding_code(const Array& out, const sp::Mesh& mesh) {
   std::string code = "SingleDevice";
   if (auto named = std::dynamic_pointer_cast<const sp::NamedSharding>(s)) {
     code = spec_code(named->spec());
-    if (!(named->mesh() == mesh)) code += " on " + named->mesh().repr();
+    if (!(named->mesh() == mesh)) {
+      code += " on " + named->mesh().repr() + " devices";
+      for (int id : named->mesh().device_ids()) code += " " + std::to_string(id);
+    }
   } else if (!std::dynamic_pointer_cast<const sp::SingleDeviceSharding>(s)) {
     code = s->repr();
   }

@@ -40,9 +40,10 @@ struct ShardingRule {
   std::vector<Tensor> results;
   std::vector<int64_t> factor_sizes;
   std::vector<FactorKind> factor_kinds;
-  // Completes the partial results of reduction factors over the named axes (psum for sums and
-  // dots, pmax, pmin); unset makes reduction factors need replication.
-  std::function<Array(const Array& partial, const std::vector<std::string>& axes)> combiner;
+  // The reduction collective (psum for sums and dots, pmax, pmin) that completes the partial
+  // results of reduction factors over their axes; null makes reduction factors need
+  // replication.
+  const Primitive* combiner = nullptr;
   // Splits the primitive fixes itself (sharding_constraint's sharding, shard_map's specs): per
   // operand and result, the mesh axes of each dim, major first. Empty when it fixes none;
   // `fixed_on` is then the param object (a Mesh or a Sharding) they refer to.

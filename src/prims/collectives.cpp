@@ -982,6 +982,13 @@ Array collectives::gather_over_tuple(const Primitive& all_gather, const Array& x
   return all_gather_batch(all_gather, arg, dim, p, ctx).outputs[0];
 }
 
+Array collectives::reduce_over(const Primitive& reduction, const Array& x,
+                               const std::vector<std::string>& axes) {
+  const std::vector<ReduceAxis> names(axes.begin(), axes.end());
+  const Params params{{"axes", axes_param(names)}, {"axis_index_groups", groups_param({})}};
+  return spmd::bind(reduction, std::span<const Array>(&x, 1), params).front();
+}
+
 const Primitive& collectives::psum_primitive() {
   static const Primitive& psum = primitive("psum");
   return psum;

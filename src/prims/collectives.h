@@ -93,6 +93,9 @@ Array gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
 
 // psum, pmax and pmin, for the sharding rules of other families whose partial results they
 // complete (dot_general, reduce_sum, reduce_max, reduce_min). Only once the registry is built.
+// `reduction` (psum, pmax or pmin, a sharding rule's combiner) of x over the named axes, bound
+// as the partitioner emits it.
+Array reduce_over(const Primitive& reduction, const Array& x, const std::vector<std::string>& axes);
 const Primitive& psum_primitive();
 const Primitive& pmax_primitive();
 const Primitive& pmin_primitive();

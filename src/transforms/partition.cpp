@@ -14,6 +14,7 @@
 #include "compile/passes.h"
 #include "core/axis_env.h"
 #include "ir/primitive.h"
+#include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "transforms/staging.h"
 
@@ -267,7 +268,7 @@ class Partitioner {
       std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
         return mesh_.axis_position(a) < mesh_.axis_position(b);
       });
-      for (Array& r : results) r = rule.combiner(r, partial);
+      for (Array& r : results) r = collectives::reduce_over(*rule.combiner, r, partial);
     }
     for (size_t r = 0; r < e.outputs.size(); ++r) {
       const Split& want = splits_[size_t(e.outputs[r])].dims;

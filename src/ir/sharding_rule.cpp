@@ -58,9 +58,14 @@ ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
   const Shape& shape = out.front().shape;
   ShardingRule::Tensor dims;
   for (int d = 0; d < shape.ndim(); ++d) dims.push_back({rule.add_factor(shape[d])});
-  for (const AbstractValue& t : in)
-    rule.operands.push_back(
-        t.shape.ndim() == shape.ndim() ? dims : ShardingRule::Tensor(size_t(t.shape.ndim())));
+  for (const AbstractValue& t : in) {
+    ShardingRule::Tensor operand(size_t(t.shape.ndim()));
+    // A size-1 dim that broadcasts to a larger one has no factor.
+    if (t.shape.ndim() == shape.ndim())
+      for (int d = 0; d < shape.ndim(); ++d)
+        if (t.shape[d] == shape[d]) operand[size_t(d)] = dims[size_t(d)];
+    rule.operands.push_back(std::move(operand));
+  }
   rule.results.assign(out.size(), dims);
   return rule;
 }

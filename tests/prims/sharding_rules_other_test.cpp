@@ -59,6 +59,45 @@ TEST(ShardingRulesOther, Iota2x32ShapeNeedsItsDimsWhole) {
             "()->([i, j], [k, l]) {i=2, j=3, k=2, l=3} need_replication={i, j, k, l}");
 }
 
+// take_along_axis's form: index batch dims pass through to the result, with the operand's
+// batching dim they pair with; the gathered dim and the index vector are needed whole.
+sp::Params batched_gather_params() {
+  return {{"offset_dims", std::vector<int64_t>{}},
+          {"collapsed_slice_dims", std::vector<int64_t>{1}},
+          {"start_index_map", std::vector<int64_t>{1}},
+          {"operand_batching_dims", std::vector<int64_t>{0}},
+          {"start_indices_batching_dims", std::vector<int64_t>{0}},
+          {"slice_sizes", std::vector<int64_t>{1, 1}},
+          {"mode", std::string("clip")},
+          {"fill_value", sp::NoneParam{}},
+          {"indices_are_sorted", false},
+          {"unique_indices", false}};
+}
+
+TEST(ShardingRulesOther, GatherPassesIndexBatchDimsThrough) {
+  const sp::AbstractValue indices{sp::Shape{6, 3, 1}, sp::int32, false};
+  EXPECT_EQ(rule_str("gather", {f32({6, 8}), indices}, batched_gather_params()),
+            "([i, l], [i, j, k])->([i, j]) {i=6, j=3, k=1, l=8} need_replication={k, l}");
+}
+
+// Blocks of the batch dim (3 blocks of 2) gathered apart give the global result, out-of-range
+// indices clamped included.
+TEST(ShardingRulesOther, GatherBlocksOfBatchDimsGiveTheGlobalResult) {
+  const sp::Primitive& p = sp::primitive("gather");
+  const sp::Params params = batched_gather_params();
+  const sp::Array x = sp::arange(48.0f).reshape({6, 8});
+  const sp::Array idx =
+      sp::array({7, 0, 3, 9, -2, 1, 5, 5, 2, 0, 6, 4, 1, 8, 3, 2, 7, 0}).reshape({6, 3, 1});
+  const sp::Array global = sp::bind1(p, {x, idx}, params);
+  std::vector<sp::Array> blocks;
+  for (int64_t b = 0; b < 3; ++b)
+    blocks.push_back(sp::bind1(p,
+                               {sp::lax::slice_in_dim(x, 2 * b, 2 * b + 2, 1, 0),
+                                sp::lax::slice_in_dim(idx, 2 * b, 2 * b + 2, 1, 0)},
+                               params));
+  EXPECT_EQ(sp::concatenate(blocks, 0).to_vector<float>(), global.to_vector<float>());
+}
+
 // Collectives run only in manual bodies; their rule is the replicated one.
 TEST(ShardingRulesOther, CollectivesAreReplicated) {
   const std::vector<sp::AbstractValue> in{f32({4, 2})}, out{f32({16, 2})};

@@ -426,6 +426,9 @@ void register_fusion_primitive(PrimitiveRegistry& r) {
       },
       fusion_kernel);
   fusion.hides_param = [](std::string_view key, const ParamValue&) { return key == "plan"; };
+  // Replicated: a fusion's plan is made for its operands' global shapes.
+  fusion.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                            const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 }  // namespace spmd

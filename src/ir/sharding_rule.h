@@ -77,8 +77,8 @@ using LocalizeFn =
                                 std::span<const AbstractValue> local_out)>;
 
 // Rules for the common shapes of primitives.
-// Every operand of the result's rank shares the result's factors dim by dim; operands of lower
-// rank (scalars) have none.
+// Every operand of the result's rank shares the result's factors dim by dim, except its size-1
+// dims that broadcast; operands of lower rank (scalars) have none.
 ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
                                        std::span<const AbstractValue> out);
 // Every dim of every operand and result needs replication: correct for any primitive, and the

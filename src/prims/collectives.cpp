@@ -296,6 +296,10 @@ Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule s
   Primitive& p = r.define(name, std::move(shape), std::move(kernel));
   p.device_dependent = true;
   p.axis_names = communicating_axes;
+  // Collectives run only in manual bodies (shard_map, pmap), on per-device values the
+  // partitioner never splits: their rule is never consulted, and replicated is always correct.
+  p.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                       const Params&) { return replicated_sharding_rule(in, out); };
   return p;
 }
 

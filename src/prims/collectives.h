@@ -58,7 +58,7 @@ Array pvary_cast(const Array& x, std::vector<std::string> axes);
 
 // ---- shared by the family's files ----------------------------------------------------------
 // Defines a primitive of the family. Each device computes its own result: constant folding
-// leaves them to the devices.
+// leaves them to the devices, and the sharding rule is the replicated one.
 Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule shape,
                              CpuKernel kernel);
 

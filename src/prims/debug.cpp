@@ -70,6 +70,9 @@ void register_debug_primitives(PrimitiveRegistry& r) {
         std::cout << line << std::flush;
       });
   p.effectful = true;
+  // Prints whole values.
+  p.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                       const Params&) { return replicated_sharding_rule(in, out); };
   p.device_dependent = true;
   p.non_differentiable = true;
   p.vma_rule = [](std::span<const AbstractValue>, const Params&) {

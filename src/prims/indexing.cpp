@@ -452,6 +452,94 @@ std::vector<Array> gather_transpose(Cotangents ct, Inputs in, const Params& p) {
   return {out, Array()};
 }
 
+// ---- sharding rules -----------------------------------------------------------------------------
+// A window dim as wide as its operand dim has start 0 whatever the start index says (the start is
+// clamped so the window fits), on the whole array as on any block of it: that dim passes through.
+// A narrower window reads at a runtime offset, so the dim and the window dim need the whole
+// extent.
+int window_dim_factor(ShardingRule& rule, int64_t size, int64_t window, int* window_factor) {
+  if (window == size) return *window_factor = rule.add_factor(size);
+  const int f = rule.add_factor(size, FactorKind::need_replication);
+  *window_factor = rule.add_factor(window, FactorKind::need_replication);
+  return f;
+}
+
+// Start indices are scalars: tensors without dims.
+void add_start_indices(ShardingRule& rule, int rank) {
+  rule.operands.insert(rule.operands.end(), size_t(rank), ShardingRule::Tensor{});
+}
+
+ShardingRule dynamic_slice_sharding(std::span<const AbstractValue> in,
+                                    std::span<const AbstractValue> out, const Params&) {
+  const Shape &x = in[0].shape, &window = out[0].shape;
+  ShardingRule rule;
+  ShardingRule::Tensor operand, result;
+  for (int d = 0; d < x.ndim(); ++d) {
+    int w = 0;
+    operand.push_back({window_dim_factor(rule, x[d], window[d], &w)});
+    result.push_back({w});
+  }
+  rule.operands.push_back(std::move(operand));
+  add_start_indices(rule, x.ndim());
+  rule.results.push_back(std::move(result));
+  return rule;
+}
+
+// slice_sizes spells the window's global size; on blocks it is the block result's.
+LocalEquation dynamic_slice_localize(const Primitive& self, const Params& params,
+                                     std::span<const AbstractValue>,
+                                     std::span<const AbstractValue> local_out) {
+  Params p = params;
+  p.set("slice_sizes", local_out[0].shape.dims());
+  return {&self, std::move(p)};
+}
+
+// The operand and the result share their dims; the update's dims pass through with them where
+// the update covers the whole dim.
+ShardingRule dynamic_update_slice_sharding(std::span<const AbstractValue> in,
+                                           std::span<const AbstractValue>, const Params&) {
+  const Shape &x = in[0].shape, &u = in[1].shape;
+  ShardingRule rule;
+  ShardingRule::Tensor operand, update;
+  for (int d = 0; d < x.ndim(); ++d) {
+    int w = 0;
+    operand.push_back({window_dim_factor(rule, x[d], u[d], &w)});
+    update.push_back({w});
+  }
+  rule.operands = {operand, update};
+  add_start_indices(rule, x.ndim());
+  rule.results.push_back(std::move(operand));
+  return rule;
+}
+
+// Each index of the batch dims of `indices` (all but the last, the index vector) gathers its
+// slice on its own, so those dims pass through to the result's batch dims, together with the
+// operand's batching dims they pair with. The operand's other dims are read at runtime offsets
+// and the window dims follow them: those need the whole extent.
+ShardingRule gather_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                             const Params& params) {
+  const cpu::GatherDims g = gather_dims(params);
+  const Shape &x = in[0].shape, &idx = in[1].shape;
+  ShardingRule rule;
+  ShardingRule::Tensor indices, result;
+  for (int d = 0; d + 1 < idx.ndim(); ++d) indices.push_back({rule.add_factor(idx[d])});
+  indices.push_back({rule.add_factor(idx[idx.ndim() - 1], FactorKind::need_replication)});
+  ShardingRule::Tensor operand(size_t(x.ndim()));
+  for (size_t j = 0; j < g.operand_batching_dims.size(); ++j)
+    operand[size_t(g.operand_batching_dims[j])] = indices[size_t(g.start_indices_batching_dims[j])];
+  for (int d = 0; d < x.ndim(); ++d)
+    if (operand[size_t(d)].empty())
+      operand[size_t(d)] = {rule.add_factor(x[d], FactorKind::need_replication)};
+  const Shape& o = out[0].shape;
+  for (int d = 0, b = 0; d < o.ndim(); ++d)
+    result.push_back(contains(g.offset_dims, d)
+                         ? ShardingRule::Dim{rule.add_factor(o[d], FactorKind::need_replication)}
+                         : indices[size_t(b++)]);
+  rule.operands = {std::move(operand), std::move(indices)};
+  rule.results.push_back(std::move(result));
+  return rule;
+}
+
 }  // namespace
 
 void register_indexing_primitives(PrimitiveRegistry& r) {
@@ -475,6 +563,14 @@ void register_indexing_primitives(PrimitiveRegistry& r) {
                                         const Params&, const BatchContext& ctx) {
     return dynamic_update_slice_batch(*dus, *g, args, dims, ctx);
   };
+
+  dynamic_slice.sharding_rule = dynamic_slice_sharding;
+  dynamic_slice.localize = [ds](const Params& params, std::span<const AbstractValue> local_in,
+                                std::span<const AbstractValue> local_out) {
+    return dynamic_slice_localize(*ds, params, local_in, local_out);
+  };
+  dynamic_update_slice.sharding_rule = dynamic_update_slice_sharding;
+  gather.sharding_rule = gather_sharding;
 
   gather.jvp = binding(gather, gather_jvp);
   gather.transpose = gather_transpose;

@@ -143,6 +143,10 @@ void register_random_primitives(PrimitiveRegistry& r) {
     cpu::iota_2x32(a.out[0].as<uint32_t>(), a.out[1].as<uint32_t>(), a.out[0].aval->size());
   });
   iota_2x32.non_differentiable = true;
+  // Each element's value is its global flat index, which a block cannot know.
+  iota_2x32.sharding_rule = [](std::span<const AbstractValue> in,
+                               std::span<const AbstractValue> out,
+                               const Params&) { return replicated_sharding_rule(in, out); };
   Primitive& fma = r.define("fma", fma_shape_rule, fma_kernel);
   fma.kind = PrimitiveKind::broadcasting;
   fma.jvp = fma_jvp(fma);

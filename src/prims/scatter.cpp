@@ -212,6 +212,10 @@ void register_scatter_primitives(PrimitiveRegistry& r) {
   scatter_add.jvp = binding(scatter_add, scatter_add_jvp);
   scatter_add.transpose = scatter_add_transpose;
   scatter_add.batch = binding(scatter_add, scatter_add_batch);
+  // Updates land at runtime indices anywhere in the operand.
+  scatter_add.sharding_rule = [](std::span<const AbstractValue> in,
+                                 std::span<const AbstractValue> out,
+                                 const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 Array scatter_add(const Array& operand, const Array& indices, const Array& updates,

@@ -97,12 +97,29 @@ BatchResult sort_batch(const Primitive& self, std::span<const Array> args,
   return all_at(spmd::bind(self, xs, p), bdim);
 }
 
+// Every operand and result shares one factor per dim; the sorted dim needs its whole extent, the
+// others sort their rows apart.
+ShardingRule sort_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                           const Params& params) {
+  const int64_t dimension = params.get_int("dimension");
+  const Shape& shape = in[0].shape;
+  ShardingRule rule;
+  ShardingRule::Tensor dims;
+  for (int d = 0; d < shape.ndim(); ++d)
+    dims.push_back({rule.add_factor(
+        shape[d], d == dimension ? FactorKind::need_replication : FactorKind::pass_through)});
+  rule.operands.assign(in.size(), dims);
+  rule.results.assign(out.size(), dims);
+  return rule;
+}
+
 }  // namespace
 
 void register_sort_primitives(PrimitiveRegistry& r) {
   Primitive& sort = r.define("sort", sort_shape_rule, sort_kernel);
   sort.jvp = binding(sort, sort_jvp);
   sort.batch = binding(sort, sort_batch);
+  sort.sharding_rule = sort_sharding;
 }
 
 }  // namespace spmd

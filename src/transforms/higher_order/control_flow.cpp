@@ -1164,6 +1164,10 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   s.jvp = scan_jvp;
   s.transpose = scan_transpose;
   s.batch = scan_batch;
+  // Replicated for now: the partitioner does not split control-flow bodies.
+  for (Primitive* p : {&cond, &w, &s})
+    p->sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                          const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 }  // namespace spmd

@@ -113,6 +113,11 @@ void define_custom_lin(PrimitiveRegistry& r) {
 void register_custom_vjp_primitives(PrimitiveRegistry& r) {
   define_custom_vjp_call(r);
   define_custom_lin(r);
+  // Replicated for now: the partitioner inlines call bodies and partitions what they hold.
+  for (const char* name : {"custom_vjp_call", "custom_lin"})
+    r.at(name).sharding_rule = [](std::span<const AbstractValue> in,
+                                  std::span<const AbstractValue> out,
+                                  const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 namespace transform_detail {

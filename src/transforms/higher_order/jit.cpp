@@ -167,6 +167,9 @@ void register_call_primitives(PrimitiveRegistry& r) {
   jit.transpose = jit_transpose;
   jit.batch = [&jit](std::span<const Array> args, std::span<const int> dims, const Params& p,
                      const BatchContext& ctx) { return jit_batch(jit, args, dims, p, ctx); };
+  // Replicated for now: the partitioner inlines call bodies and partitions what they hold.
+  jit.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                         const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 namespace transform_detail {

@@ -738,6 +738,10 @@ void register_shard_map_primitive(PrimitiveRegistry& r) {
   sm.jvp = shard_map_jvp;
   sm.transpose = shard_map_transpose;
   sm.batch = shard_map_batch;
+  // The partitioner treats shard_map as a boundary of its own: its in_specs and out_specs, not
+  // a rule, say how its operands and results split.
+  sm.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                        const Params&) { return replicated_sharding_rule(in, out); };
 }
 
 namespace transform_detail {

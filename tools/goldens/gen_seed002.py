@@ -445,7 +445,8 @@ def write_manifest(small, full, values):
         "",
         f"The `.txt` files and `002_values.npz` are at the SMALL size the test runs "
         f"(`distributed_arrays --small`): N = {SMALL['N']}, batch {SMALL['BATCH']}, layers "
-        f"{SMALL['LAYERS']}, %timeit loops {SMALL['LOOPS']} x {SMALL['LOOPS']}. The seed's FULL "
+        f"{SMALL['LAYERS']}, %timeit loops {SMALL['LOOPS']} x {SMALL['LOOPS']} (the sources below "
+        f"name them N, BATCH, LAYERS and LOOPS). The seed's FULL "
         f"size is N = {FULL['N']}, batch {FULL['BATCH']}, layers {FULL['LAYERS']}, loops 5 x 5 "
         "(every size divided by 16, keeping each array's aspect ratio, so the pictures are the "
         "same). The script ran every cell at both sizes (timing cells with 1 x 1 loops at both) "

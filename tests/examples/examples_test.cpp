@@ -1,6 +1,6 @@
 // The C++ twins of the seed programs print what JAX printed for each notebook cell
-// (tests/goldens/seeds, recorded by tools/goldens/gen_seeds.py). Each example runs once with
-// SPMD_EXAMPLE_CELLS=1, which marks where every cell's output starts.
+// (tests/goldens/seeds, recorded by tools/goldens/gen_seeds.py and gen_seed002.py). Each example
+// runs once with SPMD_EXAMPLE_CELLS=1, which marks where every cell's output starts.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -68,10 +68,23 @@ std::vector<double> numbers(const std::string& text) {
   return out;
 }
 
-// Compares every cell: exactly, or for `close` cells number by number within a relative 1e-5
-// (float32 sums in another order), and reports cells printed without a golden or missing.
+// A %timeit golden is IPython's line with <mean> and <std> for the times ("1.89 s", "13.5 ms",
+// "0 ns"): the line's form as a regex.
+std::regex timing_form(const std::string& golden) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  std::string pattern = std::regex_replace(golden, special, R"(\$&)");
+  const std::string time = R"(\d+(\.\d+)? (s|ms|µs|ns))";
+  for (const char* slot : {"<mean>", "<std>"})
+    pattern.replace(pattern.find(slot), std::string(slot).size(), time);
+  return std::regex(pattern);
+}
+
+// Compares every cell: exactly, for `close` cells number by number within a relative 1e-5
+// (float32 sums in another order), for `timing` cells by the form of the line, and reports cells
+// printed without a golden or missing.
 void check_example(const std::string& program, const std::string& seed,
-                   const std::set<std::string>& close, const std::set<std::string>& not_ported) {
+                   const std::set<std::string>& close, const std::set<std::string>& not_ported,
+                   const std::set<std::string>& timing = {}) {
   std::map<std::string, std::string> want = goldens(seed);
   ASSERT_FALSE(want.empty());
   std::map<std::string, std::string> got = split_cells(run(program));
@@ -84,6 +97,11 @@ void check_example(const std::string& program, const std::string& seed,
     }
     if (!got.count(id)) {
       EXPECT_EQ(text, "") << seed << " cell " << id << " is not in the example";
+      continue;
+    }
+    if (timing.count(id)) {
+      EXPECT_TRUE(std::regex_match(got[id], timing_form(text))) << seed << " cell " << id << ":\n"
+                                                                << got[id];
       continue;
     }
     if (!close.count(id)) {
@@ -107,6 +125,16 @@ TEST(Examples, PmapCookbookPrintsWhatJaxPrints) {
 
 TEST(Examples, ShardMapBasicsPrintsWhatJaxPrints) {
   check_example(SPMD_EXAMPLES_DIR "/shard_map_basics", "001", {}, {});
+}
+
+// At the small size (--small: every size divided by 16, each %timeit once), where the goldens
+// were recorded; the full size draws the same pictures.
+TEST(Examples, DistributedArraysPrintsWhatJaxPrints) {
+  check_example(SPMD_EXAMPLES_DIR "/distributed_arrays --small", "002",
+                // losses: float32 sums in another order
+                {"48", "49", "60", "61", "62"},
+                // 27: sp::copy, 34-37: sp::with_sharding_constraint are not in spmd yet
+                {"27", "34", "35", "36", "37"}, {"08", "09", "25", "26", "50", "52", "64"});
 }
 
 }  // namespace

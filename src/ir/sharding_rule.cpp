@@ -52,6 +52,7 @@ std::string ShardingRule::str() const {
   s += "}";
   s += factors_of_kind(*this, FactorKind::reduction, "reduction");
   s += factors_of_kind(*this, FactorKind::need_replication, "need_replication");
+  s += factors_of_kind(*this, FactorKind::permutation, "permutation");
   return s;
 }
 

@@ -26,8 +26,14 @@ enum class FactorKind : uint8_t {
   // computes a partial result that the rule's combiner completes across the factor's axes.
   reduction,
   // Must not be split: every device needs the whole extent (a sort or scan dim, a dim that a
-  // slice or pad moves data along, iota's dims).
+  // slice moves data along, iota's dims). Propagation still moves splits through it, as Shardy
+  // does: the result takes its operand's split and the partitioner gathers and slices around
+  // the equation.
   need_replication,
+  // Shared by dims whose extents differ and whose data moves between blocks (the dim a
+  // concatenate joins along, a padded dim): split and propagated as one factor of the result's
+  // size, computed on whole extents like need_replication.
+  permutation,
 };
 
 struct ShardingRule {

@@ -111,9 +111,10 @@ ShardingRule::Dim unsplit(ShardingRule& rule, int64_t size) {
 
 // The rule of a primitive that keeps every dim in place (its scalar operands aside): dim d is
 // one factor of every tensor, split as any when `kept(d)`; a dim where data moves needs
-// replication, with a factor per tensor where the extents differ.
+// replication, with a factor per tensor where the extents differ, or, with `share_moved`, one
+// permutation factor of the result's extent (the joined dim of concatenate, padded dims).
 ShardingRule dimwise_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
-                              const std::function<bool(int)>& kept) {
+                              const std::function<bool(int)>& kept, bool share_moved = false) {
   const Shape& shape = out[0].shape;
   ShardingRule rule;
   std::vector<Factors> tensors;
@@ -126,9 +127,12 @@ ShardingRule dimwise_sharding(std::span<const AbstractValue> in, std::span<const
     bool same = true;
     for (size_t t = 0; t < tensors.size(); ++t)
       same = same && (tensors[t].empty() || extent(t, d) == shape[d]);
-    const int f = same ? rule.add_factor(shape[d], kept(d) ? FactorKind::pass_through
-                                                           : FactorKind::need_replication)
-                       : -1;
+    const bool moved = !kept(d);
+    const FactorKind kind = !moved    ? FactorKind::pass_through
+                            : !same   ? FactorKind::permutation
+                                      : FactorKind::need_replication;
+    if (moved && share_moved) same = true;
+    const int f = same ? rule.add_factor(shape[d], kind) : -1;
     for (size_t t = 0; t < tensors.size(); ++t)
       if (!tensors[t].empty())
         tensors[t][size_t(d)] = same ? ShardingRule::Dim{f} : unsplit(rule, extent(t, d));
@@ -503,11 +507,11 @@ void concatenate_kernel(const KernelArgs& a) {
 }
 
 // concatenate and split: the dim (param `key`) along which the pieces lie needs replication.
-ShardingRuleFn pieces_along(const char* key) {
-  return [key](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+ShardingRuleFn pieces_along(const char* key, bool share_moved) {
+  return [key, share_moved](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                const Params& p) {
     const int64_t dim = p.get_int(key);
-    return dimwise_sharding(in, out, [dim](int d) { return d != dim; });
+    return dimwise_sharding(in, out, [dim](int d) { return d != dim; }, share_moved);
   };
 }
 
@@ -589,10 +593,13 @@ void pad_kernel(const KernelArgs& a) {
 ShardingRule pad_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                           const Params& p) {
   const auto& config = p.get<std::vector<lax::PadConfig>>("padding_config");
-  return dimwise_sharding(in, out, [&](int d) {
-    const lax::PadConfig& c = config[size_t(d)];
-    return c.low == 0 && c.high == 0 && c.interior == 0;
-  });
+  return dimwise_sharding(
+      in, out,
+      [&](int d) {
+        const lax::PadConfig& c = config[size_t(d)];
+        return c.low == 0 && c.high == 0 && c.interior == 0;
+      },
+      /*share_moved=*/true);
 }
 
 // JAX's _pad_transpose: the operand's cotangent is the cotangent unpadded (negative padding)
@@ -1068,8 +1075,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   concatenate.batch = concatenate_batch;
   deflinear(split, split_transpose);
   split.batch = binding(split, split_batch);
-  concatenate.sharding_rule = pieces_along("dimension");
-  split.sharding_rule = pieces_along("axis");
+  concatenate.sharding_rule = pieces_along("dimension", /*share_moved=*/true);
+  split.sharding_rule = pieces_along("axis", /*share_moved=*/false);
 
   Primitive& stack = r.define("stack", stack_rule, stack_kernel);
   Primitive& unstack = r.define("unstack", unstack_rule, unstack_kernel);

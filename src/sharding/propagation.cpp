@@ -119,11 +119,18 @@ class Propagation {
     return out;
   }
 
-  // Each factor's split, from the splits of the tensors that hold it: the longest of
-  // compatible ones; between incompatible ones, the larger tensor's.
-  std::vector<AxisList> factor_splits(const ShardingRule& rule, const std::vector<Member>& ms) const {
+  // Each factor's split, from the splits of the tensors that hold it, in operand order: the
+  // longest of compatible ones; between incompatible ones, the larger tensor's, and none when
+  // they are the same size. An axis that an earlier tensor gave another factor is not taken.
+  std::vector<AxisList> factor_splits(const ShardingRule& rule,
+                                      const std::vector<Member>& ms) const {
     std::vector<AxisList> best(size_t(rule.num_factors()));
     std::vector<int64_t> best_numel(best.size(), -1);
+    auto claimed_elsewhere = [&](const std::string& axis, size_t f) {
+      for (size_t g = 0; g < best.size(); ++g)
+        if (g != f && std::find(best[g].begin(), best[g].end(), axis) != best[g].end()) return true;
+      return false;
+    };
     for (const Member& m : ms) {
       const ValueSplit& s = splits_[size_t(m.var)];
       for (size_t d = 0; d < m.dims->size(); ++d) {
@@ -131,14 +138,23 @@ class Propagation {
         std::vector<AxisList> parts = project_dim(factors, s.dims[d], rule, mesh_);
         for (size_t j = 0; j < factors.size(); ++j) {
           const size_t f = size_t(factors[j]);
-          if (rule.factor_kinds[f] == FactorKind::need_replication || parts[j].empty()) continue;
-          if (is_prefix(best[f], parts[j])) {
-            best[f] = parts[j];
-            best_numel[f] = std::max(best_numel[f], m.numel);
-          } else if (!is_prefix(parts[j], best[f]) && m.numel > best_numel[f]) {
-            best[f] = parts[j];
-            best_numel[f] = m.numel;
+          AxisList c = parts[j];
+          auto taken = std::find_if(c.begin(), c.end(),
+                                    [&](const std::string& a) { return claimed_elsewhere(a, f); });
+          c.erase(taken, c.end());
+          if (c.empty()) continue;
+          if (is_prefix(best[f], c) && best_numel[f] != -2) {
+            best[f] = c;
+          } else if (is_prefix(c, best[f])) {
+            continue;
+          } else if (m.numel > best_numel[f]) {
+            best[f] = c;
+          } else if (m.numel == best_numel[f]) {
+            best[f].clear();
+            best_numel[f] = -2;  // a tie between conflicting splits: the factor stays unsplit
+            continue;
           }
+          best_numel[f] = std::max(best_numel[f], m.numel);
         }
       }
     }

@@ -1,12 +1,17 @@
-// Placing arrays on devices: device_put, an array's shards, and the Array forms of the sharding
-// pictures (JAX's jax.device_put, x.addressable_shards, jax.debug.visualize_array_sharding).
+// Placing arrays on devices: device_put, an array's shards, sharding constraints, and the Array
+// forms of the sharding pictures (JAX's jax.device_put, x.addressable_shards,
+// jax.lax.with_sharding_constraint, jax.sharding.reshard, jnp.copy,
+// jax.debug.visualize_array_sharding).
 #pragma once
 
 #include <spmd/array.h>
 #include <spmd/device.h>
 #include <spmd/sharding.h>
+#include <spmd/sharding_tree.h>
+#include <spmd/tree.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +30,56 @@ struct Shard {
 Array device_put(const Array& x, const Device& device);
 Array device_put(const Array& x, const Sharding& sharding);
 Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding);
+
+namespace placement_detail {
+std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
+                              const ShardingTree& shardings);
+std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const TreeDef& def,
+                                            const ShardingTree& shardings);
+// JAX's errors for a PartitionSpec where a Sharding is needed: spmd has no mesh context
+// (jax.set_mesh) to complete it.
+[[noreturn]] void device_put_spec_without_mesh();
+[[noreturn]] void with_sharding_constraint_spec_without_mesh();
+}  // namespace placement_detail
+
+// jax.device_put on a tree: `shardings` is a prefix of `tree` (see ShardingTree); leaves under an
+// unspecified entry are returned as they are. A prefix that does not fit raises JAX's ValueError.
+template <class T>
+T device_put(const T& tree, const ShardingTree& shardings) {
+  auto [leaves, def] = tree_flatten(tree);
+  return tree_unflatten<T>(def, placement_detail::device_put(leaves, def, shardings));
+}
+// A PartitionSpec needs a mesh in context, which spmd does not have: raises JAX's ValueError.
+template <class T>
+T device_put(const T&, const PartitionSpec&) {
+  placement_detail::device_put_spec_without_mesh();
+}
+
+// Constrains how x (an Array or a tree of them) is laid out (jax.lax.with_sharding_constraint):
+// under jit or make_jaxpr a sharding_constraint equation per leaf, which jit's partitioning
+// honours; with no trace the leaves are placed as device_put places them (committed results).
+// `shardings` is a prefix of the tree; every leaf needs a sharding, a spec may not be longer than
+// its leaf's rank, and placed leaves must divide evenly (JAX's errors).
+template <class T>
+T with_sharding_constraint(const T& x, const ShardingTree& shardings) {
+  auto [leaves, def] = tree_flatten(x);
+  return tree_unflatten<T>(def, placement_detail::with_sharding_constraint(leaves, def, shardings));
+}
+// A PartitionSpec needs a mesh in context, which spmd does not have: raises JAX's RuntimeError.
+template <class T>
+T with_sharding_constraint(const T&, const PartitionSpec&) {
+  placement_detail::with_sharding_constraint_spec_without_mesh();
+}
+
+// A copy of x (jnp.copy): binds the `copy` primitive.
+Array copy(const Array& x);
+
+// jax.sharding.reshard. spmd's mesh axes are all Auto, and reshard only takes Explicit axes: a
+// NamedSharding whose spec names an axis raises JAX's ValueError, one that names none returns x
+// as it is (as JAX's Auto mode leaves the layout alone); other shardings raise TypeError and a
+// bare PartitionSpec (no mesh in context) ValueError.
+Array reshard(const Array& x, const Sharding& sharding);
+Array reshard(const Array& x, const PartitionSpec& spec);
 
 // The sharding picture of an array (rank 1 or 2; `opts.dims` picks two dims of a higher rank).
 std::string sharding_to_string(const Array& x, const VisualizeOptions& opts = {});

@@ -16,6 +16,7 @@
 #include <spmd/shape.h>
 #include <spmd/shard_map.h>
 #include <spmd/sharding.h>
+#include <spmd/sharding_tree.h>
 #include <spmd/tree.h>
 #include <spmd/transforms.h>
 #include <spmd/control_flow.h>

@@ -6,6 +6,7 @@
 
 #include <spmd/array.h>
 #include <spmd/error.h>
+#include <spmd/sharding_tree.h>
 #include <spmd/tree.h>
 
 #include <functional>
@@ -52,6 +53,11 @@ struct JitOptions {
   // use raises RuntimeError, Array::is_deleted() is true); elementwise results write over it.
   std::vector<int> donate_argnums = {};
   std::string name = {};  // shown in jaxprs as the call's name; defaults to "jit"
+  // Shardings of the arguments (a prefix of the tuple of arguments) and of the results (a prefix
+  // of the result), as jax.jit's in_shardings and out_shardings; unspecified leaves are left to
+  // propagation. jit honours them: arguments are laid out so, results come out so.
+  ShardingTree in_shardings = {};
+  ShardingTree out_shardings = {};
 };
 struct GradOptions {
   std::vector<int> argnums = {0};

@@ -21,6 +21,8 @@ void register_scatter_primitives(PrimitiveRegistry& r);     // scatter.cpp
 // collectives.cpp and axis_ops.cpp.
 void register_collective_primitives(PrimitiveRegistry& r);
 void register_debug_primitives(PrimitiveRegistry& r);  // debug.cpp
+// sharding.cpp: sharding_constraint.
+void register_sharding_primitives(PrimitiveRegistry& r);
 
 // src/transforms/higher_order: primitives that hold sub-programs, above the interpreters.
 void register_call_primitives(PrimitiveRegistry& r);          // jit.cpp: jit

@@ -49,6 +49,7 @@ constexpr void (*kFamilies[])(PrimitiveRegistry&) = {
     register_call_primitives,        register_control_flow_primitives,
     register_custom_vjp_primitives,  register_custom_jvp_primitive,
     register_shard_map_primitive,    register_fusion_primitive,
+    register_sharding_primitives,
 };
 
 // Never destroyed: device threads may still run programs while the process exits.

@@ -43,4 +43,25 @@ size_t ParamTraits<std::vector<PartitionSpec>>::hash(const std::vector<Partition
   return h;
 }
 
+size_t ParamTraits<std::shared_ptr<const Sharding>>::hash(
+    const std::shared_ptr<const Sharding>& sharding) {
+  size_t h = 0;
+  for (const Device& d : sharding->device_list()) hash_combine(h, std::hash<int>{}(d.id));
+  if (auto* named = dynamic_cast<const NamedSharding*>(sharding.get()))
+    hash_combine(h, hash_spec(named->spec()));
+  return h;
+}
+
+std::string ParamTraits<std::set<int64_t>>::str(const std::set<int64_t>& dims) {
+  std::string out;
+  for (int64_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "frozenset({" + out + "})";
+}
+
+size_t ParamTraits<std::set<int64_t>>::hash(const std::set<int64_t>& dims) {
+  size_t h = dims.size();
+  for (int64_t d : dims) hash_combine(h, std::hash<int64_t>{}(d));
+  return h;
+}
+
 }  // namespace spmd

@@ -1,11 +1,15 @@
-// Meshes and partition specs as primitive parameters (shard_map's mesh, in_specs and out_specs):
-// printed as JAX prints them in a jaxpr, compared and hashed by content.
+// Meshes, partition specs and shardings as primitive parameters (shard_map's mesh, in_specs and
+// out_specs; sharding_constraint's sharding, context_mesh and unconstrained_dims): printed as JAX
+// prints them in a jaxpr, hashed by content.
 #pragma once
 
 #include <spmd/sharding.h>
 
 #include "ir/params.h"
 
+#include <cstdint>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +22,8 @@ size_t hash_spec(const PartitionSpec& spec);
 template <>
 struct ParamTraits<Mesh> {
   static constexpr std::string_view name = "Mesh";
-  static std::string str(const Mesh& mesh) { return mesh.str(); }
+  // An empty mesh (no mesh in context) prints as JAX's Mesh().
+  static std::string str(const Mesh& mesh) { return mesh.size() ? mesh.str() : "Mesh()"; }
   static size_t hash(const Mesh& mesh) { return hash_mesh(mesh); }
 };
 
@@ -28,6 +33,25 @@ struct ParamTraits<std::vector<PartitionSpec>> {
   static constexpr std::string_view name = "PartitionSpec list";
   static std::string str(const std::vector<PartitionSpec>& specs);
   static size_t hash(const std::vector<PartitionSpec>& specs);
+};
+
+// A sharding, printed as its repr. Compared as pointers (TypedParam uses operator==): equations
+// made from one sharding object are equal, equal shardings made apart only hash alike.
+template <>
+struct ParamTraits<std::shared_ptr<const Sharding>> {
+  static constexpr std::string_view name = "Sharding";
+  static std::string str(const std::shared_ptr<const Sharding>& sharding) {
+    return sharding->repr();
+  }
+  static size_t hash(const std::shared_ptr<const Sharding>& sharding);
+};
+
+// A set of dims, printed as JAX prints a frozenset param: frozenset({0, 2}).
+template <>
+struct ParamTraits<std::set<int64_t>> {
+  static constexpr std::string_view name = "frozenset of dims";
+  static std::string str(const std::set<int64_t>& dims);
+  static size_t hash(const std::set<int64_t>& dims);
 };
 
 }  // namespace spmd

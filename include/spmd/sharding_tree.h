@@ -1,0 +1,53 @@
+// A tree prefix of shardings (the shardings argument of jax.lax.with_sharding_constraint and
+// jax.device_put, jit's in_shardings and out_shardings), and its broadcast over a value's tree.
+// Sharding is only declared here so that transforms.h, which sharding.h includes, can hold one.
+#pragma once
+
+#include <spmd/tree.h>
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+class Sharding;
+class NamedSharding;
+class SingleDeviceSharding;
+
+// A Sharding applies to every leaf below it; a braced list has one entry per element of a tuple,
+// pair, vector or array, per field of a record (in declaration order) or per key of a map (in
+// sorted order), nested as deep as the value: {s_x, {s_rep, s_y}}. A default-constructed tree
+// (also `{}` inside a list) is unspecified, JAX's None.
+class ShardingTree {
+ public:
+  ShardingTree() = default;
+  ShardingTree(const NamedSharding& sharding);
+  ShardingTree(const SingleDeviceSharding& sharding);
+  ShardingTree(std::shared_ptr<const Sharding> sharding);
+  ShardingTree(std::initializer_list<ShardingTree> children);
+  ShardingTree(std::vector<ShardingTree> children);
+
+  bool is_unspecified() const { return !sharding_ && !has_children_; }
+  // A single sharding, not a list.
+  bool is_sharding() const { return sharding_ != nullptr; }
+  const std::shared_ptr<const Sharding>& sharding() const { return sharding_; }
+  const std::vector<ShardingTree>& children() const { return children_; }
+
+ private:
+  std::shared_ptr<const Sharding> sharding_;
+  std::vector<ShardingTree> children_;
+  bool has_children_ = false;
+};
+
+// The sharding of every Array leaf of `value`, in flattening order; null where the prefix is
+// unspecified. `what` names the prefix in JAX's errors ("with_sharding_constraint shardings",
+// "device_put device"); a prefix that does not match `value` raises ValueError "[<api>] <what>
+// specification must be a tree prefix of the corresponding value; ...".
+std::vector<std::shared_ptr<const Sharding>> broadcast_shardings(const ShardingTree& shardings,
+                                                                 const TreeDef& value,
+                                                                 const std::string& api,
+                                                                 const std::string& what);
+
+}  // namespace spmd

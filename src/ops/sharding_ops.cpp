@@ -1,0 +1,110 @@
+// The sharding API on trees and the constraint ops (include/spmd/placement.h):
+// with_sharding_constraint, device_put on trees, copy and reshard, with JAX's errors.
+#include <spmd/error.h>
+#include <spmd/placement.h>
+
+#include "prims/primitive.h"
+#include "prims/sharding.h"
+
+#include <string>
+#include <vector>
+
+namespace spmd {
+namespace placement_detail {
+
+namespace {
+
+// JAX checks a constraint's rank when it is staged, and its divisibility only when the value is
+// placed (inside jit an uneven constraint is allowed).
+void check_constraint_rank(const Array& x, const Sharding& sharding) {
+  const auto* named = dynamic_cast<const NamedSharding*>(&sharding);
+  if (!named || named->spec().size() <= x.ndim()) return;
+  const std::string api = "[with_sharding_constraint] ";
+  try {
+    sharding.check_shape(x.shape(), "with_sharding_constraint");
+  } catch (const ShardingError& e) {
+    throw ValueError(api +
+                     "One of with_sharding_constraint arguments is incompatible with its "
+                     "sharding annotation " +
+                     sharding.repr() + ": " + std::string(e.what()).substr(api.size()));
+  }
+}
+
+}  // namespace
+
+std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
+                              const ShardingTree& shardings) {
+  auto per_leaf = broadcast_shardings(shardings, def, "device_put", "device_put device");
+  std::vector<Array> out(leaves.begin(), leaves.end());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (per_leaf[i]) out[i] = spmd::device_put(out[i], per_leaf[i]);
+  return out;
+}
+
+std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const TreeDef& def,
+                                            const ShardingTree& shardings) {
+  auto per_leaf = broadcast_shardings(shardings, def, "with_sharding_constraint",
+                                      "with_sharding_constraint shardings");
+  for (const auto& s : per_leaf)
+    if (!s)
+      throw ValueError(
+          "[with_sharding_constraint] One of with_sharding_constraint arguments got sharding "
+          "None which is not allowed. Please only pass `jax.sharding.Sharding` instances.");
+  for (size_t i = 0; i < leaves.size(); ++i) check_constraint_rank(leaves[i], *per_leaf[i]);
+  std::vector<Array> out;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    out.push_back(sharding_constraint(leaves[i], per_leaf[i]));
+  return out;
+}
+
+void device_put_spec_without_mesh() {
+  throw ValueError(
+      "[device_put] Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
+      "device_put");
+}
+
+void with_sharding_constraint_spec_without_mesh() {
+  throw RuntimeError(
+      "[with_sharding_constraint] with_sharding_constraint requires a non-empty mesh in context "
+      "if you are passing `PartitionSpec`s to shardings. You can define a context mesh via "
+      "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and then the mesh "
+      "context manager is not required.");
+}
+
+}  // namespace placement_detail
+
+Array copy(const Array& x) {
+  static const Primitive& copy_p = primitive("copy");
+  return bind1(copy_p, {x});
+}
+
+Array reshard(const Array& x, const Sharding& sharding) {
+  const auto* named = dynamic_cast<const NamedSharding*>(&sharding);
+  if (!named)
+    throw TypeError(
+        "[reshard] `out_sharding` argument of reshard only supports instances of "
+        "`NamedSharding` or `PartitionSpec`. Got " +
+        sharding.repr() + " of type: <class 'jax.sharding." +
+        (dynamic_cast<const SingleDeviceSharding*>(&sharding) ? "SingleDeviceSharding"
+                                                              : "Sharding") +
+        "'>");
+  for (int d = 0; d < named->spec().size(); ++d) {
+    std::vector<std::string> axes = named->spec().axes_of(d);
+    if (!axes.empty())
+      throw ValueError(
+          "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of type "
+          "Auto or Manual. Got PartitionSpec: " +
+          named->spec().repr() + " with axis name: " + axes.front() + " of type: AxisType.Auto.");
+  }
+  return x;
+}
+
+Array reshard(const Array&, const PartitionSpec& spec) {
+  throw ValueError(
+      "[reshard] Using PartitionSpec when you are not under a mesh context is not allowed. "
+      "Please pass a NamedSharding instance or enter into a mesh context via `jax.set_mesh`. "
+      "Got " +
+      spec.repr());
+}
+
+}  // namespace spmd

@@ -1,0 +1,109 @@
+// ShardingTree and its broadcast over a value's tree (include/spmd/sharding_tree.h), with the
+// structure errors of JAX's flatten_axes.
+#include <spmd/sharding_tree.h>
+
+#include <spmd/error.h>
+#include <spmd/sharding.h>
+
+#include <utility>
+
+namespace spmd {
+
+ShardingTree::ShardingTree(const NamedSharding& sharding)
+    : sharding_(std::make_shared<NamedSharding>(sharding)) {}
+ShardingTree::ShardingTree(const SingleDeviceSharding& sharding)
+    : sharding_(std::make_shared<SingleDeviceSharding>(sharding)) {}
+ShardingTree::ShardingTree(std::shared_ptr<const Sharding> sharding)
+    : sharding_(std::move(sharding)) {}
+ShardingTree::ShardingTree(std::initializer_list<ShardingTree> children)
+    : children_(children), has_children_(true) {}
+ShardingTree::ShardingTree(std::vector<ShardingTree> children)
+    : children_(std::move(children)), has_children_(true) {}
+
+namespace {
+
+bool is_container(TreeDef::Kind kind) {
+  return kind == TreeDef::Kind::list || kind == TreeDef::Kind::tuple ||
+         kind == TreeDef::Kind::dict || kind == TreeDef::Kind::record;
+}
+
+// The node's type as JAX's prefix errors name it for a length mismatch.
+std::string kind_name(const TreeDef& t) {
+  switch (t.kind()) {
+    case TreeDef::Kind::list:
+      return "list";
+    case TreeDef::Kind::tuple:
+      return "tuple";
+    case TreeDef::Kind::dict:
+      return "dict";
+    case TreeDef::Kind::record:
+      return t.name();
+    case TreeDef::Kind::none:
+      return "NoneType";
+    default:
+      return "jax._src.api_util.PytreeLeaf";
+  }
+}
+
+// The key of child `i` of `t`, as JAX's keystr writes it.
+std::string child_key(const TreeDef& t, size_t i) {
+  if (t.kind() == TreeDef::Kind::dict) return "['" + t.keys()[i] + "']";
+  if (t.kind() == TreeDef::Kind::record) return "." + t.keys()[i];
+  std::string key = "[";  // appended, not `"[" + ...`, which GCC 12 warns about (-Wrestrict)
+  key += std::to_string(i);
+  return key + "]";
+}
+
+struct Broadcast {
+  const std::string& api;
+  const std::string& what;
+  std::vector<std::shared_ptr<const Sharding>> out;
+
+  // JAX's message: `headline` names the difference, `tail` follows "has a subtree of type".
+  [[noreturn]] void mismatch(const std::string& key, const std::string& headline,
+                             const std::string& tail) const {
+    throw ValueError("[" + api + "] " + what +
+                     " specification must be a tree prefix of the corresponding value; \n"
+                     "  Mismatch details (1 found):\n  pytree structure error: " +
+                     headline + " at key path\n    " + what + key +
+                     "\nAt that key path, the prefix pytree " + what + " has a subtree of type" +
+                     tail);
+  }
+
+  void add(const ShardingTree& prefix, const TreeDef& value, const std::string& key) {
+    if (prefix.is_unspecified()) return fill(nullptr, value);
+    if (prefix.is_sharding()) return fill(prefix.sharding(), value);
+    const std::string kind = kind_name(value);
+    if (!is_container(value.kind()))
+      mismatch(key, "different types",
+               "\n    <class 'tuple'>\nbut at the same key path the full pytree has a subtree of "
+               "different type\n    <class '" +
+                   kind + "'>.");
+    std::vector<TreeDef> children = value.children();
+    if (children.size() != prefix.children().size())
+      mismatch(key, "different lengths of " + kind,
+               " " + kind + " of length " + std::to_string(prefix.children().size()) +
+                   ", but the full pytree has a subtree of the same type but of length " +
+                   std::to_string(children.size()) + ".");
+    for (size_t i = 0; i < children.size(); ++i)
+      add(prefix.children()[i], children[i], key + child_key(value, i));
+  }
+
+  // One entry per Array leaf of `value`.
+  void fill(const std::shared_ptr<const Sharding>& sharding, const TreeDef& value) {
+    out.insert(out.end(), size_t(value.num_leaves()), sharding);
+  }
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Sharding>> broadcast_shardings(const ShardingTree& shardings,
+                                                                 const TreeDef& value,
+                                                                 const std::string& api,
+                                                                 const std::string& what) {
+  Broadcast b{api, what, {}};
+  b.add(shardings, value, "");
+  return std::move(b.out);
+}
+
+}  // namespace spmd

@@ -1,0 +1,213 @@
+// The sharding API around the partitioner against JAX 0.10.2 (goldens from
+// tools/goldens/gen_sharding_api.py): with_sharding_constraint's jaxprs under jit, grad, jvp and
+// vmap, the shardings eager calls commit to, device_put on trees, copy, reshard, and every error.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "support/golden.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::P;
+
+// The blocks of a "=== <case>" golden, by case.
+std::map<std::string, std::string> golden_blocks(const std::string& file) {
+  std::map<std::string, std::string> out;
+  std::string text = spmd_test::golden_text(file) + "\n", name;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind("=== ", 0) == 0)
+      name = line.substr(4);
+    else
+      out[name] += (out[name].empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
+std::string jaxpr_golden(const std::string& name) {
+  return golden_blocks("sharding/api_jaxprs.txt").at(name);
+}
+
+// One line per leaf: repr(sharding) and committed, as the golden writes them.
+std::string shardings_of(const std::vector<sp::Array>& leaves) {
+  std::string out;
+  for (const sp::Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    out += x.sharding()->repr();
+    out += x.committed() ? " 1" : " 0";
+  }
+  return out;
+}
+
+class ShardingApiTest : public ::testing::Test {
+ protected:
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  sp::NamedSharding sx{mesh, P("x")};
+  sp::NamedSharding sy{mesh, P(sp::None, "y")};
+  sp::NamedSharding rep{mesh, P()};
+  sp::SingleDeviceSharding dev1{sp::devices()[1]};
+  sp::Array a = sp::arange(16.0f).reshape({8, 2});
+  sp::Array v = sp::arange(4.0f);
+
+  sp::Array scaled(const sp::Array& x) const { return sp::with_sharding_constraint(x * 2.0, sx); }
+};
+
+TEST_F(ShardingApiTest, JitJaxprMatchesJax) {
+  auto f = sp::jit([&](const sp::Array& x) { return scaled(x); }, {.name = "scaled"});
+  EXPECT_EQ(sp::make_jaxpr(f)(a).str(), jaxpr_golden("jit"));
+}
+
+TEST_F(ShardingApiTest, SingleDeviceShardingJaxprMatchesJax) {
+  auto f = [&](const sp::Array& x) { return sp::with_sharding_constraint(x, dev1); };
+  EXPECT_EQ(sp::make_jaxpr(f)(a).str(), jaxpr_golden("single"));
+}
+
+TEST_F(ShardingApiTest, JvpConstrainsTheTangentAsJax) {
+  auto f = [&](const sp::Array& x) {
+    return sp::jvp([&](const sp::Array& y) { return scaled(y); }, std::make_tuple(x),
+                   std::make_tuple(x));
+  };
+  EXPECT_EQ(sp::make_jaxpr(f)(a).str(), jaxpr_golden("jvp"));
+}
+
+TEST_F(ShardingApiTest, GradConstrainsTheCotangentAsJax) {
+  auto loss = [&](const sp::Array& x) { return scaled(x).sum(); };
+  // JAX 0.10 stages the seed cotangent through `reshard` (sharding in types), which spmd's grad
+  // does not: the seed is broadcast directly. The rest of the program is JAX's.
+  std::string expected = jaxpr_golden("grad");
+  const std::string jax_seed =
+      "    d:f32[] = reshard 1.0:f32[]\n    e:f32[8,2] = broadcast_in_dim d\n";
+  const std::string spmd_seed = "    d:f32[8,2] = broadcast_in_dim 1.0:f32[]\n";
+  ASSERT_NE(expected.find(jax_seed), std::string::npos);
+  expected.replace(expected.find(jax_seed), jax_seed.size(), spmd_seed);
+  for (auto [from, to] : {std::pair{"] e\n", "] d\n"},
+                          {"f:f32[8,2] = sharding", "e:f32[8,2] = sharding"},
+                          {"g:f32[8,2] = mul f", "f:f32[8,2] = mul e"},
+                          {"in (g,)", "in (f,)"}})
+    expected.replace(expected.find(from), std::string(from).size(), to);
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(a).str(), expected);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::grad(loss)(a), sp::full({8, 2}, 2.0f)));
+}
+
+// JAX writes UNCONSTRAINED at the batch dim of the spec; spmd's PartitionSpec has no such entry
+// and writes None there, with the dim in unconstrained_dims as JAX has it.
+std::string without_unconstrained(std::string text) {
+  for (size_t at; (at = text.find("UNCONSTRAINED")) != std::string::npos;)
+    text.replace(at, 13, "None");
+  return text;
+}
+
+TEST_F(ShardingApiTest, VmapLeavesTheBatchDimUnconstrainedAsJax) {
+  auto f0 = sp::vmap([&](const sp::Array& x) { return scaled(x); });
+  EXPECT_EQ(sp::make_jaxpr(f0)(sp::ones({3, 8, 2})).str(),
+            without_unconstrained(jaxpr_golden("vmap0")));
+  auto f1 = sp::vmap([&](const sp::Array& x) { return sp::with_sharding_constraint(x, sy); },
+                     {.in_axes = {1}});
+  EXPECT_EQ(sp::make_jaxpr(f1)(sp::ones({8, 3, 2})).str(),
+            without_unconstrained(jaxpr_golden("vmap1")));
+  sp::Array batch = sp::arange(48.0f).reshape({3, 8, 2});
+  EXPECT_TRUE(spmd_test::arrays_equal(f0(batch), batch * 2.0));
+}
+
+TEST_F(ShardingApiTest, CopyJaxprMatchesJax) {
+  EXPECT_EQ(sp::make_jaxpr([](const sp::Array& x) { return sp::copy(x); })(a).str(),
+            jaxpr_golden("copy"));
+}
+
+TEST_F(ShardingApiTest, EagerCallsCommitToJaxsShardings) {
+  auto results = golden_blocks("sharding/api_results.txt");
+  sp::Array x = sp::with_sharding_constraint(a, sx);
+  EXPECT_EQ(shardings_of({x}), results.at("wsc_eager"));
+  EXPECT_TRUE(spmd_test::arrays_equal(x, a));
+  EXPECT_EQ(shardings_of({sp::with_sharding_constraint(a, dev1)}), results.at("wsc_eager_single"));
+
+  auto tree = std::make_tuple(a, std::make_tuple(a, v));  // {'a': a, 'b': (a, v)} in key order
+  auto constrained = sp::with_sharding_constraint(tree, {sy, {sx, rep}});
+  EXPECT_EQ(shardings_of(sp::tree_leaves(constrained)), results.at("wsc_tree"));
+  EXPECT_TRUE(spmd_test::arrays_equal(std::get<1>(std::get<1>(constrained)), v));
+
+  auto jitted = sp::jit([&](const sp::Array& y) { return scaled(y); })(a);
+  EXPECT_TRUE(spmd_test::arrays_equal(jitted, a * 2.0));
+
+  auto put = sp::device_put(tree, {sx, rep});
+  EXPECT_EQ(shardings_of(sp::tree_leaves(put)), results.at("device_put_tree"));
+  EXPECT_TRUE(spmd_test::arrays_equal(std::get<0>(put), a));
+
+  sp::Array sharded = sp::device_put(a, sx);
+  sp::Array same = sp::reshard(sharded, rep);
+  EXPECT_EQ(shardings_of({same}), results.at("reshard_no_axes_committed"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::copy(a), a));
+}
+
+TEST_F(ShardingApiTest, ConstraintUnderJitMayBeUneven) {
+  auto f = sp::jit([&](const sp::Array& x) { return sp::with_sharding_constraint(x, sx); });
+  sp::Array u = sp::ones({6, 2});
+  EXPECT_TRUE(spmd_test::arrays_equal(f(u), u));
+}
+
+std::string jax_error(const std::string& api, const std::string& name) {
+  return "[" + api + "] " + spmd_test::jax_error("sharding/api_errors.txt", name);
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  return spmd_test::error_message(std::forward<F>(f));
+}
+
+TEST_F(ShardingApiTest, WithShardingConstraintErrorsAreJaxs) {
+  const std::string api = "with_sharding_constraint";
+  EXPECT_EQ(
+      error_of([&] { sp::with_sharding_constraint(v, sp::NamedSharding(mesh, P("x", "y"))); }),
+      jax_error(api, "wsc_rank"));
+  EXPECT_EQ(error_of([&] { sp::with_sharding_constraint(sp::Array(1.0f), sx); }),
+            jax_error(api, "wsc_rank_scalar"));
+  EXPECT_EQ(error_of([&] {
+              sp::with_sharding_constraint(sp::ones({6, 2}), sx);
+            }),
+            jax_error(api, "wsc_indivisible_eager"));
+  EXPECT_EQ(error_of([&] { sp::with_sharding_constraint(v, P("x")); }),
+            jax_error(api, "wsc_spec_without_mesh"));
+  auto jitted = sp::jit([](const sp::Array& x) { return sp::with_sharding_constraint(x, P("x")); });
+  EXPECT_EQ(error_of([&] { jitted(v); }), jax_error(api, "wsc_spec_without_mesh_jit"));
+  EXPECT_EQ(error_of([&] { sp::with_sharding_constraint(v, sp::ShardingTree{}); }),
+            jax_error(api, "wsc_none"));
+  EXPECT_EQ(error_of([&] {
+              sp::with_sharding_constraint(std::make_tuple(v, v), {sx, sx, sx});
+            }),
+            jax_error(api, "wsc_prefix_too_long"));
+  EXPECT_EQ(error_of([&] { sp::with_sharding_constraint(v, {sx}); }),
+            jax_error(api, "wsc_prefix_tuple_for_leaf"));
+  std::map<std::string, std::tuple<sp::Array, sp::Array>> nested{{"a", {v, v}}, {"b", {v, v}}};
+  EXPECT_EQ(error_of([&] {
+              sp::with_sharding_constraint(nested, {sx, {rep}});
+            }),
+            jax_error(api, "wsc_prefix_nested"));
+}
+
+TEST_F(ShardingApiTest, DevicePutAndReshardErrorsAreJaxs) {
+  EXPECT_EQ(error_of([&] {
+              sp::device_put(std::make_tuple(v, v), {sx, sx, sx});
+            }),
+            jax_error("device_put", "device_put_prefix_too_long"));
+  EXPECT_EQ(error_of([&] { sp::device_put(v, sp::ShardingTree{sx}); }),
+            jax_error("device_put", "device_put_prefix_tuple_for_leaf"));
+  EXPECT_EQ(error_of([&] { sp::device_put(v, P("x")); }),
+            jax_error("device_put", "device_put_spec_without_mesh"));
+  EXPECT_EQ(error_of([&] { sp::reshard(v, P("x")); }),
+            jax_error("reshard", "reshard_spec_without_mesh"));
+  EXPECT_EQ(error_of([&] { sp::reshard(v, sx); }), jax_error("reshard", "reshard_auto_axes"));
+  EXPECT_EQ(error_of([&] { sp::reshard(v, dev1); }), jax_error("reshard", "reshard_single_device"));
+}
+
+}  // namespace

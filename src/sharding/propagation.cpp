@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <tuple>
 
 namespace spmd {
 namespace {
@@ -53,10 +54,6 @@ AxisList join_dim(const ShardingRule::Dim& factors, const std::vector<AxisList>&
   return out;
 }
 
-int64_t numel(const AbstractValue& t) {
-  return t.shape.size();
-}
-
 class Propagation {
  public:
   Propagation(const Program& program, const Mesh& mesh) : program_(program), mesh_(mesh) {
@@ -103,7 +100,7 @@ class Propagation {
   struct Member {
     int var;
     const ShardingRule::Tensor* dims;
-    int64_t numel;
+    bool operand;
   };
 
   std::vector<Member> members(size_t i) const {
@@ -112,53 +109,117 @@ class Propagation {
     std::vector<Member> out;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k)
       if (!e.inputs[k].is_literal())
-        out.push_back({e.inputs[k].var, &rule.operands[k], numel(program_.type_of(e.inputs[k]))});
+        out.push_back({e.inputs[k].var, &rule.operands[k], true});
     for (size_t k = 0; k < e.outputs.size() && k < rule.results.size(); ++k)
-      out.push_back(
-          {e.outputs[k], &rule.results[k], numel(program_.types[size_t(e.outputs[k])])});
+      out.push_back({e.outputs[k], &rule.results[k], false});
     return out;
   }
 
-  // Each factor's split, from the splits of the tensors that hold it, in operand order: the
-  // longest of compatible ones; between incompatible ones, the larger tensor's, and none when
-  // they are the same size. An axis that an earlier tensor gave another factor is not taken.
-  std::vector<AxisList> factor_splits(const ShardingRule& rule,
-                                      const std::vector<Member>& ms) const {
-    std::vector<AxisList> best(size_t(rule.num_factors()));
-    std::vector<int64_t> best_numel(best.size(), -1);
-    auto claimed_elsewhere = [&](const std::string& axis, size_t f) {
-      for (size_t g = 0; g < best.size(); ++g)
-        if (g != f && std::find(best[g].begin(), best[g].end(), axis) != best[g].end()) return true;
-      return false;
-    };
-    for (const Member& m : ms) {
-      const ValueSplit& s = splits_[size_t(m.var)];
-      for (size_t d = 0; d < m.dims->size(); ++d) {
-        const ShardingRule::Dim& factors = (*m.dims)[d];
-        std::vector<AxisList> parts = project_dim(factors, s.dims[d], rule, mesh_);
-        for (size_t j = 0; j < factors.size(); ++j) {
-          const size_t f = size_t(factors[j]);
-          AxisList c = parts[j];
-          auto taken = std::find_if(c.begin(), c.end(),
-                                    [&](const std::string& a) { return claimed_elsewhere(a, f); });
-          c.erase(taken, c.end());
-          if (c.empty()) continue;
-          if (is_prefix(best[f], c) && best_numel[f] != -2) {
-            best[f] = c;
-          } else if (is_prefix(c, best[f])) {
-            continue;
-          } else if (m.numel > best_numel[f]) {
-            best[f] = c;
-          } else if (m.numel == best_numel[f]) {
-            best[f].clear();
-            best_numel[f] = -2;  // a tie between conflicting splits: the factor stays unsplit
-            continue;
-          }
-          best_numel[f] = std::max(best_numel[f], m.numel);
-        }
+  // A tensor's split projected onto the rule's factors, and which factors sit in closed dims.
+  struct Projected {
+    std::vector<AxisList> factors;
+    std::vector<bool> holds, closed;
+    int64_t size = 1;  // the product of its factors' sizes
+  };
+
+  Projected project(const Member& m, const ShardingRule& rule) const {
+    const ValueSplit& s = splits_[size_t(m.var)];
+    Projected t{std::vector<AxisList>(size_t(rule.num_factors())),
+                std::vector<bool>(size_t(rule.num_factors())),
+                std::vector<bool>(size_t(rule.num_factors())), 1};
+    for (size_t d = 0; d < m.dims->size(); ++d) {
+      const ShardingRule::Dim& factors = (*m.dims)[d];
+      std::vector<AxisList> parts = project_dim(factors, s.dims[d], rule, mesh_);
+      for (size_t j = 0; j < factors.size(); ++j) {
+        const size_t f = size_t(factors[j]);
+        t.factors[f] = parts[j];
+        t.holds[f] = true;
+        t.closed[f] = s.closed[d];
+        t.size *= rule.factor_sizes[f];
       }
     }
-    return best;
+    return t;
+  }
+
+  // Shardy's compatible major axes of one factor over every tensor holding it: their common
+  // prefix, extended by longer splits until two disagree.
+  static AxisList compatible_axes(const std::vector<Projected>& ts, size_t f) {
+    AxisList result;
+    bool can_expand = true;
+    for (const Projected& t : ts) {
+      if (!t.holds[f]) continue;
+      const AxisList& axes = t.factors[f];
+      size_t k = 0;
+      while (k < result.size() && k < axes.size() && result[k] == axes[k]) ++k;
+      if (k < result.size() && k < axes.size()) {
+        result.resize(k);
+        can_expand = false;
+      } else if (can_expand && axes.size() > result.size()) {
+        result = axes;
+      }
+    }
+    return result;
+  }
+
+  // Shardy's aggressive factor propagation: every factor gets its compatible major axes; where
+  // factors want the same axis of a tensor, the factor whose source tensor is larger wins (then
+  // the more split factor for elementwise ops, the earlier source, the earlier factor). Results
+  // are expanded first, then operands; an elementwise operand takes no more than the result.
+  void propagate_factors(const ShardingRule& rule, std::vector<Projected>& ts, size_t n_operands,
+                         bool elementwise) const {
+    const size_t n = size_t(rule.num_factors());
+    std::vector<AxisList> want(n);
+    for (size_t f = 0; f < n; ++f) want[f] = compatible_axes(ts, f);
+    std::vector<int64_t> source_size(n, -1), source_index(n, -1);
+    for (size_t t = 0; t < ts.size(); ++t)
+      for (size_t f = 0; f < n; ++f)
+        if (ts[t].holds[f] && !want[f].empty() && is_prefix(want[f], ts[t].factors[f]) &&
+            ts[t].size > source_size[f]) {
+          source_size[f] = ts[t].size;
+          source_index[f] = int64_t(t);
+        }
+    std::vector<size_t> order(n);
+    for (size_t f = 0; f < n; ++f) order[f] = f;
+    std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {
+      const int64_t si = elementwise ? product(want[i], mesh_) : 0;
+      const int64_t sj = elementwise ? product(want[j], mesh_) : 0;
+      return std::tuple(-source_size[i], -si, source_index[i], i) <
+             std::tuple(-source_size[j], -sj, source_index[j], j);
+    });
+    auto expand = [&](Projected& t, bool operand) {
+      for (size_t f : order) {
+        if (!t.holds[f] || t.closed[f] || want[f].empty()) continue;
+        AxisList axes = fit_factor(want[f], rule.factor_sizes[f]);
+        if (!(t.factors[f].size() < axes.size() && is_prefix(t.factors[f], axes))) continue;
+        for (size_t k = t.factors[f].size(); k < axes.size(); ++k)
+          for (size_t g = 0; g < n; ++g)
+            if (g != f && std::find(t.factors[g].begin(), t.factors[g].end(), axes[k]) !=
+                              t.factors[g].end()) {
+              axes.resize(k);
+              break;
+            }
+        if (operand && elementwise)
+          for (size_t r = n_operands; r < ts.size(); ++r)
+            if (ts[r].holds[f] && ts[r].factors[f].size() < axes.size() &&
+                is_prefix(ts[r].factors[f], axes))
+              axes = ts[r].factors[f];
+        if (axes.size() > t.factors[f].size()) t.factors[f] = axes;
+      }
+    };
+    for (size_t t = n_operands; t < ts.size(); ++t) expand(ts[t], false);
+    for (size_t t = 0; t < n_operands; ++t) expand(ts[t], true);
+  }
+
+  // The leading axes whose product divides the factor's size.
+  AxisList fit_factor(const AxisList& axes, int64_t size) const {
+    AxisList out;
+    int64_t n = 1;
+    for (const std::string& a : axes) {
+      if (size % (n * mesh_.axis_size(a)) != 0) break;
+      n *= mesh_.axis_size(a);
+      out.push_back(a);
+    }
+    return out;
   }
 
   // Refines the open dims of `var` towards `want` where the current split is a prefix of it
@@ -192,12 +253,19 @@ class Propagation {
       if (!e.inputs[k].is_literal()) changed |= refine(e.inputs[k].var, rule.fixed_operands[k]);
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) return changed;
     std::vector<Member> ms = members(i);
-    std::vector<AxisList> factors = factor_splits(rule, ms);
+    std::vector<Projected> ts;
+    size_t n_operands = 0;
     for (const Member& m : ms) {
+      ts.push_back(project(m, rule));
+      n_operands += m.operand ? 1 : 0;
+    }
+    const bool elementwise = kind == PrimitiveKind::unary || kind == PrimitiveKind::broadcasting;
+    propagate_factors(rule, ts, n_operands, elementwise);
+    for (size_t t = 0; t < ms.size(); ++t) {
       std::vector<AxisList> want;
-      for (const ShardingRule::Dim& dim : *m.dims)
-        want.push_back(join_dim(dim, factors, rule, mesh_));
-      changed |= refine(m.var, want);
+      for (const ShardingRule::Dim& dim : *ms[t].dims)
+        want.push_back(join_dim(dim, ts[t].factors, rule, mesh_));
+      changed |= refine(ms[t].var, want);
     }
     return changed;
   }

@@ -136,6 +136,7 @@ class Partitioner {
     for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split);
     for (size_t k = 0; k < f.size(); ++k)
       if (rule.factor_kinds[k] == FactorKind::need_replication ||
+          rule.factor_kinds[k] == FactorKind::permutation ||
           (rule.factor_kinds[k] == FactorKind::reduction && !rule.combiner))
         f[k].clear();
     make_consistent(rule, f);

@@ -54,14 +54,16 @@ std::string rule_faults(const sp::ShardingRule& rule, std::span<const sp::Abstra
       std::set<int> seen;
       for (int d = 0; d < shape.ndim(); ++d) {
         int64_t size = 1;
+        bool permuted = false;  // a permutation factor has the result's extent in every tensor
         for (int f : tensors[t][size_t(d)]) {
           if (f < 0 || f >= n) return where + ": unknown factor " + std::to_string(f);
           if (!seen.insert(f).second) return where + ": factor used twice";
           size *= rule.factor_sizes[size_t(f)];
+          permuted = permuted || rule.factor_kinds[size_t(f)] == sp::FactorKind::permutation;
           ++uses[size_t(f)];
           in_results[size_t(f)] += result ? 1 : 0;
         }
-        if (size != shape[d])
+        if (size != shape[d] && !permuted)
           return where + " dim " + std::to_string(d) + ": factors of size " + std::to_string(size) +
                  " for a dim of size " + std::to_string(shape[d]);
       }

@@ -104,7 +104,7 @@ auto shard_map(F f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
 
 template <class F>
 auto pmap(F f, PmapOptions options = {}) {
-  auto state = transform_detail::new_jit_state(JitOptions{.name = "_fun"});
+  auto state = transform_detail::new_pmap_state();
   return [f, options, state](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     constexpr size_t n = sizeof...(args);

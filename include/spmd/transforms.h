@@ -91,6 +91,9 @@ ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args);
 
 struct JitState;
 std::shared_ptr<JitState> new_jit_state(JitOptions options);
+// pmap's call: as jit's, except that arguments committed to other devices move to the map's
+// devices instead of raising, as JAX's pmap moves them.
+std::shared_ptr<JitState> new_pmap_state();
 // Calls through the jit cache keyed by (in_def, leaf types); `make_fn` builds the flat function
 // on a miss. Returns the output leaves and sets *out_def.
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,

@@ -29,6 +29,8 @@ class Compiled {
   std::vector<Array> run(std::vector<Array> args, const std::vector<bool>& donated) const;
   // The program each device runs, after the passes.
   const Program& program() const { return executable_->program(); }
+  // Runs on the devices of a mesh rather than on the calling thread.
+  bool on_mesh() const { return launchable_.on_mesh(); }
 
  private:
   std::shared_ptr<const Executable> executable_;

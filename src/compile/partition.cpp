@@ -14,7 +14,8 @@ namespace {
 // One thing that asks for devices: a committed argument, an in/out sharding or a constraint.
 struct Request {
   std::shared_ptr<const Sharding> sharding;
-  std::string what;  // "argument x of add with shape float32[16,16]"
+  std::string what;         // "argument x of add with shape float32[16,16]"
+  bool in_program = false;  // a sharding_constraint or shard_map of the program
 };
 
 std::string ids_text(const std::vector<Device>& devices) {
@@ -37,10 +38,10 @@ std::string typed_shape(const AbstractValue& t) {
 }
 
 [[noreturn]] void incompatible(const Request& a, const Request& b) {
-  throw ShardingError(
-      "Received incompatible devices for jitted computation. Got " + a.what +
-      " and with device ids " + ids_text(a.sharding->device_list()) + " on platform CPU and " +
-      b.what + " and with device ids " + ids_text(b.sharding->device_list()) + " on platform CPU");
+  throw ShardingError("Received incompatible devices for jitted computation. Got " + a.what +
+                      " and with device ids " + ids_text(a.sharding->device_list()) +
+                      " on platform CPU and " + b.what + " and with device ids " +
+                      ids_text(b.sharding->device_list()) + " on platform CPU");
 }
 
 std::optional<ValueSplit> split_on(const Sharding& sharding, const Mesh& mesh, int rank) {
@@ -63,7 +64,7 @@ void add_constraints(const Program& program, std::vector<Request>& requests) {
     std::optional<Mesh> mesh = fixed_mesh(sharding_rule_of(program, e));
     if (mesh)
       requests.push_back({std::make_shared<NamedSharding>(*mesh, PartitionSpec()),
-                          "a sharding in " + e.primitive->name});
+                          "a sharding in " + e.primitive->name, true});
   }
 }
 
@@ -72,14 +73,16 @@ void add_constraints(const Program& program, std::vector<Request>& requests) {
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
                                std::span<const std::shared_ptr<const Sharding>> in_shardings,
                                std::span<const std::shared_ptr<const Sharding>> out_shardings,
-                               const std::string& api, std::span<const std::string> arg_names) {
+                               const std::string& api, std::span<const std::string> arg_names,
+                               bool committed_binds) {
   std::vector<Request> requests;
   auto arg_text = [&](size_t i) {
     std::string name = i < arg_names.size() ? arg_names[i] : "args[" + std::to_string(i) + "]";
     return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
   };
+  auto binds = [&](size_t i) { return committed_binds && args[i].committed(); };
   for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].committed()) requests.push_back({args[i].sharding(), arg_text(i)});
+    if (binds(i)) requests.push_back({args[i].sharding(), arg_text(i)});
   for (size_t i = 0; i < in_shardings.size(); ++i)
     if (in_shardings[i]) requests.push_back({in_shardings[i], "in_shardings of " + api});
   for (size_t i = 0; i < out_shardings.size(); ++i)
@@ -90,13 +93,21 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
     if (requests[i].sharding->device_list() != requests[0].sharding->device_list())
       incompatible(requests[0], requests[i]);
 
-  Placement p{mesh_of(*requests[0].sharding), false, {}, {}};
+  // The program's own meshes name the axes its constraints and shard_maps use; arguments on
+  // the same devices under other axis names are resharded to it.
+  const Request* first = &requests[0];
+  for (const Request& r : requests)
+    if (r.in_program) {
+      first = &r;
+      break;
+    }
+  Placement p{mesh_of(*first->sharding), false, {}, {}};
   p.single_device = p.mesh.axis_names().empty();
   const std::vector<AbstractValue> in_types = program.in_types();
   p.in.resize(in_types.size());
   for (size_t i = 0; i < args.size() && i < in_types.size(); ++i) {
     const Sharding* s = i < in_shardings.size() && in_shardings[i] ? in_shardings[i].get()
-                        : args[i].committed()                      ? args[i].sharding().get()
+                        : binds(i)                                 ? args[i].sharding().get()
                                                                    : nullptr;
     if (s) p.in[i] = split_on(*s, p.mesh, in_types[i].shape.ndim());
   }

@@ -45,11 +45,13 @@ struct Placement {
 // argument, no sharding given or in the program): it then runs on the default device. Raises
 // JAX's "Received incompatible devices for jitted computation" for committed arguments or
 // shardings on different devices; `api` names the computation and `arg_names` its arguments in
-// that message ("argument x of add").
+// that message ("argument x of add"). Without `committed_binds`, committed arguments move like
+// uncommitted ones (pmap).
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
                                std::span<const std::shared_ptr<const Sharding>> in_shardings,
                                std::span<const std::shared_ptr<const Sharding>> out_shardings,
-                               const std::string& api, std::span<const std::string> arg_names);
+                               const std::string& api, std::span<const std::string> arg_names,
+                               bool committed_binds = true);
 
 // The Compiled of `program` partitioned by `placement`, built once per program content and
 // placement.

@@ -128,9 +128,9 @@ ShardingRule dimwise_sharding(std::span<const AbstractValue> in, std::span<const
     for (size_t t = 0; t < tensors.size(); ++t)
       same = same && (tensors[t].empty() || extent(t, d) == shape[d]);
     const bool moved = !kept(d);
-    const FactorKind kind = !moved    ? FactorKind::pass_through
-                            : !same   ? FactorKind::permutation
-                                      : FactorKind::need_replication;
+    const FactorKind kind = !moved  ? FactorKind::pass_through
+                            : !same ? FactorKind::permutation
+                                    : FactorKind::need_replication;
     if (moved && share_moved) same = true;
     const int f = same ? rule.add_factor(shape[d], kind) : -1;
     for (size_t t = 0; t < tensors.size(); ++t)
@@ -509,9 +509,10 @@ void concatenate_kernel(const KernelArgs& a) {
 // concatenate and split: the dim (param `key`) along which the pieces lie needs replication.
 ShardingRuleFn pieces_along(const char* key, bool share_moved) {
   return [key, share_moved](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
-               const Params& p) {
+                            const Params& p) {
     const int64_t dim = p.get_int(key);
-    return dimwise_sharding(in, out, [dim](int d) { return d != dim; }, share_moved);
+    return dimwise_sharding(
+        in, out, [dim](int d) { return d != dim; }, share_moved);
   };
 }
 

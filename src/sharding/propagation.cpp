@@ -26,7 +26,7 @@ int64_t product(const AxisList& axes, const Mesh& mesh) {
 // product divides its size; the next factor takes axes only once the previous one is fully
 // split. AxisList past the first that does not fit are left out.
 std::vector<AxisList> project_dim(const ShardingRule::Dim& factors, const AxisList& axes,
-                              const ShardingRule& rule, const Mesh& mesh) {
+                                  const ShardingRule& rule, const Mesh& mesh) {
   std::vector<AxisList> out(factors.size());
   size_t next = 0;
   for (size_t i = 0; i < factors.size() && next < axes.size(); ++i) {
@@ -44,7 +44,7 @@ std::vector<AxisList> project_dim(const ShardingRule::Dim& factors, const AxisLi
 
 // The axes a dim gets from the splits of its factors (the inverse of project_dim).
 AxisList join_dim(const ShardingRule::Dim& factors, const std::vector<AxisList>& split,
-              const ShardingRule& rule, const Mesh& mesh) {
+                  const ShardingRule& rule, const Mesh& mesh) {
   AxisList out;
   for (int f : factors) {
     const AxisList& axes = split[size_t(f)];
@@ -86,8 +86,7 @@ class Propagation {
     for (bool elementwise_only : {true, false}) {
       for (int round = 0; round < 64; ++round) {
         bool changed = false;
-        for (size_t i = 0; i < program_.equations.size(); ++i)
-          changed |= step(i, elementwise_only);
+        for (size_t i = 0; i < program_.equations.size(); ++i) changed |= step(i, elementwise_only);
         for (size_t i = program_.equations.size(); i-- > 0;) changed |= step(i, elementwise_only);
         if (!changed) break;
       }
@@ -108,8 +107,7 @@ class Propagation {
     const ShardingRule& rule = *rules_[i];
     std::vector<Member> out;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k)
-      if (!e.inputs[k].is_literal())
-        out.push_back({e.inputs[k].var, &rule.operands[k], true});
+      if (!e.inputs[k].is_literal()) out.push_back({e.inputs[k].var, &rule.operands[k], true});
     for (size_t k = 0; k < e.outputs.size() && k < rule.results.size(); ++k)
       out.push_back({e.outputs[k], &rule.results[k], false});
     return out;

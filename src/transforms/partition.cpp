@@ -187,7 +187,8 @@ class Partitioner {
     Split out;
     for (const ShardingRule::Dim& dim : dims) {
       AxisList axes;
-      for (int factor : dim) axes.insert(axes.end(), f[size_t(factor)].begin(), f[size_t(factor)].end());
+      for (int factor : dim)
+        axes.insert(axes.end(), f[size_t(factor)].begin(), f[size_t(factor)].end());
       out.push_back(std::move(axes));
     }
     return out;
@@ -299,7 +300,8 @@ class Partitioner {
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh) {
   std::vector<AxisFrame> frames;
-  for (const auto& [axis, size] : mesh.shape()) frames.push_back({axis, size, "jit", false});
+  for (const auto& [axis, size] : mesh.shape())
+    frames.push_back({axis, size, "partitioner", false});
   return frames;
 }
 
@@ -324,7 +326,7 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
   AxisEnvScope axes(frames_of(mesh));
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
-      "jit");
+      "partitioner");
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <spmd/transforms.h>
 
 #include "compile/compiled.h"
+#include "compile/partition.h"
 #include "core/axis_env.h"
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
@@ -179,11 +180,17 @@ ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args) {
   return ClosedJaxpr(std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr")));
 }
 
+// The shardings of committed operands (null for uncommitted ones): what a call's placement
+// depends on besides the program.
+using OperandShardings = std::vector<std::shared_ptr<const Sharding>>;
+
 struct CacheEntry {
   ProgramRef program;         // as traced, consts hoisted to leading inputs
   std::vector<Array> consts;  // concrete constants the function closed over
   TreeDef out_def;
-  const Compiled* compiled = nullptr;  // on the first concrete call
+  // The Compiled for each placement of the operands met so far, built on the first concrete
+  // call with that placement.
+  std::vector<std::pair<OperandShardings, const Compiled*>> compiled;
 };
 
 struct JitState {
@@ -191,6 +198,8 @@ struct JitState {
   std::mutex mu;
   std::unordered_map<SignatureKey, std::shared_ptr<CacheEntry>, SignatureHash> cache;
   int64_t traces = 0;
+  // pmap's: committed arguments are placed as if uncommitted.
+  bool moves_committed = false;
 };
 
 std::shared_ptr<JitState> new_jit_state(JitOptions options) {
@@ -200,16 +209,57 @@ std::shared_ptr<JitState> new_jit_state(JitOptions options) {
   return s;
 }
 
+std::shared_ptr<JitState> new_pmap_state() {
+  auto s = new_jit_state(JitOptions{.name = "_fun"});
+  s->moves_committed = true;
+  return s;
+}
+
 int64_t jit_trace_count(const JitState& state) {
   return state.traces;
 }
 
 namespace {
 
+bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && (!a[i] || !b[i] || !(*a[i] == *b[i]))) return false;
+  return true;
+}
+
+// The Compiled of `entry` for operands placed as these are: partitioned over the devices that
+// committed operands, in_shardings, out_shardings or constraints name, else on the default
+// device. Built once per placement.
+const Compiled& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
+                             std::span<const Array> operands) {
+  OperandShardings placed;
+  for (const Array& x : operands)
+    placed.push_back(x.committed() && !state.moves_committed ? x.sharding() : nullptr);
+  std::lock_guard<std::mutex> lock(state.mu);
+  for (const auto& [shardings, compiled] : entry.compiled)
+    if (same_shardings(shardings, placed)) return *compiled;
+  const JitOptions& o = state.options;
+  OperandShardings in(entry.consts.size());
+  if (!o.in_shardings.is_unspecified()) {
+    OperandShardings leaves = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
+    in.insert(in.end(), leaves.begin(), leaves.end());
+  }
+  OperandShardings out;
+  if (!o.out_shardings.is_unspecified())
+    out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
+  std::optional<Placement> placement =
+      place(*entry.program, operands, in, out, o.name, {}, !state.moves_committed);
+  const Compiled* compiled =
+      placement ? &compile_partitioned(entry.program, *placement) : &compile_program(entry.program);
+  entry.compiled.emplace_back(std::move(placed), compiled);
+  return *compiled;
+}
+
 // Runs a compiled call whose arguments include donated leaves: those an output can take over are
 // deleted for the caller and their buffers handed to the Executable.
-std::vector<Array> run_donating(JitState& state, CacheEntry& entry, std::span<const Array> leaves,
-                                const std::vector<bool>& donated) {
+std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compiled& compiled,
+                                std::span<const Array> leaves, const std::vector<bool>& donated) {
   std::vector<bool> usable = usable_donations(donated, leaves, entry.program->out_types());
   check_donated_once(leaves, usable);
   std::vector<Array> operands;
@@ -227,7 +277,7 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, std::span<co
     operands.push_back(usable[k] ? take_and_delete(leaves[k]) : leaves[k]);
     consumable.push_back(usable[k]);
   }
-  return entry.compiled->run(std::move(operands), consumable);
+  return compiled.run(std::move(operands), consumable);
 }
 
 }  // namespace
@@ -265,13 +315,10 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   std::vector<Array> operands = entry->consts;
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
-    std::lock_guard<std::mutex> lock(state.mu);
-    if (!entry->compiled) entry->compiled = &compile_program(entry->program);
-  }
-  if (entry->compiled && all_concrete(operands)) {
-    if (std::find(donated.begin(), donated.end(), true) == donated.end())
-      return entry->compiled->run(operands);
-    return run_donating(state, *entry, leaves, donated);
+    const Compiled& compiled = compiled_for(state, *entry, in_def, operands);
+    if (compiled.on_mesh() || std::find(donated.begin(), donated.end(), true) == donated.end())
+      return compiled.run(operands);
+    return run_donating(state, *entry, compiled, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   return spmd::bind(primitive("jit"), operands, params);

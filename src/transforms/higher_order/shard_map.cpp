@@ -726,6 +726,38 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
+// A boundary for the partitioner: the specs fix how operands and results split over the mesh,
+// and each device runs the body on its blocks. The nested-pmap form runs meshes of its own and
+// stays whole.
+ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
+                                std::span<const AbstractValue> out, const Params& p) {
+  if (p.has("spread")) return replicated_sharding_rule(in, out);
+  const ShardMapParams info = info_of(p);
+  ShardingRule rule;
+  auto fixed = [](const PartitionSpec& spec, int rank) {
+    ShardingRule::Split split;
+    for (int d = 0; d < rank; ++d) split.push_back(spec.axes_of(d));
+    return split;
+  };
+  for (size_t k = 0; k < in.size(); ++k) {
+    rule.operands.emplace_back(size_t(in[k].shape.ndim()));
+    rule.fixed_operands.push_back(fixed(info.in_specs[k], in[k].shape.ndim()));
+  }
+  for (size_t k = 0; k < out.size(); ++k) {
+    rule.results.emplace_back(size_t(out[k].shape.ndim()));
+    rule.fixed_results.push_back(fixed(info.out_specs[k], out[k].shape.ndim()));
+  }
+  rule.fixed_on = std::get<ObjectParam>(p.at("mesh"));
+  return rule;
+}
+
+// On its blocks, a shard_map is a call of its body.
+LocalEquation shard_map_localize(const Params& p, std::span<const AbstractValue>,
+                                 std::span<const AbstractValue>) {
+  static const Primitive& call = primitive("jit");
+  return {&call, Params{{"name", std::string("shard_map")}, {"jaxpr", p.get<ProgramRef>("jaxpr")}}};
+}
+
 }  // namespace
 
 void register_shard_map_primitive(PrimitiveRegistry& r) {
@@ -738,10 +770,8 @@ void register_shard_map_primitive(PrimitiveRegistry& r) {
   sm.jvp = shard_map_jvp;
   sm.transpose = shard_map_transpose;
   sm.batch = shard_map_batch;
-  // The partitioner treats shard_map as a boundary of its own: its in_specs and out_specs, not
-  // a rule, say how its operands and results split.
-  sm.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
-                        const Params&) { return replicated_sharding_rule(in, out); };
+  sm.sharding_rule = shard_map_sharding;
+  sm.localize = shard_map_localize;
 }
 
 namespace transform_detail {

@@ -134,12 +134,6 @@ std::pair<Params, Batch> init_model(sp::Array key, const std::vector<int64_t>& l
   return {params, {inputs, targets}};
 }
 
-// jax.device_put of a tree: every leaf placed by the same sharding or on the same device.
-template <class Tree, class Where>
-Tree device_put_tree(const Tree& tree, const Where& where) {
-  return sp::tree_map([&](const sp::Array& leaf) { return sp::device_put(leaf, where); }, tree);
-}
-
 // Five SGD steps, printing the loss before each, then the loss after the last.
 template <class LossFn, class GradFn>
 Params train(Params params, const Batch& batch, const LossFn& loss_jit, const GradFn& gradfun) {
@@ -275,7 +269,10 @@ int main(int argc, char** argv) {
   sp::visualize_array_sharding(x_single);
 
   cell("24");
-  std::cout << (sp::allclose(sp::matmul(x_single, x_single), sp::matmul(y, z)) ? "True" : "False")
+  std::cout << (sp::allclose(sp::device_get(sp::matmul(x_single, x_single)),
+                             sp::device_get(sp::matmul(y, z)))
+                    ? "True"
+                    : "False")
             << "\n";
 
   cell("25");
@@ -284,7 +281,9 @@ int main(int argc, char** argv) {
   cell("26");
   timeit(size.loops, [&] { sp::matmul(y, z).block_until_ready(); });
 
-  // cell 27 (w_copy = jnp.copy(w) and its picture) needs sp::copy.
+  cell("27");
+  sp::Array w_copy = sp::copy(w);
+  sp::visualize_array_sharding(w_copy);
 
   // ---- When explicit shardings disagree, JAX errors
   cell("29");
@@ -329,8 +328,29 @@ int main(int argc, char** argv) {
   cell("33");
   x = sp::random::normal(sp::random::key(0), {N, N});
 
-  // cells 34-37 (jit of x + 1 with a sharding constraint P('y', 'x'), then P(), and the pictures
-  // of x and f(x)) need sp::with_sharding_constraint.
+  cell("34");
+  auto f = sp::jit([&](sp::Array x) {
+    x = x + 1;
+    sp::Array y = sp::with_sharding_constraint(x, sp::NamedSharding(mesh, P("y", "x")));
+    return y;
+  });
+
+  cell("35");
+  sp::visualize_array_sharding(x);
+  y = f(x);
+  sp::visualize_array_sharding(y);
+
+  cell("36");
+  auto g = sp::jit([&](sp::Array x) {
+    x = x + 1;
+    sp::Array y = sp::with_sharding_constraint(x, sp::NamedSharding(mesh, P()));
+    return y;
+  });
+
+  cell("37");
+  sp::visualize_array_sharding(x);
+  y = g(x);
+  sp::visualize_array_sharding(y);
 
   // ---- Examples: neural networks
   cell("40");
@@ -352,8 +372,8 @@ int main(int argc, char** argv) {
   sp::NamedSharding replicated_sharding(mesh, P());
 
   cell("47");
-  batch = device_put_tree(batch, sharding);
-  params = device_put_tree(params, replicated_sharding);
+  batch = sp::device_put(batch, sharding);
+  params = sp::device_put(params, replicated_sharding);
 
   cell("48");
   std::cout << sp::repr(loss_jit(params, batch)) << "\n";
@@ -365,8 +385,8 @@ int main(int argc, char** argv) {
   timeit(size.loops, [&] { gradfun(params, batch)[0].first.block_until_ready(); });
 
   cell("51");
-  Batch batch_single = device_put_tree(batch, sp::devices()[0]);
-  Params params_single = device_put_tree(params, sp::devices()[0]);
+  Batch batch_single = sp::device_put(batch, sp::SingleDeviceSharding(sp::devices()[0]));
+  Params params_single = sp::device_put(params, sp::SingleDeviceSharding(sp::devices()[0]));
 
   cell("52");
   timeit(size.loops, [&] { gradfun(params_single, batch_single)[0].first.block_until_ready(); });
@@ -376,7 +396,7 @@ int main(int argc, char** argv) {
   mesh = sp::make_mesh({4, 2}, {"batch", "model"});
 
   cell("54");
-  batch = device_put_tree(batch, sp::NamedSharding(mesh, P("batch", sp::None)));
+  batch = sp::device_put(batch, sp::NamedSharding(mesh, P("batch", sp::None)));
   sp::visualize_array_sharding(batch.first);
   sp::visualize_array_sharding(batch.second);
 

@@ -81,6 +81,10 @@ Array copy(const Array& x);
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 
+// The whole value of x as an uncommitted array, as jax.device_get brings it to the host: it moves
+// freely into any computation. Gathering a sharded array is counted as a device-to-host copy.
+Array device_get(const Array& x);
+
 // The sharding picture of an array (rank 1 or 2; `opts.dims` picks two dims of a higher rank).
 std::string sharding_to_string(const Array& x, const VisualizeOptions& opts = {});
 void visualize_array_sharding(const Array& x, const VisualizeOptions& opts = {});

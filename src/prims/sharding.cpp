@@ -98,14 +98,36 @@ Array sharding_constraint(const Array& x, ShardingPtr sharding,
                constraint_params(std::move(sharding), std::move(unconstrained_dims)));
 }
 
+namespace {
+
+// The constraint fixes its operand's and result's split to the sharding's spec, on the
+// sharding's devices. Unconstrained dims (vmap's batch dim) are fixed unsplit.
+ShardingRule constraint_sharding(std::span<const AbstractValue> in,
+                                 std::span<const AbstractValue> out, const Params& p) {
+  ShardingRule rule = elementwise_sharding_rule(in, out);
+  const ShardingPtr& sharding = p.get_object<ShardingPtr>("sharding");
+  ShardingRule::Split split(size_t(in[0].shape.ndim()));
+  if (auto* named = dynamic_cast<const NamedSharding*>(sharding.get()))
+    for (size_t d = 0; d < split.size(); ++d) split[d] = named->spec().axes_of(int(d));
+  rule.fixed_operands = {split};
+  rule.fixed_results = {split};
+  rule.fixed_on = std::get<ObjectParam>(p.at("sharding"));
+  return rule;
+}
+
+}  // namespace
+
 void register_sharding_primitives(PrimitiveRegistry& r) {
   Primitive& p = r.define("sharding_constraint", identity_rule, copy_kernel);
   p.output_aliases_input = true;
   p.jvp = constraint_jvp;
   p.transpose = constraint_transpose;
   p.batch = constraint_batch;
-  p.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
-                       const Params&) { return elementwise_sharding_rule(in, out); };
+  p.sharding_rule = constraint_sharding;
+  // Once its operand has the constrained split, the constraint is the operand itself.
+  p.localize = [](const Params&, std::span<const AbstractValue>, std::span<const AbstractValue>) {
+    return LocalEquation{nullptr, {}};
+  };
 }
 
 }  // namespace spmd

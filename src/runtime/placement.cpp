@@ -102,6 +102,10 @@ Array device_put(const Array& x, const Device& device) {
   return device_put(x, std::make_shared<SingleDeviceSharding>(device));
 }
 
+Array device_get(const Array& x) {
+  return make_array(aval_of(x), concrete_buffer(x, "device_get"));
+}
+
 std::string sharding_to_string(const Array& x, const VisualizeOptions& opts) {
   return sharding_to_string(x.shape(), *x.sharding(), opts);
 }

@@ -68,8 +68,7 @@ class Propagation {
 
   void fix(int var, const ValueSplit& split) {
     ValueSplit& s = splits_[size_t(var)];
-    s.dims = split.dims;
-    s.dims.resize(s.closed.size());
+    s.dims = even_split(split.dims, program_.types[size_t(var)].shape, mesh_);
     std::fill(s.closed.begin(), s.closed.end(), true);
   }
 
@@ -308,6 +307,19 @@ Shape block_shape(const Shape& global, const std::vector<std::vector<std::string
   return Shape(dims);
 }
 
+std::vector<std::vector<std::string>> even_split(std::vector<std::vector<std::string>> split,
+                                                 const Shape& shape, const Mesh& mesh) {
+  split.resize(size_t(shape.ndim()));
+  for (size_t d = 0; d < split.size(); ++d) {
+    int64_t n = 1;
+    size_t k = 0;
+    while (k < split[d].size() && shape[int(d)] % (n * mesh.axis_size(split[d][k])) == 0)
+      n *= mesh.axis_size(split[d][k++]);
+    split[d].resize(k);
+  }
+  return split;
+}
+
 std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& mesh,
                                             const std::vector<std::optional<ValueSplit>>& in,
                                             const std::vector<std::optional<ValueSplit>>& out) {
@@ -325,6 +337,12 @@ std::optional<Mesh> fixed_mesh(const ShardingRule& rule) {
   const ParamObject* object = rule.fixed_on.object.get();
   if (!object) return std::nullopt;
   if (auto* mesh = dynamic_cast<const TypedParam<Mesh>*>(object)) return mesh->value();
+  using ShardingPtr = std::shared_ptr<const Sharding>;
+  if (auto* param = dynamic_cast<const TypedParam<ShardingPtr>*>(object)) {
+    const Sharding& sharding = *param->value();
+    if (auto* named = dynamic_cast<const NamedSharding*>(&sharding)) return named->mesh();
+    return Mesh(sharding.device_list(), Shape{}, {});
+  }
   return std::nullopt;
 }
 

@@ -37,6 +37,11 @@ struct ValueSplit {
 Shape block_shape(const Shape& global, const std::vector<std::vector<std::string>>& split,
                   const Mesh& mesh);
 
+// `split` with each dim's axes cut to the longest prefix whose product divides the dim: spmd lays
+// out only even blocks, where JAX would pad the last ones.
+std::vector<std::vector<std::string>> even_split(std::vector<std::vector<std::string>> split,
+                                                 const Shape& shape, const Mesh& mesh);
+
 // One split per variable of `program` (indexed by variable id). `in` and `out` hold a split
 // for the inputs and outputs that have one (nullopt: free to choose); given splits are closed.
 std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& mesh,

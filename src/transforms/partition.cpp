@@ -247,8 +247,9 @@ class Partitioner {
       out = rule.fixed_results;
       in.resize(e.inputs.size());
       out.resize(e.outputs.size());
-      for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
-      for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
+      for (size_t k = 0; k < in.size(); ++k) in[k] = even_split(in[k], in_types[k].shape, mesh_);
+      for (size_t r = 0; r < out.size(); ++r)
+        out[r] = even_split(out[r], out_types[r].shape, mesh_);
     } else {
       const std::vector<AxisList> f = choose_factors(e, rule);
       for (const auto& t : rule.operands) in.push_back(join(t, f));

@@ -37,11 +37,32 @@ std::string typed_shape(const AbstractValue& t) {
   return s + "]";
 }
 
-[[noreturn]] void incompatible(const Request& a, const Request& b) {
-  throw ShardingError("Received incompatible devices for jitted computation. Got " + a.what +
+[[noreturn]] void incompatible(const std::string& api, const Request& a, const Request& b) {
+  throw ShardingError("[" + api + "] Received incompatible devices for jitted computation. Got " +
+                      a.what +
                       " and with device ids " + ids_text(a.sharding->device_list()) +
                       " on platform CPU and " + b.what + " and with device ids " +
                       ids_text(b.sharding->device_list()) + " on platform CPU");
+}
+
+// Whether a and b split a `shape` array into the same blocks in the same device positions, as
+// JAX compares a jit sharding with an argument's (devices aside).
+bool same_tiling(const Sharding& a, const Sharding& b, const Shape& shape) {
+  if (a.num_devices() != b.num_devices()) return false;
+  const std::vector<ShardSlot> la = a.layout(shape), lb = b.layout(shape);
+  for (size_t i = 0; i < la.size(); ++i)
+    if (la[i].index != lb[i].index) return false;
+  return true;
+}
+
+void check_in_sharding(const Sharding& given, const Array& arg) {
+  const AbstractValue& t = aval_of(arg);
+  if (same_tiling(given, *arg.sharding(), t.shape)) return;
+  throw ShardingError(
+      "[jit] Sharding passed to jit does not match the sharding on the respective arg. Got jit "
+      "sharding: " +
+      given.repr() + ",\narg sharding: " + arg.sharding()->repr() +
+      " for arg type: " + typed_shape(t));
 }
 
 std::optional<ValueSplit> split_on(const Sharding& sharding, const Mesh& mesh, int rank) {
@@ -81,8 +102,14 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
     return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
   };
   auto binds = [&](size_t i) { return committed_binds && args[i].committed(); };
-  for (size_t i = 0; i < args.size(); ++i)
-    if (binds(i)) requests.push_back({args[i].sharding(), arg_text(i)});
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!binds(i)) continue;
+    // An argument with an in_sharding moves to its devices once its blocks agree with it.
+    if (i < in_shardings.size() && in_shardings[i])
+      check_in_sharding(*in_shardings[i], args[i]);
+    else
+      requests.push_back({args[i].sharding(), arg_text(i)});
+  }
   for (size_t i = 0; i < in_shardings.size(); ++i)
     if (in_shardings[i]) requests.push_back({in_shardings[i], "in_shardings of " + api});
   for (size_t i = 0; i < out_shardings.size(); ++i)
@@ -91,7 +118,7 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
   if (requests.empty()) return std::nullopt;
   for (size_t i = 1; i < requests.size(); ++i)
     if (requests[i].sharding->device_list() != requests[0].sharding->device_list())
-      incompatible(requests[0], requests[i]);
+      incompatible(api, requests[0], requests[i]);
 
   // The program's own meshes name the axes its constraints and shard_maps use; arguments on
   // the same devices under other axis names are resharded to it.

@@ -60,9 +60,19 @@ int main() {
   cell("06");
   std::cout << mesh.repr() << "\n";
 
-  cell("08");
+  cell("07");
   a = sp::device_put(a, sp::NamedSharding(mesh, P("x", "y")));
   b = sp::device_put(b, sp::NamedSharding(mesh, P("y", sp::None)));
+
+  auto matmul_reference = sp::jit([&](const sp::Array& a, const sp::Array& b) {
+    sp::Array c = sp::dot(a, b);
+    return sp::with_sharding_constraint(c, sp::NamedSharding(mesh, P("x", sp::None)));
+  });
+
+  sp::Array c_ref = matmul_reference(a, b);
+  std::cout << py_bool(all_close(c_ref, sp::dot(a, b))) << "\n";
+
+  cell("08");
   std::cout << "a blocks:\n";
   sp::visualize_array_sharding(a);
   std::cout << "b blocks:\n";

@@ -39,8 +39,7 @@ std::string typed_shape(const AbstractValue& t) {
 
 [[noreturn]] void incompatible(const std::string& api, const Request& a, const Request& b) {
   throw ShardingError("[" + api + "] Received incompatible devices for jitted computation. Got " +
-                      a.what +
-                      " and with device ids " + ids_text(a.sharding->device_list()) +
+                      a.what + " and with device ids " + ids_text(a.sharding->device_list()) +
                       " on platform CPU and " + b.what + " and with device ids " +
                       ids_text(b.sharding->device_list()) + " on platform CPU");
 }

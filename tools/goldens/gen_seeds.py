@@ -442,7 +442,7 @@ def seed_001():
          notes="tree_all returns a Python bool, displayed as `True`.")
     cell("001", 6, "mesh_repr", "mesh", ns,
          notes="0.10.2's Mesh repr shows axis sizes, names and types, not device ids.")
-    skip("001", 7, "matmul_reference", """
+    cell("001", 7, "matmul_reference", """
         from jax.sharding import NamedSharding
 
         a = jax.device_put(a, NamedSharding(mesh, P('x', 'y')))
@@ -455,13 +455,11 @@ def seed_001():
 
         c_ref = matmul_reference(a, b)
         allclose(c_ref, jnp.dot(a, b))
-        """, ns, """
-        from jax.sharding import NamedSharding
-
-        a = jax.device_put(a, NamedSharding(mesh, P('x', 'y')))
-        b = jax.device_put(b, NamedSharding(mesh, P('y', None)))
-        """, "excluded by the brief (jit + with_sharding_constraint). Its two device_put lines "
-        "are run (silently) because cell 08 draws the shardings they give a and b.")
+        """, ns, values={"": "c_ref"},
+         notes="allclose returns a Python bool, displayed as `True`.")
+    extra("extra_matmul_reference_sharding.txt", "seed 001, code cell 7: c_ref's sharding",
+          "print(c_ref.sharding); jax.debug.visualize_array_sharding(c_ref)",
+          run_source("print(c_ref.sharding); jax.debug.visualize_array_sharding(c_ref)", ns)[0])
     cell("001", 8, "visualize_blocks", """
         print('a blocks:'); jax.debug.visualize_array_sharding(a)
         print('b blocks:'); jax.debug.visualize_array_sharding(b)

@@ -27,4 +27,12 @@ inline constexpr int kMaxCpuDevices = 4096;
 void set_cpu_device_count(int n);
 int cpu_device_count();
 
+// What jit and eager ops do when the partitioner must move data that no annotation asked for
+// (an all-gather or all-to-all between the splits propagation chose and what an equation
+// needs): allow it silently (default, as JAX), warn once per compiled program on stderr with
+// sp::explain's account, or raise ShardingError with it.
+enum class ImplicitResharding { allow, warn, error };
+void set_implicit_resharding(ImplicitResharding mode);
+ImplicitResharding implicit_resharding();
+
 }  // namespace spmd::config

@@ -101,6 +101,9 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
                             TreeDef* out_def);
 ClosedJaxpr jit_lower(JitState& state, const FlatFn& fn, std::span<const Array> leaves,
                       bool optimized);
+// `fn` fills *out_def when traced.
+std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def,
+                        std::span<const Array> leaves, const std::shared_ptr<TreeDef>& out_def);
 int64_t jit_trace_count(const JitState& state);
 
 // grad: `fn` maps the differentiated leaves to (output leaves..., aux leaves...); the first
@@ -179,6 +182,17 @@ class Jitted {
   ClosedJaxpr lower_optimized(const Args&... args) const {
     return lower_impl(true, args...);
   }
+  // How a call on these arguments is partitioned, with no hidden communication: the mesh, how
+  // inputs and outputs split, the program each device runs and every collective the partitioner
+  // inserted, with the equation and rule or annotation that caused it and the bytes each device
+  // sends. Nothing runs.
+  template <class... Args>
+  std::string explain(const Args&... args) const {
+    auto [leaves, def] = tree_flatten(std::make_tuple(args...));
+    auto out_def = std::make_shared<TreeDef>();
+    auto fn = transform_detail::flatten_fn<F, Args...>(f_, def, out_def);
+    return transform_detail::jit_explain(*state_, fn, def, leaves, out_def);
+  }
   // How many times f has been traced (cache misses).
   int64_t trace_count() const { return transform_detail::jit_trace_count(*state_); }
 
@@ -196,6 +210,12 @@ class Jitted {
 template <class F>
 Jitted<F> jit(F f, JitOptions options = {}) {
   return Jitted<F>(std::move(f), std::move(options));
+}
+
+// jit(f).explain(args...): how f is partitioned on these arguments.
+template <class F, class... Args>
+std::string explain(F f, const Args&... args) {
+  return jit(std::move(f)).explain(args...);
 }
 
 // ---- automatic differentiation ----

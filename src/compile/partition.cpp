@@ -1,10 +1,12 @@
 #include "compile/partition.h"
 
+#include <spmd/config.h>
 #include <spmd/error.h>
 
 #include "ir/primitive.h"
 #include "sharding/param_traits.h"
 
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -182,6 +184,47 @@ struct PartitionKeyHash {
 
 }  // namespace
 
+std::string explain(const PartitionedProgram& p, const Mesh& mesh) {
+  std::string s = "mesh: " + mesh.str() + "\ninputs:";
+  for (const PartitionSpec& spec : p.in_specs) {
+    s += ' ';
+    s += spec.repr();
+  }
+  s += "\noutputs:";
+  for (const PartitionSpec& spec : p.out_specs) {
+    s += ' ';
+    s += spec.repr();
+  }
+  s += "\nper-device program:\n" + p.body.str() + "\ncollectives:";
+  if (p.collectives.empty()) s += " none";
+  for (size_t i = 0; i < p.collectives.size(); ++i) {
+    const InsertedCollective& c = p.collectives[i];
+    s += "\n  " + std::to_string(i + 1) + ". " + c.collective + ": " + c.cause +
+         "; each device sends " + std::to_string(c.bytes_sent) + " bytes" +
+         (c.implicit ? " (implicit resharding)" : "");
+  }
+  return s + "\n";
+}
+
+namespace {
+
+// Applies config::implicit_resharding to a freshly partitioned program.
+void check_resharding(const PartitionedProgram& p, const Mesh& mesh) {
+  const config::ImplicitResharding mode = config::implicit_resharding();
+  if (mode == config::ImplicitResharding::allow) return;
+  bool implicit = false;
+  for (const InsertedCollective& c : p.collectives) implicit = implicit || c.implicit;
+  if (!implicit) return;
+  const std::string text =
+      "implicit resharding (config::implicit_resharding is " +
+      std::string(mode == config::ImplicitResharding::warn ? "warn" : "error") + "):\n" +
+      explain(p, mesh);
+  if (mode == config::ImplicitResharding::error) throw ShardingError("[jit] " + text);
+  std::fprintf(stderr, "spmd: %s", text.c_str());
+}
+
+}  // namespace
+
 const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement) {
   program->hash();  // memoized outside the lock
   static std::mutex mu;
@@ -192,6 +235,7 @@ const Compiled& compile_partitioned(const ProgramRef& program, const Placement& 
   if (!slot) {
     PartitionedProgram parts =
         partition_program(*program, placement.mesh, placement.in, placement.out);
+    check_resharding(parts, placement.mesh);
     const std::vector<AbstractValue> out_types = program->out_types();
     slot = std::make_unique<Compiled>(parts.body, placement.mesh, parts.in_specs, parts.out_specs,
                                       out_types);

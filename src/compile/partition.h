@@ -18,12 +18,27 @@
 
 namespace spmd {
 
+// A collective the partitioner inserted, and why: no communication is hidden.
+struct InsertedCollective {
+  std::string collective;  // "all_gather over 'b' along dim 1"
+  std::string cause;       // the equation and rule or annotation that needs it
+  int64_t bytes_sent = 0;  // by each device
+  // Moves data no annotation asked for (not a constraint, out_sharding or shard_map spec, and not
+  // the reduction that completes a sum): what config::implicit_resharding governs.
+  bool implicit = true;
+};
+
 // What each device runs and how the global inputs and outputs are split over the mesh.
 struct PartitionedProgram {
   Program body;
   std::vector<PartitionSpec> in_specs;
   std::vector<PartitionSpec> out_specs;
+  std::vector<InsertedCollective> collectives;
 };
+
+// sp::explain's account of a partitioned program: the mesh, the splits of its inputs and
+// outputs, the program each device runs and every inserted collective with its cause and bytes.
+std::string explain(const PartitionedProgram& p, const Mesh& mesh);
 
 // The program each device of `mesh` runs for `global`, with the given splits of its inputs and
 // outputs closed (nullopt: chosen by propagation). Defined by the partitioner, which emits

@@ -11,6 +11,7 @@ namespace spmd::config {
 namespace {
 std::atomic<bool> g_x64{false};
 std::atomic<bool> g_partitionable{true};
+std::atomic<ImplicitResharding> g_resharding{ImplicitResharding::allow};
 
 // Read on first use rather than at load time, so a malformed SPMD_NUM_THREADS raises a
 // ValueError the caller can catch instead of terminating the program before main.
@@ -25,6 +26,14 @@ int default_threads() {
 }
 std::atomic<int> g_threads{0};  // 0: not set, default_threads()
 }  // namespace
+
+void set_implicit_resharding(ImplicitResharding mode) {
+  g_resharding = mode;
+}
+
+ImplicitResharding implicit_resharding() {
+  return g_resharding;
+}
 
 void enable_x64(bool on) {
   g_x64 = on;

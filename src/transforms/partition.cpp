@@ -19,6 +19,7 @@
 #include "transforms/staging.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace spmd {
 namespace {
@@ -40,10 +41,17 @@ struct Local {
   Split split;
 };
 
+int64_t nbytes(const Array& x) {
+  return aval_of(x).nbytes();
+}
+
+// Called for each collective a reshard inserts: what it is and the bytes each device sends.
+using CollectiveLog = std::function<void(std::string collective, int64_t bytes_sent)>;
+
 // Moves a block from split `from` to split `to` with the fewest bytes: axes that move between
 // dims go by all-to-all, axes that leave go by all-gather (minor first), axes that arrive are
 // slices of what the device already holds.
-Array reshard(Array x, Split from, const Split& to) {
+Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
   const size_t rank = from.size();
   for (bool moved = true; moved;) {
     moved = false;
@@ -54,6 +62,10 @@ Array reshard(Array x, Split from, const Split& to) {
         if (e == d || !is_prefix(from[e], to[e]) || to[e].size() <= from[e].size() ||
             to[e][from[e].size()] != a)
           continue;
+        const int64_t n = axis_size(a);
+        log("all_to_all over '" + a + "' from dim " + std::to_string(d) + " to dim " +
+                std::to_string(e),
+            nbytes(x) * (n - 1) / n);
         x = all_to_all(x, a, int(e), int(d), AllToAllOptions{.tiled = true});
         from[d].pop_back();
         from[e].push_back(a);
@@ -63,6 +75,8 @@ Array reshard(Array x, Split from, const Split& to) {
   }
   for (size_t d = 0; d < rank; ++d)
     while (!is_prefix(from[d], to[d])) {
+      log("all_gather over '" + from[d].back() + "' along dim " + std::to_string(d),
+          nbytes(x) * (axis_size(from[d].back()) - 1));
       x = all_gather(x, from[d].back(), AllGatherOptions{.axis = int(d), .tiled = true});
       from[d].pop_back();
     }
@@ -87,6 +101,8 @@ class Partitioner {
   Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits)
       : global_(global), mesh_(mesh), splits_(std::move(splits)) {}
 
+  std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
+
   std::vector<Array> run(std::span<const Array> args) {
     env_.assign(global_.types.size(), {});
     for (size_t i = 0; i < global_.invars.size(); ++i)
@@ -94,7 +110,8 @@ class Partitioner {
     for (size_t i = 0; i < global_.constvars.size(); ++i) {
       const int v = global_.constvars[i];
       const Split whole(size_t(global_.types[size_t(v)].shape.ndim()));
-      env_[size_t(v)] = Local{reshard(global_.consts[i], whole, splits_[size_t(v)].dims),
+      env_[size_t(v)] = Local{moved(global_.consts[i], whole, splits_[size_t(v)].dims,
+                                    "a constant of the program", true),
                               splits_[size_t(v)].dims};
     }
     for (const Equation& e : global_.equations) run_equation(e);
@@ -105,6 +122,29 @@ class Partitioner {
 
  private:
   const Array& value(const Atom& a) const { return env_[size_t(a.var)].value; }
+
+  // reshard, recording each collective it inserts with its cause.
+  Array moved(const Array& x, const Split& from, const Split& to, const std::string& cause,
+              bool implicit) {
+    return reshard(x, from, to, [&](std::string collective, int64_t bytes) {
+      collectives_.push_back({std::move(collective), cause, bytes, implicit});
+    });
+  }
+
+  std::string equation_name(const Equation& e) const {
+    return e.primitive->name + " (equation " + std::to_string(&e - global_.equations.data()) + ")";
+  }
+
+  std::string operand_cause(const Equation& e, size_t k, const Split& split) const {
+    return "operand " + std::to_string(k) + " of " + equation_name(e) + " is needed split as " +
+           ValueSplit{split, {}}.spec().repr();
+  }
+
+  // An operand's reshard is asked for by the program when the primitive fixes its split (a
+  // sharding constraint, a shard_map's in_specs).
+  static bool fixes_splits(const ShardingRule& rule) {
+    return !rule.fixed_operands.empty() || !rule.fixed_results.empty();
+  }
 
   // A factor split for each factor of the rule: the results' propagated splits for factors they
   // hold, otherwise the operands' current ones (the largest operand's first); then made
@@ -202,7 +242,7 @@ class Partitioner {
   // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
   // cannot run on such blocks (its localized types disagree).
   bool try_local(const Equation& e, const std::vector<Split>& in, const std::vector<Split>& out,
-                 std::vector<Array>& results) {
+                 bool implicit, std::vector<Array>& results) {
     std::vector<Array> args;
     std::vector<AbstractValue> in_types, out_types;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -211,7 +251,7 @@ class Partitioner {
         args.push_back(a.literal);
       } else {
         const Local& x = env_[size_t(a.var)];
-        args.push_back(reshard(x.value, x.split, in[k]));
+        args.push_back(moved(x.value, x.split, in[k], operand_cause(e, k, in[k]), implicit));
       }
       in_types.push_back(aval_of(args.back()));
     }
@@ -259,7 +299,7 @@ class Partitioner {
           partial.insert(partial.end(), f[k].begin(), f[k].end());
     }
     std::vector<Array> results;
-    if (!try_local(e, in, out, results)) {
+    if (!try_local(e, in, out, !fixes_splits(rule), results)) {
       in.clear();
       out.clear();
       partial.clear();
@@ -271,15 +311,27 @@ class Partitioner {
       std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
         return mesh_.axis_position(a) < mesh_.axis_position(b);
       });
-      for (Array& r : results) r = collectives::reduce_over(*rule.combiner, r, partial);
+      for (Array& r : results) {
+        const int64_t n = product(partial);
+        collectives_.push_back({rule.combiner->name + " over " + names_of(partial).repr(),
+                                rule.combiner->name + " completes the partial results of " +
+                                    equation_name(e) + " over its reduced dims",
+                                2 * nbytes(r) * (n - 1) / n, false});
+        r = collectives::reduce_over(*rule.combiner, r, partial);
+      }
     }
     for (size_t r = 0; r < e.outputs.size(); ++r) {
-      const Split& want = splits_[size_t(e.outputs[r])].dims;
-      env_[size_t(e.outputs[r])] = Local{reshard(results[r], out[r], want), want};
+      const ValueSplit& want = splits_[size_t(e.outputs[r])];
+      const bool annotated = !want.closed.empty() && want.closed[0];
+      const std::string cause =
+          "result " + std::to_string(r) + " of " + equation_name(e) + " goes to the split " +
+          std::string(annotated ? "asked for" : "chosen") + ", " + want.spec().repr();
+      env_[size_t(e.outputs[r])] =
+          Local{moved(results[r], out[r], want.dims, cause, !annotated), want.dims};
     }
   }
 
-  std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) const {
+  std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) {
     std::vector<Array> args;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
@@ -288,7 +340,8 @@ class Partitioner {
         continue;
       }
       const Local& x = env_[size_t(a.var)];
-      args.push_back(reshard(x.value, x.split, in[k]));
+      args.push_back(moved(x.value, x.split, in[k],
+                           equation_name(e) + " runs on whole operands (no per-block form)", true));
     }
     return args;
   }
@@ -297,6 +350,7 @@ class Partitioner {
   const Mesh& mesh_;
   std::vector<ValueSplit> splits_;
   std::vector<Local> env_;
+  std::vector<InsertedCollective> collectives_;
 };
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh) {
@@ -328,6 +382,7 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
       "partitioner");
+  result.collectives = partitioner.take_collectives();
   return result;
 }
 

@@ -221,6 +221,22 @@ int64_t jit_trace_count(const JitState& state) {
 
 namespace {
 
+// Where a call of `entry` on `operands` (its constants first) runs: jit's in_shardings and
+// out_shardings, the committed operands and the program's own constraints decide.
+std::optional<Placement> placement_of(const JitState& state, const CacheEntry& entry,
+                                      const TreeDef& in_def, std::span<const Array> operands) {
+  const JitOptions& o = state.options;
+  OperandShardings in(entry.consts.size());
+  if (!o.in_shardings.is_unspecified()) {
+    OperandShardings leaves = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
+    in.insert(in.end(), leaves.begin(), leaves.end());
+  }
+  OperandShardings out;
+  if (!o.out_shardings.is_unspecified())
+    out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
+  return place(*entry.program, operands, in, out, o.name, {}, !state.moves_committed);
+}
+
 bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -239,17 +255,7 @@ const Compiled& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& 
   std::lock_guard<std::mutex> lock(state.mu);
   for (const auto& [shardings, compiled] : entry.compiled)
     if (same_shardings(shardings, placed)) return *compiled;
-  const JitOptions& o = state.options;
-  OperandShardings in(entry.consts.size());
-  if (!o.in_shardings.is_unspecified()) {
-    OperandShardings leaves = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
-    in.insert(in.end(), leaves.begin(), leaves.end());
-  }
-  OperandShardings out;
-  if (!o.out_shardings.is_unspecified())
-    out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
-  std::optional<Placement> placement =
-      place(*entry.program, operands, in, out, o.name, {}, !state.moves_committed);
+  std::optional<Placement> placement = placement_of(state, entry, in_def, operands);
   const Compiled* compiled =
       placement ? &compile_partitioned(entry.program, *placement) : &compile_program(entry.program);
   entry.compiled.emplace_back(std::move(placed), compiled);
@@ -322,6 +328,24 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   return spmd::bind(primitive("jit"), operands, params);
+}
+
+std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def,
+                        std::span<const Array> leaves, const std::shared_ptr<TreeDef>& out_def) {
+  CacheEntry entry;
+  Program traced = trace_to_program(fn, types_of(leaves), "jit");
+  entry.program = std::make_shared<const Program>(hoist_consts(traced, &entry.consts));
+  entry.out_def = *out_def;
+  std::vector<Array> operands = entry.consts;
+  operands.insert(operands.end(), leaves.begin(), leaves.end());
+  std::optional<Placement> placement = placement_of(state, entry, in_def, operands);
+  if (!placement)
+    return "no argument is committed and no sharding is given: the program runs whole on the "
+           "default device\n" +
+           entry.program->str() + "\n";
+  PartitionedProgram parts =
+      partition_program(*entry.program, placement->mesh, placement->in, placement->out);
+  return explain(parts, placement->mesh);
 }
 
 ClosedJaxpr jit_lower(JitState&, const FlatFn& fn, std::span<const Array> leaves, bool optimized) {

@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 

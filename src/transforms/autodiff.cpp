@@ -8,6 +8,7 @@
 #include <spmd/transforms.h>
 
 #include "compile/compiled.h"
+#include "compile/partition.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
 #include "transforms/interpreters.h"
@@ -163,12 +164,18 @@ Linearized linearize(const FlatFn& fn, std::span<const Array> primals, const cha
   return {outs, linear};
 }
 
-// Runs fn now as one compiled Program when everything is concrete, else inline.
+// Runs fn now as one compiled Program when everything is concrete, else inline. Committed
+// arguments (or constants) place it as they place jit: partitioned over their devices.
 std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, const char* api) {
   if (!all_concrete(args)) return fn(args);
   Program p = trace_to_program(fn, types_of(args), api);
   if (!all_concrete(p.consts)) return eval_program(p, args);
-  return Compiled(p).run(args);
+  std::vector<Array> operands;
+  auto program = std::make_shared<const Program>(hoist_consts(p, &operands));
+  operands.insert(operands.end(), args.begin(), args.end());
+  std::optional<Placement> placement = place(*program, operands, {}, {}, api, {});
+  if (!placement) return Compiled(p).run(args);
+  return compile_partitioned(program, *placement).run(operands);
 }
 
 }  // namespace

@@ -570,15 +570,22 @@ class Generator {
     return add(s, [=](const Env& e, const Ctx&) { return sp::sort(e[size_t(x)], axis); });
   }
 
-  // lax.cond on the sign of the sum of x, with small elementwise branches.
+  // lax.cond on the sign of the sum of x, with small branches; the false one sometimes
+  // constrains its result's sharding.
   std::optional<int> cond(int x) {
     bool integer = p_.integer;
-    return add(shape(x), [=](const Env& e, const Ctx&) {
+    std::optional<P> spec;
+    if (coin(0.3)) spec = random_spec(shape(x));
+    return add(shape(x), [=](const Env& e, const Ctx& ctx) {
       const Array& v = e[size_t(x)];
       auto on_true = [integer](const Array& a) {
         return integer ? a * 2 : sp::sin(a - sp::mean(a));
       };
-      auto on_false = [integer](const Array& a) { return integer ? -a : sp::cos(a); };
+      auto on_false = [integer, spec, ctx](const Array& a) {
+        Array r = integer ? -a : sp::cos(a);
+        if (!spec || !ctx.mesh) return r;
+        return sp::with_sharding_constraint(r, sp::NamedSharding(*ctx.mesh, *spec));
+      };
       return sp::lax::cond(sp::sum(v) > 0, on_true, on_false, v);
     });
   }

@@ -1,0 +1,809 @@
+// Differential testing of automatic partitioning: seeded random programs built from spmd's public
+// ops run once on plain uncommitted inputs (the reference, on the default device) and once
+// jit'ed on inputs committed to random shardings of a random mesh (single-op programs eagerly
+// too). Both must agree up to float reassociation, and the partitioned results must be committed
+// to the mesh.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300); SPMD_DIFFERENTIAL_SEED=S runs
+// only seed S. A failure prints the seed, the mesh, the input shardings and the jaxpr.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sp = spmd;
+using sp::Array;
+using sp::P;
+using sp::Shape;
+
+namespace {
+
+constexpr int64_t kMaxElements = 2048;
+constexpr int kMaxRank = 4;
+
+// Where a program runs: the reference has no mesh, so its sharding constraints are no-ops.
+struct Ctx {
+  const sp::Mesh* mesh = nullptr;
+};
+
+using Env = std::vector<Array>;
+using Kernel = std::function<Array(const Env&, const Ctx&)>;
+
+// One value of a program: an input (the index of the argument) or an op on earlier values.
+struct Node {
+  int input = -1;
+  Kernel kernel;
+  Shape shape;
+};
+
+struct Input {
+  Shape shape;
+  std::optional<P> spec;         // nullopt: uncommitted and unconstrained
+  bool by_in_shardings = false;  // spec given as jit's in_shardings, the argument uncommitted
+};
+
+struct Program {
+  bool integer = false;  // int32 values and exact comparison, else float32
+  sp::Mesh mesh;
+  std::vector<Input> inputs;
+  std::vector<Node> nodes;
+  std::vector<int> outputs;
+  bool grad = false;          // outputs are (loss, gradients) of the sum of the values above
+  std::optional<P> out_spec;  // out_shardings for the first output
+
+  int num_ops() const { return int(nodes.size() - inputs.size()); }
+
+  std::vector<Array> values(const std::vector<Array>& args, const Ctx& ctx) const {
+    Env env;
+    for (const Node& n : nodes) env.push_back(n.input >= 0 ? args[n.input] : n.kernel(env, ctx));
+    std::vector<Array> out;
+    for (int i : outputs) out.push_back(env[i]);
+    return out;
+  }
+
+  std::vector<Array> run(const std::vector<Array>& args, const Ctx& ctx) const {
+    if (!grad) return values(args, ctx);
+    auto loss = [&](const std::vector<Array>& xs) {
+      Array total = sp::zeros({});
+      for (const Array& v : values(xs, ctx)) total = total + sp::sum(v);
+      return total;
+    };
+    auto [value, grads] = sp::value_and_grad(loss)(args);
+    grads.insert(grads.begin(), value);
+    return grads;
+  }
+};
+
+// ---- the generator: a program is a few ops on fresh inputs, each op kind one function ----------
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed) : rng_(seed) {}
+
+  Program program() {
+    p_.mesh = random_mesh();
+    p_.integer = coin(0.15);
+    int steps = coin(0.15) ? 1 : 2 + pick(5);
+    int x = fresh_input(random_shape());
+    for (int done = 0, tries = 0; done < steps && tries < 100; ++tries) {
+      std::optional<int> y = apply_random_op(coin(0.7) ? x : pick_value());
+      if (!y) continue;
+      x = *y;
+      ++done;
+    }
+    p_.outputs = {x};
+    int ops = p_.num_ops();
+    if (ops > 1 && coin(0.3)) add_output_other_than(x);
+    p_.grad = !p_.integer && ops > 0 && coin(0.25);
+    if (!p_.grad && coin(0.2)) p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
+    p_.inputs[0].spec = random_spec(p_.inputs[0].shape);  // at least one committed input
+    p_.inputs[0].by_in_shardings = false;
+    return std::move(p_);
+  }
+
+ private:
+  using Op = std::optional<int> (Generator::*)(int);
+
+  std::optional<int> apply_random_op(int x) {
+    static const Op ops[] = {
+        &Generator::unary,      &Generator::binary,        &Generator::dot,
+        &Generator::self_dot,   &Generator::reduce,        &Generator::argmax,
+        &Generator::reshape,    &Generator::transpose,     &Generator::broadcast,
+        &Generator::slice,      &Generator::dynamic_slice, &Generator::update_slice,
+        &Generator::take,       &Generator::flip,          &Generator::concat,
+        &Generator::pad,        &Generator::cumulative,    &Generator::sort,
+        &Generator::cond,       &Generator::fori_loop,     &Generator::scan,
+        &Generator::constraint,
+    };
+    return (this->*ops[pick(int(std::size(ops)))])(x);
+  }
+
+  // ---- randomness ----
+  int pick(int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng_)); }
+  bool coin(double p) { return std::bernoulli_distribution(p)(rng_); }
+  template <class T>
+  T pick_of(const std::vector<T>& xs) {
+    return xs[size_t(pick(int(xs.size())))];
+  }
+  int64_t random_dim() { return pick_of<int64_t>({1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 16}); }
+  Shape random_shape() {
+    Shape s;
+    for (int r = 1 + pick(3); r > 0; --r) s.push_back(random_dim());
+    return s;
+  }
+
+  sp::Mesh random_mesh() {
+    switch (pick(6)) {
+      case 0:
+        return sp::make_mesh({8}, {"x"});
+      case 1:
+        return sp::make_mesh({4}, {"x"});
+      case 2:
+        return sp::make_mesh({2}, {"x"});
+      case 3:
+        return sp::make_mesh({4, 2}, {"x", "y"});
+      case 4:
+        return sp::make_mesh({2, 4}, {"x", "y"});
+      default:
+        return sp::make_mesh({2, 2, 2}, {"x", "y", "z"});
+    }
+  }
+
+  // A valid spec for `shape`: each mesh axis (in random order) splits a dim it divides, or none;
+  // several axes on one dim make a tuple, major first.
+  P random_spec(const Shape& shape) {
+    if (shape.ndim() == 0 || coin(0.1)) return P();
+    std::vector<std::vector<std::string>> dims(size_t(shape.ndim()));
+    std::vector<int64_t> left = shape.dims();
+    std::vector<std::pair<std::string, int64_t>> axes = p_.mesh.shape();
+    std::shuffle(axes.begin(), axes.end(), rng_);
+    for (const auto& [name, size] : axes) {
+      std::vector<int> fits;
+      for (int d = 0; d < shape.ndim(); ++d)
+        if (left[size_t(d)] % size == 0) fits.push_back(d);
+      if (fits.empty() || coin(0.25)) continue;
+      int d = pick_of(fits);
+      dims[size_t(d)].push_back(name);
+      left[size_t(d)] /= size;
+    }
+    std::vector<P::Entry> entries;
+    for (const auto& names : dims) {
+      if (names.empty())
+        entries.push_back(std::nullopt);
+      else if (names.size() == 1)
+        entries.push_back(sp::AxisNames(names[0]));
+      else
+        entries.push_back(sp::AxisNames(names));
+    }
+    while (!entries.empty() && !entries.back() && coin(0.5)) entries.pop_back();
+    return P(entries);
+  }
+
+  // ---- program building ----
+  const Shape& shape(int v) const { return p_.nodes[size_t(v)].shape; }
+  int pick_value() { return pick(int(p_.nodes.size())); }
+  static bool fits(const Shape& s) { return s.ndim() <= kMaxRank && s.size() <= kMaxElements; }
+
+  int fresh_input(const Shape& s) {
+    int k = int(p_.inputs.size());
+    Input in{s, std::nullopt, false};
+    if (!coin(0.25)) in.spec = random_spec(s);
+    in.by_in_shardings = in.spec && coin(0.2);
+    p_.inputs.push_back(in);
+    p_.nodes.push_back({k, {}, s});
+    return int(p_.nodes.size()) - 1;
+  }
+  int add(Shape s, Kernel k) {
+    p_.nodes.push_back({-1, std::move(k), std::move(s)});
+    return int(p_.nodes.size()) - 1;
+  }
+  // An existing value of shape s, or a fresh input.
+  int operand_of_shape(const Shape& s) {
+    std::vector<int> same;
+    for (int v = 0; v < int(p_.nodes.size()); ++v)
+      if (shape(v) == s) same.push_back(v);
+    return !same.empty() && coin(0.5) ? pick_of(same) : fresh_input(s);
+  }
+  void add_output_other_than(int x) {
+    std::vector<int> ops;
+    for (int v = 0; v < int(p_.nodes.size()); ++v)
+      if (v != x && p_.nodes[size_t(v)].input < 0) ops.push_back(v);
+    if (!ops.empty()) p_.outputs.push_back(pick_of(ops));
+  }
+  // Float values stay of order 1 so that reassociation stays within tolerance: sums are scaled.
+  float scale(int64_t n) const { return p_.integer ? 1.0f : 1.0f / float(n); }
+  Array scaled(const Array& x, int64_t n) const { return p_.integer ? x : x * scale(n); }
+
+  // ---- op kinds ----
+  std::optional<int> unary(int x) {
+    using F = Array (*)(const Array&);
+    static const std::vector<F> floats = {sp::sin,     sp::cos,      sp::tanh,
+                                          sp::sigmoid, sp::negative, sp::abs};
+    static const std::vector<F> ints = {sp::negative, sp::abs};
+    F f = pick_of(p_.integer ? ints : floats);
+    return add(shape(x), [=](const Env& e, const Ctx&) { return f(e[size_t(x)]); });
+  }
+
+  // Same shape, or y's shape with leading dims dropped or some dims 1 (broadcasting).
+  std::optional<int> binary(int x) {
+    Shape s = shape(x);
+    if (coin(0.3) && s.ndim() > 0) {
+      std::vector<int64_t> d = s.dims();
+      if (coin(0.5))
+        d.erase(d.begin());
+      else
+        d[size_t(pick(int(d.size())))] = 1;
+      s = Shape(d);
+    }
+    int y = operand_of_shape(s);
+    bool swap = coin(0.5);
+    Shape out = sp::broadcast_shapes(shape(x), s);
+    switch (pick(6)) {
+      case 0:
+        return add(out, binary_kernel(x, y, swap, [](auto a, auto b) { return a + b; }));
+      case 1:
+        return add(out, binary_kernel(x, y, swap, [](auto a, auto b) { return a - b; }));
+      case 2:
+        return add(out, binary_kernel(x, y, swap, [](auto a, auto b) { return a * b; }));
+      case 3:
+        return add(out, binary_kernel(x, y, swap, sp::maximum));
+      case 4:
+        return add(out, binary_kernel(x, y, swap, sp::minimum));
+      default:
+        return add(out, binary_kernel(x, y, swap, [](const Array& a, const Array& b) {
+                     return sp::where(a > b, a, b * 2);
+                   }));
+    }
+  }
+  template <class F>
+  static Kernel binary_kernel(int x, int y, bool swap, F f) {
+    return [=](const Env& e, const Ctx&) {
+      const Array &a = e[size_t(x)], &b = e[size_t(y)];
+      return swap ? Array(f(b, a)) : Array(f(a, b));
+    };
+  }
+
+  // x (..., k) @ w (k, n); x (b, m, k) · w (b, k, n) with a batch dim; or x contracted on dim 0.
+  std::optional<int> dot(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int64_t n = random_dim();
+    int64_t k = s[s.ndim() - 1];
+    if (s.ndim() == 3 && coin(0.4)) {
+      int w = fresh_input({s[0], k, n});
+      Shape out{s[0], s[1], n};
+      sp::lax::DotDimensionNumbers dims{{2}, {1}, {0}, {0}};
+      return add(out, [=, this](const Env& e, const Ctx&) {
+        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), k);
+      });
+    }
+    if (s.ndim() >= 2 && coin(0.3)) {
+      int64_t k0 = s[0];
+      int w = fresh_input({k0, n});
+      std::vector<int64_t> out(s.dims().begin() + 1, s.dims().end());
+      out.push_back(n);
+      sp::lax::DotDimensionNumbers dims{{0}, {0}, {}, {}};
+      return add(Shape(out), [=, this](const Env& e, const Ctx&) {
+        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), k0);
+      });
+    }
+    int w = fresh_input({k, n});
+    std::vector<int64_t> out(s.dims().begin(), s.dims().end() - 1);
+    out.push_back(n);
+    return add(Shape(out), [=, this](const Env& e, const Ctx&) {
+      return scaled(sp::matmul(e[size_t(x)], e[size_t(w)]), k);
+    });
+  }
+
+  // sum (scaled), max, min or mean over a random non-empty set of axes.
+  std::optional<int> reduce(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    sp::Axes axes;
+    for (int d = 0; d < s.ndim(); ++d)
+      if (coin(0.5)) axes.push_back(d);
+    if (axes.empty()) axes.push_back(pick(s.ndim()));
+    bool keepdims = coin(0.3);
+    int64_t n = 1;
+    Shape result = keepdims ? s : reduced_shape(s, axes);
+    for (int d : axes) {
+      n *= s[d];
+      if (keepdims) result[d] = 1;
+    }
+    switch (pick(p_.integer ? 3 : 4)) {
+      case 0:
+        return add(result, [=, this](const Env& e, const Ctx&) {
+          return scaled(sp::sum(e[size_t(x)], axes, keepdims), n);
+        });
+      case 1:
+        return add(result,
+                   [=](const Env& e, const Ctx&) { return sp::max(e[size_t(x)], axes, keepdims); });
+      case 2:
+        return add(result,
+                   [=](const Env& e, const Ctx&) { return sp::min(e[size_t(x)], axes, keepdims); });
+      default:
+        return add(result, [=](const Env& e, const Ctx&) {
+          return sp::mean(e[size_t(x)], axes, keepdims);
+        });
+    }
+  }
+  static Shape reduced_shape(const Shape& s, const sp::Axes& axes) {
+    std::vector<int64_t> out;
+    for (int d = 0; d < s.ndim(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) out.push_back(s[d]);
+    return Shape(out);
+  }
+
+  // x contracted with itself on its last dim: x x^T over the other dims.
+  std::optional<int> self_dot(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() < 1 || s.ndim() > 2) return std::nullopt;
+    int64_t k = s[s.ndim() - 1];
+    int last = s.ndim() - 1;
+    sp::lax::DotDimensionNumbers dims{{last}, {last}, {}, {}};
+    Shape out;
+    for (int i = 0; i < 2 * last; ++i) out.push_back(s[0]);
+    return add(out, [=, this](const Env& e, const Ctx&) {
+      return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(x)], dims), k);
+    });
+  }
+
+  // argmax or argmin along an axis, back in the program's dtype.
+  std::optional<int> argmax(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int axis = pick(s.ndim());
+    bool max = coin(0.5);
+    sp::DType t = p_.integer ? sp::int32 : sp::float32;
+    return add(reduced_shape(s, {axis}), [=](const Env& e, const Ctx&) {
+      const Array& v = e[size_t(x)];
+      return sp::astype(max ? sp::argmax(v, axis) : sp::argmin(v, axis), t);
+    });
+  }
+
+  // Splits a dim into two factors, merges two adjacent dims, or flattens.
+  std::optional<int> reshape(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    std::vector<int64_t> d = s.dims();
+    int choice = pick(3);
+    if (choice == 0 && s.ndim() < kMaxRank) {
+      int i = pick(s.ndim());
+      std::vector<int64_t> factors;
+      for (int64_t f = 2; f < d[size_t(i)]; ++f)
+        if (d[size_t(i)] % f == 0) factors.push_back(f);
+      if (factors.empty()) return std::nullopt;
+      int64_t f = pick_of(factors);
+      d[size_t(i)] /= f;
+      d.insert(d.begin() + i, f);
+    } else if (choice == 1 && s.ndim() >= 2) {
+      int i = pick(s.ndim() - 1);
+      d[size_t(i)] *= d[size_t(i) + 1];
+      d.erase(d.begin() + i + 1);
+    } else {
+      d = {s.size()};
+    }
+    Shape out(d);
+    return add(out, [=](const Env& e, const Ctx&) { return sp::reshape(e[size_t(x)], out); });
+  }
+
+  std::optional<int> transpose(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() < 2) return std::nullopt;
+    sp::Axes perm(size_t(s.ndim()));
+    for (int i = 0; i < s.ndim(); ++i) perm[size_t(i)] = i;
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    Shape out;
+    for (int i : perm) out.push_back(s[i]);
+    return add(out, [=](const Env& e, const Ctx&) { return sp::transpose(e[size_t(x)], perm); });
+  }
+
+  // expand_dims at a random position, or broadcast_to a new leading dim (or over size-1 dims).
+  std::optional<int> broadcast(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() >= kMaxRank) return std::nullopt;
+    if (coin(0.4)) {
+      int at = pick(s.ndim() + 1);
+      std::vector<int64_t> d = s.dims();
+      d.insert(d.begin() + at, 1);
+      return add(Shape(d),
+                 [=](const Env& e, const Ctx&) { return sp::expand_dims(e[size_t(x)], {at}); });
+    }
+    std::vector<int64_t> d = s.dims();
+    for (int64_t& v : d)
+      if (v == 1) v = random_dim();
+    d.insert(d.begin(), random_dim());
+    Shape out(d);
+    if (!fits(out)) return std::nullopt;
+    return add(out, [=](const Env& e, const Ctx&) { return sp::broadcast_to(e[size_t(x)], out); });
+  }
+
+  // lax.slice with random bounds per dim, sometimes strided.
+  std::optional<int> slice(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    std::vector<int64_t> start, limit, strides;
+    Shape out;
+    for (int d = 0; d < s.ndim(); ++d) {
+      int64_t lo = coin(0.5) ? 0 : pick(int(s[d]));
+      int64_t hi = coin(0.5) ? s[d] : lo + 1 + pick(int(s[d] - lo));
+      int64_t stride = coin(0.2) ? 2 : 1;
+      start.push_back(lo);
+      limit.push_back(hi);
+      strides.push_back(stride);
+      out.push_back((hi - lo + stride - 1) / stride);
+    }
+    return add(out, [=](const Env& e, const Ctx&) {
+      return sp::lax::slice(e[size_t(x)], start, limit, strides);
+    });
+  }
+
+  // lax.dynamic_slice at constant starts (some past the end, which XLA clamps).
+  std::optional<int> dynamic_slice(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    std::vector<int> starts;
+    std::vector<int64_t> sizes;
+    for (int d = 0; d < s.ndim(); ++d) {
+      sizes.push_back(1 + pick(int(s[d])));
+      starts.push_back(pick(int(s[d]) + 1));
+    }
+    return add(Shape(sizes), [=](const Env& e, const Ctx&) {
+      std::vector<Array> at(starts.begin(), starts.end());
+      return sp::lax::dynamic_slice(e[size_t(x)], at, sizes);
+    });
+  }
+
+  // lax.dynamic_update_slice of a smaller value into x.
+  std::optional<int> update_slice(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    std::vector<int> starts;
+    Shape update;
+    for (int d = 0; d < s.ndim(); ++d) {
+      update.push_back(1 + pick(int(s[d])));
+      starts.push_back(pick(int(s[d])));
+    }
+    int u = operand_of_shape(update);
+    return add(s, [=](const Env& e, const Ctx&) {
+      std::vector<Array> at(starts.begin(), starts.end());
+      return sp::lax::dynamic_update_slice(e[size_t(x)], e[size_t(u)], at);
+    });
+  }
+
+  // take (a gather) of constant indices along an axis.
+  std::optional<int> take(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int axis = pick(s.ndim());
+    std::vector<int32_t> indices(size_t(1 + pick(6)));
+    for (int32_t& i : indices) i = pick(int(s[axis]));
+    Shape out = s;
+    out[axis] = int64_t(indices.size());
+    return add(out, [=](const Env& e, const Ctx&) {
+      return sp::take(e[size_t(x)], sp::array(indices), axis);
+    });
+  }
+
+  std::optional<int> flip(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    sp::Axes axes{pick(s.ndim())};
+    return add(s, [=](const Env& e, const Ctx&) { return sp::flip(e[size_t(x)], axes); });
+  }
+
+  // x with itself or with another value along an axis.
+  std::optional<int> concat(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int axis = pick(s.ndim());
+    Shape other = s;
+    if (coin(0.5)) other[axis] = random_dim();
+    int y = other == s && coin(0.5) ? x : operand_of_shape(other);
+    Shape out = s;
+    out[axis] += other[axis];
+    if (!fits(out)) return std::nullopt;
+    return add(out, [=](const Env& e, const Ctx&) {
+      return sp::concatenate({e[size_t(x)], e[size_t(y)]}, axis);
+    });
+  }
+
+  // lax.pad with low/high edges (negative crops) and interior padding.
+  std::optional<int> pad(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    std::vector<sp::lax::PadConfig> config;
+    Shape out;
+    for (int d = 0; d < s.ndim(); ++d) {
+      sp::lax::PadConfig c{pick(4) - 1, pick(4) - 1, coin(0.2) ? 1 : 0};
+      int64_t size = c.low + c.high + s[d] + std::max<int64_t>(s[d] - 1, 0) * c.interior;
+      if (size <= 0) c = {};
+      config.push_back(c);
+      out.push_back(size <= 0 ? s[d] : size);
+    }
+    if (!fits(out)) return std::nullopt;
+    bool integer = p_.integer;
+    return add(out, [=](const Env& e, const Ctx&) {
+      Array zero = sp::zeros({}, integer ? sp::int32 : sp::float32);
+      return sp::lax::pad(e[size_t(x)], zero, config);
+    });
+  }
+
+  // cumsum (scaled), cummax or cummin along an axis, sometimes reversed.
+  std::optional<int> cumulative(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int axis = pick(s.ndim());
+    bool reverse = coin(0.3);
+    int64_t n = s[axis];
+    switch (pick(3)) {
+      case 0:
+        return add(s, [=, this](const Env& e, const Ctx&) {
+          return scaled(sp::lax::cumsum(e[size_t(x)], axis, reverse), n);
+        });
+      case 1:
+        return add(s, [=](const Env& e, const Ctx&) {
+          return sp::lax::cummax(e[size_t(x)], axis, reverse);
+        });
+      default:
+        return add(s, [=](const Env& e, const Ctx&) {
+          return sp::lax::cummin(e[size_t(x)], axis, reverse);
+        });
+    }
+  }
+
+  std::optional<int> sort(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    int axis = pick(s.ndim());
+    return add(s, [=](const Env& e, const Ctx&) { return sp::sort(e[size_t(x)], axis); });
+  }
+
+  // lax.cond on the sign of the sum of x, with small branches; the false one sometimes
+  // constrains its result's sharding.
+  std::optional<int> cond(int x) {
+    bool integer = p_.integer;
+    std::optional<P> spec;
+    if (coin(0.3)) spec = random_spec(shape(x));
+    return add(shape(x), [=](const Env& e, const Ctx& ctx) {
+      const Array& v = e[size_t(x)];
+      auto on_true = [integer](const Array& a) {
+        return integer ? a * 2 : sp::sin(a - sp::mean(a));
+      };
+      auto on_false = [integer, spec, ctx](const Array& a) {
+        Array r = integer ? -a : sp::cos(a);
+        if (!spec || !ctx.mesh) return r;
+        return sp::with_sharding_constraint(r, sp::NamedSharding(*ctx.mesh, *spec));
+      };
+      return sp::lax::cond(sp::sum(v) > 0, on_true, on_false, v);
+    });
+  }
+
+  // A static fori_loop (a scan) whose body uses the counter.
+  std::optional<int> fori_loop(int x) {
+    bool integer = p_.integer;
+    int trips = 1 + pick(3);
+    return add(shape(x), [=](const Env& e, const Ctx&) {
+      auto body = [integer](const Array& i, const Array& c) {
+        return integer ? c + i : sp::sin(c) * 0.5f + sp::astype(i, sp::float32) * 0.25f;
+      };
+      return sp::lax::fori_loop(0, trips, body, e[size_t(x)]);
+    });
+  }
+
+  // lax.scan over the leading dim of x; the result is the stacked ys or the final carry.
+  std::optional<int> scan(int x) {
+    const Shape& s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    Shape carry(s.dims().begin() + 1, s.dims().end());
+    bool integer = p_.integer, want_carry = coin(0.3);
+    return add(want_carry ? carry : s, [=](const Env& e, const Ctx&) {
+      auto body = [integer](const Array& c, const Array& v) {
+        Array next = integer ? c + v : c * 0.5f + v - sp::max(v) * 0.5f;
+        return std::pair<Array, Array>{next, integer ? next : sp::tanh(next)};
+      };
+      Array init = sp::zeros(carry, integer ? sp::int32 : sp::float32);
+      auto [final_carry, ys] = sp::lax::scan(body, init, e[size_t(x)]);
+      return want_carry ? final_carry : ys;
+    });
+  }
+
+  // with_sharding_constraint to a random spec (only where the program runs on a mesh).
+  std::optional<int> constraint(int x) {
+    P spec = random_spec(shape(x));
+    return add(shape(x), [=](const Env& e, const Ctx& ctx) {
+      const Array& v = e[size_t(x)];
+      return ctx.mesh ? sp::with_sharding_constraint(v, sp::NamedSharding(*ctx.mesh, spec)) : v;
+    });
+  }
+
+  std::mt19937_64 rng_;
+  Program p_;
+};
+
+// ---- running and comparing ----
+
+std::vector<Array> random_arguments(const Program& p, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  std::vector<Array> args;
+  for (const Input& in : p.inputs) {
+    auto n = size_t(in.shape.size());
+    if (p.integer) {
+      std::vector<int32_t> v(n);
+      for (auto& x : v) x = std::uniform_int_distribution<int32_t>(-4, 4)(rng);
+      args.push_back(sp::array(v, in.shape));
+    } else {
+      std::vector<float> v(n);
+      for (auto& x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+      args.push_back(sp::array(v, in.shape));
+    }
+  }
+  return args;
+}
+
+std::vector<Array> committed_arguments(const Program& p, const std::vector<Array>& args) {
+  std::vector<Array> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Input& in = p.inputs[i];
+    bool place = in.spec && !in.by_in_shardings;
+    out.push_back(place ? sp::device_put(args[i], sp::NamedSharding(p.mesh, *in.spec)) : args[i]);
+  }
+  return out;
+}
+
+std::vector<double> host_values(const Array& x) {
+  Array v = sp::device_get(x);
+  if (v.dtype() == sp::float32) {
+    std::vector<float> f = v.to_vector<float>();
+    return {f.begin(), f.end()};
+  }
+  std::vector<int32_t> i = sp::astype(v, sp::int32).to_vector<int32_t>();
+  return {i.begin(), i.end()};
+}
+
+// Empty when `got` matches `want`: same shape and dtype, values within rtol 1e-5 of the
+// reference's scale for floats (reassociation), exact for integers.
+std::string value_mismatch(const Array& want, const Array& got) {
+  std::ostringstream os;
+  if (want.shape() != got.shape() || want.dtype() != got.dtype()) {
+    os << "shape/dtype " << got.shape() << " " << sp::dtype_name(got.dtype()) << ", want "
+       << want.shape() << " " << sp::dtype_name(want.dtype());
+    return os.str();
+  }
+  std::vector<double> a = host_values(want), b = host_values(got);
+  double scale = 1;
+  for (double v : a) scale = std::max(scale, std::abs(v));
+  double tol = want.dtype() == sp::float32 ? 1e-5 * scale : 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+    if (!both_nan && !(std::abs(a[i] - b[i]) <= tol)) {
+      os << "value at flat index " << i << ": " << b[i] << ", want " << a[i] << " (tolerance "
+         << tol << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+// Empty when `got` is committed to the mesh (with `out_spec`, to exactly that sharding).
+std::string placement_mismatch(const Array& got, const sp::Mesh& mesh,
+                               const std::optional<P>& out_spec) {
+  auto named = std::dynamic_pointer_cast<const sp::NamedSharding>(got.sharding());
+  if (!got.committed() || !named || !(named->mesh() == mesh))
+    return "not committed to the mesh: " + got.sharding()->repr();
+  if (out_spec && !(*named == sp::NamedSharding(mesh, *out_spec)))
+    return "out_shardings not honoured: " + named->repr();
+  return "";
+}
+
+std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& committed) {
+  std::ostringstream os;
+  os << "seed " << seed << " (rerun: SPMD_DIFFERENTIAL_SEED=" << seed << ")\n"
+     << "mesh " << p.mesh.repr() << "\n";
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    os << "  input " << i << " " << p.inputs[i].shape << ": "
+       << (p.inputs[i].spec ? p.inputs[i].spec->repr() : "uncommitted")
+       << (p.inputs[i].by_in_shardings ? " by in_shardings" : "") << "\n";
+  }
+  if (p.out_spec) os << "  out_shardings[0]: " << p.out_spec->repr() << "\n";
+  if (p.grad) os << "  value_and_grad of the sum of the outputs\n";
+  try {
+    Ctx ctx{&p.mesh};
+    auto fn = [&](const std::vector<Array>& xs) { return p.run(xs, ctx); };
+    os << sp::make_jaxpr(fn)(committed);
+  } catch (const std::exception& e) {
+    os << "(make_jaxpr failed: " << e.what() << ")\n";
+  }
+  return os.str();
+}
+
+// Compares each output, and where `placed` checks where it lives; empty when all agree.
+std::string compare(const std::vector<Array>& want, const std::vector<Array>& got, const Program& p,
+                    const char* how, bool placed) {
+  if (want.size() != got.size()) return std::string(how) + ": wrong number of outputs";
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string m = value_mismatch(want[i], got[i]);
+    if (m.empty() && placed)
+      m = placement_mismatch(got[i], p.mesh, i == 0 ? p.out_spec : std::nullopt);
+    if (!m.empty()) return std::string(how) + " output " + std::to_string(i) + ": " + m;
+  }
+  return "";
+}
+
+// Runs one program: the reference, the jit'ed partitioned run and, for one-op programs, the eager
+// run. Returns a description of the failure, or an empty string.
+std::string check_program(uint64_t seed) {
+  Program p = Generator(seed).program();
+  std::vector<Array> args = random_arguments(p, seed);
+  std::vector<Array> committed = committed_arguments(p, args);
+  std::vector<Array> want;
+  try {
+    want = p.run(args, Ctx{});
+  } catch (const std::exception& e) {
+    return "reference run threw (a generator bug): " + std::string(e.what()) + "\n" +
+           describe(p, seed, committed);
+  }
+  std::string failure;
+  try {
+    sp::JitOptions options;
+    std::vector<sp::ShardingTree> ins(p.inputs.size());
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (p.inputs[i].by_in_shardings) ins[i] = sp::NamedSharding(p.mesh, *p.inputs[i].spec);
+    options.in_shardings = sp::ShardingTree({sp::ShardingTree(ins)});
+    if (p.out_spec) {
+      std::vector<sp::ShardingTree> outs(p.outputs.size());
+      outs[0] = sp::NamedSharding(p.mesh, *p.out_spec);
+      options.out_shardings = sp::ShardingTree(outs);
+    }
+    Ctx ctx{&p.mesh};
+    auto fn = [&p, ctx](const std::vector<Array>& xs) { return p.run(xs, ctx); };
+    failure = compare(want, sp::jit(fn, options)(committed), p, "jit", true);
+    // Eager gradients that do not depend on the inputs are uncommitted in JAX.
+    if (failure.empty() && p.num_ops() == 1 && !p.out_spec)
+      failure = compare(want, p.run(committed, ctx), p, "eager", !p.grad);
+  } catch (const std::exception& e) {
+    failure = std::string("threw: ") + e.what();
+  }
+  return failure.empty() ? "" : failure + "\n" + describe(p, seed, committed);
+}
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : fallback;
+}
+
+TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
+  if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  std::vector<uint64_t> seeds;
+  if (int64_t s = env_int("SPMD_DIFFERENTIAL_SEED", -1); s >= 0) {
+    seeds.push_back(uint64_t(s));
+  } else {
+    for (int64_t i = 0; i < env_int("SPMD_DIFFERENTIAL_PROGRAMS", 300); ++i)
+      seeds.push_back(uint64_t(i));
+  }
+  // The first failures in full, the rest as one line each (seed and what differed).
+  int failures = 0;
+  std::string rest;
+  for (uint64_t seed : seeds) {
+    std::string failure = check_program(seed);
+    if (failure.empty()) continue;
+    if (++failures <= 20)
+      ADD_FAILURE() << failure;
+    else
+      rest += "seed " + std::to_string(seed) + ": " + failure.substr(0, failure.find('\n')) + "\n";
+  }
+  EXPECT_EQ(failures, 0) << "of " << seeds.size() << " programs\n" << rest;
+}
+
+}  // namespace

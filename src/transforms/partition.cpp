@@ -98,8 +98,11 @@ Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
 
 class Partitioner {
  public:
-  Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits)
-      : global_(global), mesh_(mesh), splits_(std::move(splits)) {}
+  // `out` holds the splits out_shardings ask of the outputs, which win over the propagated
+  // ones (a constraint on a returned value included).
+  Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits,
+              std::vector<std::optional<Split>> out)
+      : global_(global), mesh_(mesh), splits_(std::move(splits)), out_(std::move(out)) {}
 
   std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
 
@@ -116,7 +119,18 @@ class Partitioner {
     }
     for (const Equation& e : global_.equations) run_equation(e);
     std::vector<Array> outs;
-    for (const Atom& a : global_.outputs) outs.push_back(a.is_literal() ? a.literal : value(a));
+    for (size_t i = 0; i < global_.outputs.size(); ++i) {
+      const Atom& a = global_.outputs[i];
+      if (a.is_literal()) {
+        outs.push_back(a.literal);
+        continue;
+      }
+      const Local& x = env_[size_t(a.var)];
+      outs.push_back(i < out_.size() && out_[i]
+                         ? moved(x.value, x.split, *out_[i],
+                                 "output " + std::to_string(i) + " goes to its out_sharding", false)
+                         : x.value);
+    }
     return outs;
   }
 
@@ -351,6 +365,7 @@ class Partitioner {
   std::vector<ValueSplit> splits_;
   std::vector<Local> env_;
   std::vector<InsertedCollective> collectives_;
+  std::vector<std::optional<Split>> out_;
 };
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh) {
@@ -377,7 +392,13 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
   }
   for (const Atom& a : global.outputs)
     result.out_specs.push_back(a.is_literal() ? PartitionSpec() : splits[size_t(a.var)].spec());
-  Partitioner partitioner(global, mesh, std::move(splits));
+  std::vector<std::optional<Split>> asked(global.outputs.size());
+  for (size_t i = 0; i < out.size() && i < asked.size(); ++i)
+    if (out[i] && !global.outputs[i].is_literal()) {
+      asked[i] = even_split(out[i]->dims, global.type_of(global.outputs[i]).shape, mesh);
+      result.out_specs[i] = ValueSplit{*asked[i], {}}.spec();
+    }
+  Partitioner partitioner(global, mesh, std::move(splits), std::move(asked));
   AxisEnvScope axes(frames_of(mesh));
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,

@@ -244,8 +244,9 @@ def run_jax_partition_mlp():
         return jnp.mean(jnp.sum((predict(params, inputs) - targets)**2, axis=-1))
 
     keys = jax.random.split(jax.random.key(0), len(layer_sizes) + 2)
-    params = [(jax.random.normal(k, (m, n)) / jnp.sqrt(m), jax.random.normal(k, (n,)))
-              for k, m, n in zip(keys, layer_sizes[:-1], layer_sizes[1:])]
+    params = [(jax.random.normal(k, (m, n)) / jnp.sqrt(m), jax.random.normal(k2, (n,)))
+              for (k, k2), m, n in zip(map(jax.random.split, keys), layer_sizes[:-1],
+                                       layer_sizes[1:])]
     batch = (jax.random.normal(keys[-2], (batch_size, layer_sizes[0])),
              jax.random.normal(keys[-1], (batch_size, layer_sizes[-1])))
     gradfun = jax.jit(jax.grad(loss))

@@ -125,7 +125,14 @@ void BM_EagerTinyAdd(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseRealTime();
-BENCHMARK(BM_RawSgemm)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_RawSgemm)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Arg(4096)
+    ->Arg(8192)  // the limit of BM_PartitionMatmul
+    ->UseRealTime();
 BENCHMARK(BM_Add)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_Sin)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();
 BENCHMARK(BM_Tanh)->Arg(1 << 20)->Arg(1 << 22)->Arg(1 << 24)->Arg(1 << 26)->UseRealTime();

@@ -156,6 +156,10 @@ def run_jax_transforms(quick):
 def run_jax_parallel(quick):
     """The pmap workloads of bench/parallel_bench.cpp, on 8 host devices (run in a child process:
     the device count is fixed when JAX starts)."""
+    # On 2 cores a device can take longer than XLA:CPU's 40 s to reach a collective (JAX aborts
+    # with "Termination timeout for all reduce"); the wait is part of the time measured.
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_collective_call_terminate_timeout_seconds=3600 "
+                          "--xla_cpu_collective_call_warn_stuck_timeout_seconds=600")
     import jax
     jax.config.update("jax_num_cpu_devices", 8)
     import jax.numpy as jnp
@@ -173,6 +177,95 @@ def run_jax_parallel(quick):
     inc = jax.pmap(lambda v: v + 1)
     timed(res, "BM_PmapDispatch/real_time", inc, jnp.arange(8.0), repeats=101)
     res.update(run_jax_collectives(quick))
+    res.update(run_jax_partition())
+    return res
+
+
+def auto_mesh(shape, names):
+    from jax.sharding import AxisType
+    import jax
+    return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(shape))
+
+
+def run_jax_partition():
+    """The workloads of bench/partition_bench.cpp: computation following the shardings of
+    committed arrays, eager and under jit, on 8 host devices."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    res = {}
+    x = jax.random.uniform(jax.random.key(1), (8192, 8192), minval=-2, maxval=2)
+    mesh = auto_mesh((4, 2), ("a", "b"))
+    if FILTER.search("BM_PartitionSin/"):
+        timed(res, "BM_PartitionSin/mesh_4x2/real_time", jnp.sin,
+              jax.device_put(x, NamedSharding(mesh, P("a", "b"))))
+        timed(res, "BM_PartitionSin/single/real_time", jnp.sin,
+              jax.device_put(x, jax.devices()[0]))
+    if FILTER.search("BM_PartitionMatmul/8192/real_time"):
+        lhs = jax.device_put(x, NamedSharding(mesh, P("a", None)))
+        rhs = jax.device_put(x, NamedSharding(mesh, P(None, "b")))
+        timed(res, "BM_PartitionMatmul/8192/real_time", jnp.matmul, lhs, rhs, repeats=3)
+    res.update(run_jax_partition_mlp())
+    return res
+
+
+def mlp_placements():
+    """The seed's placements of the MLP's (params, batch): one device, 8-way data parallel, and
+    4-way data parallel with 2-way tensor parallel layers 2 and 3."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    dp = auto_mesh((8,), ("batch",))
+    tp = auto_mesh((4, 2), ("batch", "model"))
+    rep = NamedSharding(tp, P())
+    model = [(rep, rep), (NamedSharding(tp, P(None, "model")), NamedSharding(tp, P("model"))),
+             (NamedSharding(tp, P("model", None)), rep), (rep, rep)]
+    data = NamedSharding(tp, P("batch", None))
+    return {"single": (jax.devices()[0], jax.devices()[0]),
+            "data_8": (NamedSharding(dp, P()), NamedSharding(dp, P("batch"))),
+            "data_4_model_2": (model, (data, data))}
+
+
+def run_jax_partition_mlp():
+    """jit(grad(loss)) of the seed's MLP in JAX's functional form (seed 002), batch 8192: the step
+    time per placement, and the first call's trace, lowering and compilation."""
+    import jax
+    import jax.numpy as jnp
+    res = {}
+    layer_sizes, batch_size = [784, 1024, 1024, 1024, 10], 8192
+
+    def predict(params, inputs):
+        for w, b in params:
+            outputs = jnp.dot(inputs, w) + b
+            inputs = jnp.maximum(outputs, 0)
+        return outputs
+
+    def loss(params, batch):
+        inputs, targets = batch
+        return jnp.mean(jnp.sum((predict(params, inputs) - targets)**2, axis=-1))
+
+    keys = jax.random.split(jax.random.key(0), len(layer_sizes) + 2)
+    params = [(jax.random.normal(k, (m, n)) / jnp.sqrt(m), jax.random.normal(k2, (n,)))
+              for (k, k2), m, n in zip(map(jax.random.split, keys), layer_sizes[:-1],
+                                       layer_sizes[1:])]
+    batch = (jax.random.normal(keys[-2], (batch_size, layer_sizes[0])),
+             jax.random.normal(keys[-1], (batch_size, layer_sizes[-1])))
+    gradfun = jax.jit(jax.grad(loss))
+    for name, (param_sharding, batch_sharding) in mlp_placements().items():
+        step_key = f"BM_PartitionMlpGradStep/{name}/iterations:3/real_time"
+        compile_key = f"BM_PartitionMlpCompile/{name}/real_time"
+        if not (FILTER.search(step_key) or FILTER.search(compile_key)):
+            continue
+        p = jax.device_put(params, param_sharding)
+        b = jax.device_put(batch, batch_sharding)
+        timed(res, step_key, gradfun, p, b, repeats=3)
+        if FILTER.search(compile_key):
+            times = []
+            for _ in range(3):
+                fresh = jax.jit(jax.grad(lambda q, d: loss(q, d)))  # nothing cached
+                start = time.perf_counter()
+                fresh.lower(p, b).compile()
+                times.append(time.perf_counter() - start)
+            res[compile_key] = statistics.median(times)
     return res
 
 
@@ -274,10 +367,14 @@ def main():
         j = jaxr.get(name)
         limit = ""
         parts = name.split("/")
-        if name.startswith("BM_Matmul"):
+        if parts[0] in ("BM_Matmul", "BM_PartitionMatmul"):
             raw = spmd.get(f"BM_RawSgemm/{parts[1]}/real_time")
             n = int(parts[1])
-            limit = f"{raw / t * 100:5.1f} % of raw sgemm, {2 * n**3 / t * 1e-9:6.1f} GFLOP/s"
+            limit = f"{raw / t * 100:5.1f} % of raw sgemm, " if raw else ""
+            limit += f"{2 * n**3 / t * 1e-9:6.1f} GFLOP/s"
+        elif parts[0] == "BM_PartitionSin" and parts[1] == "mesh_4x2":
+            single = spmd.get("BM_PartitionSin/single/real_time")
+            limit = f"{t / single:5.2f} x the single-device time" if single else ""
         elif parts[0] in ("BM_Add", "BM_Sin", "BM_Tanh", "BM_Exp") and memcpy2:
             n = int(parts[1])
             streams = 3 if parts[0] == "BM_Add" else 2

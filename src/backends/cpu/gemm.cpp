@@ -191,7 +191,7 @@ struct MatmulKeyHash {
 // implementation for the key (it would fall back to its slow reference code).
 struct CachedMatmul {
   std::unique_ptr<dnnl::matmul> primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
 };
 
 dnnl::engine& onednn_engine() {
@@ -205,9 +205,16 @@ std::shared_ptr<const CachedMatmul> create_matmul(const MatmulKey& key) {
   out->a = matrix_desc(key.operand, s.batch, s.m, s.k, s.trans_a);
   out->b = matrix_desc(key.operand, s.batch, s.k, s.n, s.trans_b);
   out->c = matrix_desc(key.result, s.batch, s.m, s.n, false);
+  // One primitive runs on many device threads at once: with the library's scratchpad (shared by
+  // all primitives, tied to the creating thread) concurrent runs corrupt each other's partial
+  // sums, so each run brings its own (onednn_gemm).
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(out->a, out->b, out->c), onednn_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(out->a, out->b, out->c), attr,
+                                    onednn_engine());
     if (std::string_view(pd.impl_info_str()).starts_with("ref")) return out;
+    out->scratchpad = pd.scratchpad_desc();
     out->primitive = std::make_unique<dnnl::matmul>(pd);
   } catch (const dnnl::error&) {
     out->primitive.reset();
@@ -244,7 +251,12 @@ bool onednn_gemm(DType operand, DType result, const GemmShape& s, const void* a,
   dnnl::memory ma(mm->a, engine, const_cast<void*>(a));
   dnnl::memory mb(mm->b, engine, const_cast<void*>(b));
   dnnl::memory mc(mm->c, engine, c);
-  mm->primitive->execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  thread_local std::vector<std::byte> scratch;
+  if (scratch.size() < mm->scratchpad.get_size()) scratch.resize(mm->scratchpad.get_size());
+  dnnl::memory ms(mm->scratchpad, engine, scratch.data());
+  mm->primitive->execute(
+      stream,
+      {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
   stream.wait();
   return true;
 }

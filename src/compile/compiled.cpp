@@ -2,6 +2,7 @@
 
 #include "compile/partition.h"
 #include "prims/primitive.h"
+#include "runtime/sharded.h"
 #include "sharding/param_traits.h"
 
 #include <mutex>
@@ -185,15 +186,61 @@ bool any_committed(std::span<const Array> inputs) {
   return false;
 }
 
-std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& params,
-                                             std::span<const Array> inputs) {
+namespace {
+
+// A cached eager op on committed operands: besides the primitive, params and types, the
+// operands' shardings (null for uncommitted ones). Results of one Compiled share its sharding
+// objects, so chains of ops on them match by pointer; equal shardings made apart compare by
+// content.
+struct PartitionedEntry {
+  PrimitiveEntry op;
+  std::vector<std::shared_ptr<const Sharding>> shardings;
+  const Compiled* compiled;
+
+  bool matches(const Primitive& p, const Params& ps, std::span<const Array> xs) const {
+    if (!op.matches(p, ps, xs)) return false;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const std::shared_ptr<ShardedData>& data = xs[i].impl()->sharded;
+      const Sharding* mine = shardings[i].get();
+      const Sharding* theirs = data ? data->sharding.get() : nullptr;
+      if (mine != theirs && (!mine || !theirs || !(*mine == *theirs))) return false;
+    }
+    return true;
+  }
+};
+
+const Compiled& compile_partitioned_primitive(const Primitive& p, const Params& params,
+                                              std::span<const Array> inputs) {
   static const std::string kNames[] = {"x", "y", "z"};
   std::vector<std::string> names;
   for (size_t i = 0; i < inputs.size(); ++i)
     names.push_back(i < 3 ? kNames[i] : "args[" + std::to_string(i) + "]");
   auto program = std::make_shared<const Program>(one_equation(p, params, types_of(inputs)));
   std::optional<Placement> placement = place(*program, inputs, {}, {}, p.name, names);
-  return compile_partitioned(program, *placement).run(inputs);
+  return compile_partitioned(program, *placement);
+}
+
+}  // namespace
+
+std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& params,
+                                             std::span<const Array> inputs) {
+  // Per thread and bounded, as compile_primitive's cache; the Compileds live in
+  // compile_partitioned's cache.
+  thread_local std::unordered_multimap<size_t, PartitionedEntry> cache;
+  const size_t h = signature_hash(p, params, inputs);
+  auto [first, last] = cache.equal_range(h);
+  for (auto it = first; it != last; ++it)
+    if (it->second.matches(p, params, inputs)) return it->second.compiled->run(inputs);
+  const Compiled& compiled = compile_partitioned_primitive(p, params, inputs);
+  std::vector<std::shared_ptr<const Sharding>> shardings;
+  for (const Array& x : inputs) {
+    const std::shared_ptr<ShardedData>& data = x.impl()->sharded;
+    shardings.push_back(data ? data->sharding : nullptr);
+  }
+  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
+  cache.emplace(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr},
+                                    std::move(shardings), &compiled});
+  return compiled.run(inputs);
 }
 
 }  // namespace spmd

@@ -1,10 +1,14 @@
 #include "compile/compiled.h"
 
+#include <spmd/config.h>
+#include <spmd/error.h>
+
 #include "compile/partition.h"
 #include "prims/primitive.h"
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
 
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -51,7 +55,19 @@ Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const Partit
 }
 
 std::vector<Array> Compiled::run(std::span<const Array> args) const {
+  if (!implicit_resharding_.empty()) check_resharding();
   return runtime::run(launchable_, args);
+}
+
+void Compiled::check_resharding() const {
+  const config::ImplicitResharding mode = config::implicit_resharding();
+  if (mode == config::ImplicitResharding::allow) return;
+  const std::string text =
+      "implicit resharding (config::implicit_resharding is " +
+      std::string(mode == config::ImplicitResharding::warn ? "warn" : "error") + "):\n" +
+      implicit_resharding_;
+  if (mode == config::ImplicitResharding::error) throw ShardingError("[jit] " + text);
+  if (!warned_.exchange(true)) std::fprintf(stderr, "spmd: %s", text.c_str());
 }
 
 std::vector<Array> Compiled::run(std::vector<Array> args, const std::vector<bool>& donated) const {

@@ -10,8 +10,10 @@
 #include "ir/primitive.h"
 #include "runtime/launchable.h"
 
+#include <atomic>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace spmd {
@@ -31,10 +33,18 @@ class Compiled {
   const Program& program() const { return executable_->program(); }
   // Runs on the devices of a mesh rather than on the calling thread.
   bool on_mesh() const { return launchable_.on_mesh(); }
+  // sp::explain's account of the collectives the partitioner inserted without an annotation
+  // asking for them; run() applies config::implicit_resharding to it when it is not empty.
+  void set_implicit_resharding(std::string account) { implicit_resharding_ = std::move(account); }
 
  private:
+  // Raises or warns (once) as config::implicit_resharding says, if the program reshards.
+  void check_resharding() const;
+
   std::shared_ptr<const Executable> executable_;
   runtime::Launchable launchable_;
+  std::string implicit_resharding_;
+  mutable std::atomic<bool> warned_{false};
 };
 
 // The Compiled of `program` on the default device, built once per program content: equal

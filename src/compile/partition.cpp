@@ -6,7 +6,6 @@
 #include "ir/primitive.h"
 #include "sharding/param_traits.h"
 
-#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -208,19 +207,12 @@ std::string explain(const PartitionedProgram& p, const Mesh& mesh) {
 
 namespace {
 
-// Applies config::implicit_resharding to a freshly partitioned program.
-void check_resharding(const PartitionedProgram& p, const Mesh& mesh) {
-  const config::ImplicitResharding mode = config::implicit_resharding();
-  if (mode == config::ImplicitResharding::allow) return;
-  bool implicit = false;
-  for (const InsertedCollective& c : p.collectives) implicit = implicit || c.implicit;
-  if (!implicit) return;
-  const std::string text =
-      "implicit resharding (config::implicit_resharding is " +
-      std::string(mode == config::ImplicitResharding::warn ? "warn" : "error") + "):\n" +
-      explain(p, mesh);
-  if (mode == config::ImplicitResharding::error) throw ShardingError("[jit] " + text);
-  std::fprintf(stderr, "spmd: %s", text.c_str());
+// The account of a program's implicit resharding for config::implicit_resharding, or empty
+// when the program has none.
+std::string resharding_account(const PartitionedProgram& p, const Mesh& mesh) {
+  for (const InsertedCollective& c : p.collectives)
+    if (c.implicit) return explain(p, mesh);
+  return "";
 }
 
 }  // namespace
@@ -235,10 +227,10 @@ const Compiled& compile_partitioned(const ProgramRef& program, const Placement& 
   if (!slot) {
     PartitionedProgram parts =
         partition_program(*program, placement.mesh, placement.in, placement.out);
-    check_resharding(parts, placement.mesh);
     const std::vector<AbstractValue> out_types = program->out_types();
     slot = std::make_unique<Compiled>(parts.body, placement.mesh, parts.in_specs, parts.out_specs,
                                       out_types);
+    slot->set_implicit_resharding(resharding_account(parts, placement.mesh));
   }
   return *slot;
 }

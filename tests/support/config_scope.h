@@ -26,4 +26,15 @@ struct ThreadsScope {
   int was;
 };
 
+struct ImplicitReshardingScope {
+  explicit ImplicitReshardingScope(spmd::config::ImplicitResharding mode)
+      : was(spmd::config::implicit_resharding()) {
+    spmd::config::set_implicit_resharding(mode);
+  }
+  ~ImplicitReshardingScope() { spmd::config::set_implicit_resharding(was); }
+  ImplicitReshardingScope(const ImplicitReshardingScope&) = delete;
+  ImplicitReshardingScope& operator=(const ImplicitReshardingScope&) = delete;
+  spmd::config::ImplicitResharding was;
+};
+
 }  // namespace spmd_test

@@ -191,7 +191,8 @@ class Generator {
   }
 
   // ---- program building ----
-  const Shape& shape(int v) const { return p_.nodes[size_t(v)].shape; }
+  // A copy: adding a node may move the others.
+  Shape shape(int v) const { return p_.nodes[size_t(v)].shape; }
   int pick_value() { return pick(int(p_.nodes.size())); }
   static bool fits(const Shape& s) { return s.ndim() <= kMaxRank && s.size() <= kMaxElements; }
 
@@ -276,7 +277,7 @@ class Generator {
 
   // x (..., k) @ w (k, n); x (b, m, k) · w (b, k, n) with a batch dim; or x contracted on dim 0.
   std::optional<int> dot(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int64_t n = random_dim();
     int64_t k = s[s.ndim() - 1];
@@ -308,7 +309,7 @@ class Generator {
 
   // sum (scaled), max, min or mean over a random non-empty set of axes.
   std::optional<int> reduce(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     sp::Axes axes;
     for (int d = 0; d < s.ndim(); ++d)
@@ -347,7 +348,7 @@ class Generator {
 
   // x contracted with itself on its last dim: x x^T over the other dims.
   std::optional<int> self_dot(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() < 1 || s.ndim() > 2) return std::nullopt;
     int64_t k = s[s.ndim() - 1];
     int last = s.ndim() - 1;
@@ -361,7 +362,7 @@ class Generator {
 
   // argmax or argmin along an axis, back in the program's dtype.
   std::optional<int> argmax(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
     bool max = coin(0.5);
@@ -374,7 +375,7 @@ class Generator {
 
   // Splits a dim into two factors, merges two adjacent dims, or flattens.
   std::optional<int> reshape(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     std::vector<int64_t> d = s.dims();
     int choice = pick(3);
@@ -399,7 +400,7 @@ class Generator {
   }
 
   std::optional<int> transpose(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() < 2) return std::nullopt;
     sp::Axes perm(size_t(s.ndim()));
     for (int i = 0; i < s.ndim(); ++i) perm[size_t(i)] = i;
@@ -411,7 +412,7 @@ class Generator {
 
   // expand_dims at a random position, or broadcast_to a new leading dim (or over size-1 dims).
   std::optional<int> broadcast(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() >= kMaxRank) return std::nullopt;
     if (coin(0.4)) {
       int at = pick(s.ndim() + 1);
@@ -431,7 +432,7 @@ class Generator {
 
   // lax.slice with random bounds per dim, sometimes strided.
   std::optional<int> slice(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     std::vector<int64_t> start, limit, strides;
     Shape out;
@@ -451,7 +452,7 @@ class Generator {
 
   // lax.dynamic_slice at constant starts (some past the end, which XLA clamps).
   std::optional<int> dynamic_slice(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     std::vector<int> starts;
     std::vector<int64_t> sizes;
@@ -467,7 +468,7 @@ class Generator {
 
   // lax.dynamic_update_slice of a smaller value into x.
   std::optional<int> update_slice(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     std::vector<int> starts;
     Shape update;
@@ -484,7 +485,7 @@ class Generator {
 
   // take (a gather) of constant indices along an axis.
   std::optional<int> take(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
     std::vector<int32_t> indices(size_t(1 + pick(6)));
@@ -497,7 +498,7 @@ class Generator {
   }
 
   std::optional<int> flip(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     sp::Axes axes{pick(s.ndim())};
     return add(s, [=](const Env& e, const Ctx&) { return sp::flip(e[size_t(x)], axes); });
@@ -505,7 +506,7 @@ class Generator {
 
   // x with itself or with another value along an axis.
   std::optional<int> concat(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
     Shape other = s;
@@ -521,7 +522,7 @@ class Generator {
 
   // lax.pad with low/high edges (negative crops) and interior padding.
   std::optional<int> pad(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     std::vector<sp::lax::PadConfig> config;
     Shape out;
@@ -542,7 +543,7 @@ class Generator {
 
   // cumsum (scaled), cummax or cummin along an axis, sometimes reversed.
   std::optional<int> cumulative(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
     bool reverse = coin(0.3);
@@ -564,7 +565,7 @@ class Generator {
   }
 
   std::optional<int> sort(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
     return add(s, [=](const Env& e, const Ctx&) { return sp::sort(e[size_t(x)], axis); });
@@ -604,7 +605,7 @@ class Generator {
 
   // lax.scan over the leading dim of x; the result is the stacked ys or the final carry.
   std::optional<int> scan(int x) {
-    const Shape& s = shape(x);
+    const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     Shape carry(s.dims().begin() + 1, s.dims().end());
     bool integer = p_.integer, want_carry = coin(0.3);

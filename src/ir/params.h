@@ -31,8 +31,9 @@ class ParamObject {
   virtual std::string_view type_name() const = 0;
 };
 
-// How TypedParam<T> names, prints and hashes a T; it compares with T's operator==. The layer that
-// owns T specializes it beside T:
+// How TypedParam<T> names, prints and hashes a T; it compares with T's operator==, or with
+// `static bool equal(const T&, const T&)` when the traits have one. The layer that owns T
+// specializes it beside T:
 //   template <> struct ParamTraits<Mesh> {
 //     static constexpr std::string_view name = "Mesh";
 //     static std::string str(const Mesh& mesh);
@@ -48,7 +49,11 @@ class TypedParam final : public ParamObject {
   const T& value() const { return value_; }
   std::string str() const override { return ParamTraits<T>::str(value_); }
   bool equals(const ParamObject& other) const override {
-    return value_ == static_cast<const TypedParam&>(other).value_;
+    const T& theirs = static_cast<const TypedParam&>(other).value_;
+    if constexpr (requires { ParamTraits<T>::equal(value_, theirs); })
+      return ParamTraits<T>::equal(value_, theirs);
+    else
+      return value_ == theirs;
   }
   size_t hash() const override { return ParamTraits<T>::hash(value_); }
   std::string_view type_name() const override { return ParamTraits<T>::name; }

@@ -35,8 +35,8 @@ struct ParamTraits<std::vector<PartitionSpec>> {
   static size_t hash(const std::vector<PartitionSpec>& specs);
 };
 
-// A sharding, printed as its repr. Compared as pointers (TypedParam uses operator==): equations
-// made from one sharding object are equal, equal shardings made apart only hash alike.
+// A sharding, printed as its repr. Equal when it puts blocks on the same devices in the same
+// order and prints the same, so that equal shardings made apart share cached programs.
 template <>
 struct ParamTraits<std::shared_ptr<const Sharding>> {
   static constexpr std::string_view name = "Sharding";
@@ -44,6 +44,10 @@ struct ParamTraits<std::shared_ptr<const Sharding>> {
     return sharding->repr();
   }
   static size_t hash(const std::shared_ptr<const Sharding>& sharding);
+  static bool equal(const std::shared_ptr<const Sharding>& a,
+                    const std::shared_ptr<const Sharding>& b) {
+    return a == b || (a->device_list() == b->device_list() && a->repr() == b->repr());
+  }
 };
 
 // A set of dims, printed as JAX prints a frozenset param: frozenset({0, 2}).

@@ -13,6 +13,7 @@
 #include "prims/collectives.h"
 #include "sharding/param_traits.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,21 @@ TEST(TypedParams, MeshesBuiltSeparatelyAreEqual) {
   expect_same(mesh({"x", "y"}), mesh({"x", "y"}));
   expect_different(mesh({"x", "y"}), mesh({"y", "x"}));
   EXPECT_EQ(text(mesh({"x", "y"})), "Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))");
+}
+
+TEST(TypedParams, ShardingsMadeApartAreEqualWhenTheyPlaceAlike) {
+  using ShardingPtr = std::shared_ptr<const sp::Sharding>;
+  sp::DeviceMesh devices = sp::create_device_mesh({2, 2});
+  auto sharding = [&](sp::PartitionSpec spec, bool reversed = false) {
+    sp::DeviceMesh d = devices;
+    if (reversed) std::reverse(d.devices.begin(), d.devices.end());
+    return sp::object_param(
+        ShardingPtr(std::make_shared<sp::NamedSharding>(sp::Mesh(d, {"x", "y"}), std::move(spec))));
+  };
+  expect_same(sharding(P("x")), sharding(P("x")));
+  expect_different(sharding(P("x")), sharding(P("y")));
+  // The same text on devices in another order puts blocks elsewhere.
+  expect_different(sharding(P("x")), sharding(P("x"), /*reversed=*/true));
 }
 
 TEST(TypedParams, PartitionSpecListsCompareByContent) {

@@ -380,6 +380,9 @@ Primitive& define_pow(PrimitiveRegistry& r) {
   Primitive& p = r.define(
       "pow",
       [](std::span<const AbstractValue> in, const Params&) {
+        if (in.size() != 2)
+          throw ValueError("[pow] expected 2 operands (a base and an exponent), got " +
+                           std::to_string(in.size()));
         if (in[0].dtype != in[1].dtype) {
           if (!is_floating(in[0].dtype) || !is_integer(in[1].dtype))
             throw TypeError(

@@ -103,3 +103,10 @@ TEST(Registry, PowTakesAnIntegerExponent) {
             "must match, but got float32 and float16 respectively.");
   EXPECT_NE(error_of(y, x), "no error");
 }
+
+// The coverage tests call type rules with any number of operands; pow's read a second one
+// without checking (a heap overflow under ASan).
+TEST(Registry, PowWithOneOperandRaises) {
+  const sp::AbstractValue x{sp::Shape{4}, sp::DType::float32};
+  EXPECT_THROW(sp::abstract_eval(sp::primitive("pow"), std::span(&x, 1), {}), sp::ValueError);
+}

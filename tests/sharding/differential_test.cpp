@@ -223,8 +223,9 @@ class Generator {
     if (!ops.empty()) p_.outputs.push_back(pick_of(ops));
   }
   // Float values stay of order 1 so that reassociation stays within tolerance: sums are scaled.
+  // Kernels run after the generator is gone: they capture the factor, not the generator.
   float scale(int64_t n) const { return p_.integer ? 1.0f : 1.0f / float(n); }
-  Array scaled(const Array& x, int64_t n) const { return p_.integer ? x : x * scale(n); }
+  static Array scaled(const Array& x, float factor) { return factor == 1.0f ? x : x * factor; }
 
   // ---- op kinds ----
   std::optional<int> unary(int x) {
@@ -285,8 +286,8 @@ class Generator {
       int w = fresh_input({s[0], k, n});
       Shape out{s[0], s[1], n};
       sp::lax::DotDimensionNumbers dims{{2}, {1}, {0}, {0}};
-      return add(out, [=, this](const Env& e, const Ctx&) {
-        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), k);
+      return add(out, [=, factor = scale(k)](const Env& e, const Ctx&) {
+        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), factor);
       });
     }
     if (s.ndim() >= 2 && coin(0.3)) {
@@ -295,15 +296,15 @@ class Generator {
       std::vector<int64_t> out(s.dims().begin() + 1, s.dims().end());
       out.push_back(n);
       sp::lax::DotDimensionNumbers dims{{0}, {0}, {}, {}};
-      return add(Shape(out), [=, this](const Env& e, const Ctx&) {
-        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), k0);
+      return add(Shape(out), [=, factor = scale(k0)](const Env& e, const Ctx&) {
+        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), factor);
       });
     }
     int w = fresh_input({k, n});
     std::vector<int64_t> out(s.dims().begin(), s.dims().end() - 1);
     out.push_back(n);
-    return add(Shape(out), [=, this](const Env& e, const Ctx&) {
-      return scaled(sp::matmul(e[size_t(x)], e[size_t(w)]), k);
+    return add(Shape(out), [=, factor = scale(k)](const Env& e, const Ctx&) {
+      return scaled(sp::matmul(e[size_t(x)], e[size_t(w)]), factor);
     });
   }
 
@@ -324,8 +325,8 @@ class Generator {
     }
     switch (pick(p_.integer ? 3 : 4)) {
       case 0:
-        return add(result, [=, this](const Env& e, const Ctx&) {
-          return scaled(sp::sum(e[size_t(x)], axes, keepdims), n);
+        return add(result, [=, factor = scale(n)](const Env& e, const Ctx&) {
+          return scaled(sp::sum(e[size_t(x)], axes, keepdims), factor);
         });
       case 1:
         return add(result,
@@ -355,8 +356,8 @@ class Generator {
     sp::lax::DotDimensionNumbers dims{{last}, {last}, {}, {}};
     Shape out;
     for (int i = 0; i < 2 * last; ++i) out.push_back(s[0]);
-    return add(out, [=, this](const Env& e, const Ctx&) {
-      return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(x)], dims), k);
+    return add(out, [=, factor = scale(k)](const Env& e, const Ctx&) {
+      return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(x)], dims), factor);
     });
   }
 
@@ -550,8 +551,8 @@ class Generator {
     int64_t n = s[axis];
     switch (pick(3)) {
       case 0:
-        return add(s, [=, this](const Env& e, const Ctx&) {
-          return scaled(sp::lax::cumsum(e[size_t(x)], axis, reverse), n);
+        return add(s, [=, factor = scale(n)](const Env& e, const Ctx&) {
+          return scaled(sp::lax::cumsum(e[size_t(x)], axis, reverse), factor);
         });
       case 1:
         return add(s, [=](const Env& e, const Ctx&) {

@@ -223,17 +223,16 @@ std::shared_ptr<const CachedMatmul> create_matmul(const MatmulKey& key) {
 }
 
 // Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache is
-// bounded by starting over when full (shapes in a program are few).
+// bounded by starting over when full (shapes in a program are few). Primitives are created
+// under the lock: device threads meeting a new shape at once would otherwise create it in
+// parallel through oneDNN's own primitive cache, whose sharing ThreadSanitizer cannot follow.
 std::shared_ptr<const CachedMatmul> cached_matmul(const MatmulKey& key) {
   static std::mutex mu;
   static std::unordered_map<MatmulKey, std::shared_ptr<const CachedMatmul>, MatmulKeyHash> cache;
-  {
-    std::lock_guard lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  auto created = create_matmul(key);
   std::lock_guard lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  auto created = create_matmul(key);
   if (cache.size() >= 512) cache.clear();
   cache.emplace(key, created);
   return created;

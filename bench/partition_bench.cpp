@@ -3,11 +3,12 @@
 // with 8 host devices and meshes of Auto axes.
 //
 // BM_PartitionSin: sin of 8192 x 8192 floats sharded P('a', 'b') on a 4 x 2 mesh, and the same
-// committed to device 0. BM_PartitionMatmul: the 8192² product of P('a', None) and P(None, 'b')
-// (BM_RawSgemm/8192 in ops_bench.cpp is the machine's limit). BM_PartitionMlpGradStep:
-// jit(grad(loss)) of the seed's MLP on one device, 8-way data parallel, and 4-way data with 2-way
-// tensor parallel. BM_PartitionMlpCompile: what the first call of a fresh jit does before running
-// that step (trace, placement, partitioning, compilation), as JAX's lower(...).compile().
+// committed to device 0; BM_PartitionEagerTinySin the same on 8 x 8 floats (dispatch cost).
+// BM_PartitionMatmul: the 8192² product of P('a', None) and P(None, 'b') (BM_RawSgemm/8192 in
+// ops_bench.cpp is the machine's limit). BM_PartitionMlpGradStep: jit(grad(loss)) of the seed's MLP
+// on one device, 8-way data parallel, and 4-way data with 2-way tensor parallel.
+// BM_PartitionMlpCompile: what the first call of a fresh jit does before running that step (trace,
+// placement, partitioning, compilation), as JAX's lower(...).compile().
 #include <spmd/spmd.h>
 
 #include <benchmark/benchmark.h>
@@ -54,6 +55,18 @@ void BM_PartitionSin(benchmark::State& state, bool sharded) {
 }
 BENCHMARK_CAPTURE(BM_PartitionSin, mesh_4x2, true)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PartitionSin, single, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The cost of one eager op on a small committed array: the launch on its devices and the
+// lookups that find the cached partitioned op.
+void BM_PartitionEagerTinySin(benchmark::State& state, bool sharded) {
+  sp::Array x = sp::ones({8, 8});
+  x = sharded ? sp::device_put(x, sp::NamedSharding(mesh_ab(), P("a", "b")))
+              : sp::device_put(x, sp::devices()[0]);
+  sp::sin(x).block_until_ready();
+  for (auto _ : state) sp::sin(x).block_until_ready();
+}
+BENCHMARK_CAPTURE(BM_PartitionEagerTinySin, mesh_4x2, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PartitionEagerTinySin, single, false)->UseRealTime();
 
 // One call takes seconds: Google Benchmark's first iteration is the measurement.
 void BM_PartitionMatmul(benchmark::State& state) {

@@ -27,27 +27,10 @@ using spmd_test::arrays_close;
 using spmd_test::arrays_close_ulp;
 using spmd_test::arrays_equal;
 
-// The blocks of a "=== <case>" golden, by case.
-std::map<std::string, std::string> golden_blocks(const std::string& file) {
-  std::map<std::string, std::string> out;
-  std::string text = spmd_test::golden_text(file) + "\n", name;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.rfind("=== ", 0) == 0)
-      name = line.substr(4);
-    else if (!name.empty())
-      out[name] += (out[name].empty() ? "" : "\n") + line;
-  }
-  return out;
-}
-
 // JAX's result lines for a case: "<repr(sharding)> <committed> <device ids>" per leaf.
 std::string jax_placed(const std::string& name) {
   static const auto* blocks =
-      new std::map<std::string, std::string>(golden_blocks("partitioning/results.txt"));
+      new std::map<std::string, std::string>(spmd_test::golden_blocks("partitioning/results.txt"));
   auto it = blocks->find(name);
   if (it == blocks->end()) ADD_FAILURE() << "no golden case " << name;
   return it == blocks->end() ? "" : it->second;

@@ -18,25 +18,8 @@ namespace {
 namespace sp = spmd;
 using sp::P;
 
-// The blocks of a "=== <case>" golden, by case.
-std::map<std::string, std::string> golden_blocks(const std::string& file) {
-  std::map<std::string, std::string> out;
-  std::string text = spmd_test::golden_text(file) + "\n", name;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.rfind("=== ", 0) == 0)
-      name = line.substr(4);
-    else
-      out[name] += (out[name].empty() ? "" : "\n") + line;
-  }
-  return out;
-}
-
 std::string jaxpr_golden(const std::string& name) {
-  return golden_blocks("sharding/api_jaxprs.txt").at(name);
+  return spmd_test::golden_blocks("sharding/api_jaxprs.txt").at(name);
 }
 
 // One line per leaf: repr(sharding) and committed, as the golden writes them.
@@ -126,7 +109,7 @@ TEST_F(ShardingApiTest, CopyJaxprMatchesJax) {
 }
 
 TEST_F(ShardingApiTest, EagerCallsCommitToJaxsShardings) {
-  auto results = golden_blocks("sharding/api_results.txt");
+  auto results = spmd_test::golden_blocks("sharding/api_results.txt");
   sp::Array x = sp::with_sharding_constraint(a, sx);
   EXPECT_EQ(shardings_of({x}), results.at("wsc_eager"));
   EXPECT_TRUE(spmd_test::arrays_equal(x, a));

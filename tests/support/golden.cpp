@@ -198,6 +198,19 @@ std::string golden_text(std::string_view relative) {
   return s;
 }
 
+std::map<std::string, std::string> golden_blocks(std::string_view relative) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(golden_text(relative));
+  std::string line, name;
+  while (std::getline(in, line)) {
+    if (line.rfind("=== ", 0) == 0)
+      name = line.substr(4);
+    else if (!name.empty())
+      out[name] += (out[name].empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
 std::string jax_error(std::string_view relative, std::string_view name) {
   std::istringstream in(golden_text(relative));
   const std::string header = "=== " + std::string(name);

@@ -24,6 +24,9 @@ std::string golden_text(std::string_view relative);
 // errors/api_errors.txt (`=== <case>`, then `<ExceptionType>: <message>` up to the next `=== `),
 // without the exception type; a missing case fails the current test.
 std::string jax_error(std::string_view relative, std::string_view name);
+// Every case of a golden in that block format: the lines after each `=== <case>` up to the next,
+// by case.
+std::map<std::string, std::string> golden_blocks(std::string_view relative);
 
 // The what() of the E that f() throws, or "(no error)"; another exception escapes to the test.
 template <class E = spmd::Error, class F>

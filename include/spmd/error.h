@@ -73,4 +73,9 @@ class NameError : public Error {
   using Error::Error;
 };
 
+// A missing key in a mapping (Python's KeyError).
+class KeyError : public Error {
+  using Error::Error;
+};
+
 }  // namespace spmd

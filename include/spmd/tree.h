@@ -1,9 +1,11 @@
 // C++ pytrees (JAX's jax.tree_util): a value built from Arrays inside std::vector, std::array,
-// std::tuple, std::pair, std::map<std::string, T>, std::optional and structs registered with
-// SPMD_TREE flattens into its Array leaves plus a TreeDef (structure and static leaves), and back.
+// std::tuple, std::pair, std::map<std::string, T>, OrderedDict<T>, std::optional and structs
+// registered with SPMD_TREE flattens into its Array leaves plus a TreeDef (structure and static
+// leaves), and back.
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/ordered_dict.h>
 
 #include <array>
 #include <concepts>
@@ -57,13 +59,14 @@ class Reader;
 class TreeDef {
  public:
   enum class Kind : uint8_t {
-    leaf,         // an Array
-    static_leaf,  // a non-Array value, kept in the TreeDef
-    none,         // an empty std::optional (a present one is just its value, as in Python)
-    list,         // std::vector, std::array
-    tuple,        // std::tuple, std::pair
-    dict,         // std::map<std::string, T>; keys in sorted order
-    record,       // a struct registered with SPMD_TREE
+    leaf,          // an Array
+    static_leaf,   // a non-Array value, kept in the TreeDef
+    none,          // an empty std::optional (a present one is just its value, as in Python)
+    list,          // std::vector, std::array
+    tuple,         // std::tuple, std::pair
+    dict,          // std::map<std::string, T>; keys in sorted order
+    ordered_dict,  // OrderedDict<T>; keys in insertion order
+    record,        // a struct registered with SPMD_TREE
   };
 
   // The tree of an empty std::optional: PyTreeDef(None).
@@ -76,7 +79,7 @@ class TreeDef {
   // The root node and its subtrees (JAX's node_data and children).
   Kind kind() const;
   std::vector<TreeDef> children() const;
-  // Dict keys, or the field names of a record.
+  // Dict keys (sorted or in insertion order), or the field names of a record.
   const std::vector<std::string>& keys() const;
   // The type name of a record, as written in SPMD_TREE.
   const std::string& name() const;
@@ -85,8 +88,13 @@ class TreeDef {
 
   bool operator==(const TreeDef& other) const;
   size_t hash() const;
-  // JAX's str(treedef): PyTreeDef((*, [*, *], {'a': *}, Params(w=*, b=3), None)).
+  // JAX's str(treedef): PyTreeDef((*, [*, *], {'a': *}, Params(w=*, b=3), None)); an
+  // OrderedDict prints as CustomNode(OrderedDict[('b', 'a')], [*, *]).
   std::string str() const;
+  // Whether the root has children by position or name (list, tuple, dicts, record).
+  bool is_container() const;
+  // JAX's keystr of the root's child i: ['key'] for dicts, .field for records, [i] otherwise.
+  std::string child_key(size_t i) const;
 
  private:
   friend class tree_detail::Builder;
@@ -132,8 +140,8 @@ class Builder {
   void none();
   // list or tuple; the children follow, then close().
   void open(TreeDef::Kind kind);
-  // dict or record: key() or field() names each child before it is added.
-  void open_dict();
+  // dicts or record: key() or field() names each child before it is added.
+  void open_dict(TreeDef::Kind kind = TreeDef::Kind::dict);
   void key(const std::string& k);
   void open_record(const char* name);
   void field(const char* name);
@@ -161,7 +169,7 @@ class Reader {
   size_t open_list();
   void open_list(size_t size);
   void open_tuple(size_t size);
-  const std::vector<std::string>& open_dict();
+  const std::vector<std::string>& open_dict(TreeDef::Kind kind = TreeDef::Kind::dict);
   void open_record(const char* name, size_t num_fields);
   [[noreturn]] void static_mismatch(StaticCategory expected, const std::type_info& type) const;
   void finish() const;
@@ -218,6 +226,11 @@ template <class V>
 struct IsStringMap<std::map<std::string, V>> : std::true_type {};
 
 template <class T>
+struct IsOrderedDict : std::false_type {};
+template <class V>
+struct IsOrderedDict<OrderedDict<V>> : std::true_type {};
+
+template <class T>
 struct IsOptional : std::false_type {};
 template <class T>
 struct IsOptional<std::optional<T>> : std::true_type {};
@@ -243,11 +256,12 @@ concept Static = BasicStatic<T> || OpaqueStaticType<T>;
 
 template <class T>
 void unsupported() {
-  static_assert(kAlwaysFalse<T>,
-                "spmd trees: this type is neither a tree node (Array, std::vector, std::array, "
-                "std::tuple, std::pair, std::map<std::string, T>, std::optional, a struct "
-                "registered with SPMD_TREE) nor a static leaf (arithmetic, enum, std::string, "
-                "or a non-pointer type with operator== and a std::hash specialization)");
+  static_assert(
+      kAlwaysFalse<T>,
+      "spmd trees: this type is neither a tree node (Array, std::vector, std::array, "
+      "std::tuple, std::pair, std::map<std::string, T>, OrderedDict<T>, std::optional, "
+      "a struct registered with SPMD_TREE) nor a static leaf (arithmetic, enum, std::string, "
+      "or a non-pointer type with operator== and a std::hash specialization)");
 }
 
 template <class T>
@@ -312,8 +326,8 @@ void flatten(Builder& b, const T& x) {
     b.open(TreeDef::Kind::tuple);
     std::apply([&](const auto&... e) { (flatten(b, e), ...); }, x);
     b.close();
-  } else if constexpr (IsStringMap<T>::value) {
-    b.open_dict();
+  } else if constexpr (IsStringMap<T>::value || IsOrderedDict<T>::value) {
+    b.open_dict(IsStringMap<T>::value ? TreeDef::Kind::dict : TreeDef::Kind::ordered_dict);
     for (const auto& [k, v] : x) {
       b.key(k);
       flatten(b, v);
@@ -397,6 +411,11 @@ T unflatten(Reader& r) {
     for (const std::string& k : r.open_dict())
       out.emplace(k, unflatten<typename T::mapped_type>(r));
     return out;
+  } else if constexpr (IsOrderedDict<T>::value) {
+    T out;
+    for (const std::string& k : r.open_dict(TreeDef::Kind::ordered_dict))
+      out.insert(k, unflatten<typename T::mapped_type>(r));
+    return out;
   } else if constexpr (IsOptional<T>::value) {
     if (!r.at_none()) return unflatten<typename T::value_type>(r);
     r.none();
@@ -414,8 +433,8 @@ T unflatten(Reader& r) {
 
 }  // namespace tree_detail
 
-// JAX's tree_flatten: the Array leaves (depth first; map keys sorted; struct fields in the order
-// given to SPMD_TREE) and the structure.
+// JAX's tree_flatten: the Array leaves (depth first; map keys sorted, OrderedDict keys in
+// insertion order; struct fields in the order given to SPMD_TREE) and the structure.
 template <class T>
 std::pair<std::vector<Array>, TreeDef> tree_flatten(const T& tree) {
   tree_detail::Builder b;

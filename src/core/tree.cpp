@@ -109,6 +109,13 @@ std::shared_ptr<const Nodes> make_nodes(std::vector<Node> nodes) {
   return out;
 }
 
+// Python's repr of a tuple of strings: ('a',), ('a', 'b'), ().
+std::string tuple_str(const std::vector<std::string>& items) {
+  std::string out = "(";
+  for (size_t i = 0; i < items.size(); ++i) out += cat({i ? ", " : "", quoted(items[i])});
+  return out + (items.size() == 1 ? ",)" : ")");
+}
+
 // Appends the subtree at nodes[i] to out; returns the index after it.
 size_t print_subtree(const std::vector<Node>& nodes, size_t i, std::string& out) {
   const Node& n = nodes[i++];
@@ -131,6 +138,11 @@ size_t print_subtree(const std::vector<Node>& nodes, size_t i, std::string& out)
     case Kind::dict:
       open = "{";
       close = "}";
+      break;
+    case Kind::ordered_dict:
+      out += "CustomNode(OrderedDict[" + tuple_str(n.keys) + "], ";
+      open = "[";
+      close = "])";
       break;
     case Kind::record:
       out += n.name;
@@ -275,6 +287,19 @@ size_t TreeDef::hash() const {
   return nodes_->hash;
 }
 
+bool TreeDef::is_container() const {
+  Kind k = kind();
+  return k == Kind::list || k == Kind::tuple || k == Kind::dict || k == Kind::ordered_dict ||
+         k == Kind::record;
+}
+
+std::string TreeDef::child_key(size_t i) const {
+  Kind k = kind();
+  if (k == Kind::dict || k == Kind::ordered_dict) return cat({"['", keys()[i], "']"});
+  if (k == Kind::record) return cat({".", keys()[i]});
+  return cat({"[", std::to_string(i), "]"});
+}
+
 std::string TreeDef::str() const {
   return cat({"PyTreeDef(", subtree_str(nodes_->nodes, 0), ")"});
 }
@@ -312,8 +337,8 @@ void Builder::open(Kind kind) {
   open_.emplace_back(int(nodes_->nodes.size()) - 1, int(leaves_.size()));
 }
 
-void Builder::open_dict() {
-  open(Kind::dict);
+void Builder::open_dict(Kind kind) {
+  open(kind);
 }
 
 void Builder::key(const std::string& k) {
@@ -393,8 +418,9 @@ void Reader::open_tuple(size_t size) {
   if (size_t(def_.nodes_->nodes[i].num_children) != size) mismatch(i, expected);
 }
 
-const std::vector<std::string>& Reader::open_dict() {
-  return def_.nodes_->nodes[take(Kind::dict, "a std::map<std::string, T>")].keys;
+const std::vector<std::string>& Reader::open_dict(Kind kind) {
+  const char* expected = kind == Kind::dict ? "a std::map<std::string, T>" : "an OrderedDict<T>";
+  return def_.nodes_->nodes[take(kind, expected)].keys;
 }
 
 void Reader::open_record(const char* name, size_t num_fields) {
@@ -412,6 +438,21 @@ void Reader::finish() const {
   if (node_ != def_.nodes_->nodes.size() || leaf_ != leaves_.size())
     throw ValueError(cat({"[tree_unflatten] the target type does not use all of ", def_.str()}));
 }
+
+}  // namespace tree_detail
+
+namespace ordered_dict_detail {
+
+void throw_missing_key(std::string_view key, const std::vector<std::string>& keys) {
+  std::string known;
+  for (const std::string& k : keys) known += cat({known.empty() ? "" : ", ", quoted(k)});
+  throw KeyError(cat({"[OrderedDict] no key ", quoted(std::string(key)), "; the keys are ",
+                      keys.empty() ? "none" : known}));
+}
+
+}  // namespace ordered_dict_detail
+
+namespace tree_detail {
 
 void throw_static_mismatch(const char* api, const StaticValue& got, StaticCategory expected,
                            const std::type_info& type) {

@@ -22,11 +22,6 @@ ShardingTree::ShardingTree(std::vector<ShardingTree> children)
 
 namespace {
 
-bool is_container(TreeDef::Kind kind) {
-  return kind == TreeDef::Kind::list || kind == TreeDef::Kind::tuple ||
-         kind == TreeDef::Kind::dict || kind == TreeDef::Kind::record;
-}
-
 // The node's type as JAX's prefix errors name it for a length mismatch.
 std::string kind_name(const TreeDef& t) {
   switch (t.kind()) {
@@ -36,6 +31,8 @@ std::string kind_name(const TreeDef& t) {
       return "tuple";
     case TreeDef::Kind::dict:
       return "dict";
+    case TreeDef::Kind::ordered_dict:
+      return "OrderedDict";
     case TreeDef::Kind::record:
       return t.name();
     case TreeDef::Kind::none:
@@ -43,15 +40,6 @@ std::string kind_name(const TreeDef& t) {
     default:
       return "jax._src.api_util.PytreeLeaf";
   }
-}
-
-// The key of child `i` of `t`, as JAX's keystr writes it.
-std::string child_key(const TreeDef& t, size_t i) {
-  if (t.kind() == TreeDef::Kind::dict) return "['" + t.keys()[i] + "']";
-  if (t.kind() == TreeDef::Kind::record) return "." + t.keys()[i];
-  std::string key = "[";  // appended, not `"[" + ...`, which GCC 12 warns about (-Wrestrict)
-  key += std::to_string(i);
-  return key + "]";
 }
 
 struct Broadcast {
@@ -74,7 +62,7 @@ struct Broadcast {
     if (prefix.is_unspecified()) return fill(nullptr, value);
     if (prefix.is_sharding()) return fill(prefix.sharding(), value);
     const std::string kind = kind_name(value);
-    if (!is_container(value.kind()))
+    if (!value.is_container())
       mismatch(key, "different types",
                "\n    <class 'tuple'>\nbut at the same key path the full pytree has a subtree of "
                "different type\n    <class '" +
@@ -86,7 +74,7 @@ struct Broadcast {
                    ", but the full pytree has a subtree of the same type but of length " +
                    std::to_string(children.size()) + ".");
     for (size_t i = 0; i < children.size(); ++i)
-      add(prefix.children()[i], children[i], key + child_key(value, i));
+      add(prefix.children()[i], children[i], key + value.child_key(i));
   }
 
   // One entry per Array leaf of `value`.

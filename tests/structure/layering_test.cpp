@@ -23,8 +23,8 @@ struct Rule {
 
 // The public headers that hold plain values and include nothing above core.
 const std::vector<std::string> kValueHeaders = {
-    "spmd/array.h", "spmd/dtype.h",  "spmd/shape.h",      "spmd/tree.h",
-    "spmd/error.h", "spmd/config.h", "spmd/axis_names.h", "spmd/lax_types.h"};
+    "spmd/array.h",  "spmd/dtype.h",      "spmd/shape.h",     "spmd/tree.h",        "spmd/error.h",
+    "spmd/config.h", "spmd/axis_names.h", "spmd/lax_types.h", "spmd/ordered_dict.h"};
 
 const Rule kCore = {{"core/"}, kValueHeaders};
 const Rule kIr = {{"core/", "ir/"}, kValueHeaders};

@@ -169,22 +169,12 @@ std::string node_kind(const TreeDef& t) {
       return "tuple";
     case TreeDef::Kind::dict:
       return "dict";
+    case TreeDef::Kind::ordered_dict:
+      return "OrderedDict";
     case TreeDef::Kind::record:
       return t.name();
   }
   return "";
-}
-
-// The key of child `i` of `t`, as JAX's keystr writes it.
-std::string child_key(const TreeDef& t, size_t i) {
-  switch (t.kind()) {
-    case TreeDef::Kind::dict:
-      return "['" + t.keys()[i] + "']";
-    case TreeDef::Kind::record:
-      return "." + t.keys()[i];
-    default:
-      return "[" + std::to_string(i) + "]";
-  }
 }
 
 // Gives every Array leaf of `value` the spec above it in `specs`, which must be a prefix of
@@ -206,7 +196,7 @@ void broadcast_specs(const SpecTree& specs, const TreeDef& value, const std::str
       std::vector<TreeDef> children = t.children();
       for (size_t i = children.size(); i-- > 0;) {
         stack.push_back(children[i]);
-        keys.push_back(key + child_key(t, i));
+        keys.push_back(key + t.child_key(i));
       }
     }
     return;
@@ -217,9 +207,7 @@ void broadcast_specs(const SpecTree& specs, const TreeDef& value, const std::str
                            "pytree shard_map " +
                            what + " has a subtree of type";
   std::vector<TreeDef> children = value.children();
-  bool container = value.kind() == TreeDef::Kind::list || value.kind() == TreeDef::Kind::tuple ||
-                   value.kind() == TreeDef::Kind::dict || value.kind() == TreeDef::Kind::record;
-  if (!container)
+  if (!value.is_container())
     throw ValueError("[shard_map] " + where + "types at key path" + path +
                      "\n    tuple\nbut at the same key path the full pytree has a subtree of "
                      "different type\n    " +
@@ -231,8 +219,8 @@ void broadcast_specs(const SpecTree& specs, const TreeDef& value, const std::str
                      ", but the full pytree has a subtree of the same type but of length " +
                      std::to_string(children.size()) + ".");
   for (size_t i = 0; i < children.size(); ++i)
-    broadcast_specs(specs.children()[i], children[i], what, spec_key + child_key(value, i),
-                    leaf_key + child_key(value, i), out);
+    broadcast_specs(specs.children()[i], children[i], what, spec_key + value.child_key(i),
+                    leaf_key + value.child_key(i), out);
 }
 
 // The leaves' specs: against the value's tree when it is known, else one spec for all `n`

@@ -21,12 +21,15 @@ bool tags_balance(const std::string& xml) {
     std::string tag = xml.substr(pos + 1, end - pos - 1);
     pos = end + 1;
     if (tag.starts_with('?') || tag.starts_with('!') || tag.ends_with('/')) continue;
-    std::string name = tag.substr(tag.starts_with('/') ? 1 : 0, tag.find(' ') - 0);
-    if (tag.starts_with('/')) {
-      if (open.empty() || open.back() != name) return false;
-      open.pop_back();
+    bool closing = tag.starts_with('/');
+    std::string name = tag.substr(closing ? 1 : 0);
+    name = name.substr(0, name.find(' '));
+    if (!closing) {
+      open.push_back(name);
+    } else if (open.empty() || open.back() != name) {
+      return false;
     } else {
-      open.push_back(name.substr(0, name.find(' ')));
+      open.pop_back();
     }
   }
   return open.empty();

@@ -1,5 +1,6 @@
-# The two entry points: `make run` (install, build, run the tour) and `make test` (install, build,
-# run every test including the out-of-tree consumer project).
+# The two entry points: `make run` (install, build the program, run the tour and one epoch of
+# training) and `make test` (install, build, run every test including the out-of-tree consumer
+# project).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= $(CURDIR)/$(BUILD)/install
@@ -18,8 +19,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Builds only the program (not the tests), then shows it.
+run: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target spmd_cli
 	@$(BUILD)/src/cli/spmd tour
+	@$(BUILD)/src/cli/spmd train --mesh 4x2 --epochs 1 --out $(BUILD)/spmd-train
 
 install: build
 	@cmake --install $(BUILD) >/dev/null

@@ -1,4 +1,8 @@
-// The spmd command-line program. `spmd tour` shows what the library does today.
+// The spmd command-line program: `spmd tour` shows what the library does, `spmd train` trains
+// the seed's MLP on Fashion-MNIST, data parallel or data and tensor parallel.
+#include "cli/progress.h"
+#include "cli/train.h"
+
 #include <spmd/spmd.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <vector>
 
 namespace sp = spmd;
@@ -128,10 +133,56 @@ int main(int argc, char** argv) {
   auto* t = app.add_subcommand("tour", "Show what spmd does: arrays, random numbers, matmul");
   t->add_option("--matmul-size", size, "Side of the square matmul to time")
       ->check(CLI::Range(1, 16384));
+  sp::cli::TrainOptions train_options;
+  std::string mesh = "8";
+  std::string optimizer_names[] = {"sgd", "adam", "adamw"};
+  auto* tr = app.add_subcommand(
+      "train",
+      "Train the MLP 784-1024-1024-1024-10 on Fashion-MNIST; the last line is the test "
+      "accuracy");
+  tr->add_option("--mesh", mesh,
+                 "8: data parallel over 8 devices; 4x2: 4-way data and 2-way "
+                 "tensor parallel")
+      ->capture_default_str();
+  tr->add_option("--epochs", train_options.epochs, "Epochs to train")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tr->add_option("--batch", train_options.batch, "Examples per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tr->add_option("--lr", train_options.lr, "Learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tr->add_option("--optimizer", train_options.optimizer, "sgd, adam or adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember(optimizer_names));
+  tr->add_option("--seed", train_options.seed, "Seed of the initialisation and the data order")
+      ->capture_default_str();
+  tr->add_option("--out", train_options.out, "Directory of the checkpoints, history and plot")
+      ->capture_default_str();
+  tr->add_flag("--resume", train_options.resume,
+               "Continue from the last checkpoint in --out (same losses as an uninterrupted run)");
+  tr->add_option("--data", train_options.data_dir, "Directory of the Fashion-MNIST IDX files")
+      ->capture_default_str();
+  tr->add_option("--steps", train_options.max_steps,
+                 "Stop each epoch after this many steps (0: whole epochs)")
+      ->capture_default_str();
+  tr->add_flag("!--no-plot", train_options.plot, "Do not draw the curves at the end");
   CLI11_PARSE(app, argc, argv);
-  if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(8);
   try {
+    int devices = 8;
+    if (*tr) {
+      train_options.mesh = sp::cli::parse_mesh(mesh);
+      devices = std::max<int>(
+          devices,
+          int(train_options.mesh[0] * (train_options.mesh.size() > 1 ? train_options.mesh[1] : 1)));
+    }
+    if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(devices);
     if (*t) tour(size);
+    if (*tr) {
+      train_options.interactive = sp::cli::is_terminal(1);
+      sp::cli::train(train_options, std::cout);
+    }
   } catch (const sp::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,342 @@
+// `spmd train`: the seed's MLP on Fashion-MNIST. One jit'd step (value_and_grad of the
+// cross-entropy, the optimizer's update, apply_updates) runs where the parameters and the batch
+// live: on a 1-D mesh the batch is split over "batch" and the parameters are replicated (data
+// parallel); on a 2-D mesh the seed's tensor-parallel shardings split layers 1 and 2 over
+// "model" as well. Computation follows those shardings; the step holds no parallel code.
+#include "cli/train.h"
+
+#include "cli/plot.h"
+#include "cli/progress.h"
+
+#include <spmd/spmd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace spmd::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace sp = spmd;
+using sp::Array;
+using sp::P;
+using StateDict = sp::nn::StateDict;
+
+const std::vector<int64_t> kLayerSizes = {784, 1024, 1024, 1024, 10};
+// Checkpoint metadata that must match for --resume (the mesh may change: the checkpoint holds
+// whole values, placed anew).
+const std::vector<std::string> kResumeKeys = {"seed", "batch", "optimizer", "lr"};
+
+// The seed's Model, with the ReLU between layers only: the last layer's outputs are the logits
+// of the cross-entropy.
+class Mlp : public sp::nn::Module {
+ public:
+  Mlp(const std::vector<int64_t>& sizes, const Array& key) {
+    Array keys = sp::random::split(key, int64_t(sizes.size()) - 1);
+    for (size_t i = 0; i + 1 < sizes.size(); ++i)
+      layers_->push_back(sp::nn::Linear(sizes[i], sizes[i + 1], keys[int64_t(i)]));
+    register_module("layers", layers_);
+  }
+
+  Array forward(const Array& input) const override {
+    Array x = input;
+    for (size_t i = 0; i < layers_->size(); ++i) {
+      x = (*layers_)[i](x);
+      if (i + 1 < layers_->size()) x = sp::maximum(x, 0);
+    }
+    return x;
+  }
+
+ private:
+  sp::nn::ModuleList layers_;
+};
+
+std::string mesh_text(const std::vector<int64_t>& mesh) {
+  std::string out;
+  for (int64_t n : mesh) out += (out.empty() ? "" : "x") + std::to_string(n);
+  return out;
+}
+
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// Where each parameter lives: replicated on a 1-D mesh; on "batch" x "model", the seed's
+// column-parallel layer 1 (weight and bias split over "model") and row-parallel layer 2.
+sp::NamedSharding parameter_sharding(const sp::Mesh& mesh, const std::string& name) {
+  if (mesh.axis_names().size() == 2) {
+    if (name == "layers.1.weight" || name == "layers.1.bias")
+      return sp::NamedSharding(mesh, P("model"));
+    if (name == "layers.2.weight") return sp::NamedSharding(mesh, P(sp::None, "model"));
+  }
+  return sp::NamedSharding(mesh, P());
+}
+
+StateDict place_parameters(const StateDict& params, const sp::Mesh& mesh) {
+  StateDict out;
+  for (const auto& [name, value] : params)
+    out.insert(name, sp::device_put(value, parameter_sharding(mesh, name)));
+  return out;
+}
+
+sp::optim::Optimizer make_optimizer(const TrainOptions& o) {
+  if (o.optimizer == "sgd") return sp::optim::sgd(o.lr);
+  if (o.optimizer == "adam") return sp::optim::adam(o.lr);
+  if (o.optimizer == "adamw") return sp::optim::adamw(o.lr);
+  throw sp::ValueError("[spmd train] --optimizer must be sgd, adam or adamw, got '" + o.optimizer +
+                       "'");
+}
+
+std::map<std::string, std::string> run_metadata(const TrainOptions& o, int epochs_done) {
+  return {{"format", "spmd-train-1"},       {"epoch", std::to_string(epochs_done)},
+          {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
+          {"optimizer", o.optimizer},       {"lr", number_text(o.lr)},
+          {"mesh", mesh_text(o.mesh)},      {"layers", "784-1024-1024-1024-10"}};
+}
+
+// ---- history: every step's loss and each epoch's results, kept beside the checkpoints ------
+
+void save_history(const fs::path& path, const TrainHistory& h) {
+  std::ofstream f(path);
+  f << std::setprecision(9);
+  for (size_t i = 0; i < h.step_loss.size(); ++i)
+    f << "step " << h.step_epoch[i] << " " << h.step_loss[i] << "\n";
+  for (size_t i = 0; i < h.test_loss.size(); ++i)
+    f << "epoch " << h.epoch_seconds[i] << " " << h.test_loss[i] << " " << h.test_accuracy[i]
+      << "\n";
+  if (!f) throw sp::IOError("[spmd train] cannot write " + path.string());
+}
+
+TrainHistory load_history(const fs::path& path) {
+  TrainHistory h;
+  std::ifstream f(path);
+  std::string kind;
+  while (f >> kind) {
+    double a = 0, b = 0, c = 0;
+    if (kind == "step" && f >> a >> b) {
+      h.step_epoch.push_back(a);
+      h.step_loss.push_back(b);
+    } else if (kind == "epoch" && f >> a >> b >> c) {
+      h.epoch_seconds.push_back(a);
+      h.test_loss.push_back(b);
+      h.test_accuracy.push_back(c);
+    } else {
+      throw sp::IOError("[spmd train] --resume: " + path.string() + " is damaged");
+    }
+  }
+  return h;
+}
+
+// ---- checkpoints --------------------------------------------------------------------------
+
+struct Checkpoint {
+  StateDict params;
+  sp::optim::State state;
+  int epochs_done = 0;
+};
+
+// The parameters under their state_dict names and the optimizer state under "optimizer.", as
+// .safetensors (readable by Python's safetensors and torch) and .npz. Written to a temporary
+// file first, so that an interrupted save leaves the previous checkpoint whole.
+void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::optim::Optimizer& opt,
+                     const sp::optim::State& state,
+                     const std::map<std::string, std::string>& metadata) {
+  sp::NamedArrays tensors;
+  std::map<std::string, Array> npz;
+  for (const auto& [name, value] : params) tensors.emplace_back(name, value);
+  for (const auto& [name, value] : opt.named_state(state, params))
+    tensors.emplace_back("optimizer." + name, value);
+  for (const auto& [name, value] : tensors) npz.emplace(name, value);
+  fs::path st = dir / "checkpoint.safetensors", z = dir / "checkpoint.npz";
+  sp::save_safetensors(st.string() + ".tmp", tensors, metadata);
+  sp::save_npz(z.string() + ".tmp.npz", npz);
+  fs::rename(st.string() + ".tmp", st);
+  fs::rename(z.string() + ".tmp.npz", z);
+}
+
+Checkpoint load_checkpoint(const fs::path& dir, const TrainOptions& o, const StateDict& init,
+                           const sp::optim::Optimizer& opt) {
+  fs::path st = dir / "checkpoint.safetensors";
+  if (!fs::exists(st))
+    throw sp::IOError("[spmd train] --resume: no checkpoint in " + dir.string() +
+                      " (expected checkpoint.safetensors)");
+  std::map<std::string, std::string> meta = sp::load_safetensors_metadata(st.string());
+  std::map<std::string, std::string> want = run_metadata(o, 0);
+  for (const std::string& k : kResumeKeys)
+    if (meta[k] != want[k])
+      throw sp::ValueError("[spmd train] --resume: the checkpoint in " + dir.string() +
+                           " was written with --" + k + " " + meta[k] + ", this run has --" + k +
+                           " " + want[k]);
+  Checkpoint c;
+  std::map<std::string, Array> saved;
+  for (auto& [name, value] : sp::load_safetensors(st.string())) saved.emplace(name, value);
+  sp::nn::StateDict opt_named;
+  for (const auto& [name, value] : init) c.params.insert(name, saved.at(name));
+  for (const auto& [name, value] : saved)
+    if (name.starts_with("optimizer.")) opt_named.insert(name.substr(10), value);
+  c.state = opt.state_from_named(opt_named, c.params);
+  c.epochs_done = std::stoi(meta["epoch"]);
+  return c;
+}
+
+// ---- plots ----------------------------------------------------------------------------------
+
+std::vector<Panel> panels_of(const TrainHistory& h) {
+  std::vector<double> epochs;
+  for (size_t i = 0; i < h.test_loss.size(); ++i) epochs.push_back(double(i + 1));
+  Panel loss{.title = "loss", .x_label = "epoch", .y_label = "cross-entropy", .series = {}};
+  loss.series.push_back({.name = "train", .x = h.step_epoch, .y = h.step_loss});
+  loss.series.push_back({.name = "test", .x = epochs, .y = h.test_loss, .markers = true});
+  Panel acc{.title = "accuracy", .x_label = "epoch", .y_label = "test accuracy", .series = {}};
+  acc.series.push_back({.name = "test", .x = epochs, .y = h.test_accuracy, .markers = true});
+  return {loss, acc};
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_mesh(const std::string& text) {
+  std::vector<int64_t> out;
+  std::string_view rest = text;
+  while (true) {
+    size_t x = rest.find('x');
+    std::string_view part = rest.substr(0, x);
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || n < 1)
+      throw sp::ValueError(
+          "[spmd train] --mesh must be N (data parallel) or BxM (data x model "
+          "parallel) with positive integers, got '" +
+          text + "'");
+    out.push_back(n);
+    if (x == std::string_view::npos) break;
+    rest = rest.substr(x + 1);
+  }
+  if (out.size() > 2)
+    throw sp::ValueError("[spmd train] --mesh has at most two axes (batch x model), got '" + text +
+                         "'");
+  return out;
+}
+
+TrainHistory train(const TrainOptions& o, std::ostream& out) {
+  if (o.epochs < 1 || o.batch < 1 || !(o.lr > 0))
+    throw sp::ValueError("[spmd train] --epochs and --batch must be positive and --lr above 0");
+  std::vector<std::string> names = {"batch"};
+  if (o.mesh.size() == 2) names.push_back("model");
+  sp::Mesh mesh = sp::make_mesh(o.mesh, names);
+  sp::NamedSharding batch_sharding(mesh, P("batch"));
+  sp::optim::Optimizer opt = make_optimizer(o);
+
+  sp::data::Dataset train_set = sp::data::load_fashion_mnist("train", o.data_dir);
+  sp::data::Dataset test_set = sp::data::load_fashion_mnist("test", o.data_dir);
+  if (o.batch % o.mesh[0] != 0)
+    throw sp::ValueError("[spmd train] --batch " + std::to_string(o.batch) +
+                         " must be a multiple of the mesh's batch axis (" +
+                         std::to_string(o.mesh[0]) + ")");
+
+  Array keys = sp::random::split(sp::random::key(o.seed));
+  Array model_key = keys[0], data_key = keys[1];
+  Mlp model(kLayerSizes, model_key);
+  StateDict params = place_parameters(model.state_dict(), mesh);
+  sp::optim::State state = opt.init(params);
+
+  fs::path dir = o.out;
+  fs::create_directories(dir);
+  TrainHistory history;
+  int first_epoch = 0;
+  if (o.resume) {
+    Checkpoint c = load_checkpoint(dir, o, params, opt);
+    params = place_parameters(c.params, mesh);
+    state = opt.init(params);
+    state = opt.state_from_named(opt.named_state(c.state, c.params), params);
+    first_epoch = c.epochs_done;
+    history = load_history(dir / "history.txt");
+    history.step_loss.resize(std::min(history.step_loss.size(), history.step_epoch.size()));
+    out << "resuming after epoch " << first_epoch << " from " << dir.string() << "\n";
+  }
+
+  auto loss_fn = [&model](const StateDict& p, const Array& x, const Array& y) {
+    return sp::nn::cross_entropy(sp::nn::functional_call(model, p, x), y);
+  };
+  auto step =
+      sp::jit([&](const StateDict& p, const sp::optim::State& s, const Array& x, const Array& y) {
+        auto [loss, grads] = sp::value_and_grad(loss_fn)(p, x, y);
+        auto [updates, next] = opt.update(grads, s, p);
+        return std::tuple{sp::optim::apply_updates(p, updates), next, loss};
+      });
+  auto evaluate = sp::jit([&](const StateDict& p, const Array& x, const Array& y) {
+    Array logits = sp::nn::functional_call(model, p, x);
+    return std::pair{sp::nn::cross_entropy(logits, y), sp::nn::accuracy(logits, y)};
+  });
+  Array test_x = sp::device_put(test_set.images, batch_sharding);
+  Array test_y = sp::device_put(test_set.labels, batch_sharding);
+
+  out << "training the MLP 784-1024-1024-1024-10 on Fashion-MNIST (" << train_set.size()
+      << " train, " << test_set.size() << " test images) on a " << mesh_text(o.mesh) << " mesh "
+      << (o.mesh.size() == 2 ? "(data x tensor parallel)" : "(data parallel)") << ", batch "
+      << o.batch << ", " << o.optimizer << " lr " << number_text(o.lr) << "\n";
+
+  for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    sp::data::Batches batches(train_set, o.batch, data_key, uint32_t(epoch));
+    int64_t steps = batches.num_batches();
+    if (o.max_steps > 0) steps = std::min(steps, o.max_steps);
+    ProgressBar bar(
+        out,
+        {.epoch = epoch + 1, .num_epochs = o.epochs, .steps = steps, .interactive = o.interactive});
+    double start = steady_seconds();
+    // The loss of step i is read after step i + 1 is launched, so the host prepares the next
+    // batch while the devices work.
+    Array pending;
+    auto record = [&](const Array& loss, int64_t i) {
+      double value = loss.item<float>();
+      history.step_loss.push_back(value);
+      history.step_epoch.push_back(epoch + double(i + 1) / double(steps));
+      bar.update(value, o.batch);
+    };
+    for (int64_t i = 0; i < steps; ++i) {
+      auto [x, y] = batches[i];
+      Array loss;
+      std::tie(params, state, loss) =
+          step(params, state, sp::device_put(x, batch_sharding), sp::device_put(y, batch_sharding));
+      if (i > 0) record(pending, i - 1);
+      pending = loss;
+    }
+    record(pending, steps - 1);
+    history.epoch_seconds.push_back(steady_seconds() - start);
+    auto [test_loss, test_acc] = evaluate(params, test_x, test_y);
+    history.test_loss.push_back(test_loss.item<float>());
+    history.test_accuracy.push_back(test_acc.item<float>());
+    std::ostringstream extra;
+    extra << std::fixed << std::setprecision(4) << "  test loss " << history.test_loss.back()
+          << "  accuracy " << history.test_accuracy.back();
+    bar.finish(extra.str());
+    save_checkpoint(dir, params, opt, state, run_metadata(o, epoch + 1));
+    save_history(dir / "history.txt", history);
+  }
+
+  std::vector<Panel> panels = panels_of(history);
+  write_svg((dir / "training.svg").string(), panels, "spmd train: MLP on Fashion-MNIST");
+  if (o.plot) {
+    TextPlotOptions text{.charset = o.interactive ? Charset::automatic : Charset::ascii,
+                         .color = o.interactive};
+    for (const Panel& p : panels) out << "\n" << to_text(p, text);
+  }
+  out << "\ncheckpoint, history and plot (training.svg) in " << dir.string() << "\n";
+  out << "test accuracy " << std::fixed << std::setprecision(4)
+      << (history.test_accuracy.empty() ? 0.0 : history.test_accuracy.back()) << "\n";
+  return history;
+}
+
+}  // namespace spmd::cli

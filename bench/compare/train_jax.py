@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--optimizer", default="adam")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--schedule", default="constant", help="constant or cosine (to 0 at the end)")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: all)")
     args = ap.parse_args()
     shape = [int(s) for s in args.mesh.split("x")]
@@ -87,8 +88,15 @@ def main():
         logits = forward(params, x)
         return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
-    opt = {"sgd": optax.sgd(args.lr), "adam": optax.adam(args.lr),
-           "adamw": optax.adamw(args.lr)}[args.optimizer]
+    train_x, train_y = load("train")
+    test_x, test_y = load("test")
+    n = len(train_x)
+    steps = n // args.batch
+    lr = args.lr
+    if args.schedule == "cosine":
+        lr = optax.cosine_decay_schedule(args.lr, args.epochs * steps)
+    opt = {"sgd": optax.sgd(lr), "adam": optax.adam(lr),
+           "adamw": optax.adamw(lr)}[args.optimizer]
     opt_state = opt.init(params)
 
     @jax.jit
@@ -103,11 +111,7 @@ def main():
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
         return loss, jnp.mean(jnp.argmax(logits, -1) == y)
 
-    train_x, train_y = load("train")
-    test_x, test_y = load("test")
     batch_sharding = NamedSharding(mesh, P("batch"))
-    n = len(train_x)
-    steps = n // args.batch
     first = []
     for epoch in range(args.epochs):
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(k_data, epoch), n))

@@ -1,0 +1,187 @@
+// `spmd train` on Fashion-MNIST: its first losses equal JAX + optax's for the same
+// initialisation, data order and optimizer; the three meshes (one device, 8-way data parallel,
+// 4x2 data and tensor parallel) agree; a resumed run continues exactly; checkpoints, history and
+// the plot are written; bad options and a missing data set raise clear errors.
+#include "cli/train.h"
+
+#include "support/support.h"
+
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace sp = spmd;
+namespace fs = std::filesystem;
+using sp::cli::TrainHistory;
+using sp::cli::TrainOptions;
+
+namespace {
+
+bool have_data() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("spmd_train_test_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+TrainOptions quick(std::vector<int64_t> mesh, const std::string& name, int64_t steps) {
+  TrainOptions o;
+  o.mesh = std::move(mesh);
+  o.epochs = 1;
+  o.batch = 256;
+  o.max_steps = steps;
+  o.out = temp_dir(name).string();
+  o.plot = false;
+  return o;
+}
+
+TrainHistory run(const TrainOptions& o, std::string* text = nullptr) {
+  std::ostringstream out;
+  TrainHistory h = sp::cli::train(o, out);
+  if (text) *text = out.str();
+  return h;
+}
+
+// "adam 256: 2.30 2.21 ..." from tests/goldens/train/first_losses.txt.
+std::vector<double> jax_losses(const std::string& key) {
+  std::istringstream in(sp::test::golden_text("train/first_losses.txt"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with(key + ":")) continue;
+    std::istringstream values(line.substr(key.size() + 1));
+    std::vector<double> out;
+    for (double v; values >> v;) out.push_back(v);
+    return out;
+  }
+  ADD_FAILURE() << "no " << key << " in the golden";
+  return {};
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], rtol * std::abs(want[i])) << what << ", step " << i;
+}
+
+TEST(TrainMesh, ParsesOneAndTwoAxes) {
+  EXPECT_EQ(sp::cli::parse_mesh("8"), (std::vector<int64_t>{8}));
+  EXPECT_EQ(sp::cli::parse_mesh("4x2"), (std::vector<int64_t>{4, 2}));
+  for (const char* bad : {"", "x", "4x", "0", "4x2x1", "-2", "4 x2", "8a"}) {
+    try {
+      sp::cli::parse_mesh(bad);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const sp::ValueError& e) {
+      EXPECT_TRUE(std::string(e.what()).starts_with("[spmd train] --mesh")) << e.what();
+    }
+  }
+}
+
+TEST(Train, FirstLossesMatchJaxAndOptax) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const char* optimizer : {"adam", "sgd"}) {
+    TrainOptions o = quick({1}, std::string("jax_") + optimizer, 10);
+    o.optimizer = optimizer;
+    TrainHistory h = run(o);
+    expect_close(h.step_loss, jax_losses(std::string(optimizer) + " 256"), 1e-4, optimizer);
+  }
+}
+
+TEST(Train, MeshesAgreeUpToReassociation) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainHistory one = run(quick({1}, "one", 20));
+  TrainHistory data = run(quick({8}, "data", 20));
+  TrainHistory tensor = run(quick({4, 2}, "tensor", 20));
+  expect_close(data.step_loss, one.step_loss, 1e-4, "--mesh 8 vs one device");
+  expect_close(tensor.step_loss, one.step_loss, 1e-4, "--mesh 4x2 vs one device");
+  EXPECT_NEAR(tensor.test_accuracy.at(0), one.test_accuracy.at(0), 2e-3);
+}
+
+TEST(Train, WritesCheckpointsHistoryAndPlotAndEndsWithTheAccuracy) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainOptions o = quick({4, 2}, "files", 3);
+  o.plot = true;
+  std::string text;
+  TrainHistory h = run(o, &text);
+  fs::path dir = o.out;
+  for (const char* f : {"checkpoint.safetensors", "checkpoint.npz", "history.txt", "training.svg"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  std::string last = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  EXPECT_TRUE(std::regex_match(last, std::regex("test accuracy 0\\.\\d{4}\n"))) << last;
+  // The checkpoint holds the state_dict under torch's names, sharded ones whole.
+  sp::NamedArrays saved = sp::load_safetensors((dir / "checkpoint.safetensors").string());
+  std::map<std::string, sp::Array> by_name(saved.begin(), saved.end());
+  ASSERT_TRUE(by_name.contains("layers.1.weight"));
+  EXPECT_EQ(by_name.at("layers.1.weight").shape(), (sp::Shape{1024, 1024}));
+  EXPECT_EQ(by_name.at("layers.3.bias").shape(), (sp::Shape{10}));
+  EXPECT_EQ(sp::load_safetensors_metadata((dir / "checkpoint.safetensors").string()).at("epoch"),
+            "1");
+  EXPECT_EQ(h.step_loss.size(), 3u);
+}
+
+TEST(Train, ResumedRunContinuesExactly) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainOptions whole = quick({8}, "whole", 4);
+  whole.epochs = 2;
+  TrainHistory expected = run(whole);
+
+  TrainOptions first = quick({8}, "resumed", 4);
+  run(first);
+  TrainOptions rest = first;
+  rest.epochs = 2;
+  rest.resume = true;
+  std::string text;
+  TrainHistory resumed = run(rest, &text);
+  EXPECT_NE(text.find("resuming after epoch 1"), std::string::npos) << text;
+  EXPECT_EQ(resumed.step_loss, expected.step_loss);
+  EXPECT_EQ(resumed.test_accuracy, expected.test_accuracy);
+}
+
+TEST(Train, ResumeRefusesADifferentRun) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainOptions o = quick({8}, "refuse", 1);
+  run(o);
+  o.optimizer = "sgd";
+  o.resume = true;
+  try {
+    run(o);
+    FAIL() << "expected an error";
+  } catch (const sp::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("written with --optimizer adam, this run has --optimizer "
+                                         "sgd"),
+              std::string::npos)
+        << e.what();
+  }
+  TrainOptions none = quick({8}, "none", 1);
+  none.resume = true;
+  EXPECT_THROW(run(none), sp::IOError);
+}
+
+TEST(Train, BadOptionsAndMissingDataAreClearErrors) {
+  if (have_data()) {
+    TrainOptions o = quick({8}, "bad", 1);
+    o.batch = 12;  // not a multiple of the 8 devices of the batch axis
+    EXPECT_THROW(run(o), sp::ValueError);
+  }
+  TrainOptions missing = quick({8}, "missing", 1);
+  missing.data_dir = temp_dir("no_data").string();
+  try {
+    run(missing);
+    FAIL() << "expected an error";
+  } catch (const sp::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dataset-fashion-mnist"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 
 #include <spmd/array.h>
 #include <spmd/config.h>
+#include <spmd/data.h>
 #include <spmd/debug.h>
 #include <spmd/device.h>
 #include <spmd/dtype.h>

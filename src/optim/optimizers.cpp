@@ -80,6 +80,13 @@ class Sgd final : public Core {
   bool nesterov_;
 };
 
+// A moment divided by its bias correction elementwise. optax divides inside a jit over the whole
+// tree, where XLA keeps a true division when the correction is shared by several leaves (the
+// usual case) rather than multiplying by its reciprocal as it does for a single divisor.
+Array bias_corrected(const Array& moment, const Array& correction) {
+  return moment / broadcast_to(correction, moment.shape());
+}
+
 // optax.adam and optax.adamw: scale_by_adam, add_decayed_weights when weight_decay != 0, then
 // scale_by_learning_rate.
 class Adam final : public Core {
@@ -100,16 +107,15 @@ class Adam final : public Core {
     const Array count = state[0];
     const Array max_count = full(Shape{}, std::numeric_limits<int32_t>::max(), int32);
     Array next_count = where(less(count, max_count), count + Array(1), max_count);
-    // optax divides by the bias corrections inside a jit, where XLA turns a division by a
-    // broadcast scalar into a multiplication by its reciprocal; so do we, to agree bit for bit.
-    Array inverse1 = Array(1) / (Array(1) - power(Array(b1_), next_count));
-    Array inverse2 = Array(1) / (Array(1) - power(Array(b2_), next_count));
+    Array correction1 = Array(1) - power(Array(b1_), next_count);
+    Array correction2 = Array(1) - power(Array(b2_), next_count);
     std::vector<Array> updates, next_mu, next_nu;
     for (size_t i = 0; i < n; ++i) {
       const Array& g = grads[i];
       Array mu = Array(1 - b1_) * g + Array(b1_) * state[1 + i];
       Array nu = Array(1 - b2_) * (g * g) + Array(b2_) * state[1 + n + i];
-      Array u = (mu * inverse1) / (sqrt(nu * inverse2) + Array(eps_));
+      Array u =
+          bias_corrected(mu, correction1) / (sqrt(bias_corrected(nu, correction2)) + Array(eps_));
       if (weight_decay_ != 0) u = u + Array(weight_decay_) * params[i];
       updates.push_back(Array(-lr_) * u);
       next_mu.push_back(mu);

@@ -1,7 +1,7 @@
 // sp::optim against optax: every configuration recorded by tools/goldens/gen_optim.py runs its
 // five steps from the recorded grads, eagerly, under jit and on params sharded over a 4x2 mesh,
-// and the params and state after each step must match optax's. Also: state names and their
-// round trip through named tensors, moments placed like their params, and the errors.
+// and the params and state after each step must equal optax's bit for bit. Also: state names and
+// their round trip through named tensors, moments placed like their params, and the errors.
 #include <spmd/optim.h>
 #include <spmd/spmd.h>
 
@@ -22,7 +22,6 @@
 namespace sp = spmd;
 namespace optim = spmd::optim;
 using sp::P;
-using spmd_test::arrays_close;
 using spmd_test::error_message;
 
 namespace {
@@ -88,11 +87,12 @@ std::vector<Case> cases() {
           {"adamw_decay", optim::adamw(0.05, 0.9, 0.999, 1e-8, 0.5)}};
 }
 
-// Same names in the same order, each leaf within float32 rounding of optax's.
-void expect_tree_close(const Params& actual, const Params& expected, const std::string& what) {
+// Same names in the same order and bit-identical leaves: the arithmetic follows optax's (and
+// XLA's) float32 operations one for one.
+void expect_tree_equal(const Params& actual, const Params& expected, const std::string& what) {
   ASSERT_EQ(actual.keys(), expected.keys()) << what;
   for (const auto& [name, x] : expected)
-    EXPECT_TRUE(arrays_close(actual.at(name), x, 1e-6, 1e-7)) << what << " " << name;
+    EXPECT_TRUE(spmd_test::arrays_equal(actual.at(name), x)) << what << " " << name;
 }
 
 using Step = std::function<std::pair<Params, optim::State>(
@@ -122,12 +122,12 @@ void run_case(const Case& c, const Step& step, const std::function<Params(Params
   ASSERT_EQ(blocks.size(), 6u) << c.name;
   Params params = place(blocks[0].at("params"));
   optim::State state = c.opt.init(params);
-  expect_tree_close(state, blocks[0]["state"], c.name + " init");
+  expect_tree_equal(state, blocks[0]["state"], c.name + " init");
   for (size_t k = 1; k < blocks.size(); ++k) {
     std::tie(params, state) = step(params, state, place(blocks[k].at("grads")));
     const std::string what = c.name + " step " + std::to_string(k);
-    expect_tree_close(params, blocks[k].at("params"), what + " params");
-    expect_tree_close(state, blocks[k]["state"], what + " state");
+    expect_tree_equal(params, blocks[k].at("params"), what + " params");
+    expect_tree_equal(state, blocks[k]["state"], what + " state");
   }
 }
 

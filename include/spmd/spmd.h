@@ -11,6 +11,7 @@
 #include <spmd/io.h>
 #include <spmd/lax.h>
 #include <spmd/ops.h>
+#include <spmd/optim.h>
 #include <spmd/parallel.h>
 #include <spmd/random.h>
 #include <spmd/placement.h>

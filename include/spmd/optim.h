@@ -15,9 +15,11 @@
 #include <spmd/ordered_dict.h>
 #include <spmd/tree.h>
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -111,19 +113,51 @@ class Optimizer {
   std::shared_ptr<const optim_detail::Core> core_;
 };
 
+// A learning rate that changes with the step (an optax schedule): the int32 0-d step count,
+// counted from 0, to a 0-d float value.
+using Schedule = std::function<Array(const Array& count)>;
+
+// optax.cosine_decay_schedule: init_value * ((1 - alpha) * c^exponent + alpha) with
+// c = (1 + cos(pi * min(count, decay_steps) / decay_steps)) / 2, so the rate falls from
+// init_value to alpha * init_value over decay_steps steps and stays there. Raises ValueError
+// for decay_steps < 1.
+Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double alpha = 0,
+                               double exponent = 1);
+
+// An optimizer's learning rate: a constant or a Schedule. With a schedule the state gains the
+// count optax's scale_by_schedule keeps, named "<k>.count" after the chain's other k parts
+// (adam: "1.count", adamw: "2.count", sgd: "1.count").
+class LearningRate {
+ public:
+  LearningRate(double value) : value_(value) {}
+  LearningRate(Schedule schedule) : schedule_(std::move(schedule)) {}
+  template <class F>
+  requires(std::is_invocable_r_v<Array, F, const Array&> && !std::is_arithmetic_v<F>)
+      LearningRate(F schedule)
+      : schedule_(std::move(schedule)) {}
+
+  bool scheduled() const { return bool(schedule_); }
+  double value() const { return value_; }  // the constant; 0 when scheduled
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  double value_ = 0;
+  Schedule schedule_;
+};
+
 // optax.sgd: updates = -learning_rate * g, or with momentum (optax's trace, state
 // "0.trace.<param>") t = g + momentum * t and updates = -learning_rate * t, or with nesterov
 // -learning_rate * (g + momentum * t). momentum 0 keeps no state (optax's momentum=None).
 // Raises ValueError for a negative or non-finite learning rate or momentum, and for nesterov
 // without momentum.
-Optimizer sgd(double learning_rate, double momentum = 0, bool nesterov = false);
+Optimizer sgd(LearningRate learning_rate, double momentum = 0, bool nesterov = false);
 // optax.adam: bias-corrected first and second moments ("0.count", "0.mu.<param>",
 // "0.nu.<param>"); updates = -learning_rate * mu_hat / (sqrt(nu_hat) + eps). Raises ValueError
 // for a negative learning rate or eps, or b1 or b2 outside [0, 1).
-Optimizer adam(double learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8);
+Optimizer adam(LearningRate learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8);
 // optax.adamw: adam's direction plus weight_decay * params, all scaled by -learning_rate (the
 // decay is multiplied by the learning rate, as in optax and PyTorch). Same state as adam.
-Optimizer adamw(double learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
+Optimizer adamw(LearningRate learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
                 double weight_decay = 1e-4);
 
 // optax.apply_updates: params + updates leaf by leaf, each result cast to its param's dtype.

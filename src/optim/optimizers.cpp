@@ -26,9 +26,47 @@ void require(bool ok, const char* api, const std::string& what, double got) {
   throw ValueError(text.str());
 }
 
-void require_learning_rate(const char* api, double lr) {
-  require(std::isfinite(lr) && lr >= 0, api, "learning_rate must be finite and >= 0", lr);
+void require_learning_rate(const char* api, const LearningRate& lr) {
+  if (lr.scheduled()) return;
+  require(std::isfinite(lr.value()) && lr.value() >= 0, api,
+          "learning_rate must be finite and >= 0", lr.value());
 }
+
+// optax's numerics.safe_increment: the count stops at int32's maximum instead of wrapping.
+Array safe_increment(const Array& count) {
+  const Array max_count = full(Shape{}, std::numeric_limits<int32_t>::max(), int32);
+  return where(less(count, max_count), count + Array(1), max_count);
+}
+
+// optax's scale_by_learning_rate, the last link of every chain here: a constant rate scales by
+// -lr (a weakly typed scalar); a schedule is scale_by_schedule, which keeps its own count (the
+// state's last leaf) and scales by -schedule(count) in the updates' dtype.
+class LearningRateScale {
+ public:
+  // `position`: the link's index in optax's chain, which names its state.
+  LearningRateScale(LearningRate lr, int position) : lr_(std::move(lr)), position_(position) {}
+
+  void add_slot(std::vector<Core::Slot>& slots) const {
+    if (lr_.scheduled()) slots.push_back({std::to_string(position_) + ".count", -1});
+  }
+
+  // Scales `updates` in place; appends the schedule's next count to `next`.
+  void apply(std::vector<Array>& updates, std::span<const Array> state,
+             std::vector<Array>& next) const {
+    if (!lr_.scheduled()) {
+      for (Array& u : updates) u = Array(-lr_.value()) * u;
+      return;
+    }
+    const Array& count = state.back();
+    Array step_size = Array(-1) * lr_.schedule()(count);
+    for (Array& u : updates) u = step_size.astype(u.dtype()) * u;
+    next.push_back(safe_increment(count));
+  }
+
+ private:
+  LearningRate lr_;
+  int position_;
+};
 
 void require_decay_rate(const char* api, const char* name, double b) {
   require(b >= 0 && b < 1, api, std::string(name) + " must be in [0, 1)", b);
@@ -50,13 +88,15 @@ std::vector<Core::Slot> moment_slots(bool counted, std::initializer_list<const c
 // optax.sgd: an optional trace (momentum), then scale_by_learning_rate.
 class Sgd final : public Core {
  public:
-  Sgd(double lr, double momentum, bool nesterov)
-      : lr_(lr), momentum_(momentum), nesterov_(nesterov) {}
+  Sgd(LearningRate lr, double momentum, bool nesterov)
+      : scale_(std::move(lr), 1), momentum_(momentum), nesterov_(nesterov) {}
 
  protected:
   std::vector<Slot> layout(const std::vector<std::string>& names) const override {
-    if (momentum_ == 0) return {};
-    return moment_slots(false, {"trace"}, names);
+    std::vector<Slot> slots;
+    if (momentum_ != 0) slots = moment_slots(false, {"trace"}, names);
+    scale_.add_slot(slots);
+    return slots;
   }
 
   std::pair<std::vector<Array>, std::vector<Array>> step(std::span<const Array> grads,
@@ -70,13 +110,15 @@ class Sgd final : public Core {
         u = nesterov_ ? grads[i] + Array(momentum_) * trace : trace;
         next.push_back(trace);
       }
-      updates.push_back(Array(-lr_) * u);
+      updates.push_back(u);
     }
+    scale_.apply(updates, state, next);
     return {std::move(updates), std::move(next)};
   }
 
  private:
-  double lr_, momentum_;
+  LearningRateScale scale_;
+  double momentum_;
   bool nesterov_;
 };
 
@@ -91,22 +133,26 @@ Array bias_corrected(const Array& moment, const Array& correction) {
 // scale_by_learning_rate.
 class Adam final : public Core {
  public:
-  Adam(double lr, double b1, double b2, double eps, double weight_decay)
-      : lr_(lr), b1_(b1), b2_(b2), eps_(eps), weight_decay_(weight_decay) {}
+  // `adamw`: optax's adamw chain, whose add_decayed_weights link comes before the rate's.
+  Adam(LearningRate lr, double b1, double b2, double eps, double weight_decay, bool adamw)
+      : scale_(std::move(lr), adamw ? 2 : 1),
+        b1_(b1),
+        b2_(b2),
+        eps_(eps),
+        weight_decay_(weight_decay) {}
 
  protected:
   std::vector<Slot> layout(const std::vector<std::string>& names) const override {
-    return moment_slots(true, {"mu", "nu"}, names);
+    std::vector<Slot> slots = moment_slots(true, {"mu", "nu"}, names);
+    scale_.add_slot(slots);
+    return slots;
   }
 
   std::pair<std::vector<Array>, std::vector<Array>> step(
       std::span<const Array> grads, std::span<const Array> state,
       std::span<const Array> params) const override {
     const size_t n = grads.size();
-    // optax's safe_increment: the count stops at int32's maximum instead of wrapping.
-    const Array count = state[0];
-    const Array max_count = full(Shape{}, std::numeric_limits<int32_t>::max(), int32);
-    Array next_count = where(less(count, max_count), count + Array(1), max_count);
+    Array next_count = safe_increment(state[0]);
     Array correction1 = Array(1) - power(Array(b1_), next_count);
     Array correction2 = Array(1) - power(Array(b2_), next_count);
     std::vector<Array> updates, next_mu, next_nu;
@@ -117,21 +163,23 @@ class Adam final : public Core {
       Array u =
           bias_corrected(mu, correction1) / (sqrt(bias_corrected(nu, correction2)) + Array(eps_));
       if (weight_decay_ != 0) u = u + Array(weight_decay_) * params[i];
-      updates.push_back(Array(-lr_) * u);
+      updates.push_back(u);
       next_mu.push_back(mu);
       next_nu.push_back(nu);
     }
     std::vector<Array> next{next_count};
     next.insert(next.end(), next_mu.begin(), next_mu.end());
     next.insert(next.end(), next_nu.begin(), next_nu.end());
+    scale_.apply(updates, state, next);
     return {std::move(updates), std::move(next)};
   }
 
  private:
-  double lr_, b1_, b2_, eps_, weight_decay_;
+  LearningRateScale scale_;
+  double b1_, b2_, eps_, weight_decay_;
 };
 
-void require_adam(const char* api, double lr, double b1, double b2, double eps) {
+void require_adam(const char* api, const LearningRate& lr, double b1, double b2, double eps) {
   require_learning_rate(api, lr);
   require_decay_rate(api, "b1", b1);
   require_decay_rate(api, "b2", b2);
@@ -140,25 +188,39 @@ void require_adam(const char* api, double lr, double b1, double b2, double eps) 
 
 }  // namespace
 
-Optimizer sgd(double learning_rate, double momentum, bool nesterov) {
+Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double alpha,
+                               double exponent) {
+  if (decay_steps < 1)
+    throw ValueError("[optim.cosine_decay_schedule] requires positive decay_steps, got " +
+                     std::to_string(decay_steps));
+  return [=](const Array& count) {
+    Array c = minimum(count.astype(float32), Array(double(decay_steps)));
+    Array cosine = Array(0.5) * (Array(1) + cos(Array(M_PI) * c / Array(double(decay_steps))));
+    Array decayed = Array(1 - alpha) * power(cosine, Array(exponent)) + Array(alpha);
+    return Array(init_value) * decayed;
+  };
+}
+
+Optimizer sgd(LearningRate learning_rate, double momentum, bool nesterov) {
   require_learning_rate("optim.sgd", learning_rate);
   require(std::isfinite(momentum) && momentum >= 0, "optim.sgd", "momentum must be finite and >= 0",
           momentum);
   if (nesterov && momentum == 0)
     throw ValueError("[optim.sgd] nesterov needs a momentum, got momentum 0");
-  return Optimizer(std::make_shared<Sgd>(learning_rate, momentum, nesterov));
+  return Optimizer(std::make_shared<Sgd>(std::move(learning_rate), momentum, nesterov));
 }
 
-Optimizer adam(double learning_rate, double b1, double b2, double eps) {
+Optimizer adam(LearningRate learning_rate, double b1, double b2, double eps) {
   require_adam("optim.adam", learning_rate, b1, b2, eps);
-  return Optimizer(std::make_shared<Adam>(learning_rate, b1, b2, eps, 0.0));
+  return Optimizer(std::make_shared<Adam>(std::move(learning_rate), b1, b2, eps, 0.0, false));
 }
 
-Optimizer adamw(double learning_rate, double b1, double b2, double eps, double weight_decay) {
+Optimizer adamw(LearningRate learning_rate, double b1, double b2, double eps, double weight_decay) {
   require_adam("optim.adamw", learning_rate, b1, b2, eps);
   require(std::isfinite(weight_decay) && weight_decay >= 0, "optim.adamw",
           "weight_decay must be finite and >= 0", weight_decay);
-  return Optimizer(std::make_shared<Adam>(learning_rate, b1, b2, eps, weight_decay));
+  return Optimizer(
+      std::make_shared<Adam>(std::move(learning_rate), b1, b2, eps, weight_decay, true));
 }
 
 }  // namespace spmd::optim

@@ -84,7 +84,10 @@ std::vector<Case> cases() {
           {"adam", optim::adam(0.01)},
           {"adam_betas", optim::adam(0.05, 0.8, 0.99, 1e-6)},
           {"adamw", optim::adamw(0.01)},
-          {"adamw_decay", optim::adamw(0.05, 0.9, 0.999, 1e-8, 0.5)}};
+          {"adamw_decay", optim::adamw(0.05, 0.9, 0.999, 1e-8, 0.5)},
+          {"adam_cosine", optim::adam(optim::cosine_decay_schedule(0.01, 4))},
+          {"sgd_cosine", optim::sgd(optim::cosine_decay_schedule(0.1, 3, 0.1), 0.9)},
+          {"adamw_cosine", optim::adamw(optim::cosine_decay_schedule(0.05, 8, 0, 2.0))}};
 }
 
 // Same names in the same order and bit-identical leaves: the arithmetic follows optax's (and

@@ -49,6 +49,10 @@ CASES = {
     "adam_betas": optax.adam(0.05, b1=0.8, b2=0.99, eps=1e-6),
     "adamw": optax.adamw(0.01),
     "adamw_decay": optax.adamw(0.05, weight_decay=0.5),
+    # Schedules: the decay ends before the last step (the rate then stays at alpha * init).
+    "adam_cosine": optax.adam(optax.cosine_decay_schedule(0.01, 4)),
+    "sgd_cosine": optax.sgd(optax.cosine_decay_schedule(0.1, 3, alpha=0.1), momentum=0.9),
+    "adamw_cosine": optax.adamw(optax.cosine_decay_schedule(0.05, 8, exponent=2.0)),
 }
 
 

@@ -74,10 +74,11 @@ T with_sharding_constraint(const T&, const PartitionSpec&) {
 // A copy of x (jnp.copy): binds the `copy` primitive.
 Array copy(const Array& x);
 
-// jax.sharding.reshard. spmd's mesh axes are all Auto, and reshard only takes Explicit axes: a
-// NamedSharding whose spec names an axis raises JAX's ValueError, one that names none returns x
-// as it is (as JAX's Auto mode leaves the layout alone); other shardings raise TypeError and a
-// bare PartitionSpec (no mesh in context) ValueError.
+// jax.sharding.reshard: x laid out by a NamedSharding whose spec names only Explicit axes (else
+// JAX's ValueError naming the axis and its type); its type then carries that sharding. On a mesh
+// without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
+// the partitioner. Other shardings raise TypeError and a bare PartitionSpec (no mesh in context)
+// ValueError.
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 

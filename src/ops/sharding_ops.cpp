@@ -88,15 +88,19 @@ Array reshard(const Array& x, const Sharding& sharding) {
         (dynamic_cast<const SingleDeviceSharding*>(&sharding) ? "SingleDeviceSharding"
                                                               : "Sharding") +
         "'>");
-  for (int d = 0; d < named->spec().size(); ++d) {
-    std::vector<std::string> axes = named->spec().axes_of(d);
-    if (!axes.empty())
-      throw ValueError(
-          "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of type "
-          "Auto or Manual. Got PartitionSpec: " +
-          named->spec().repr() + " with axis name: " + axes.front() + " of type: AxisType.Auto.");
-  }
-  return x;
+  for (int d = 0; d < named->spec().size(); ++d)
+    for (const std::string& axis : named->spec().axes_of(d)) {
+      AxisType type = named->mesh().axis_type(axis);
+      if (type != AxisType::Explicit)
+        throw ValueError(
+            "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of "
+            "type Auto or Manual. Got PartitionSpec: " +
+            named->spec().repr() + " with axis name: " + axis + " of type: AxisType." +
+            axis_type_name(type) + ".");
+    }
+  // Auto mode leaves the layout to the partitioner.
+  if (!named->mesh().has_explicit_axes()) return x;
+  return spmd::device_put(x, sharding);
 }
 
 Array reshard(const Array&, const PartitionSpec& spec) {

@@ -3,9 +3,11 @@
 #include <spmd/error.h>
 #include <spmd/placement.h>
 
+#include "core/array_impl.h"
 #include "prims/primitive.h"
 #include "prims/sharding.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,22 @@ void with_sharding_constraint_spec_without_mesh() {
 }
 
 }  // namespace placement_detail
+
+ArrayType typeof(const Array& x) {
+  const AbstractValue& t = aval_of(x);
+  std::vector<PartitionSpec::Entry> entries;
+  if (t.sharding)
+    for (const std::vector<std::string>& axes : t.sharding->dims)
+      entries.push_back(axes.empty()       ? std::nullopt
+                        : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
+                                           : PartitionSpec::Entry(AxisNames(axes, true)));
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)), t.typeof_str());
+}
+
+std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
+  return os << type.str();
+}
 
 Array copy(const Array& x) {
   static const Primitive& copy_p = primitive("copy");

@@ -100,7 +100,8 @@ ArrayType typeof(const Array& x);
 Array copy(const Array& x);
 
 // jax.sharding.reshard: x laid out by a NamedSharding whose spec names only Explicit axes (else
-// JAX's ValueError naming the axis and its type); its type then carries that sharding. On a mesh
+// JAX's ValueError naming the axis and its type); its type then carries that sharding (traced:
+// a sharding_constraint equation, where JAX's jaxpr shows `reshard`). On a mesh
 // without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
 // the partitioner. Other shardings raise TypeError and a bare PartitionSpec (no mesh in context)
 // ValueError.

@@ -118,6 +118,8 @@ Array reshard(const Array& x, const Sharding& sharding) {
     }
   // Auto mode leaves the layout to the partitioner.
   if (!named->mesh().has_explicit_axes()) return x;
+  // Traced, it is a constraint, whose fixed split becomes the result's type.
+  if (!is_concrete(x)) return sharding_constraint(x, std::make_shared<const NamedSharding>(*named));
   return spmd::device_put(x, sharding);
 }
 

@@ -232,6 +232,16 @@ TEST_F(ExplicitTest, OpsDecideTheShardingOfTheirResultsAsJax) {
        [&] {
          return sp::concatenate({put(X, P("a", None)), put(X, P("a", None))}, 1);
        }},
+      {"reshard_uncommitted", [&] { return sp::reshard(X, sp::NamedSharding(m, P("a"))); }},
+      {"reshard_moves",
+       [&] { return sp::reshard(put(X, P("a", None)), sp::NamedSharding(m, P(None, "a"))); }},
+      {"reshard_jit",
+       [&] {
+         return sp::jit([&](const sp::Array& v) {
+           return sp::reshard(v, sp::NamedSharding(m, P(None, sp::axes("a", "b"))));
+         })(put(X, P("a", "b")));
+       }},
+      {"reshard_mixed", [&] { return sp::reshard(X, sp::NamedSharding(mixed, P(None, "a"))); }},
       {"mesh_mismatch",
        [&] { return put(X, P("a")) + sp::device_put(X, sp::NamedSharding(mixed, P("a"))); }},
   };

@@ -10,6 +10,7 @@
 #include <spmd/sharding_tree.h>
 #include <spmd/tree.h>
 
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,13 +72,39 @@ T with_sharding_constraint(const T&, const PartitionSpec&) {
   placement_detail::with_sharding_constraint_spec_without_mesh();
 }
 
+// The type of a value (jax.typeof): its shape, dtype and, on a mesh with Explicit axes, its
+// sharding over them (Explicit mode: "sharding in types").
+class ArrayType {
+ public:
+  ArrayType(Shape shape, DType dtype, PartitionSpec spec, std::string text)
+      : shape_(std::move(shape)), dtype_(dtype), spec_(std::move(spec)), text_(std::move(text)) {}
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  // Per dim, the Explicit axes splitting it (trailing Nones dropped); P() without a sharding.
+  const PartitionSpec& spec() const { return spec_; }
+  std::string str() const { return text_; }                          // "float32[16@a,16@b]"
+  std::string repr() const { return "ShapedArray(" + text_ + ")"; }  // as repr(jax.typeof(x))
+
+ private:
+  Shape shape_;
+  DType dtype_;
+  PartitionSpec spec_;
+  std::string text_;
+};
+std::ostream& operator<<(std::ostream& os, const ArrayType& type);
+
+// jax.typeof(x): an Array or a traced value.
+ArrayType typeof(const Array& x);
+
 // A copy of x (jnp.copy): binds the `copy` primitive.
 Array copy(const Array& x);
 
-// jax.sharding.reshard. spmd's mesh axes are all Auto, and reshard only takes Explicit axes: a
-// NamedSharding whose spec names an axis raises JAX's ValueError, one that names none returns x
-// as it is (as JAX's Auto mode leaves the layout alone); other shardings raise TypeError and a
-// bare PartitionSpec (no mesh in context) ValueError.
+// jax.sharding.reshard: x laid out by a NamedSharding whose spec names only Explicit axes (else
+// JAX's ValueError naming the axis and its type); its type then carries that sharding (traced:
+// a sharding_constraint equation, where JAX's jaxpr shows `reshard`). On a mesh
+// without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
+// the partitioner. Other shardings raise TypeError and a bare PartitionSpec (no mesh in context)
+// ValueError.
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 

@@ -30,20 +30,38 @@ struct DeviceMesh {
 // Throws ShardingError when there are fewer devices.
 DeviceMesh create_device_mesh(const Shape& mesh_shape);
 
-// Devices arranged in an N-d array with one name per axis (jax.sharding.Mesh). Axis types are
-// JAX's Auto ones.
+// How the sharding over a mesh axis is decided (jax.sharding.AxisType). Auto: by the
+// partitioner, from the shardings of the arguments and annotations. Explicit: by the program,
+// where shardings are part of the values' types (sp::typeof) and each op's rule decides its
+// result's. Manual: by the user, inside shard_map.
+enum class AxisType { Auto, Explicit, Manual };
+
+// "Auto", "Explicit", "Manual", as JAX prints an axis type inside a mesh repr.
+const char* axis_type_name(AxisType type);
+
+// Devices arranged in an N-d array with one name per axis (jax.sharding.Mesh), each axis with its
+// type (Auto unless given).
 class Mesh {
  public:
   // An empty mesh (no devices, no axes): a placeholder to assign a real mesh to.
   Mesh() = default;
   // `devices` row-major with prod(shape) entries, each one of sp::devices() (else ValueError),
   // no device twice, one unique name per axis.
-  Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names);
-  Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names);
+  // `axis_types` empty means all Auto; else one per axis.
+  Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names,
+       std::vector<AxisType> axis_types = {});
+  Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names,
+       std::vector<AxisType> axis_types = {});
 
   // Axis name → size, in axis order (mesh.shape).
   const std::vector<std::pair<std::string, int64_t>>& shape() const { return shape_; }
   const std::vector<std::string>& axis_names() const { return axis_names_; }
+  // One per axis, in axis order.
+  const std::vector<AxisType>& axis_types() const { return axis_types_; }
+  // The type of axis `name`; throws ShardingError naming the mesh's axes for an unknown name.
+  AxisType axis_type(std::string_view name) const;
+  // Whether some axis is Explicit: values on this mesh carry their sharding in their types.
+  bool has_explicit_axes() const;
   // Throws ShardingError naming the mesh's axes for an unknown name.
   int64_t axis_size(std::string_view name) const;
   // The position of `name` among the axes, or -1.
@@ -55,17 +73,20 @@ class Mesh {
 
   // "Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), axis_types=(Auto, Auto))", as repr(mesh).
   std::string repr() const;
-  // "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))", as str(mesh) and inside NamedSharding's repr.
+  // "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Auto))", as str(mesh) and inside
+  // NamedSharding's repr.
   std::string str() const;
+  // Meshes whose axes differ only in type are different meshes, as in JAX.
   bool operator==(const Mesh& o) const {
     return devices_ == o.devices_ && devices_shape_ == o.devices_shape_ &&
-           axis_names_ == o.axis_names_;
+           axis_names_ == o.axis_names_ && axis_types_ == o.axis_types_;
   }
 
  private:
   std::vector<Device> devices_;
   Shape devices_shape_;
   std::vector<std::string> axis_names_;
+  std::vector<AxisType> axis_types_;
   std::vector<std::pair<std::string, int64_t>> shape_;
 };
 
@@ -73,7 +94,10 @@ std::ostream& operator<<(std::ostream& os, const Mesh& mesh);
 
 // jax.make_mesh on CPU: the first prod(axis_shapes) devices, row-major. Throws ShardingError
 // ("Number of devices 1 must be >= the product of mesh_shape (4, 2)") when there are fewer.
-Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names);
+// Axes are Auto unless `axis_types` gives one type per axis (JAX 0.10's make_mesh defaults to
+// Explicit; spmd keeps Auto, the mode its programs were written for).
+Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types = {});
 
 // What P(...) takes for one dim: an axis name, sp::axes(...), or sp::None.
 template <class E>

@@ -12,14 +12,42 @@
 
 namespace spmd {
 
-std::string AbstractValue::str() const {
-  std::string s(dtype_short(dtype));
-  s += "[";
-  for (int i = 0; i < shape.ndim(); ++i) {
+int64_t TypeSharding::size_of(const std::vector<std::string>& axes) const {
+  int64_t n = 1;
+  for (const Axis& a : mesh)
+    for (const std::string& name : axes)
+      if (a.name == name) n *= a.size;
+  return n;
+}
+
+std::string TypeSharding::dim_str(int d, int64_t n) const {
+  std::string s = std::to_string(n);
+  const std::vector<std::string>& axes = dims[size_t(d)];
+  if (axes.empty()) return s;
+  std::string names;
+  for (size_t i = 0; i < axes.size(); ++i) names += (i ? "," : "") + axes[i];
+  return s + "@" + (axes.size() == 1 ? names : "(" + names + ")");
+}
+
+namespace {
+
+std::string dims_str(const AbstractValue& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.shape.ndim(); ++i) {
     if (i) s += ",";
-    s += std::to_string(shape[i]);
+    s += t.sharding ? t.sharding->dim_str(i, t.shape[i]) : std::to_string(t.shape[i]);
   }
-  s += "]";
+  return s + "]";
+}
+
+}  // namespace
+
+std::string AbstractValue::typeof_str() const {
+  return std::string(dtype_name(dtype)) + dims_str(*this);
+}
+
+std::string AbstractValue::str() const {
+  std::string s = std::string(dtype_short(dtype)) + dims_str(*this);
   if (!vma.empty()) {
     std::string names;
     for (size_t i = 0; i < vma.size(); ++i) names += (i ? "," : "") + vma[i];
@@ -29,6 +57,7 @@ std::string AbstractValue::str() const {
 }
 
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer) {
+  aval.sharding.reset();
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = std::move(aval);
   impl->buffer = std::move(buffer);

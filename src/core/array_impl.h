@@ -8,6 +8,7 @@
 #include "core/buffer.h"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,27 @@ namespace spmd {
 class Trace;
 struct ShardedData;
 
+// Explicit mode ("sharding in types"): how a value is split over the Explicit axes of its mesh.
+// Plain data, because the Mesh lives above core and a type needs only what JAX's AbstractMesh
+// holds: the axes' names, sizes and whether they are Explicit. Which devices hold the blocks is
+// the data's business (ShardedData), not the type's.
+struct TypeSharding {
+  struct Axis {
+    std::string name;
+    int64_t size = 1;
+    bool is_explicit = false;
+    bool operator==(const Axis&) const = default;
+  };
+  std::vector<Axis> mesh;  // every axis of the mesh, in mesh order
+  // Per dim, the Explicit axes splitting it, major first.
+  std::vector<std::vector<std::string>> dims;
+  bool operator==(const TypeSharding&) const = default;
+  // The product of the sizes of `axes`.
+  int64_t size_of(const std::vector<std::string>& axes) const;
+  // "16@a", "16@(a,b)" or "16" for dim `d` of extent `n`.
+  std::string dim_str(int d, int64_t n) const;
+};
+
 // JAX's ShapedArray: the type of a value.
 struct AbstractValue {
   Shape shape;
@@ -25,12 +47,17 @@ struct AbstractValue {
   // Inside shard_map with check_vma: the mesh axes the value varies over (in mesh order);
   // empty elsewhere. Printed as {V:x} or {V:(x,y)}.
   std::vector<std::string> vma = {};
+  // On a mesh with Explicit axes: the value's sharding over them, part of its type as in JAX.
+  // Unset elsewhere (Auto meshes, uncommitted values, blocks of a partitioned program).
+  std::optional<TypeSharding> sharding = {};
   bool operator==(const AbstractValue&) const = default;
   int64_t size() const { return shape.size(); }
   int64_t nbytes() const { return checked_nbytes("shape"); }
   // The bytes, after NumPy's limit on shapes (check_shape_size) with `api` naming the caller.
   int64_t checked_nbytes(const char* api) const;
-  std::string str() const;  // jaxpr form: "f32[2,3]"
+  std::string str() const;  // jaxpr form: "f32[2,3]", "f32[16@a,16]"
+  // jax.typeof's form: "float32[16@a,16@(a,b)]".
+  std::string typeof_str() const;
 };
 
 struct ArrayImpl {
@@ -59,7 +86,7 @@ bool is_concrete(const Array& x);
 // Raises RuntimeError for a deleted (donated) array, ConcretizationError for a traced one.
 const std::shared_ptr<Buffer>& concrete_buffer(const Array& x, const char* api);
 
-// A concrete array over an existing buffer.
+// A concrete array over an existing buffer: an uncommitted value, whose type carries no sharding.
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer);
 // A concrete array with fresh, uninitialised storage.
 Array make_uninitialized(AbstractValue aval, const char* api = "allocate");

@@ -3,9 +3,11 @@
 #include <spmd/error.h>
 #include <spmd/placement.h>
 
+#include "core/array_impl.h"
 #include "prims/primitive.h"
 #include "prims/sharding.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,22 @@ void with_sharding_constraint_spec_without_mesh() {
 
 }  // namespace placement_detail
 
+ArrayType typeof(const Array& x) {
+  const AbstractValue& t = aval_of(x);
+  std::vector<PartitionSpec::Entry> entries;
+  if (t.sharding)
+    for (const std::vector<std::string>& axes : t.sharding->dims)
+      entries.push_back(axes.empty()       ? std::nullopt
+                        : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
+                                           : PartitionSpec::Entry(AxisNames(axes, true)));
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)), t.typeof_str());
+}
+
+std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
+  return os << type.str();
+}
+
 Array copy(const Array& x) {
   static const Primitive& copy_p = primitive("copy");
   return bind1(copy_p, {x});
@@ -88,15 +106,21 @@ Array reshard(const Array& x, const Sharding& sharding) {
         (dynamic_cast<const SingleDeviceSharding*>(&sharding) ? "SingleDeviceSharding"
                                                               : "Sharding") +
         "'>");
-  for (int d = 0; d < named->spec().size(); ++d) {
-    std::vector<std::string> axes = named->spec().axes_of(d);
-    if (!axes.empty())
-      throw ValueError(
-          "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of type "
-          "Auto or Manual. Got PartitionSpec: " +
-          named->spec().repr() + " with axis name: " + axes.front() + " of type: AxisType.Auto.");
-  }
-  return x;
+  for (int d = 0; d < named->spec().size(); ++d)
+    for (const std::string& axis : named->spec().axes_of(d)) {
+      AxisType type = named->mesh().axis_type(axis);
+      if (type != AxisType::Explicit)
+        throw ValueError(
+            "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of "
+            "type Auto or Manual. Got PartitionSpec: " +
+            named->spec().repr() + " with axis name: " + axis + " of type: AxisType." +
+            axis_type_name(type) + ".");
+    }
+  // Auto mode leaves the layout to the partitioner.
+  if (!named->mesh().has_explicit_axes()) return x;
+  // Traced, it is a constraint, whose fixed split becomes the result's type.
+  if (!is_concrete(x)) return sharding_constraint(x, std::make_shared<const NamedSharding>(*named));
+  return spmd::device_put(x, sharding);
 }
 
 Array reshard(const Array&, const PartitionSpec& spec) {

@@ -4,7 +4,9 @@
 #include "prims/families.h"
 #include "prims/kinds.h"
 #include "prims/primitive.h"
+#include "sharding/type_sharding.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace spmd {
@@ -73,6 +75,12 @@ std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const Abs
                                          const Params& params) {
   std::vector<AbstractValue> out = p.shape_rule(in, params);
   for (const AbstractValue& t : out) t.checked_nbytes(p.name.c_str());
+  if (std::any_of(in.begin(), in.end(), [](const AbstractValue& t) { return t.sharding; })) {
+    // Shape rules copy operand types; only a call's results keep what its body's trace gave.
+    if (p.call_body.empty())
+      for (AbstractValue& t : out) t.sharding.reset();
+    infer_type_shardings(p, in, out, params);
+  }
   return out;
 }
 

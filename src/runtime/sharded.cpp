@@ -2,6 +2,7 @@
 
 #include "backends/cpu/copy.h"
 #include "runtime/transfer.h"
+#include "sharding/type_sharding.h"
 
 #include <cstring>
 
@@ -98,6 +99,8 @@ std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
 }
 
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
+  // The type's sharding is the data's, over the mesh's Explicit axes.
+  aval.sharding = type_sharding_of(*data->sharding, aval.shape.ndim());
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = std::move(aval);
   impl->sharded = std::move(data);

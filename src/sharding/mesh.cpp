@@ -36,6 +36,19 @@ void check_mesh(const std::vector<Device>& devices, const Shape& shape,
                           " appears more than once");
 }
 
+std::string types_tuple(const std::vector<AxisType>& types) {
+  std::vector<std::string> names;
+  for (AxisType t : types) names.emplace_back(axis_type_name(t));
+  return python_repr::tuple(names);
+}
+
+void check_axis_types(const std::vector<std::string>& names, const std::vector<AxisType>& types) {
+  if (types.size() != names.size())
+    throw ValueError(
+        "[Mesh] Number of axis names should match the number of axis_types. Got axis_names=" +
+        python_repr::tuple_of_names(names) + " and axis_types=" + types_tuple(types));
+}
+
 // The first prod(shape) devices, or JAX's error naming `api`.
 std::vector<Device> first_devices(const Shape& shape, const char* api) {
   std::vector<Device> all = devices();
@@ -53,17 +66,34 @@ DeviceMesh create_device_mesh(const Shape& mesh_shape) {
   return DeviceMesh{mesh_shape, first_devices(mesh_shape, "create_device_mesh")};
 }
 
-Mesh::Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names)
+const char* axis_type_name(AxisType type) {
+  switch (type) {
+    case AxisType::Auto:
+      return "Auto";
+    case AxisType::Explicit:
+      return "Explicit";
+    case AxisType::Manual:
+      return "Manual";
+  }
+  return "Auto";
+}
+
+Mesh::Mesh(std::vector<Device> devices, Shape shape, std::vector<std::string> axis_names,
+           std::vector<AxisType> axis_types)
     : devices_(std::move(devices)),
       devices_shape_(std::move(shape)),
-      axis_names_(std::move(axis_names)) {
+      axis_names_(std::move(axis_names)),
+      axis_types_(std::move(axis_types)) {
+  if (axis_types_.empty()) axis_types_.assign(axis_names_.size(), AxisType::Auto);
+  check_axis_types(axis_names_, axis_types_);
   check_mesh(devices_, devices_shape_, axis_names_);
   for (int i = 0; i < devices_shape_.ndim(); ++i)
     shape_.emplace_back(axis_names_[size_t(i)], devices_shape_[i]);
 }
 
-Mesh::Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names)
-    : Mesh(mesh.devices, mesh.shape, std::move(axis_names)) {}
+Mesh::Mesh(const DeviceMesh& mesh, std::vector<std::string> axis_names,
+           std::vector<AxisType> axis_types)
+    : Mesh(mesh.devices, mesh.shape, std::move(axis_names), std::move(axis_types)) {}
 
 int Mesh::axis_position(std::string_view name) const {
   auto it = std::find(axis_names_.begin(), axis_names_.end(), name);
@@ -78,36 +108,43 @@ int64_t Mesh::axis_size(std::string_view name) const {
   return devices_shape_[pos];
 }
 
+AxisType Mesh::axis_type(std::string_view name) const {
+  axis_size(name);
+  return axis_types_[size_t(axis_position(name))];
+}
+
+bool Mesh::has_explicit_axes() const {
+  return std::find(axis_types_.begin(), axis_types_.end(), AxisType::Explicit) != axis_types_.end();
+}
+
 std::vector<int> Mesh::device_ids() const {
   std::vector<int> ids;
   for (const Device& d : devices_) ids.push_back(d.id);
   return ids;
 }
 
-// JAX 0.10 prints the axis types; spmd's meshes are all Auto.
-static std::string axis_types(size_t n) {
-  return python_repr::tuple(std::vector<std::string>(n, "Auto"));
-}
-
 std::string Mesh::repr() const {
   return "Mesh(axis_sizes=" + python_repr::tuple_of_ints(devices_shape_.dims()) +
          ", axis_names=" + python_repr::tuple_of_names(axis_names_) +
-         ", axis_types=" + axis_types(axis_names_.size()) + ")";
+         ", axis_types=" + types_tuple(axis_types_) + ")";
 }
 
 std::string Mesh::str() const {
   std::string out = "Mesh(";
   for (const auto& [name, size] : shape_)
     out += python_repr::quoted(name) + ": " + std::to_string(size) + ", ";
-  return out + "axis_types=" + axis_types(axis_names_.size()) + ")";
+  return out + "axis_types=" + types_tuple(axis_types_) + ")";
 }
 
 std::ostream& operator<<(std::ostream& os, const Mesh& mesh) {
   return os << mesh.repr();
 }
 
-Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names) {
-  return Mesh(first_devices(axis_shapes, "make_mesh"), axis_shapes, std::move(axis_names));
+Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types) {
+  if (!axis_types.empty()) check_axis_types(axis_names, axis_types);
+  return Mesh(first_devices(axis_shapes, "make_mesh"), axis_shapes, std::move(axis_names),
+              std::move(axis_types));
 }
 
 }  // namespace spmd

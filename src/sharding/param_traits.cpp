@@ -19,6 +19,7 @@ size_t hash_mesh(const Mesh& mesh) {
   for (const Device& d : mesh.devices()) hash_combine(h, std::hash<int>{}(d.id));
   for (int64_t n : mesh.devices_shape().dims()) hash_combine(h, std::hash<int64_t>{}(n));
   hash_names(h, mesh.axis_names());
+  for (AxisType t : mesh.axis_types()) hash_combine(h, size_t(t));
   return h;
 }
 

@@ -72,6 +72,28 @@ class Propagation {
     std::fill(s.closed.begin(), s.closed.end(), true);
   }
 
+  // Explicit mode: a type's sharding says where the value lives, as a constraint would. A dim
+  // without Explicit axes stays unsplit unless the mesh has Auto axes to give it.
+  void fix_types() {
+    for (size_t v = 0; v < program_.types.size(); ++v) {
+      const std::optional<TypeSharding>& t = program_.types[v].sharding;
+      if (!t || !on_mesh(*t)) continue;
+      const bool all_explicit =
+          std::all_of(t->mesh.begin(), t->mesh.end(),
+                      [](const TypeSharding::Axis& a) { return a.is_explicit; });
+      ValueSplit& s = splits_[v];
+      s.dims = t->dims;
+      for (size_t d = 0; d < s.closed.size(); ++d)
+        s.closed[d] = all_explicit || !t->dims[d].empty();
+    }
+  }
+
+  bool on_mesh(const TypeSharding& t) const {
+    return std::all_of(t.mesh.begin(), t.mesh.end(), [&](const TypeSharding::Axis& a) {
+      return mesh_.axis_position(a.name) >= 0 && mesh_.axis_size(a.name) == a.size;
+    });
+  }
+
   void fix_constraints() {
     for (size_t i = 0; i < program_.equations.size(); ++i) {
       const ShardingRule& rule = *rules_[i];
@@ -324,6 +346,7 @@ std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& 
                                             const std::vector<std::optional<ValueSplit>>& in,
                                             const std::vector<std::optional<ValueSplit>>& out) {
   Propagation p(program, mesh);
+  p.fix_types();
   for (size_t i = 0; i < in.size() && i < program.invars.size(); ++i)
     if (in[i]) p.fix(program.invars[i], *in[i]);
   for (size_t i = 0; i < out.size() && i < program.outputs.size(); ++i)

@@ -250,6 +250,7 @@ class Partitioner {
 
   AbstractValue block_type(AbstractValue t, const Split& split) const {
     t.shape = block_shape(t.shape, split, mesh_);
+    t.sharding.reset();
     return t;
   }
 
@@ -387,6 +388,7 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
   for (int v : global.invars) {
     AbstractValue t = global.types[size_t(v)];
     t.shape = block_shape(t.shape, splits[size_t(v)].dims, mesh);
+    t.sharding.reset();
     block_types.push_back(std::move(t));
     result.in_specs.push_back(splits[size_t(v)].spec());
   }

@@ -1,0 +1,286 @@
+#include "sharding/type_sharding.h"
+
+#include <spmd/error.h>
+
+#include "ir/primitive.h"
+#include "ir/sharding_rule.h"
+#include "sharding/propagation.h"
+#include "sharding/python_repr.h"
+
+#include <algorithm>
+#include <set>
+
+namespace spmd {
+namespace {
+
+using Axes = std::vector<std::string>;
+
+std::string abstract_mesh_str(const TypeSharding& t) {
+  std::string out = "AbstractMesh(";
+  std::vector<std::string> types;
+  for (const TypeSharding::Axis& a : t.mesh) {
+    out += python_repr::quoted(a.name) + ": " + std::to_string(a.size) + ", ";
+    types.emplace_back(a.is_explicit ? "Explicit" : "Auto");
+  }
+  return out + "axis_types=" + python_repr::tuple(types) +
+         ", device_kind=cpu, num_cores=None, platform=cpu)";
+}
+
+// One spec entry as Python prints it: None, 'a' or ('a', 'b').
+std::string entry_str(const Axes& axes) {
+  if (axes.empty()) return "None";
+  if (axes.size() == 1) return python_repr::quoted(axes[0]);
+  return python_repr::tuple_of_names(axes);
+}
+
+// tuple(spec) of a value: one entry per dim.
+std::string spec_tuple(const AbstractValue& t) {
+  std::vector<std::string> entries;
+  for (int d = 0; d < t.shape.ndim(); ++d)
+    entries.push_back(t.sharding ? entry_str(t.sharding->dims[size_t(d)]) : "None");
+  return python_repr::tuple(entries);
+}
+
+std::string types_str(std::span<const AbstractValue> ts) {
+  std::string out;
+  for (const AbstractValue& t : ts) out += (out.empty() ? "" : ", ") + t.str();
+  return out;
+}
+
+[[noreturn]] void fail(const Primitive& p, const std::string& message) {
+  throw ShardingError("[" + p.name + "] " + message);
+}
+
+// The mesh every sharded operand is on; JAX's error for operands on different meshes.
+const TypeSharding* common_mesh(const Primitive& p, std::span<const AbstractValue> in) {
+  const TypeSharding* first = nullptr;
+  for (const AbstractValue& t : in) {
+    if (!t.sharding) continue;
+    if (first && first->mesh != t.sharding->mesh)
+      fail(p, "Mesh for all inputs should be equal. Got one mesh: " + abstract_mesh_str(*first) +
+                  " and another mesh: " + abstract_mesh_str(*t.sharding));
+    if (!first) first = &*t.sharding;
+  }
+  return first;
+}
+
+struct Inference {
+  const Primitive& p;
+  std::span<const AbstractValue> in;
+  std::span<AbstractValue> out;
+  const Params& params;
+  const TypeSharding& mesh;
+  ShardingRule rule;
+  std::vector<std::optional<Axes>> factor_axes;
+  std::vector<int> splitters;  // per factor: how many operands split it
+
+  // The dims of operand i holding factor f, as tuple(spec entries).
+  std::string factor_entries(size_t i, const std::vector<int>& factors) const {
+    std::vector<std::string> entries;
+    for (int f : factors)
+      for (size_t d = 0; d < rule.operands[i].size(); ++d)
+        if (rule.operands[i][d] == ShardingRule::Dim{f})
+          entries.push_back(in[i].sharding ? entry_str(in[i].sharding->dims[d]) : "None");
+    return python_repr::tuple(entries);
+  }
+
+  std::vector<int> factors_of_kind(FactorKind kind, bool shared) const {
+    std::vector<int> out;
+    for (int f = 0; f < rule.num_factors(); ++f) {
+      if (rule.factor_kinds[size_t(f)] != kind) continue;
+      bool both = in.size() == 2;
+      for (size_t i = 0; both && i < 2; ++i)
+        both = std::any_of(rule.operands[i].begin(), rule.operands[i].end(),
+                           [&](const ShardingRule::Dim& d) { return d == ShardingRule::Dim{f}; });
+      if (both == shared) out.push_back(f);
+    }
+    return out;
+  }
+
+  [[noreturn]] void conflict(int f) const {
+    const FactorKind kind = rule.factor_kinds[size_t(f)];
+    if (kind == FactorKind::reduction) {
+      std::vector<int> fs = factors_of_kind(FactorKind::reduction, true);
+      fail(p, p.name + " requires contracting dimensions to have consistent sharding, got " +
+                  factor_entries(0, fs) + " and " + factor_entries(1, fs) + ".");
+    }
+    if (rule.combiner && in.size() == 2) {
+      std::vector<int> fs = factors_of_kind(FactorKind::pass_through, true);
+      fail(p, p.name +
+                  " requires lhs batch dimensions and rhs batch dimensions to have the consistent "
+                  "sharding, got " +
+                  factor_entries(0, fs) + " and " + factor_entries(1, fs) + ".");
+    }
+    std::string specs;
+    for (const AbstractValue& t : in)
+      if (t.shape.ndim()) specs += (specs.empty() ? "" : ", ") + spec_tuple(t);
+    fail(p, p.name + " got incompatible shardings for broadcasting: " + specs + ".");
+  }
+
+  // Each operand's split dims give their factors the axes (a compound dim's axes go to its
+  // factors major first, as far as they divide them).
+  void collect() {
+    factor_axes.assign(size_t(rule.num_factors()), std::nullopt);
+    splitters.assign(size_t(rule.num_factors()), 0);
+    for (size_t i = 0; i < in.size() && i < rule.operands.size(); ++i) {
+      if (!in[i].sharding) continue;
+      for (size_t d = 0; d < rule.operands[i].size(); ++d) {
+        const Axes& axes = in[i].sharding->dims[d];
+        const ShardingRule::Dim& factors = rule.operands[i][d];
+        if (axes.empty() || factors.empty()) continue;
+        for (auto [f, a] : split_among(factors, axes)) take(f, a);
+      }
+    }
+  }
+
+  std::vector<std::pair<int, Axes>> split_among(const ShardingRule::Dim& factors,
+                                                const Axes& axes) const {
+    std::vector<std::pair<int, Axes>> out;
+    size_t next = 0;
+    for (size_t k = 0; k < factors.size() && next < axes.size(); ++k) {
+      const int f = factors[k];
+      Axes taken;
+      int64_t n = 1;
+      const bool last = k + 1 == factors.size();
+      while (next < axes.size() &&
+             (last || rule.factor_sizes[size_t(f)] % (n * mesh.size_of({axes[next]})) == 0)) {
+        n *= mesh.size_of({axes[next]});
+        taken.push_back(axes[next++]);
+        if (!last && n == rule.factor_sizes[size_t(f)]) break;
+      }
+      out.emplace_back(f, std::move(taken));
+    }
+    return out;
+  }
+
+  void take(int f, const Axes& axes) {
+    if (axes.empty()) return;
+    std::optional<Axes>& have = factor_axes[size_t(f)];
+    if (have && *have != axes) conflict(f);
+    have = axes;
+    ++splitters[size_t(f)];
+  }
+
+  void check_factors() const {
+    for (int f = 0; f < rule.num_factors(); ++f) {
+      if (!factor_axes[size_t(f)]) continue;
+      const FactorKind kind = rule.factor_kinds[size_t(f)];
+      if (kind == FactorKind::reduction && splitters[size_t(f)] > 1) {
+        std::vector<int> fs = factors_of_kind(FactorKind::reduction, true);
+        fail(p,
+             "Contracting dimensions are sharded and it is ambiguous how the output should be "
+             "sharded. Please specify the output sharding via the `out_sharding` parameter. Got "
+             "lhs_contracting_spec=" +
+                 factor_entries(0, fs) + " and rhs_contracting_spec=" + factor_entries(1, fs));
+      }
+      if (kind == FactorKind::need_replication) unsharded_needed(f);
+    }
+  }
+
+  [[noreturn]] void unsharded_needed(int f) const {
+    for (size_t i = 0; i < in.size(); ++i)
+      for (size_t d = 0; d < rule.operands[i].size(); ++d)
+        if (in[i].sharding && !in[i].sharding->dims[d].empty() &&
+            std::count(rule.operands[i][d].begin(), rule.operands[i][d].end(), f)) {
+          if (p.kind == PrimitiveKind::cumulative)
+            fail(p, "Input should be unsharded over the axis being reduced. Got input type=" +
+                        in[i].typeof_str() + " and axis=" + std::to_string(d));
+          fail(p, "Arguments to " + p.name + " must be unsharded over dimension " +
+                      std::to_string(d) + ". Got input type=" + in[i].typeof_str());
+        }
+    fail(p, "a dimension that " + p.name + " needs whole is sharded");
+  }
+
+  TypeSharding result(size_t r) const {
+    TypeSharding t{mesh.mesh, {}};
+    for (const ShardingRule::Dim& factors : rule.results[r]) {
+      Axes axes;
+      for (int f : factors) {
+        const FactorKind kind = rule.factor_kinds[size_t(f)];
+        if (factor_axes[size_t(f)] && kind != FactorKind::reduction)
+          axes.insert(axes.end(), factor_axes[size_t(f)]->begin(), factor_axes[size_t(f)]->end());
+      }
+      t.dims.push_back(std::move(axes));
+    }
+    return t;
+  }
+
+  void check_result(const AbstractValue& t) const {
+    std::set<std::string> seen;
+    for (const Axes& axes : t.sharding->dims)
+      for (const std::string& a : axes)
+        if (!seen.insert(a).second)
+          fail(p, p.name + " operation with inputs: " + types_str(in) +
+                      " produces an illegally sharded result: " + t.str());
+  }
+
+  bool replicated_rule() const {
+    return std::all_of(rule.factor_kinds.begin(), rule.factor_kinds.end(),
+                       [](FactorKind k) { return k == FactorKind::need_replication; });
+  }
+
+  void run() {
+    rule = p.sharding_rule(in, out, params);
+    if (!rule.fixed_results.empty()) return fixed();
+    collect();
+    // Collectives, control flow and calls have the replicated rule: their results are unsplit.
+    if (!replicated_rule()) check_factors();
+    for (size_t r = 0; r < out.size(); ++r) {
+      out[r].sharding =
+          replicated_rule()
+              ? TypeSharding{mesh.mesh, std::vector<Axes>(size_t(out[r].shape.ndim()))}
+              : result(r);
+      check_result(out[r]);
+    }
+  }
+
+  // A sharding constraint or reshard: the result has the fixed split's Explicit axes.
+  void fixed() {
+    for (size_t r = 0; r < out.size(); ++r) {
+      TypeSharding t{mesh.mesh, {}};
+      for (const Axes& axes : rule.fixed_results[r]) {
+        Axes kept;
+        for (const std::string& a : axes)
+          for (const TypeSharding::Axis& m : mesh.mesh)
+            if (m.name == a && m.is_explicit) kept.push_back(a);
+        t.dims.push_back(std::move(kept));
+      }
+      t.dims.resize(size_t(out[r].shape.ndim()));
+      out[r].sharding = std::move(t);
+    }
+  }
+};
+
+}  // namespace
+
+TypeSharding unsplit_on(const Mesh& mesh, int rank) {
+  TypeSharding t;
+  for (const auto& [name, size] : mesh.shape())
+    t.mesh.push_back({name, size, mesh.axis_type(name) == AxisType::Explicit});
+  t.dims.resize(size_t(rank));
+  return t;
+}
+
+std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank) {
+  const auto* named = dynamic_cast<const NamedSharding*>(&sharding);
+  if (!named || !named->mesh().has_explicit_axes()) return std::nullopt;
+  TypeSharding t = unsplit_on(named->mesh(), rank);
+  for (int d = 0; d < rank; ++d)
+    for (const std::string& a : named->spec().axes_of(d))
+      if (named->mesh().axis_type(a) == AxisType::Explicit) t.dims[size_t(d)].push_back(a);
+  return t;
+}
+
+void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
+                          std::span<AbstractValue> out, const Params& params) {
+  const TypeSharding* mesh = nullptr;
+  for (const AbstractValue& t : in)
+    if (t.sharding) mesh = &*t.sharding;
+  if (!mesh || !p.sharding_rule) return;
+  for (const AbstractValue& t : out)
+    if (t.sharding) return;
+  mesh = common_mesh(p, in);
+  Inference{p, in, out, params, *mesh, {}, {}, {}}.run();
+}
+
+}  // namespace spmd

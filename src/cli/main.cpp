@@ -156,6 +156,11 @@ int main(int argc, char** argv) {
   tr->add_option("--optimizer", train_options.optimizer, "sgd, adam or adamw")
       ->capture_default_str()
       ->check(CLI::IsMember(optimizer_names));
+  std::string schedule_names[] = {"cosine", "constant"};
+  tr->add_option("--schedule", train_options.schedule,
+                 "cosine: the learning rate falls from --lr to 0 over the run; constant")
+      ->capture_default_str()
+      ->check(CLI::IsMember(schedule_names));
   tr->add_option("--seed", train_options.seed, "Seed of the initialisation and the data order")
       ->capture_default_str();
   tr->add_option("--out", train_options.out, "Directory of the checkpoints, history and plot")

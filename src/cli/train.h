@@ -15,7 +15,8 @@ struct TrainOptions {
   int epochs = 5;
   int64_t batch = 256;
   double lr = 1e-3;
-  std::string optimizer = "adam";  // sgd | adam | adamw
+  std::string optimizer = "adam";   // sgd | adam | adamw
+  std::string schedule = "cosine";  // cosine (from lr to 0 over the run) | constant
   uint32_t seed = 0;
   std::string out = "spmd-train";  // checkpoints, history and plots
   bool resume = false;

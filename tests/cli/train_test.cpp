@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace sp = spmd;
@@ -90,11 +91,14 @@ TEST(TrainMesh, ParsesOneAndTwoAxes) {
 
 TEST(Train, FirstLossesMatchJaxAndOptax) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  for (const char* optimizer : {"adam", "sgd"}) {
+  for (auto [optimizer, lr, key] : {std::tuple{"adam", 1e-3, "adam 256 0.001"},
+                                     std::tuple{"sgd", 0.1, "sgd 256 0.1"}}) {
     TrainOptions o = quick({1}, std::string("jax_") + optimizer, 10);
     o.optimizer = optimizer;
+    o.lr = lr;
+    o.schedule = "constant";  // as bench/compare/train_jax.py's default
     TrainHistory h = run(o);
-    expect_close(h.step_loss, jax_losses(std::string(optimizer) + " 256"), 1e-4, optimizer);
+    expect_close(h.step_loss, jax_losses(key), 1e-4, optimizer);
   }
 }
 

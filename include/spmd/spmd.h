@@ -9,6 +9,7 @@
 #include <spmd/dtype.h>
 #include <spmd/error.h>
 #include <spmd/io.h>
+#include <spmd/nn.h>
 #include <spmd/lax.h>
 #include <spmd/ops.h>
 #include <spmd/optim.h>

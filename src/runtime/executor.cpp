@@ -81,15 +81,67 @@ class Worker {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-// The shared state of one launch.
+// The launches one thread has made that have not finished: their count, waited on at the
+// thread's end.
+struct Outstanding {
+  std::atomic<int> count{0};
+  void wait_none() {
+    for (int n; (n = count.load(std::memory_order_acquire)) != 0;)
+      count.wait(n, std::memory_order_acquire);
+  }
+};
+
+// A launch's place in its thread's Outstanding, given back when the launch lets go of
+// everything it holds.
+class Ticket {
+ public:
+  explicit Ticket(std::shared_ptr<Outstanding> of) : of_(std::move(of)) {
+    of_->count.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Ticket() {
+    if (of_->count.fetch_sub(1, std::memory_order_acq_rel) == 1) of_->count.notify_all();
+  }
+  Ticket(const Ticket&) = delete;
+  Ticket& operator=(const Ticket&) = delete;
+
+ private:
+  std::shared_ptr<Outstanding> of_;  // shared: the thread may be gone when the launch ends
+};
+
+// The calling thread's Outstanding. A thread's thread_local objects are destroyed when it ends
+// and, for the thread that calls exit (main's return included), before any object with static
+// storage duration ([basic.start.term]). So waiting here drains a thread's launches before
+// the statics their kernels use (oneDNN's, made lazily by the first kernel on a device thread,
+// after anything the runtime could register) are destroyed, whatever order they were made in.
+// A device thread does not wait: its own queue holds the launches it made, behind the task it
+// runs (an exit inside a launch), and the other devices may be waiting for it in a collective.
+std::shared_ptr<Outstanding>& this_thread_launches() {
+  struct Waiter {
+    std::shared_ptr<Outstanding> launches = std::make_shared<Outstanding>();
+    ~Waiter() {
+      if (t_device < 0) launches->wait_none();
+    }
+  };
+  thread_local Waiter waiter;
+  return waiter.launches;
+}
+
+// The shared state of one launch. Destroyed on the device thread that lets go of it last,
+// after every rank has run; the function (and what it captured) goes before the ticket.
 struct LaunchState {
   // A rank's error, and whether it is a PeerFailure (a consequence of another rank's error).
   struct RankError {
     std::exception_ptr error;
     bool consequence = false;
   };
-  LaunchState(int n, std::shared_ptr<Communicator> c)
-      : remaining(n), errors(size_t(n)), comm(std::move(c)) {}
+  LaunchState(int n, std::function<void(int)> f, std::shared_ptr<Communicator> c)
+      : ticket(this_thread_launches()),
+        fn(std::move(f)),
+        remaining(n),
+        errors(size_t(n)),
+        comm(std::move(c)) {}
+  Ticket ticket;  // first: given back last
+  std::function<void(int)> fn;
   std::mutex mu;
   int remaining;
   std::vector<RankError> errors;
@@ -166,10 +218,12 @@ class Workers {
   std::unordered_map<int, std::unique_ptr<Worker>> workers_;
 };
 
-// The threads live for the process. Launches return before their devices finish, so a program
-// may reach exit with work still running; the exit waits for it (registered after the
-// primitive registry and the other statics the work uses were made, so it runs before they are
-// destroyed). Not from a device thread, which would wait for itself.
+// The threads live for the process. Launches return before their devices finish; a thread
+// waits for its own when it ends (this_thread_launches), which covers a program returning from
+// main or calling exit. This handler is the rest: an exit from one thread while others that
+// launched are still alive waits for every queue before the statics made before the first
+// device use (the primitive registry among them) are destroyed. Not from a device thread, which
+// would wait for itself.
 Workers& workers() {
   static Workers* w = [] {
     auto* made = new Workers();
@@ -202,13 +256,12 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
                                 std::shared_ptr<Communicator> comm) {
   check_device_ids(device_ids);
   const int n = int(device_ids.size());
-  auto state = std::make_shared<LaunchState>(n, std::move(comm));
+  auto state = std::make_shared<LaunchState>(n, std::move(fn), std::move(comm));
   std::shared_future<void> result = state->done.get_future().share();
   if (n == 0) {
     state->done.set_value();
     return result;
   }
-  auto shared_fn = std::make_shared<std::function<void(int)>>(std::move(fn));
   // Threads each kernel may use: the cores divided among the devices running at once, so
   // eight devices on two cores do not oversubscribe.
   const int kernel_threads = std::max(1, config::num_threads() / n);
@@ -216,12 +269,12 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
   std::lock_guard order(ws.launch_mu);
   for (int rank = 0; rank < n; ++rank) {
     const int device = device_ids[size_t(rank)];
-    ws.at(device).post([state, shared_fn, rank, device, kernel_threads] {
+    ws.at(device).post([state, rank, device, kernel_threads] {
       omp_set_num_threads(kernel_threads);
       cpu::set_thread_limit(kernel_threads);
       try {
         if (fault::armed()) inject_launch_fault(device, *state);
-        (*shared_fn)(rank);
+        state->fn(rank);
       } catch (...) {
         state->fail(rank);
       }

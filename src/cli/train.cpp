@@ -35,7 +35,7 @@ using StateDict = sp::nn::StateDict;
 
 const std::vector<int64_t> kLayerSizes = {784, 1024, 1024, 1024, 10};
 // Checkpoint metadata that must match for --resume (the mesh may change: the checkpoint holds
-// whole values, placed anew).
+// whole values, placed anew). The epochs only matter to the cosine schedule, which spans them.
 const std::vector<std::string> kResumeKeys = {"seed", "batch",    "optimizer",
                                               "lr",   "schedule", "epochs"};
 
@@ -63,7 +63,10 @@ class MlpImpl : public sp::nn::Module {
 
 std::string mesh_text(const std::vector<int64_t>& mesh) {
   std::string out;
-  for (int64_t n : mesh) out += (out.empty() ? "" : "x") + std::to_string(n);
+  for (int64_t n : mesh) {
+    if (!out.empty()) out += 'x';
+    out += std::to_string(n);
+  }
   return out;
 }
 
@@ -110,14 +113,15 @@ std::map<std::string, std::string> run_metadata(const TrainOptions& o, int epoch
   return {{"format", "spmd-train-1"},       {"epoch", std::to_string(epochs_done)},
           {"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)},
           {"optimizer", o.optimizer},       {"lr", number_text(o.lr)},
-          {"mesh", mesh_text(o.mesh)},      {"layers", "784-1024-1024-1024-10"}};
+          {"mesh", mesh_text(o.mesh)},      {"layers", "784-1024-1024-1024-10"},
+          {"schedule", o.schedule},         {"epochs", std::to_string(o.epochs)}};
 }
 
 // ---- history: every step's loss and each epoch's results, kept beside the checkpoints ------
 
 void save_history(const fs::path& path, const TrainHistory& h) {
   std::ofstream f(path);
-  f << std::setprecision(9);
+  f << std::setprecision(17);  // doubles read back exactly
   for (size_t i = 0; i < h.step_loss.size(); ++i)
     f << "step " << h.step_epoch[i] << " " << h.step_loss[i] << "\n";
   for (size_t i = 0; i < h.test_loss.size(); ++i)
@@ -158,8 +162,7 @@ struct Checkpoint {
 // The parameters under their state_dict names and the optimizer state under "optimizer.", as
 // .safetensors (readable by Python's safetensors and torch) and .npz. Written to a temporary
 // file first, so that an interrupted save leaves the previous checkpoint whole.
-void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::optim::Optimizer& opt,
-                     const sp::optim::State& state,
+void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::optim::State& state,
                      const std::map<std::string, std::string>& metadata) {
   sp::NamedArrays tensors;
   std::map<std::string, Array> npz;
@@ -182,7 +185,7 @@ Checkpoint load_checkpoint(const fs::path& dir, const TrainOptions& o, const Sta
   std::map<std::string, std::string> meta = sp::load_safetensors_metadata(st.string());
   std::map<std::string, std::string> want = run_metadata(o, 0);
   for (const std::string& k : kResumeKeys)
-    if (meta[k] != want[k])
+    if (meta[k] != want[k] && (k != "epochs" || o.schedule == "cosine"))
       throw sp::ValueError("[spmd train] --resume: the checkpoint in " + dir.string() +
                            " was written with --" + k + " " + meta[k] + ", this run has --" + k +
                            " " + want[k]);
@@ -248,7 +251,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& out) {
     throw sp::ValueError("[spmd train] --epochs and --batch must be positive and --lr above 0");
   std::vector<std::string> names = {"batch"};
   if (o.mesh.size() == 2) names.push_back("model");
-  sp::Mesh mesh = sp::make_mesh(o.mesh, names);
+  sp::Mesh mesh = sp::make_mesh(sp::Shape(o.mesh), names);
   sp::NamedSharding batch_sharding(mesh, P("batch"));
   sp::data::Dataset train_set = sp::data::load_fashion_mnist("train", o.data_dir);
   sp::data::Dataset test_set = sp::data::load_fashion_mnist("test", o.data_dir);
@@ -301,7 +304,8 @@ TrainHistory train(const TrainOptions& o, std::ostream& out) {
       << (o.mesh.size() == 2 ? "(data x tensor parallel)" : "(data parallel)") << ", batch "
       << o.batch << ", " << o.optimizer << " lr " << number_text(o.lr) << "\n";
 
-  for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
+  const int last_epoch = o.stop_after > 0 ? std::min(o.epochs, o.stop_after) : o.epochs;
+  for (int epoch = first_epoch; epoch < last_epoch; ++epoch) {
     sp::data::Batches batches(train_set, o.batch, data_key, uint32_t(epoch));
     const int64_t steps = steps_per_epoch;
     ProgressBar bar(

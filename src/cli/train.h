@@ -21,6 +21,8 @@ struct TrainOptions {
   std::string out = "spmd-train";  // checkpoints, history and plots
   bool resume = false;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // Stop after this many epochs of the run, as an interrupted run would (0: run them all).
+  int stop_after = 0;
   // Stop each epoch after this many steps (0: the whole epoch); for quick runs and tests.
   int64_t max_steps = 0;
   // Draw the progress bar in place and the final plot with braille dots; false for plain text.

@@ -56,7 +56,7 @@ TrainHistory run(const TrainOptions& o, std::string* text = nullptr) {
 
 // "adam 256: 2.30 2.21 ..." from tests/goldens/train/first_losses.txt.
 std::vector<double> jax_losses(const std::string& key) {
-  std::istringstream in(sp::test::golden_text("train/first_losses.txt"));
+  std::istringstream in(spmd_test::golden_text("train/first_losses.txt"));
   std::string line;
   while (std::getline(in, line)) {
     if (!line.starts_with(key + ":")) continue;
@@ -91,14 +91,16 @@ TEST(TrainMesh, ParsesOneAndTwoAxes) {
 
 TEST(Train, FirstLossesMatchJaxAndOptax) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  for (auto [optimizer, lr, key] : {std::tuple{"adam", 1e-3, "adam 256 0.001"},
-                                     std::tuple{"sgd", 0.1, "sgd 256 0.1"}}) {
+  // Adam divides by the root of the second moment, which magnifies float reassociation in
+  // gradients near zero: by step 8 its losses are 2e-4 apart, where sgd's stay within 1e-5.
+  for (auto [optimizer, lr, key, rtol] : {std::tuple{"adam", 1e-3, "adam 256 0.001", 5e-4},
+                                          std::tuple{"sgd", 0.1, "sgd 256 0.1", 1e-4}}) {
     TrainOptions o = quick({1}, std::string("jax_") + optimizer, 10);
     o.optimizer = optimizer;
     o.lr = lr;
     o.schedule = "constant";  // as bench/compare/train_jax.py's default
     TrainHistory h = run(o);
-    expect_close(h.step_loss, jax_losses(key), 1e-4, optimizer);
+    expect_close(h.step_loss, jax_losses(key), rtol, optimizer);
   }
 }
 
@@ -140,10 +142,13 @@ TEST(Train, ResumedRunContinuesExactly) {
   whole.epochs = 2;
   TrainHistory expected = run(whole);
 
+  // Interrupted after its first epoch: the cosine schedule spans both epochs.
   TrainOptions first = quick({8}, "resumed", 4);
+  first.epochs = 2;
+  first.stop_after = 1;
   run(first);
   TrainOptions rest = first;
-  rest.epochs = 2;
+  rest.stop_after = 0;
   rest.resume = true;
   std::string text;
   TrainHistory resumed = run(rest, &text);
@@ -167,6 +172,17 @@ TEST(Train, ResumeRefusesADifferentRun) {
               std::string::npos)
         << e.what();
   }
+  // The cosine schedule spans the run's epochs, so they may not change; a constant rate lets a
+  // run be extended.
+  o.optimizer = "adam";
+  o.epochs = 2;
+  EXPECT_THROW(run(o), sp::ValueError);
+  TrainOptions constant = quick({8}, "extend", 1);
+  constant.schedule = "constant";
+  run(constant);
+  constant.epochs = 2;
+  constant.resume = true;
+  EXPECT_EQ(run(constant).test_accuracy.size(), 2u);
   TrainOptions none = quick({8}, "none", 1);
   none.resume = true;
   EXPECT_THROW(run(none), sp::IOError);

@@ -1,7 +1,8 @@
 // JAX's "Distributed arrays and automatic parallelization" in C++: sharded arrays on a named mesh,
 // their pictures, computation following sharding, errors for disagreeing devices, sharding
-// constraints in jit, and a small network trained data parallel, then data and tensor parallel.
-// Every code cell in order, printing what the notebook prints.
+// constraints in jit, and a small torch-style network (sp::nn, sp::optim) trained data parallel,
+// then data and tensor parallel. Every code cell in order, printing what the notebook prints
+// (arrays as JAX prints them: torchax's Tensor(...) wrapper is not reproduced).
 //
 // `--small` divides every size by 16 (x 512 x 512, layers [49, 64, 64, 64, 10], batch 512; the
 // pictures stay the same) and times each %timeit cell once instead of 5 x 5: the test runs that.
@@ -14,10 +15,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,56 +98,53 @@ void print_exception(const char* name, const std::exception& e) {
   std::cout << fill(std::string(name) + ": " + message) << "\n";
 }
 
-using Params = std::vector<std::pair<sp::Array, sp::Array>>;
+// class Model(torch.nn.Module) of the seed. spmd has no global random state, so the layers are
+// drawn from `key`, one key per layer.
+struct Model : sp::nn::Module {
+  sp::nn::ModuleList layers;
+
+  Model(const std::vector<int64_t>& layer_sizes, const sp::Array& key) {
+    layers = register_module("layers", sp::nn::ModuleList());
+    sp::Array keys = sp::random::split(key, int64_t(layer_sizes.size()) - 1);
+    for (size_t i = 0; i + 1 < layer_sizes.size(); ++i)
+      layers.push_back(sp::nn::Linear(layer_sizes[i], layer_sizes[i + 1], keys[int64_t(i)]));
+  }
+
+  sp::Array forward(sp::Array x) const override {
+    for (const auto& layer : layers) {
+      x = layer(x);
+      x = sp::maximum(x, 0);
+    }
+    return x;
+  }
+};
+
+using Params = sp::nn::StateDict;
 using Batch = std::pair<sp::Array, sp::Array>;
 
-sp::Array predict(const Params& params, sp::Array inputs) {
-  sp::Array outputs;
-  for (const auto& [W, b] : params) {
-    outputs = sp::dot(inputs, W) + b;
-    inputs = sp::maximum(outputs, 0);
-  }
-  return outputs;
+// Python's repr of an OrderedDict's keys().
+std::string odict_keys(const Params& params) {
+  std::string out = "odict_keys([";
+  for (const std::string& name : params.keys())
+    out += (out.back() == '[' ? "'" : ", '") + name + "'";
+  return out + "])";
 }
 
-sp::Array loss(const Params& params, const Batch& batch) {
-  const auto& [inputs, targets] = batch;
-  sp::Array predictions = predict(params, inputs);
-  return sp::mean(sp::sum(sp::square(predictions - targets), {-1}));
-}
-
-std::pair<sp::Array, sp::Array> init_layer(const sp::Array& key, int64_t n_in, int64_t n_out) {
-  sp::Array k = sp::random::split(key);
-  sp::Array W = sp::random::normal(k[0], {n_in, n_out}) / std::sqrt(float(n_in));
-  sp::Array b = sp::random::normal(k[1], {n_out});
-  return {W, b};
-}
-
-std::pair<Params, Batch> init_model(sp::Array key, const std::vector<int64_t>& layer_sizes,
-                                    int64_t batch_size) {
-  sp::Array keys = sp::random::split(key, int64_t(layer_sizes.size()));
-  key = keys[0];
-  Params params;
-  for (size_t i = 0; i + 1 < layer_sizes.size(); ++i)
-    params.push_back(init_layer(keys[int64_t(i) + 1], layer_sizes[i], layer_sizes[i + 1]));
-
-  keys = sp::random::split(key, 3);
-  sp::Array inputs = sp::random::normal(keys[1], {batch_size, layer_sizes.front()});
-  sp::Array targets = sp::random::normal(keys[2], {batch_size, layer_sizes.back()});
-  return {params, {inputs, targets}};
-}
-
-// Five SGD steps, printing the loss before each, then the loss after the last.
-template <class LossFn, class GradFn>
-Params train(Params params, const Batch& batch, const LossFn& loss_jit, const GradFn& gradfun) {
+// Five optax.sgd steps, printing the loss before each, then the loss after the last.
+template <class GradFn, class LossFn>
+Params train(Params params, const Batch& batch, const GradFn& grad_fn_jit, const LossFn& loss_jit) {
   double step_size = 1e-3;
 
+  sp::optim::Optimizer optimizer = sp::optim::sgd(step_size);
+
+  sp::optim::State opt_state = optimizer.init(params);
+
   for (int i = 0; i < 5; ++i) {
-    sp::Array loss_value = loss_jit(params, batch);
-    Params grads = gradfun(params, batch);
-    params = sp::tree_map([&](const sp::Array& p, const sp::Array& g) { return p - step_size * g; },
-                          params, grads);
-    std::cout << i << " loss is " << loss_value << "\n";
+    auto [loss, grads] = grad_fn_jit(params, batch);
+    Params updates;
+    std::tie(updates, opt_state) = optimizer.update(grads, opt_state, params);
+    params = sp::optim::apply_updates(params, updates);
+    std::cout << i << " loss is " << loss << "\n";
   }
 
   std::cout << loss_jit(params, batch) << "\n";
@@ -353,15 +353,36 @@ int main(int argc, char** argv) {
   sp::visualize_array_sharding(y);
 
   // ---- Examples: neural networks
-  cell("40");
-  auto loss_jit = sp::jit(loss);
-  auto gradfun = sp::jit(sp::grad(loss));
-
   cell("41");
   const std::vector<int64_t>& layer_sizes = size.layer_sizes;
   const int64_t batch_size = size.batch_size;
 
-  auto [params, batch] = init_model(sp::random::key(0), layer_sizes, batch_size);
+  cell("42");
+  Model model(layer_sizes, sp::random::key(0));
+  sp::Array inputs = sp::random::normal(sp::random::key(1), {batch_size, layer_sizes[0]});
+
+  cell("43");
+  std::cout << sp::repr(model(inputs)) << "\n";
+
+  cell("44");
+  Params params = model.state_dict();
+
+  // make a function that takes weight as input
+  auto pure_model_fun = [&](const Params& weights, const sp::Array& inputs) {
+    return sp::nn::functional_call(model, weights, inputs);
+  };
+
+  sp::nn::MSELoss torch_loss;
+
+  auto loss_fun = [&](const Params& weight, const Batch& batch) {
+    const auto& [inputs, label] = batch;
+    sp::Array res = pure_model_fun(weight, inputs);
+    return torch_loss(res, label);
+  };
+
+  auto grad_fn = sp::value_and_grad(loss_fun);
+  auto grad_fn_jit = sp::jit(grad_fn);
+  auto loss_jit = sp::jit(loss_fun);
 
   // ---- 8-way batch data parallelism
   cell("45");
@@ -372,6 +393,10 @@ int main(int argc, char** argv) {
   sp::NamedSharding replicated_sharding(mesh, P());
 
   cell("47");
+  Batch batch = {sp::random::normal(sp::random::key(2), {batch_size, layer_sizes[0]}),
+                 sp::random::normal(sp::random::key(3), {batch_size, layer_sizes.back()})};
+
+  // device_put also works on trees
   batch = sp::device_put(batch, sharding);
   params = sp::device_put(params, replicated_sharding);
 
@@ -379,17 +404,17 @@ int main(int argc, char** argv) {
   std::cout << sp::repr(loss_jit(params, batch)) << "\n";
 
   cell("49");
-  params = train(params, batch, loss_jit, gradfun);
+  params = train(params, batch, grad_fn_jit, loss_jit);
 
   cell("50");
-  timeit(size.loops, [&] { gradfun(params, batch)[0].first.block_until_ready(); });
+  timeit(size.loops, [&] { grad_fn_jit(params, batch).first.block_until_ready(); });
 
   cell("51");
   Batch batch_single = sp::device_put(batch, sp::SingleDeviceSharding(sp::devices()[0]));
   Params params_single = sp::device_put(params, sp::SingleDeviceSharding(sp::devices()[0]));
 
   cell("52");
-  timeit(size.loops, [&] { gradfun(params_single, batch_single)[0].first.block_until_ready(); });
+  timeit(size.loops, [&] { grad_fn_jit(params_single, batch_single).first.block_until_ready(); });
 
   // ---- 4-way batch data parallelism and 2-way model tensor parallelism
   cell("53");
@@ -403,46 +428,43 @@ int main(int argc, char** argv) {
   cell("55");
   replicated_sharding = sp::NamedSharding(mesh, P());
 
+  cell("56");
+  std::cout << odict_keys(params) << "\n";
+
   cell("57");
-  auto [W1, b1] = params[0];
-  auto [W2, b2] = params[1];
-  auto [W3, b3] = params[2];
-  auto [W4, b4] = params[3];
+  const std::map<std::string, sp::NamedSharding> name_to_sharding = {
+      {"layers.0.weight", replicated_sharding},
+      {"layers.0.bias", replicated_sharding},
+      {"layers.1.weight", sp::NamedSharding(mesh, P("model"))},  // column parallel
+      {"layers.1.bias", sp::NamedSharding(mesh, P("model"))},
+      {"layers.2.weight", sp::NamedSharding(mesh, P(sp::None, "model"))},
+      {"layers.2.bias", replicated_sharding},
+      {"layers.3.weight", replicated_sharding},
+      {"layers.3.bias", replicated_sharding},
+  };
 
-  W1 = sp::device_put(W1, replicated_sharding);
-  b1 = sp::device_put(b1, replicated_sharding);
-
-  W2 = sp::device_put(W2, sp::NamedSharding(mesh, P(sp::None, "model")));
-  b2 = sp::device_put(b2, sp::NamedSharding(mesh, P("model")));
-
-  W3 = sp::device_put(W3, sp::NamedSharding(mesh, P("model", sp::None)));
-  b3 = sp::device_put(b3, replicated_sharding);
-
-  W4 = sp::device_put(W4, replicated_sharding);
-  b4 = sp::device_put(b4, replicated_sharding);
-
-  params = {{W1, b1}, {W2, b2}, {W3, b3}, {W4, b4}};
+  for (auto& [name, tensor] : params) tensor = sp::device_put(tensor, name_to_sharding.at(name));
 
   cell("58");
-  sp::visualize_array_sharding(W2);
+  sp::visualize_array_sharding(params.at("layers.1.weight"));
 
   cell("59");
-  sp::visualize_array_sharding(W3);
+  sp::visualize_array_sharding(params.at("layers.2.weight"));
 
   cell("60");
   std::cout << loss_jit(params, batch) << "\n";
 
   cell("61");
-  params = train(params, batch, loss_jit, gradfun);
+  params = train(params, batch, grad_fn_jit, loss_jit);
 
   cell("62");
   std::cout << loss_jit(params, batch) << "\n";
 
   cell("63");
-  sp::visualize_array_sharding(params[1].first);
-  sp::visualize_array_sharding(params[2].first);
+  sp::visualize_array_sharding(params.at("layers.1.weight"));
+  sp::visualize_array_sharding(params.at("layers.2.weight"));
 
   cell("64");
-  timeit(size.loops, [&] { gradfun(params, batch)[0].first.block_until_ready(); });
+  timeit(size.loops, [&] { grad_fn_jit(params, batch).first.block_until_ready(); });
   return 0;
 }

@@ -3,8 +3,10 @@ automatic parallelization), so its C++ twin examples/distributed_arrays.cpp can 
 
 The seed is written with torchax; its commented JAX code and JAX's own tutorial are what runs here:
 jax.random.normal for torch.randn, jnp.sin / jnp.matmul / jnp.copy / jnp.ones_like / jnp.arange,
-jax.lax.with_sharding_constraint, jax.jit, and the neural network in JAX's functional form
-(predict, loss, init_model; SGD as jax.tree.map(lambda p, g: p - step_size * g, ...)).
+jax.lax.with_sharding_constraint, jax.jit, and the torch-style neural network (Model, state_dict,
+functional_call, MSELoss, value_and_grad, optax.sgd) written in JAX over an OrderedDict of params
+named as torch names them, initialised as spmd::nn initialises it (torch's RNG is not
+reproducible). Arrays and losses are shown as JAX shows them, without torchax's Tensor wrapper.
 
 Cells run as gen_seeds.py runs them (one namespace, stdout captured, a trailing expression's repr
 appended). The goldens are recorded at the SMALL size the test runs (x 512 x 512, a network
@@ -240,78 +242,120 @@ CELLS = [
         import jax
         import jax.numpy as jnp
         """, "", {}),
-    (39, 45, "predict_loss", """
-        def predict(params, inputs):
-          for W, b in params:
-            outputs = jnp.dot(inputs, W) + b
-            inputs = jnp.maximum(outputs, 0)
-          return outputs
+    (39, 45, "model", """
+        from collections import OrderedDict
 
-        def loss(params, batch):
-          inputs, targets = batch
-          predictions = predict(params, inputs)
-          return jnp.mean(jnp.sum((predictions - targets)**2, axis=-1))
-        """, "The seed's commented JAX form (its torch Model is not run).", {}),
-    (40, 46, "jit_loss_grad", """
-        loss_jit = jax.jit(loss)
-        gradfun = jax.jit(jax.grad(loss))
-        """, "", {}),
-    (41, 47, "init_model", """
-        def init_layer(key, n_in, n_out):
-          k1, k2 = jax.random.split(key)
-          W = jax.random.normal(k1, (n_in, n_out)) / jnp.sqrt(n_in)
-          b = jax.random.normal(k2, (n_out,))
-          return W, b
+        def linear_init(key, n_in, n_out):
+          kw, kb = jax.random.split(key)
+          bound = 1 / np.sqrt(n_in)
+          weight = jax.random.uniform(kw, (n_out, n_in), jnp.float32, -bound, bound)
+          bias = jax.random.uniform(kb, (n_out,), jnp.float32, -bound, bound)
+          return weight, bias
 
-        def init_model(key, layer_sizes, batch_size):
-          key, *keys = jax.random.split(key, len(layer_sizes))
-          params = list(map(init_layer, keys, layer_sizes[:-1], layer_sizes[1:]))
+        class Model:
 
-          key, *keys = jax.random.split(key, 3)
-          inputs = jax.random.normal(keys[0], (batch_size, layer_sizes[0]))
-          targets = jax.random.normal(keys[1], (batch_size, layer_sizes[-1]))
+          def __init__(self, layer_sizes, key):
+            keys = jax.random.split(key, len(layer_sizes) - 1)
+            self.params = OrderedDict()
+            for i, (in_, out) in enumerate(zip(layer_sizes[:-1], layer_sizes[1:])):
+              weight, bias = linear_init(keys[i], in_, out)
+              self.params[f'layers.{i}.weight'] = weight
+              self.params[f'layers.{i}.bias'] = bias
 
-          return params, (inputs, targets)
+          def state_dict(self):
+            return OrderedDict(self.params)
 
+          def forward(self, params, x):
+            for i in range(len(params) // 2):
+              x = x @ params[f'layers.{i}.weight'].T + params[f'layers.{i}.bias']
+              x = jnp.maximum(x, 0)
+            return x
+
+          def __call__(self, x):
+            return self.forward(self.params, x)
+        """, "ADAPTED: the seed's torch Model in JAX, drawn as spmd::nn draws it: "
+        "Model(layer_sizes, key) splits key into one key per layer, and Linear(in_, out, key) "
+        "splits its key into kw, kb for a weight [out, in] and a bias [out] uniform in "
+        "±1/√in_ (torch's bounds; torch's RNG is not reproducible).", {}),
+    (41, 47, "sizes", """
         layer_sizes = LAYERS
         batch_size = BATCH
+        """, "The seed's live lines (init_model is commented out).", {}),
+    (42, 48, "model_inputs", """
+        model = Model(layer_sizes, jax.random.key(0))
+        inputs = jax.random.normal(jax.random.key(1), (batch_size, layer_sizes[0]))
+        """, "ADAPTED: keys 0 and 1 for torch's global RNG; no model.to('jax').",
+     {"weight0_corner": "model.params['layers.0.weight'][:2, :4]",
+      "bias3": "model.params['layers.3.bias']", "inputs_row0": "inputs[0, :8]"}),
+    (43, 49, "model_call", "model(inputs)",
+     "The array as JAX displays it; torchax's Tensor(<class 'jaxlib._jax.ArrayImpl'> ...) "
+     "wrapper is not reproduced.", {"corner": "model(inputs)[:4, :4]"}),
+    (44, 50, "functional_loss", """
+        params = model.state_dict()
 
-        params, batch = init_model(jax.random.key(0), layer_sizes, batch_size)
-        """, "", {"W1_corner": "params[0][0][:2, :4]", "b4": "params[3][1]",
-                  "inputs_row0": "batch[0][0, :8]", "targets_row0": "batch[1][0]"}),
+        # make a function that takes weight as input
+        def pure_model_fun(weights, inputs):
+          return model.forward(weights, inputs)
+
+        def torch_loss(input, target):
+          return jnp.mean((input - target) ** 2)
+
+        def loss_fun(weight, batch):
+          inputs, label = batch
+          res = pure_model_fun(weight, inputs)
+          return torch_loss(res, label)
+
+        grad_fn = jax.value_and_grad(loss_fun)
+        grad_fn_jit = jax.jit(grad_fn)
+        loss_jit = jax.jit(loss_fun)
+        """, "ADAPTED: torch.func.functional_call is the forward on the given params, "
+        "torch.nn.MSELoss() the mean of the squared differences, tx.interop's jax_value_and_grad "
+        "and jax_jit are jax.value_and_grad and jax.jit.", {}),
     (45, 51, "mesh_batch", "mesh = jax.make_mesh((8,), ('batch',), axis_types=(AxisType.Auto,))",
      "", {}),
     (46, 52, "shardings", """
         sharding = NamedSharding(mesh, P('batch'))
         replicated_sharding = NamedSharding(mesh, P())
         """, "", {}),
-    (47, 53, "device_put_trees", """
+    (47, 53, "batch_device_put", """
+        batch = (jax.random.normal(jax.random.key(2), (batch_size, layer_sizes[0])),
+                 jax.random.normal(jax.random.key(3), (batch_size, layer_sizes[-1])))
+
+        # jax device put also works on pytrees
         batch = jax.device_put(batch, sharding)
         params = jax.device_put(params, replicated_sharding)
-        """, "", {}),
-    (48, 54, "loss_dp", "loss_jit(params, batch)", "", {"": "loss_jit(params, batch)"}),
+        """, "ADAPTED: keys 2 and 3 for torch.randn.",
+     {"inputs_row0": "batch[0][0, :8]", "targets_row0": "batch[1][0]"}),
+    (48, 54, "loss_dp", "loss_jit(params, batch)",
+     "The array as JAX displays it (no torchax Tensor wrapper).", {"": "loss_jit(params, batch)"}),
     (49, 55, "sgd_dp", """
         step_size = 1e-3
 
+        import optax
+
+        optimizer = optax.sgd(step_size)
+
+        opt_state = optimizer.init(params)
+
+
         for i in range(5):
-          loss_value = loss_jit(params, batch)
-          grads = gradfun(params, batch)
-          params = jax.tree.map(lambda p, g: p - step_size * g, params, grads)
-          print(i, 'loss is', loss_value)
+          loss, grads = grad_fn_jit(params, batch)
+          updates, opt_state = optimizer.update(grads, opt_state)
+          params = optax.apply_updates(params, updates)
+          print(i, 'loss is', loss)
 
         print(loss_jit(params, batch))
-        """, "ADAPTED: optax.sgd(1e-3) is written out as the update it makes; the loss is "
-        "loss_jit's (the seed's value_and_grad gives the same value).",
-     {"": "loss_jit(params, batch)"}),
+        """, "ADAPTED: optax called directly (no tx.interop.call_jax); losses print as JAX prints "
+        "them (no torchax Tensor wrapper).", {"": "loss_jit(params, batch)"}),
     (50, 56, "timeit_grad_dp", """
-        %timeit -n LOOPS -r LOOPS gradfun(params, batch)[0][0].block_until_ready()
+        %timeit -n LOOPS -r LOOPS grad_fn_jit(params, batch)[0].block_until_ready()
         """, "", {}),
     (51, 57, "device_put_single", """
         batch_single = jax.device_put(batch, jax.devices()[0])
         params_single = jax.device_put(params, jax.devices()[0])
         """, "", {}),
     (52, 58, "timeit_grad_single", """
-        %timeit -n LOOPS -r LOOPS gradfun(params_single, batch_single)[0][0].block_until_ready()
+        %timeit -n LOOPS -r LOOPS grad_fn_jit(params_single, batch_single)[0].block_until_ready()
         """, "", {}),
     (53, 59, "mesh_batch_model", f"mesh = jax.make_mesh((4, 2), ('batch', 'model'), {AUTO2})",
      "", {}),
@@ -321,56 +365,60 @@ CELLS = [
         jax.debug.visualize_array_sharding(batch[1])
         """, "", {}),
     (55, 61, "replicated_4x2", "replicated_sharding = NamedSharding(mesh, P())", "", {}),
-    (57, 63, "params_4x2", """
-        (W1, b1), (W2, b2), (W3, b3), (W4, b4) = params
+    (56, 62, "params_keys", "params.keys()", "", {}),
+    (57, 63, "name_to_sharding", """
+        name_to_sharding = {
+            'layers.0.weight': replicated_sharding,
+            'layers.0.bias': replicated_sharding,
+            'layers.1.weight': NamedSharding(mesh, P('model')), # column parallel
+            'layers.1.bias': NamedSharding(mesh, P('model')),
+            'layers.2.weight': NamedSharding(mesh, P(None, 'model')),
+            'layers.2.bias': replicated_sharding,
+            'layers.3.weight': replicated_sharding,
+            'layers.3.bias': replicated_sharding
+        }
 
-        W1 = jax.device_put(W1, replicated_sharding)
-        b1 = jax.device_put(b1, replicated_sharding)
-
-        W2 = jax.device_put(W2, NamedSharding(mesh, P(None, 'model')))
-        b2 = jax.device_put(b2, NamedSharding(mesh, P('model')))
-
-        W3 = jax.device_put(W3, NamedSharding(mesh, P('model', None)))
-        b3 = jax.device_put(b3, replicated_sharding)
-
-        W4 = jax.device_put(W4, replicated_sharding)
-        b4 = jax.device_put(b4, replicated_sharding)
-
-        params = (W1, b1), (W2, b2), (W3, b3), (W4, b4)
-        """, "The seed's commented JAX form.", {}),
-    (58, 64, "visualize_W2", "jax.debug.visualize_array_sharding(W2)", "", {}),
-    (59, 65, "visualize_W3", "jax.debug.visualize_array_sharding(W3)", "", {}),
+        for name, tensor in params.items():
+          params[name] = jax.device_put(tensor, name_to_sharding[name])
+        """, "ADAPTED: torchax's in-place tensor.apply_jax_(jax.device_put, ...) replaces the "
+        "entry.", {}),
+    (58, 64, "visualize_layers1_weight",
+     "jax.debug.visualize_array_sharding(params['layers.1.weight'])", "", {}),
+    (59, 65, "visualize_layers2_weight",
+     "jax.debug.visualize_array_sharding(params['layers.2.weight'])", "", {}),
     (60, 66, "loss_4x2", "print(loss_jit(params, batch))", "", {"": "loss_jit(params, batch)"}),
     (61, 67, "sgd_4x2", """
         step_size = 1e-3
 
+        import optax
+
+        optimizer = optax.sgd(step_size)
+
+        opt_state = optimizer.init(params)
+
+
         for i in range(5):
-          loss_value = loss_jit(params, batch)
-          grads = gradfun(params, batch)
-          params = jax.tree.map(lambda p, g: p - step_size * g, params, grads)
-          print(i, 'loss is', loss_value)
+          loss, grads = grad_fn_jit(params, batch)
+          updates, opt_state = optimizer.update(grads, opt_state)
+          params = optax.apply_updates(params, updates)
+          print(i, 'loss is', loss)
 
         print(loss_jit(params, batch))
         """, "ADAPTED as cell 49.", {"": "loss_jit(params, batch)"}),
     (62, 68, "loss_after", "print(loss_jit(params, batch))", "", {}),
     (63, 69, "visualize_params_after", """
-        jax.debug.visualize_array_sharding(params[1][0])
-        jax.debug.visualize_array_sharding(params[2][0])
-        """, "params[1][0] is W2 and params[2][0] is W3 after the steps.", {}),
+        jax.debug.visualize_array_sharding(params['layers.1.weight'])
+        jax.debug.visualize_array_sharding(params['layers.2.weight'])
+        """, "", {}),
     (64, 70, "timeit_grad_4x2", """
-        %timeit -n LOOPS -r LOOPS gradfun(params, batch)[0][0].block_until_ready()
+        %timeit -n LOOPS -r LOOPS grad_fn_jit(params, batch)[0].block_until_ready()
         """, "", {}),
 ]
 
 NOT_RECORDED = [
     (0, 1, "pip install termcolor", "installs termcolor; print_exception here does not colour"),
     (2, 3, "import torchax", "torchax setup (prints only warnings on stderr)"),
-    (42, 48, "torch Model(layer_sizes), torch.randn inputs",
-     "torch's model; the JAX form's params and batch come from init_model (cell 41)"),
-    (43, 49, "model(inputs)", "torch's forward pass display, a torchax Tensor repr"),
-    (44, 50, "torch.func.functional_call, MSELoss, jax_value_and_grad",
-     "the torch loss and its jitted value_and_grad; the JAX form is cells 39 and 40"),
-    (56, 62, "params.keys()", "names of torch's state_dict; JAX's params is a list of (W, b)"),
+    (40, 46, "# loss_jit = jax.jit(loss)", "every line of the cell is commented out"),
 ]
 
 TIMEIT = re.compile(r"%timeit -n LOOPS -r LOOPS (.*)")
@@ -433,9 +481,19 @@ def write_manifest(small, full, values):
         "",
         "The seed runs torchax; what runs here is its commented JAX code and JAX's tutorial: "
         "`jax.random.normal(jax.random.key(0), ...)` for torch.randn, jnp for torch ops, "
-        "`jax.lax.with_sharding_constraint` for `x.shard_`, the functional network (predict, "
-        "loss, init_model) for the torch Model, and SGD written as "
-        "`jax.tree.map(lambda p, g: p - step_size * g, params, grads)` (optax.sgd's update).",
+        "`jax.lax.with_sharding_constraint` for `x.shard_`. The torch Model is written in JAX over "
+        "an OrderedDict of params with torch's names (`layers.0.weight`, ...), drawn as "
+        "spmd::nn draws them (`Model(layer_sizes, key)`: one key per layer from "
+        "`jax.random.split(key, len(layer_sizes) - 1)`; each Linear splits its key into `kw, kb` "
+        "for a weight [out, in] and a bias [out] uniform in ±1/√in), because torch's RNG is not "
+        "reproducible; torch.randn draws are `jax.random.normal` with keys 1 (the inputs of "
+        "cell 42), 2 and 3 (the batch of cell 47). functional_call is the forward on given "
+        "params, MSELoss the mean squared difference, and optax.sgd runs as it is.",
+        "",
+        "Printing: torchax shows arrays and losses as `Tensor(<class 'jaxlib._jax.ArrayImpl'> "
+        "...)`; that wrapper is not reproduced. `model(inputs)` and `loss_jit(params, batch)` "
+        "are shown as JAX displays an array (`Array(..., dtype=float32)`), printed losses as "
+        "JAX prints them (`1.0034581`).",
         "",
         "ADAPTED everywhere: `jax.make_mesh(..., axis_types=(AxisType.Auto, ...))`. JAX 0.10.2's "
         "make_mesh defaults to Explicit axes; the tutorial's computation-follows-sharding is the "

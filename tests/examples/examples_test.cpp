@@ -136,4 +136,24 @@ TEST(Examples, DistributedArraysPrintsWhatJaxPrints) {
                 {"08", "09", "25", "26", "50", "52", "64"});
 }
 
+// Each SGD step lowers the seed's loss by about 5e-6, below the cells' 1e-5 tolerance: the
+// steps themselves must match JAX's, so a missing or wrong update fails here.
+TEST(Examples, DistributedArraysSgdStepsLowerTheLossAsJax) {
+  std::map<std::string, std::string> want = goldens("002");
+  std::map<std::string, std::string> got =
+      split_cells(run(SPMD_EXAMPLES_DIR "/distributed_arrays --small"));
+  for (const char* id : {"49", "61"}) {
+    // "i loss is L" five times, then the loss after the loop.
+    std::vector<double> a = numbers(got[id]), b = numbers(want[id]);
+    ASSERT_EQ(a.size(), 11u) << "cell " << id << ":\n" << got[id];
+    ASSERT_EQ(b.size(), 11u) << "cell " << id;
+    std::vector<double> la, lb;
+    for (size_t i = 1; i < 11; i += 2) la.push_back(a[i]), lb.push_back(b[i]);
+    la.push_back(a[10]);
+    lb.push_back(b[10]);
+    for (size_t k = 1; k < la.size(); ++k)
+      EXPECT_NEAR(la[k] - la[k - 1], lb[k] - lb[k - 1], 1.5e-6) << "cell " << id << " step " << k;
+  }
+}
+
 }  // namespace

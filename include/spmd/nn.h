@@ -202,8 +202,10 @@ auto call_forward(const M& model, Args&&... args) {
 
 // torch.func.functional_call: model(args...) computed with `params` in place of the model's own
 // parameters (see FunctionalCallScope), so jit and grad can take the params as an argument:
-//   auto loss = [&](const StateDict& p, const Array& x) { return mse(functional_call(m, p, x), y);
-//   }; auto [value, grads] = jit(value_and_grad(loss))(m.state_dict(), x);
+//   auto loss = [&](const StateDict& p, const Array& x, const Array& y) {
+//     return MSELoss{}(functional_call(model, p, x), y);
+//   };
+//   auto [value, grads] = jit(value_and_grad(loss))(model.state_dict(), x, y);
 // Works while tracing (params may be tracers) and on several threads at once.
 template <class M, class... Args>
 auto functional_call(const M& model, const StateDict& params, Args&&... args) {

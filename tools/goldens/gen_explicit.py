@@ -38,6 +38,12 @@ def put(v, *spec):
     return jax.device_put(v, S(*spec))
 
 
+def in_mesh(f):
+    """f() with m as the context mesh (JAX's grad of a sharded value asks for one)."""
+    with jax.set_mesh(m):
+        return f()
+
+
 # Cases whose result type is recorded; the ones that raise go to errors.txt.
 CASES = {
     "unsharded": "X",
@@ -104,6 +110,11 @@ CASES = {
     "concatenate0": "jnp.concatenate([put(X, 'a', None), put(X, 'a', None)], 0)",
     "concatenate1": "jnp.concatenate([put(X, 'a', None), put(X, 'a', None)], 1)",
     "zeros_like": "jnp.zeros_like(put(X, 'a', 'b'))",
+    "ones_like": "jnp.ones_like(put(X, 'a', None))",
+    "full_like": "jnp.full_like(put(X, None, ('a', 'b')), 3.0)",
+    "zeros_like_int": "jnp.zeros_like(put(X, 'a', 'b'), dtype=jnp.int32)",
+    "grad_reshape_out_sharding": "in_mesh(lambda: jax.grad(lambda v: jnp.sum(jnp.reshape(v, (256,), out_sharding=S('a'))))(put(X, None, 'b')))",
+    "grad_matmul_out_sharding": "in_mesh(lambda: jax.grad(lambda u: jnp.sum(jnp.matmul(u, put(X, 'a', None), out_sharding=S(None, 'a'))))(put(X, None, 'a')))",
     "reshard_uncommitted": "reshard(X, S('a'))",
     "reshard_moves": "reshard(put(X, 'a', None), S(None, 'a'))",
     "reshard_jit": "jax.jit(lambda v: reshard(v, S(None, ('a', 'b'))))(put(X, 'a', 'b'))",
@@ -129,14 +140,29 @@ TEXTS = {
     "jaxpr_mul": lambda: str(jax.make_jaxpr(lambda a: a * 2)(put(X, 'a', 'b'))),
     "jaxpr_sin_tuple": lambda: str(jax.make_jaxpr(jnp.sin)(put(X, ('a', 'b'), None))),
     "jaxpr_matmul": lambda: str(jax.make_jaxpr(jnp.matmul)(put(X, 'a', None), put(X, None, 'b'))),
+    "jaxpr_matmul_out_sharding": lambda: str(jax.make_jaxpr(lambda u, v: jnp.matmul(u, v, out_sharding=S(None, 'a')))(put(X, None, 'a'), put(X, 'a', None))),
+    "jaxpr_reshape_out_sharding": lambda: str(jax.make_jaxpr(lambda u: jnp.reshape(u, (256,), out_sharding=S('a')))(put(X, None, 'b'))),
+    "jaxpr_reshape_merge": lambda: str(jax.make_jaxpr(lambda u: jnp.reshape(u, (256,)))(put(X, 'a', 'b'))),
     "jaxpr_reshard": lambda: str(jax.make_jaxpr(lambda v: reshard(v, S(None, 'a')))(put(X, 'a'))),
     "result_sharding_add": lambda: repr((put(X, 'a', None) + put(X, None, 'b')).sharding),
     "result_sharding_sum": lambda: repr(jnp.sum(put(X, 'a', 'b'), axis=0).sharding),
     "result_sharding_reshard": lambda: repr(reshard(X, S('a')).sharding),
+    "result_sharding_matmul_out": lambda: repr(jnp.matmul(put(X, None, 'a'), put(X, 'a', None), out_sharding=S(None, 'a')).sharding),
+    "result_sharding_reshape_out": lambda: repr(jnp.reshape(put(X, None, 'b'), (256,), out_sharding=S('a')).sharding),
+    # *_like of a committed array keeps its sharding, on Explicit and Auto meshes alike.
+    "like_sharding_explicit": lambda: repr(jnp.zeros_like(put(X, 'a', 'b')).sharding),
+    "like_sharding_auto": lambda: repr(jnp.ones_like(jax.device_put(X, NamedSharding(mesh_auto, P('a', None)))).sharding),
+    "full_like_sharding_auto": lambda: repr(jnp.full_like(jax.device_put(X, NamedSharding(mesh_auto, P(None, 'b'))), 2.0).sharding),
+    "like_committed_auto": lambda: str(jnp.zeros_like(jax.device_put(X, NamedSharding(mesh_auto, P('a', None))))._committed),
+    "like_uncommitted": lambda: str(jnp.zeros_like(X)._committed),
 }
 
 ERRORS_EXTRA = {
     "make_mesh_types_count": lambda: jax.make_mesh((4, 2), ("a", "b"), axis_types=(E,)),
+    "matmul_out_sharding_auto": lambda: jnp.matmul(
+        X, X, out_sharding=NamedSharding(mesh_auto, P(None, 'a'))),
+    "reshape_out_sharding_auto": lambda: jnp.reshape(
+        X, (256,), out_sharding=NamedSharding(mesh_auto, P('a'))),
 }
 
 

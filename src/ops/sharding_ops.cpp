@@ -148,6 +148,39 @@ Array reshard(const Array& x, const Sharding& sharding) {
   return spmd::device_put(x, sharding);
 }
 
+namespace detail {
+
+Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type) {
+  std::vector<AxisType> types = mesh.axis_types();
+  for (const std::string& a : mesh.axis_names())
+    if (axes.empty() || std::find(axes.begin(), axes.end(), a) != axes.end())
+      types[size_t(mesh.axis_position(a))] = type;
+  return Mesh(mesh.devices(), mesh.devices_shape(), mesh.axis_names(), types);
+}
+
+Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec) {
+  auto sharding = std::make_shared<const NamedSharding>(mesh, spec);
+  if (is_concrete(x)) return device_put(x, std::move(sharding));
+  return sharding_constraint(x, std::move(sharding));
+}
+
+PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh) {
+  std::vector<PartitionSpec::Entry> entries;
+  const std::optional<TypeSharding>& t = aval_of(x).sharding;
+  for (int d = 0; t && d < x.ndim(); ++d) {
+    std::vector<std::string> kept;
+    for (const std::string& a : t->dims[size_t(d)])
+      if (mesh.axis_position(a) >= 0 && mesh.axis_type(a) == AxisType::Explicit) kept.push_back(a);
+    entries.push_back(kept.empty()       ? std::nullopt
+                      : kept.size() == 1 ? PartitionSpec::Entry(AxisNames(kept[0]))
+                                         : PartitionSpec::Entry(AxisNames(kept, true)));
+  }
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return PartitionSpec(std::move(entries));
+}
+
+}  // namespace detail
+
 Array reshard(const Array&, const PartitionSpec& spec) {
   throw ValueError(
       "[reshard] Using PartitionSpec when you are not under a mesh context is not allowed. "

@@ -4,6 +4,7 @@
 
 #include "ir/primitive.h"
 #include "ir/sharding_rule.h"
+#include "sharding/param_traits.h"
 #include "sharding/propagation.h"
 #include "sharding/python_repr.h"
 
@@ -223,9 +224,18 @@ struct Inference {
     }
   }
 
-  // A sharding constraint or reshard: the result has the fixed split's Explicit axes.
+  // A sharding constraint or reshard: the result has the fixed split's Explicit axes, those of
+  // the constraint's own mesh when it names one (auto_axes and explicit_axes move values onto
+  // the same devices with other axis types).
   void fixed() {
+    using ShardingParam = TypedParam<std::shared_ptr<const Sharding>>;
+    const auto* param = dynamic_cast<const ShardingParam*>(rule.fixed_on.object.get());
+    const auto* named = param ? dynamic_cast<const NamedSharding*>(param->value().get()) : nullptr;
     for (size_t r = 0; r < out.size(); ++r) {
+      if (named) {
+        out[r].sharding = type_sharding_of(*named, out[r].shape.ndim());
+        continue;
+      }
       TypeSharding t{mesh.mesh, {}};
       for (const Axes& axes : rule.fixed_results[r]) {
         Axes kept;

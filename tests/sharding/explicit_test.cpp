@@ -354,6 +354,61 @@ TEST_F(ExplicitTest, LikeOfACommittedArrayKeepsItsSharding) {
   EXPECT_EQ(sp::zeros_like(X).committed() ? "True" : "False", text("like_uncommitted"));
 }
 
+// The types f sees inside auto_axes / explicit_axes and returns, then the wrapped result's, as
+// gen_explicit.py's inner_types records them.
+template <class Wrap, class F, class... Args>
+std::string inner_types(Wrap wrap, F f, const Args&... args) {
+  std::string seen;
+  auto g = [&](const auto&... vs) {
+    sp::Array out = f(vs...);
+    for (const sp::Array& v : {vs..., out}) seen += sp::typeof(v).str() + " ";
+    return out;
+  };
+  return seen + sp::typeof(wrap(g)(args...)).str();
+}
+
+TEST_F(ExplicitTest, AutoAxesRunsWithAxesMadeAuto) {
+  using sp::None;
+  auto matmul = [](const sp::Array& u, const sp::Array& v) { return sp::matmul(u, v); };
+  const sp::NamedSharding rows(m, P("a", None));
+  auto all = [&](auto g) { return sp::auto_axes(g, {}, rows); };
+  EXPECT_EQ(inner_types(all, matmul, put(X, P(None, "a")), put(X, P("a", None))),
+            text("auto_axes_inner_all"));
+  // Without auto_axes the product is ambiguous (matmul_contract_both).
+  sp::Array prod = sp::auto_axes(matmul, {}, rows)(put(X, P(None, "a")), put(X, P("a", None)));
+  EXPECT_EQ(sp::typeof(prod).str(), type("auto_axes_matmul"));
+  EXPECT_EQ(*prod.sharding(), rows);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(prod), sp::matmul(X, X)));
+  auto sin = [](const sp::Array& v) { return sp::sin(v); };
+  auto one = [&](auto g) { return sp::auto_axes(g, {"a"}, sp::NamedSharding(m, P("b", None))); };
+  EXPECT_EQ(inner_types(one, sin, put(X, P("a", "b"))), text("auto_axes_inner_one"));
+  EXPECT_EQ(sp::typeof(one(sin)(put(X, P("a", "b")))).str(), type("auto_axes_one_axis"));
+  sp::Array doubled = sp::jit([&](const sp::Array& u) {
+    return sp::auto_axes([](const sp::Array& v) { return v * 2.0f; }, {},
+                         sp::NamedSharding(m, P(None, "b")))(u);
+  })(put(X, P("a", "b")));
+  EXPECT_EQ(sp::typeof(doubled).str(), type("auto_axes_jit")) << doubled.sharding()->repr();
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(doubled), X * 2.0f));
+}
+
+TEST_F(ExplicitTest, ExplicitAxesRunsWithAxesMadeExplicit) {
+  sp::Mesh autos = sp::make_mesh({4, 2}, {"a", "b"});
+  const sp::Array x = sp::device_put(X, sp::NamedSharding(autos, P("a", "b")));
+  auto sum0 = [](const sp::Array& v) { return sp::sum(v, {0}); };
+  auto all = [&](auto g) {
+    return sp::explicit_axes(g, {}, sp::NamedSharding(autos, P("a", "b")));
+  };
+  EXPECT_EQ(inner_types(all, sum0, x), text("explicit_axes_inner"));
+  auto twice = [](const sp::Array& v) { return v * 2.0f; };
+  auto one = [&](auto g) {
+    return sp::explicit_axes(g, {"b"}, sp::NamedSharding(autos, P(sp::None, "b")));
+  };
+  EXPECT_EQ(inner_types(one, twice, x), text("explicit_axes_inner_one"));
+  sp::Array summed = sp::jit([&](const sp::Array& u) { return all(sum0)(u); })(x);
+  EXPECT_EQ(sp::typeof(summed).str(), type("explicit_axes_set_mesh"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(summed), sp::sum(X, {0})));
+}
+
 // The partitioner lays results out as their types say (Explicit shardings are fixed), and the
 // values are those of the unsharded computation.
 TEST_F(ExplicitTest, ResultsAreLaidOutAsTheirTypesSay) {

@@ -4,16 +4,22 @@
 
 #include <spmd/array.h>
 #include <spmd/lax_types.h>
+#include <spmd/sharding.h>
 
 #include <optional>
 #include <vector>
 
 namespace spmd::lax {
 
+// `out_sharding` (a NamedSharding over Explicit axes only) is the result's sharding, as JAX's
+// out_sharding argument: it decides the result's type where the operands' shardings would be
+// ambiguous or conflict.
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
-                  std::optional<DType> preferred_element_type = std::nullopt);
+                  std::optional<DType> preferred_element_type = std::nullopt,
+                  const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array dot(const Array& lhs, const Array& rhs,
-          std::optional<DType> preferred_element_type = std::nullopt);
+          std::optional<DType> preferred_element_type = std::nullopt,
+          const std::optional<NamedSharding>& out_sharding = std::nullopt);
 
 // iota along `dimension` of `shape` (a 1-D iota when shape has one dim).
 Array iota(DType dtype, int64_t size);
@@ -23,7 +29,8 @@ Array convert_element_type(const Array& x, DType new_dtype);
 Array bitcast_convert_type(const Array& x, DType new_dtype);
 Array broadcast_in_dim(const Array& x, const Shape& shape,
                        const std::vector<int64_t>& broadcast_dimensions);
-Array reshape(const Array& x, const Shape& new_sizes);
+Array reshape(const Array& x, const Shape& new_sizes,
+              const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array transpose(const Array& x, const std::vector<int64_t>& permutation);
 Array squeeze(const Array& x, const std::vector<int64_t>& dimensions);
 Array expand_dims(const Array& x, const std::vector<int64_t>& dimensions);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/sharding.h>
 
 #include <initializer_list>
 #include <optional>
@@ -161,7 +162,10 @@ Array isclose(const Array& a, const Array& b, double rtol = 1e-5, double atol = 
               bool equal_nan = false);
 
 // ---- shape manipulation -------------------------------------------------------------------------
-Array reshape(const Array& x, const Shape& new_shape);   // one dim may be -1
+// One dim may be -1. `out_sharding` as JAX's: the result's sharding (Explicit axes only), for
+// reshapes of sharded values whose result sharding JAX does not infer.
+Array reshape(const Array& x, const Shape& new_shape,
+              const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array transpose(const Array& x, const Axes& axes = {});  // empty: reverse
 Array swapaxes(const Array& x, int axis1, int axis2);
 Array moveaxis(const Array& x, int source, int destination);
@@ -202,8 +206,13 @@ Array sort(const Array& x, int axis = -1);
 Array argsort(const Array& x, int axis = -1);
 
 // ---- linear algebra -----------------------------------------------------------------------------
-Array dot(const Array& a, const Array& b);
-Array matmul(const Array& a, const Array& b);  // batch dims broadcast
+// `out_sharding` as JAX's: the product's sharding (Explicit axes only), needed where the
+// operands' shardings leave it ambiguous (contracting dims sharded on both sides).
+Array dot(const Array& a, const Array& b,
+          const std::optional<NamedSharding>& out_sharding = std::nullopt);
+// Batch dims broadcast.
+Array matmul(const Array& a, const Array& b,
+             const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array vdot(const Array& a, const Array& b);
 Array inner(const Array& a, const Array& b);
 Array outer(const Array& a, const Array& b);

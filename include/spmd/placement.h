@@ -108,6 +108,44 @@ Array copy(const Array& x);
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 
+namespace detail {
+// `mesh` with the axes `axes` (every axis when empty) of type `type`.
+Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type);
+// x laid out on `mesh` (the devices of its own mesh, other axis types) split as `spec`:
+// placed when concrete, constrained when traced. Its type then has its split over the axes
+// Explicit on `mesh`.
+Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec);
+// The axes of x's type sharding that are Explicit on `mesh`, as a spec.
+PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh);
+}  // namespace detail
+
+// jax.sharding.auto_axes: f run with the mesh axes `axes` (all of out_sharding's mesh when
+// empty) made Auto, its Array arguments keeping their split over the axes still Explicit (so
+// f's ops need not agree on the others); its result is then resharded to out_sharding.
+template <class F>
+auto auto_axes(F f, std::vector<std::string> axes, NamedSharding out_sharding) {
+  return [f = std::move(f), axes = std::move(axes),
+          out = std::move(out_sharding)](const auto&... args) -> Array {
+    const Mesh inner = detail::with_axis_types(out.mesh(), axes, AxisType::Auto);
+    return reshard(f(detail::onto_mesh(args, inner, detail::explicit_spec_on(args, inner))...),
+                   out);
+  };
+}
+
+// jax.sharding.explicit_axes: f run with the mesh axes `axes` (all of in_sharding's mesh when
+// empty) made Explicit and its Array arguments split as in_sharding's spec, so that their types
+// carry it; the result goes back to in_sharding's mesh with its split over the axes Explicit
+// there. in_sharding's mesh stands for JAX's context mesh, which spmd does not have.
+template <class F>
+auto explicit_axes(F f, std::vector<std::string> axes, NamedSharding in_sharding) {
+  return [f = std::move(f), axes = std::move(axes),
+          in = std::move(in_sharding)](const auto&... args) -> Array {
+    const Mesh inner = detail::with_axis_types(in.mesh(), axes, AxisType::Explicit);
+    Array out = f(detail::onto_mesh(args, inner, in.spec())...);
+    return detail::onto_mesh(out, in.mesh(), detail::explicit_spec_on(out, in.mesh()));
+  };
+}
+
 // The whole value of x as an uncommitted array, as jax.device_get brings it to the host: it moves
 // freely into any computation. Gathering a sharded array is counted as a device-to-host copy.
 Array device_get(const Array& x);

@@ -32,6 +32,18 @@ std::vector<std::shared_ptr<const Sharding>> shardings(const Mesh& mesh,
   return out;
 }
 
+// The mesh of an output of type t: the program's, with the axis types of t's abstract mesh
+// (auto_axes and explicit_axes put values on the same devices with other axis types).
+Mesh mesh_of_type(const Mesh& mesh, const AbstractValue& t) {
+  if (!t.sharding || t.sharding->mesh.size() != mesh.axis_names().size()) return mesh;
+  std::vector<AxisType> types = mesh.axis_types();
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i] != AxisType::Manual)
+      types[i] = t.sharding->mesh[i].is_explicit ? AxisType::Explicit : AxisType::Auto;
+  if (types == mesh.axis_types()) return mesh;
+  return Mesh(mesh.devices(), mesh.devices_shape(), mesh.axis_names(), std::move(types));
+}
+
 }  // namespace
 
 Compiled::Compiled(const Program& program, bool optimize)
@@ -50,7 +62,11 @@ Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const Partit
     launchable_.axis_sizes.push_back(size);
   }
   launchable_.in_shardings = shardings(mesh, in_specs);
-  launchable_.out_shardings = shardings(mesh, out_specs);
+  for (size_t k = 0; k < out_specs.size(); ++k)
+    launchable_.out_shardings.push_back(
+        shardings(k < out_types.size() ? mesh_of_type(mesh, out_types[k]) : mesh,
+                  out_specs.subspan(k, 1))
+            .front());
   launchable_.out_types.assign(out_types.begin(), out_types.end());
 }
 

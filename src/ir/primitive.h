@@ -170,6 +170,12 @@ struct Primitive {
   // propagation and the partitioner. Every primitive has one: its kind's, its family's, or
   // replicated_sharding_rule when its blocks cannot be computed apart.
   ShardingRuleFn sharding_rule;
+  // Explicit mode: sets the results' type shardings (AbstractValue::sharding) from the operands'
+  // where JAX's rule for the primitive is not its factor rule's (reshape); unset: derived from
+  // sharding_rule (sharding/type_sharding.h).
+  std::function<void(std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                     const Params& params)>
+      type_sharding_rule;
   // What a device runs on its blocks, when the params spell global sizes or the primitive is a
   // boundary with a per-device body; unset: the equation as it is, on the blocks.
   LocalizeFn localize;

@@ -3,6 +3,7 @@
 #include <spmd/config.h>
 #include <spmd/lax.h>
 #include <spmd/ops.h>
+#include <spmd/placement.h>
 
 #include "backends/cpu/convert.h"
 #include "ops/op_util.h"
@@ -126,14 +127,25 @@ Array empty(const Shape& shape, DType dtype) {
 Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dtype) {
   return fill("full", shape, fill_value, dtype.value_or(fill_value.dtype()));
 }
+namespace {
+
+// As JAX's full_like: the result of a committed array's *_like is laid out as that array (on
+// Auto and Explicit meshes alike); an uncommitted array's is uncommitted.
+Array laid_out_like(const Array& x, const Array& filled) {
+  if (!is_concrete(x) || !x.committed()) return filled;
+  return device_put(filled, x.sharding());
+}
+
+}  // namespace
+
 Array zeros_like(const Array& x, std::optional<DType> dtype) {
-  return zeros(x.shape(), dtype.value_or(x.dtype()));
+  return laid_out_like(x, zeros(x.shape(), dtype.value_or(x.dtype())));
 }
 Array ones_like(const Array& x, std::optional<DType> dtype) {
-  return ones(x.shape(), dtype.value_or(x.dtype()));
+  return laid_out_like(x, ones(x.shape(), dtype.value_or(x.dtype())));
 }
 Array full_like(const Array& x, const Array& fill_value, std::optional<DType> dtype) {
-  return full(x.shape(), fill_value, dtype.value_or(x.dtype()));
+  return laid_out_like(x, full(x.shape(), fill_value, dtype.value_or(x.dtype())));
 }
 
 Array arange(int stop) {

@@ -36,10 +36,26 @@ std::pair<Array, Array> promote_integer_operands(const Array& a, const Array& b,
 }
 
 // dot_general at the promoted type, then JAX's final convert_element_type (weak flag).
-Array contract(const Array& a, const Array& b, const lax::DotDimensionNumbers& dims) {
+Array contract(const Array& a, const Array& b, const lax::DotDimensionNumbers& dims,
+               const std::optional<NamedSharding>& out_sharding = std::nullopt) {
   const PromotedType t = result_type(a, b);
   auto [x, y] = promote_integer_operands(a, b, t);
-  return ops::convert(lax::dot_general(x, y, dims, t.dtype), t.dtype, t.weak);
+  return ops::convert(lax::dot_general(x, y, dims, t.dtype, out_sharding), t.dtype, t.weak);
+}
+
+// dot_general's result shape: batch dims, then lhs free dims, then rhs free dims.
+Shape dot_general_shape(const Array& lhs, const Array& rhs, const lax::DotDimensionNumbers& d) {
+  std::vector<int64_t> dims;
+  for (int64_t i : d.lhs_batch) dims.push_back(lhs.shape()[int(i)]);
+  for (int i = 0; i < lhs.ndim(); ++i)
+    if (!std::count(d.lhs_batch.begin(), d.lhs_batch.end(), i) &&
+        !std::count(d.lhs_contracting.begin(), d.lhs_contracting.end(), i))
+      dims.push_back(lhs.shape()[i]);
+  for (int i = 0; i < rhs.ndim(); ++i)
+    if (!std::count(d.rhs_batch.begin(), d.rhs_batch.end(), i) &&
+        !std::count(d.rhs_contracting.begin(), d.rhs_contracting.end(), i))
+      dims.push_back(rhs.shape()[i]);
+  return Shape(dims);
 }
 
 Dims iota_dims(int64_t begin, int64_t end) {
@@ -140,29 +156,37 @@ void check_matmul_operands(const Array& a, const Array& b) {
 namespace lax {
 
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
-                  std::optional<DType> preferred_element_type) {
+                  std::optional<DType> preferred_element_type,
+                  const std::optional<NamedSharding>& out_sharding) {
   ParamValue preferred = NoneParam{};
   if (preferred_element_type) preferred = canonicalize_dtype(*preferred_element_type);
-  return ops::apply("dot_general", {lhs, rhs},
-                    Params{{"dimension_numbers", dimension_numbers},
-                           {"precision", NoneParam{}},
-                           {"preferred_element_type", preferred},
-                           {"out_sharding", NoneParam{}}});
+  ParamValue out = NoneParam{};
+  if (out_sharding)
+    out = ops::out_sharding_value("dot_general", out_sharding,
+                                  dot_general_shape(lhs, rhs, dimension_numbers));
+  Array result = ops::apply("dot_general", {lhs, rhs},
+                            Params{{"dimension_numbers", dimension_numbers},
+                                   {"precision", NoneParam{}},
+                                   {"preferred_element_type", preferred},
+                                   {"out_sharding", out}});
+  return ops::with_out_sharding(result, out_sharding);
 }
 
-Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_element_type) {
+Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_element_type,
+          const std::optional<NamedSharding>& out_sharding) {
   const int nl = lhs.ndim(), nr = rhs.ndim();
   if (nl < 1 || nl > 2 || nr < 1 || nr > 2 || lhs.shape()[nl - 1] != rhs.shape()[0])
     throw ShapeError("[lax.dot] expects an un-batched matrix-matrix, matrix-vector or " +
                      std::string("vector-vector product with matching inner dimensions (use ") +
                      "lax::dot_general for anything else), got shapes " + shapes_str(lhs, rhs));
-  return dot_general(lhs, rhs, DotDimensionNumbers{{nl - 1}, {0}, {}, {}}, preferred_element_type);
+  return dot_general(lhs, rhs, DotDimensionNumbers{{nl - 1}, {0}, {}, {}}, preferred_element_type,
+                     out_sharding);
 }
 
 }  // namespace lax
 
 // ---- jnp ----------------------------------------------------------------------------------------
-Array dot(const Array& a, const Array& b) {
+Array dot(const Array& a, const Array& b, const std::optional<NamedSharding>& out_sharding) {
   lax::DotDimensionNumbers dims;
   if (a.ndim() > 0 && b.ndim() > 0) {
     const int64_t db = b.ndim() == 1 ? 0 : b.ndim() - 2;
@@ -170,10 +194,11 @@ Array dot(const Array& a, const Array& b) {
     dims.lhs_contracting = {a.ndim() - 1};
     dims.rhs_contracting = {db};
   }
-  return contract(a, b, dims);
+  return contract(a, b, dims, out_sharding);
 }
 
-Array matmul(const Array& a, const Array& b) {
+// As jnp.matmul, out_sharding is the sharding of the dot_general inside.
+Array matmul(const Array& a, const Array& b, const std::optional<NamedSharding>& out_sharding) {
   check_matmul_operands(a, b);
   const PromotedType t = result_type(a, b);
   auto [x, y] = promote_integer_operands(a, b, t);
@@ -183,7 +208,7 @@ Array matmul(const Array& a, const Array& b) {
   const int b_mat = b.ndim() > 1 ? 1 : 0;
   Array out = lax::dot_general(
       x, y, lax::DotDimensionNumbers{{x.ndim() - 1}, {y.ndim() - 1 - b_mat}, p.a_batch, p.b_batch},
-      t.dtype);
+      t.dtype, out_sharding);
   if (!is_identity(p.perm)) out = lax::transpose(out, p.perm);
   if (!p.both_squeeze.empty()) out = lax::expand_dims(out, p.both_squeeze);
   return ops::convert(out, t.dtype, t.weak);

@@ -4,10 +4,12 @@
 
 #include <spmd/array.h>
 #include <spmd/error.h>
+#include <spmd/sharding.h>
 
 #include "core/array_impl.h"
 #include "prims/primitive.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,18 @@ namespace spmd::ops {
 
 // "[api] " prefix for error messages.
 std::string prefix(const char* api);
+
+// JAX's check that a sharding passed to `api` (reshard, an out_sharding) names Explicit axes
+// only: ValueError naming the first Auto or Manual axis.
+void require_explicit_axes(const char* api, const NamedSharding& sharding);
+// An out_sharding argument of `api` as the param that carries it into the primitive: its split
+// over the mesh's Explicit axes for a result of shape `shape` (which it must fit); None when
+// unset.
+ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding>& sharding,
+                              const Shape& shape);
+// The result of an op given an out_sharding: where its operands' types had no sharding to
+// infer from, it is placed there (reshard), so that it has it in every case as in JAX.
+Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding);
 
 // convert_element_type(x, t); a no-op when the dtype and weak type already match.
 Array convert(const Array& x, DType t, bool weak_type = false);

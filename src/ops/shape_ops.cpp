@@ -56,12 +56,15 @@ Array broadcast_in_dim(const Array& x, const Shape& shape,
                            {"sharding", NoneParam{}}});
 }
 
-Array reshape(const Array& x, const Shape& new_sizes) {
-  if (x.ndim() > 0 && x.shape() == new_sizes) return x;
-  return ops::apply(
-      "reshape", {x},
-      Params{
-          {"new_sizes", new_sizes.dims()}, {"dimensions", NoneParam{}}, {"sharding", NoneParam{}}});
+Array reshape(const Array& x, const Shape& new_sizes,
+              const std::optional<NamedSharding>& out_sharding) {
+  if (x.ndim() > 0 && x.shape() == new_sizes && !out_sharding) return x;
+  Array out =
+      ops::apply("reshape", {x},
+                 Params{{"new_sizes", new_sizes.dims()},
+                        {"dimensions", NoneParam{}},
+                        {"sharding", ops::out_sharding_value("reshape", out_sharding, new_sizes)}});
+  return ops::with_out_sharding(out, out_sharding);
 }
 
 Array transpose(const Array& x, const std::vector<int64_t>& permutation) {
@@ -119,7 +122,8 @@ Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfi
 
 // ---- jnp: reshape and transpose
 // -------------------------------------------------------------------
-Array reshape(const Array& x, const Shape& new_shape) {
+Array reshape(const Array& x, const Shape& new_shape,
+              const std::optional<NamedSharding>& out_sharding) {
   std::vector<int64_t> dims = new_shape.dims();
   auto fail = [&](const std::string& why) -> Array {
     throw ShapeError("[reshape] cannot reshape array of shape " + x.shape().str() + " into shape " +
@@ -154,7 +158,7 @@ Array reshape(const Array& x, const Shape& new_shape) {
   } else if (known != x.size()) {
     return fail("");
   }
-  return lax::reshape(x, Shape(dims));
+  return lax::reshape(x, Shape(dims), out_sharding);
 }
 
 Array ravel(const Array& x) {

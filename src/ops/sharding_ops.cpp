@@ -4,8 +4,10 @@
 #include <spmd/placement.h>
 
 #include "core/array_impl.h"
+#include "ops/op_util.h"
 #include "prims/primitive.h"
 #include "prims/sharding.h"
+#include "sharding/type_sharding.h"
 
 #include <ostream>
 #include <string>
@@ -91,6 +93,38 @@ std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
   return os << type.str();
 }
 
+namespace ops {
+
+void require_explicit_axes(const char* api, const NamedSharding& sharding) {
+  for (int d = 0; d < sharding.spec().size(); ++d)
+    for (const std::string& axis : sharding.spec().axes_of(d)) {
+      AxisType type = sharding.mesh().axis_type(axis);
+      if (type != AxisType::Explicit)
+        throw ValueError(prefix(api) + "PartitionSpec passed to " + api +
+                         " cannot contain axis names that are of type Auto or Manual. Got "
+                         "PartitionSpec: " +
+                         sharding.spec().repr() + " with axis name: " + axis +
+                         " of type: AxisType." + axis_type_name(type) + ".");
+    }
+}
+
+ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding>& sharding,
+                              const Shape& shape) {
+  if (!sharding) return NoneParam{};
+  require_explicit_axes(api, *sharding);
+  sharding->check_shape(shape, api);
+  std::optional<TypeSharding> t = type_sharding_of(*sharding, shape.ndim());
+  if (!t) return NoneParam{};
+  return object_param(std::move(*t));
+}
+
+Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding) {
+  if (!sharding || aval_of(out).sharding) return out;
+  return reshard(out, *sharding);
+}
+
+}  // namespace ops
+
 Array copy(const Array& x) {
   static const Primitive& copy_p = primitive("copy");
   return bind1(copy_p, {x});
@@ -106,22 +140,46 @@ Array reshard(const Array& x, const Sharding& sharding) {
         (dynamic_cast<const SingleDeviceSharding*>(&sharding) ? "SingleDeviceSharding"
                                                               : "Sharding") +
         "'>");
-  for (int d = 0; d < named->spec().size(); ++d)
-    for (const std::string& axis : named->spec().axes_of(d)) {
-      AxisType type = named->mesh().axis_type(axis);
-      if (type != AxisType::Explicit)
-        throw ValueError(
-            "[reshard] PartitionSpec passed to reshard cannot contain axis names that are of "
-            "type Auto or Manual. Got PartitionSpec: " +
-            named->spec().repr() + " with axis name: " + axis + " of type: AxisType." +
-            axis_type_name(type) + ".");
-    }
+  ops::require_explicit_axes("reshard", *named);
   // Auto mode leaves the layout to the partitioner.
   if (!named->mesh().has_explicit_axes()) return x;
   // Traced, it is a constraint, whose fixed split becomes the result's type.
   if (!is_concrete(x)) return sharding_constraint(x, std::make_shared<const NamedSharding>(*named));
   return spmd::device_put(x, sharding);
 }
+
+namespace detail {
+
+Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type) {
+  std::vector<AxisType> types = mesh.axis_types();
+  for (const std::string& a : mesh.axis_names())
+    if (axes.empty() || std::find(axes.begin(), axes.end(), a) != axes.end())
+      types[size_t(mesh.axis_position(a))] = type;
+  return Mesh(mesh.devices(), mesh.devices_shape(), mesh.axis_names(), types);
+}
+
+Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec) {
+  auto sharding = std::make_shared<const NamedSharding>(mesh, spec);
+  if (is_concrete(x)) return device_put(x, std::move(sharding));
+  return sharding_constraint(x, std::move(sharding));
+}
+
+PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh) {
+  std::vector<PartitionSpec::Entry> entries;
+  const std::optional<TypeSharding>& t = aval_of(x).sharding;
+  for (int d = 0; t && d < x.ndim(); ++d) {
+    std::vector<std::string> kept;
+    for (const std::string& a : t->dims[size_t(d)])
+      if (mesh.axis_position(a) >= 0 && mesh.axis_type(a) == AxisType::Explicit) kept.push_back(a);
+    entries.push_back(kept.empty()       ? std::nullopt
+                      : kept.size() == 1 ? PartitionSpec::Entry(AxisNames(kept[0]))
+                                         : PartitionSpec::Entry(AxisNames(kept, true)));
+  }
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return PartitionSpec(std::move(entries));
+}
+
+}  // namespace detail
 
 Array reshard(const Array&, const PartitionSpec& spec) {
   throw ValueError(

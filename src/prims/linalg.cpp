@@ -6,6 +6,7 @@
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
+#include "sharding/type_sharding.h"
 
 #include <spmd/error.h>
 #include <spmd/lax.h>
@@ -222,8 +223,13 @@ Array dot_transpose_lhs(const Primitive& self, const Array& g, const AbstractVal
   const Ints unsorted_axes = concat(concat(d.lhs_batch, x_kept), x_contract_sorted_by_y);
   Params params = p;
   params.set("dimension_numbers", dims);
-  // The forward product's output sharding does not describe this one's.
+  // As JAX: in Explicit mode this product gives x's sharding, its dims in contracted's order.
   params.set("out_sharding", NoneParam{});
+  if (x.sharding) {
+    TypeSharding contracted_sharding{x.sharding->mesh, {}};
+    for (int64_t d : unsorted_axes) contracted_sharding.dims.push_back(x.sharding->dims[size_t(d)]);
+    params.set("out_sharding", object_param(std::move(contracted_sharding)));
+  }
   Array contracted = bind1(self, {g, y}, params);
   Array x_bar = lax::transpose(contracted, argsort(unsorted_axes));
   if (x_bar.dtype() != x.dtype) x_bar = ops::convert(x_bar, x.dtype, x.weak_type);
@@ -275,6 +281,12 @@ BatchResult dot_general_batch(const Primitive& self, std::span<const Array> args
   }
   Params p = params;
   p.set("dimension_numbers", d);
+  // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
+  if (const TypeSharding* given = out_sharding_param(params, "out_sharding")) {
+    TypeSharding batched = *given;
+    batched.dims.insert(batched.dims.begin() + result_dim, {});
+    p.set("out_sharding", object_param(std::move(batched)));
+  }
   return result_at(bind1(self, {args[0], args[1]}, p), result_dim);
 }
 
@@ -286,8 +298,9 @@ void register_linalg_primitives(PrimitiveRegistry& r) {
   dot_general.transpose = binding(dot_general, dot_general_transpose);
   dot_general.batch = binding(dot_general, dot_general_batch);
   dot_general.sharding_rule = dot_general_sharding;
+  // JAX's jaxpr leaves out_sharding out even when it is set.
   dot_general.hides_param = [](std::string_view key, const ParamValue& v) {
-    return (key == "out_sharding" || key == "precision") && is_none(v);
+    return key == "out_sharding" || (key == "precision" && is_none(v));
   };
 }
 

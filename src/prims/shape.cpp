@@ -11,6 +11,7 @@
 
 #include "backends/cpu/copy.h"
 #include "ops/op_util.h"
+#include "sharding/type_sharding.h"
 
 #include <algorithm>
 #include <cstring>
@@ -337,6 +338,165 @@ ShardingRule reshape_sharding(std::span<const AbstractValue> in, std::span<const
   return rule;
 }
 
+// ---- reshape's Explicit-mode type rule, as JAX's _reshape_sharding_rule: a reshape that only
+// adds or drops size-1 dims, splits one dim or merges dims into one keeps the operand's axes on
+// the dims they end up on; any other reshape of a sharded value needs an out_sharding.
+
+using AxisList = std::vector<std::string>;
+using AxisSplit = std::vector<AxisList>;  // per dim, its mesh axes, major first
+
+[[noreturn]] void unsupported_reshape(const AbstractValue& x, const Ints& new_sizes) {
+  throw ShardingError(
+      "[reshape] This reshape is not supported. Please specify the sharding of the output via "
+      "the `out_sharding` argument of jax.lax.reshape. Got operand type: " +
+      x.typeof_str() + ", new sizes: " + ints_str(new_sizes));
+}
+
+// One dim of the shorter shape: the same size in the longer shape, or the run of longer-shape
+// dims it is split into.
+struct Piece {
+  bool split = false;
+  Ints sizes;
+};
+
+int64_t product_of(const Ints& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t(1), std::multiplies<>());
+}
+
+// JAX's _split_on_one_axis: `to` as `from` with one dim split into a run of dims (trailing
+// size-1 dims on both sides set aside); nullopt when it is not. Splitting two dims is
+// unsupported.
+std::optional<std::vector<Piece>> split_one_dim(Ints from, Ints to, const AbstractValue& x,
+                                                const Ints& new_sizes) {
+  if (to.size() <= from.size()) return std::nullopt;
+  size_t ones = 0;
+  while (!from.empty() && from.back() == 1 && to.back() == 1) {
+    ++ones;
+    from.pop_back();
+    to.pop_back();
+  }
+  std::vector<Piece> out;
+  int splits = 0;
+  for (size_t i = 0, j = 0; j < to.size(); ++i, ++j) {
+    if (i >= from.size()) return std::nullopt;
+    if (from[i] == to[j]) {
+      out.push_back({false, {from[i]}});
+      continue;
+    }
+    if (++splits > 1) unsupported_reshape(x, new_sizes);
+    Ints run{to[j]};
+    // The run ends where it covers from[i], unless size-1 dims follow that the next dim of
+    // `from` does not start with.
+    for (size_t next = j + 1; product_of(run) != from[i] || (next < to.size() && to[next] == 1);
+         ++next) {
+      if (product_of(run) > from[i]) return std::nullopt;
+      if (product_of(run) == from[i] && i + 1 < from.size() && to[next] == from[i + 1]) break;
+      if (++j >= to.size()) return std::nullopt;
+      run.push_back(to[j]);
+    }
+    out.push_back({true, std::move(run)});
+  }
+  if (out.size() != from.size()) return std::nullopt;
+  out.insert(out.end(), ones, Piece{false, {1}});
+  return out;
+}
+
+// JAX's split_partitions: the axes of one dim dealt out, major first, to the dims of `sizes`,
+// each taking axes while it has a size left to split; every axis must divide what is left.
+AxisSplit deal_axes(const TypeSharding& t, const AxisList& axes, const Ints& sizes,
+                    const AbstractValue& x, const Ints& new_sizes) {
+  AxisSplit out;
+  size_t next = 0;
+  for (int64_t left : sizes) {
+    AxisList dim;
+    while (left > 1 && next < axes.size()) {
+      const int64_t n = t.size_of({axes[next]});
+      if (left % n != 0) unsupported_reshape(x, new_sizes);
+      left /= n;
+      dim.push_back(axes[next++]);
+    }
+    out.push_back(std::move(dim));
+  }
+  if (next != axes.size()) unsupported_reshape(x, new_sizes);
+  return out;
+}
+
+// Only size-1 dims come or go: the other dims keep their axes in order.
+AxisSplit move_ones(const AbstractValue& x, const Ints& new_sizes) {
+  AxisSplit kept, out;
+  for (int d = 0; d < x.shape.ndim(); ++d)
+    if (x.shape[d] != 1) kept.push_back(x.sharding->dims[size_t(d)]);
+  auto next = kept.begin();
+  for (int64_t n : new_sizes) out.push_back(n == 1 ? AxisList{} : *next++);
+  return out;
+}
+
+AxisSplit split_dim(const AbstractValue& x, const std::vector<Piece>& pieces,
+                    const Ints& new_sizes) {
+  AxisSplit out;
+  for (size_t d = 0; d < pieces.size(); ++d) {
+    const AxisList& axes = x.sharding->dims[d];
+    if (!pieces[d].split) {
+      out.push_back(axes);
+      continue;
+    }
+    const AxisSplit dealt = deal_axes(*x.sharding, axes, pieces[d].sizes, x, new_sizes);
+    out.insert(out.end(), dealt.begin(), dealt.end());
+  }
+  return out;
+}
+
+// The merged dims' axes, major first, go to the merged dim: an unsplit dim may only follow
+// the split ones.
+AxisSplit merge_dims(const AbstractValue& x, const std::vector<Piece>& pieces,
+                     const Ints& new_sizes) {
+  AxisSplit out;
+  size_t d = 0;
+  for (size_t r = 0; r < pieces.size(); ++r) {
+    if (!pieces[r].split) {
+      out.push_back(x.sharding->dims[d++]);
+      continue;
+    }
+    AxisList axes;
+    bool gap = false;
+    for (size_t k = 0; k < pieces[r].sizes.size(); ++k, ++d) {
+      const AxisList& dim = x.sharding->dims[d];
+      if (!dim.empty() && gap) unsupported_reshape(x, new_sizes);
+      gap = gap || dim.empty();
+      axes.insert(axes.end(), dim.begin(), dim.end());
+    }
+    out.push_back(deal_axes(*x.sharding, axes, {new_sizes[r]}, x, new_sizes)[0]);
+  }
+  return out;
+}
+
+Ints without_ones(const Ints& sizes) {
+  Ints out;
+  std::copy_if(sizes.begin(), sizes.end(), std::back_inserter(out),
+               [](int64_t n) { return n != 1; });
+  return out;
+}
+
+AxisSplit reshape_split(const AbstractValue& x, const Ints& new_sizes) {
+  const AxisSplit& dims = x.sharding->dims;
+  if (std::all_of(dims.begin(), dims.end(), [](const AxisList& a) { return a.empty(); }))
+    return AxisSplit(new_sizes.size());
+  const Ints shape = x.shape.dims();
+  if (without_ones(shape) == without_ones(new_sizes)) return move_ones(x, new_sizes);
+  if (auto pieces = split_one_dim(shape, new_sizes, x, new_sizes))
+    return split_dim(x, *pieces, new_sizes);
+  if (auto pieces = split_one_dim(new_sizes, shape, x, new_sizes))
+    return merge_dims(x, *pieces, new_sizes);
+  unsupported_reshape(x, new_sizes);
+}
+
+// A given out_sharding (the "sharding" param) is applied before this rule runs.
+void reshape_type_sharding(std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                           const Params& p) {
+  out[0].sharding =
+      TypeSharding{in[0].sharding->mesh, reshape_split(in[0], p.get_ints("new_sizes"))};
+}
+
 ShardingRule squeeze_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
                               const Params& p) {
   const Shape& x = in[0].shape;
@@ -353,8 +513,14 @@ ShardingRule squeeze_sharding(std::span<const AbstractValue> in, std::span<const
   return rule;
 }
 
-Array reshape_transpose(const Array& ct, const AbstractValue& operand, const Params&) {
-  return lax::reshape(ct, operand.shape);
+// As JAX, the cotangent goes back to the operand's shape with the operand's sharding (which an
+// Explicit-mode reshape back may not be able to infer).
+Array reshape_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
+  if (!operand.sharding) return lax::reshape(ct, operand.shape);
+  Params params = p;
+  params.set("new_sizes", operand.shape.dims());
+  params.set("sharding", object_param(*operand.sharding));
+  return bind1(primitive("reshape"), {ct}, params);
 }
 
 BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims,
@@ -362,8 +528,15 @@ BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims
   if (!std::holds_alternative<NoneParam>(params.at("dimensions")))
     throw ValueError("[vmap] reshape with dimensions other than None cannot be batched");
   const Array x = batch_moveaxis(args[0], dims[0], 0);
-  const Ints sizes = prepend(x.shape()[0], params.get_ints("new_sizes"));
-  return result_at(lax::reshape(x, Shape(sizes)), 0);
+  Params p = params;
+  p.set("new_sizes", prepend(x.shape()[0], params.get_ints("new_sizes")));
+  // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
+  if (const TypeSharding* given = out_sharding_param(params, "sharding")) {
+    TypeSharding batched = *given;
+    batched.dims.insert(batched.dims.begin(), AxisList{});
+    p.set("sharding", object_param(std::move(batched)));
+  }
+  return result_at(bind1(primitive("reshape"), {x}, p), 0);
 }
 
 Array squeeze_transpose(const Array& ct, const AbstractValue&, const Params& p) {
@@ -1052,6 +1225,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   deflinear(reshape, unary_transpose(reshape_transpose));
   reshape.batch = reshape_batch;
   reshape.sharding_rule = reshape_sharding;
+  reshape.type_sharding_rule = reshape_type_sharding;
   reshape.localize = localize_result_shape(reshape, "new_sizes");
 
   Primitive& squeeze = r.define("squeeze", squeeze_rule, copy_kernel);

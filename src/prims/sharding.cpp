@@ -12,6 +12,7 @@
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
 #include "sharding/param_traits.h"
+#include "sharding/type_sharding.h"
 
 #include <utility>
 #include <vector>
@@ -40,10 +41,16 @@ Array constrain_as(const Array& x, const Params& params) {
                              params.get_object<std::set<int64_t>>("unconstrained_dims"));
 }
 
-std::vector<AbstractValue> identity_rule(std::span<const AbstractValue> in, const Params&) {
+// The value's type is its operand's, with the constraint's sharding over Explicit axes (an
+// operand typed without one, such as an Auto value resharded onto an Explicit mesh, takes it
+// here; for a typed operand infer_type_shardings decides the same).
+std::vector<AbstractValue> identity_rule(std::span<const AbstractValue> in, const Params& p) {
   if (in.size() != 1)
     throw TypeError("[sharding_constraint] expected 1 operand, got " + std::to_string(in.size()));
-  return {in[0]};
+  AbstractValue out = in[0];
+  if (auto* named = dynamic_cast<const NamedSharding*>(p.get_object<ShardingPtr>("sharding").get()))
+    out.sharding = type_sharding_of(*named, out.shape.ndim());
+  return {out};
 }
 
 void copy_kernel(const KernelArgs& a) {

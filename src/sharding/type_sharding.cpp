@@ -4,6 +4,7 @@
 
 #include "ir/primitive.h"
 #include "ir/sharding_rule.h"
+#include "sharding/param_traits.h"
 #include "sharding/propagation.h"
 #include "sharding/python_repr.h"
 
@@ -14,17 +15,6 @@ namespace spmd {
 namespace {
 
 using Axes = std::vector<std::string>;
-
-std::string abstract_mesh_str(const TypeSharding& t) {
-  std::string out = "AbstractMesh(";
-  std::vector<std::string> types;
-  for (const TypeSharding::Axis& a : t.mesh) {
-    out += python_repr::quoted(a.name) + ": " + std::to_string(a.size) + ", ";
-    types.emplace_back(a.is_explicit ? "Explicit" : "Auto");
-  }
-  return out + "axis_types=" + python_repr::tuple(types) +
-         ", device_kind=cpu, num_cores=None, platform=cpu)";
-}
 
 // One spec entry as Python prints it: None, 'a' or ('a', 'b').
 std::string entry_str(const Axes& axes) {
@@ -234,9 +224,18 @@ struct Inference {
     }
   }
 
-  // A sharding constraint or reshard: the result has the fixed split's Explicit axes.
+  // A sharding constraint or reshard: the result has the fixed split's Explicit axes, those of
+  // the constraint's own mesh when it names one (auto_axes and explicit_axes move values onto
+  // the same devices with other axis types).
   void fixed() {
+    using ShardingParam = TypedParam<std::shared_ptr<const Sharding>>;
+    const auto* param = dynamic_cast<const ShardingParam*>(rule.fixed_on.object.get());
+    const auto* named = param ? dynamic_cast<const NamedSharding*>(param->value().get()) : nullptr;
     for (size_t r = 0; r < out.size(); ++r) {
+      if (named) {
+        out[r].sharding = type_sharding_of(*named, out[r].shape.ndim());
+        continue;
+      }
       TypeSharding t{mesh.mesh, {}};
       for (const Axes& axes : rule.fixed_results[r]) {
         Axes kept;
@@ -252,6 +251,45 @@ struct Inference {
 };
 
 }  // namespace
+
+std::string abstract_mesh_str(const TypeSharding& t) {
+  std::string out = "AbstractMesh(";
+  std::vector<std::string> types;
+  for (const TypeSharding::Axis& a : t.mesh) {
+    out += python_repr::quoted(a.name) + ": " + std::to_string(a.size) + ", ";
+    types.emplace_back(a.is_explicit ? "Explicit" : "Auto");
+  }
+  return out + "axis_types=" + python_repr::tuple(types) +
+         ", device_kind=cpu, num_cores=None, platform=cpu)";
+}
+
+const TypeSharding* out_sharding_param(const Params& params, std::string_view key) {
+  if (!params.has(key)) return nullptr;
+  const auto* object = std::get_if<ObjectParam>(&params.at(key));
+  const auto* typed =
+      object ? dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()) : nullptr;
+  return typed ? &typed->value() : nullptr;
+}
+
+const TypeSharding* given_out_sharding(const Params& params) {
+  const TypeSharding* given = out_sharding_param(params, "out_sharding");
+  return given ? given : out_sharding_param(params, "sharding");
+}
+
+std::string ParamTraits<TypeSharding>::str(const TypeSharding& t) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const std::vector<std::string>& axes : t.dims)
+    entries.push_back(axes.empty()       ? std::nullopt
+                      : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
+                                         : PartitionSpec::Entry(AxisNames(axes, true)));
+  while (!entries.empty() && !entries.back()) entries.pop_back();
+  return "NamedSharding(mesh=" + abstract_mesh_str(t) +
+         ", spec=" + PartitionSpec(std::move(entries)).repr() + ")";
+}
+
+size_t ParamTraits<TypeSharding>::hash(const TypeSharding& t) {
+  return std::hash<std::string>{}(str(t));
+}
 
 TypeSharding unsplit_on(const Mesh& mesh, int rank) {
   TypeSharding t;
@@ -273,13 +311,16 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
 
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params) {
-  const TypeSharding* mesh = nullptr;
-  for (const AbstractValue& t : in)
-    if (t.sharding) mesh = &*t.sharding;
+  const TypeSharding* mesh = common_mesh(p, in);
   if (!mesh || !p.sharding_rule) return;
   for (const AbstractValue& t : out)
     if (t.sharding) return;
-  mesh = common_mesh(p, in);
+  // JAX takes a given out_sharding as the result's sharding without looking at the operands'.
+  if (const TypeSharding* given = given_out_sharding(params)) {
+    out[0].sharding = *given;
+    return;
+  }
+  if (p.type_sharding_rule) return p.type_sharding_rule(in, out, params);
   Inference{p, in, out, params, *mesh, {}, {}, {}}.run();
 }
 

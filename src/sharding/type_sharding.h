@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <span>
+#include <string>
 
 namespace spmd {
 
@@ -23,13 +24,32 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
 // The abstract mesh of `mesh` with an unsplit value of rank `rank` on it.
 TypeSharding unsplit_on(const Mesh& mesh, int rank);
 
+// JAX's repr of the abstract mesh t is on: "AbstractMesh('a': 4, 'b': 2, axis_types=(...), ...)".
+std::string abstract_mesh_str(const TypeSharding& t);
+
+// The sharding an out_sharding param (dot_general's out_sharding, reshape's sharding) fixes
+// for the result, or null when the param is None or of another kind (a sharding constraint's).
+const TypeSharding* out_sharding_param(const Params& params, std::string_view key);
+// The out_sharding param of an equation with these params, whichever its name; null if none.
+const TypeSharding* given_out_sharding(const Params& params);
+
+// An out_sharding param's value prints as JAX prints the param in a jaxpr: a NamedSharding on
+// the abstract mesh, NamedSharding(mesh=AbstractMesh(...), spec=P('a',)).
+template <>
+struct ParamTraits<TypeSharding> {
+  static constexpr std::string_view name = "TypeSharding";
+  static std::string str(const TypeSharding& t);
+  static size_t hash(const TypeSharding& t);
+};
+
 // Sets the shardings of `out` (the types p's shape rule gave for `in`) as JAX's Explicit mode
 // does, from p's sharding rule in factor form: a factor takes the axes of the operands that
 // split it, operands that split it differently conflict, split reduction factors leave the
 // result unsplit over them unless two operands split them (ambiguous without out_sharding), and
 // an axis may split one result dim only. Raises ShardingError with JAX's message; does nothing
 // when no operand's type carries a sharding, or when the shape rule already set them (calls,
-// whose bodies are traced with sharded types).
+// whose bodies are traced with sharded types). A given out_sharding param is the result's
+// sharding as it is; a primitive with its own type_sharding_rule (reshape) decides alone.
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params);
 

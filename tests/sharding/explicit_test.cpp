@@ -216,6 +216,33 @@ TEST_F(ExplicitTest, OpsDecideTheShardingOfTheirResultsAsJax) {
        [&] {
          return put(X.reshape({4, 4, 16}), P("a", None, None)).reshape({16, 16});
        }},
+      {"reshape_split_both",
+       [&] {
+         return put(X, P("a", "b")).reshape({4, 4, 2, 8});
+       }},
+      {"reshape_merge_minor", [&] { return put(X, P(None, "b")).reshape({256}); }},
+      {"reshape_out_sharding",
+       [&] { return sp::reshape(put(X, P(None, "b")), {256}, sp::NamedSharding(m, P("a"))); }},
+      {"reshape_out_sharding_split",
+       [&] {
+         return sp::reshape(put(X, P("a", "b")), {4, 4, 2, 8},
+                            sp::NamedSharding(m, P("a", None, "b")));
+       }},
+      {"matmul_out_sharding",
+       [&] {
+         return sp::matmul(put(X, P(None, "a")), put(X, P("a", None)),
+                           sp::NamedSharding(m, P(None, "a")));
+       }},
+      {"dot_out_sharding",
+       [&] {
+         return sp::dot(put(X, P(None, "a")), put(X, P("a", None)),
+                        sp::NamedSharding(m, P("a", "b")));
+       }},
+      {"matmul_out_sharding_free",
+       [&] {
+         return sp::matmul(put(X, P("a", None)), put(X, P(None, "b")),
+                           sp::NamedSharding(m, P("b", "a")));
+       }},
       {"expand_dims", [&] { return sp::expand_dims(put(X, P("a", "b")), {0}); }},
       {"broadcast_to",
        [&] {
@@ -231,6 +258,18 @@ TEST_F(ExplicitTest, OpsDecideTheShardingOfTheirResultsAsJax) {
       {"concatenate1",
        [&] {
          return sp::concatenate({put(X, P("a", None)), put(X, P("a", None))}, 1);
+       }},
+      {"zeros_like", [&] { return sp::zeros_like(put(X, P("a", "b"))); }},
+      {"ones_like", [&] { return sp::ones_like(put(X, P("a", None))); }},
+      {"full_like",
+       [&] { return sp::full_like(put(X, P(None, sp::axes("a", "b"))), sp::Array(3.0f)); }},
+      {"zeros_like_int", [&] { return sp::zeros_like(put(X, P("a", "b")), sp::int32); }},
+      {"grad_matmul_out_sharding",
+       [&] {
+         const sp::Array y = put(X, P("a", None));
+         return sp::grad([&](const sp::Array& u) {
+           return sp::sum(sp::matmul(u, y, sp::NamedSharding(m, P(None, "a"))));
+         })(put(X, P(None, "a")));
        }},
       {"reshard_uncommitted", [&] { return sp::reshard(X, sp::NamedSharding(m, P("a"))); }},
       {"reshard_moves",
@@ -251,6 +290,123 @@ TEST_F(ExplicitTest, OpsDecideTheShardingOfTheirResultsAsJax) {
     const std::string expected = it != types.end() ? it->second : error(name);
     EXPECT_EQ(type_or_error(f), expected) << name;
   }
+}
+
+TEST_F(ExplicitTest, JaxprsPrintOutShardings) {
+  using sp::None;
+  // JAX's jaxpr leaves dot_general's out_sharding out; the result's type shows it.
+  EXPECT_EQ(sp::make_jaxpr([&](const sp::Array& u, const sp::Array& v) {
+              return sp::matmul(u, v, sp::NamedSharding(m, P(None, "a")));
+            })(put(X, P(None, "a")), put(X, P("a", None)))
+                .str(),
+            text("jaxpr_matmul_out_sharding"));
+  EXPECT_EQ(sp::make_jaxpr([&](const sp::Array& u) {
+              return sp::reshape(u, {256}, sp::NamedSharding(m, P("a")));
+            })(put(X, P(None, "b")))
+                .str(),
+            text("jaxpr_reshape_out_sharding"));
+  EXPECT_EQ(
+      sp::make_jaxpr([](const sp::Array& u) { return sp::reshape(u, {256}); })(put(X, P("a", "b")))
+          .str(),
+      text("jaxpr_reshape_merge"));
+}
+
+TEST_F(ExplicitTest, OutShardingsLayOutTheResult) {
+  using sp::None;
+  sp::Array prod =
+      sp::matmul(put(X, P(None, "a")), put(X, P("a", None)), sp::NamedSharding(m, P(None, "a")));
+  EXPECT_EQ(prod.sharding()->repr(), text("result_sharding_matmul_out"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(prod), sp::matmul(X, X)));
+  sp::Array flat = sp::reshape(put(X, P(None, "b")), {256}, sp::NamedSharding(m, P("a")));
+  EXPECT_EQ(flat.sharding()->repr(), text("result_sharding_reshape_out"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(flat), X.reshape({256})));
+  // Operands with no sharding in their types: the result is placed where out_sharding says.
+  sp::Array placed = sp::dot(X, X, sp::NamedSharding(m, P("a", "b")));
+  EXPECT_EQ(*placed.sharding(), sp::NamedSharding(m, P("a", "b")));
+  EXPECT_EQ(sp::typeof(placed).str(), "float32[16@a,16@b]");
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(placed), sp::matmul(X, X)));
+}
+
+TEST_F(ExplicitTest, OutShardingsNameExplicitAxesOnly) {
+  sp::Mesh autos = sp::make_mesh({4, 2}, {"a", "b"});
+  EXPECT_EQ(error_message<sp::ValueError>(
+                [&] { sp::matmul(X, X, sp::NamedSharding(autos, P(sp::None, "a"))); }),
+            "[dot_general] " + error("matmul_out_sharding_auto"));
+  EXPECT_EQ(error_message<sp::ValueError>(
+                [&] { sp::reshape(X, {256}, sp::NamedSharding(autos, P("a"))); }),
+            "[reshape] " + error("reshape_out_sharding_auto"));
+}
+
+// JAX's *_like of a committed array keeps its sharding, on Auto meshes too.
+TEST_F(ExplicitTest, LikeOfACommittedArrayKeepsItsSharding) {
+  using sp::None;
+  EXPECT_EQ(sp::zeros_like(put(X, P("a", "b"))).sharding()->repr(), text("like_sharding_explicit"));
+  sp::Mesh autos = sp::make_mesh({4, 2}, {"a", "b"});
+  sp::Array on_auto = sp::device_put(X, sp::NamedSharding(autos, P("a", None)));
+  sp::Array ones = sp::ones_like(on_auto);
+  EXPECT_EQ(ones.sharding()->repr(), text("like_sharding_auto"));
+  EXPECT_EQ(ones.committed() ? "True" : "False", text("like_committed_auto"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(ones), sp::ones({16, 16})));
+  sp::Array full =
+      sp::full_like(sp::device_put(X, sp::NamedSharding(autos, P(None, "b"))), sp::Array(2.0f));
+  EXPECT_EQ(full.sharding()->repr(), text("full_like_sharding_auto"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(full), sp::full({16, 16}, sp::Array(2.0f))));
+  EXPECT_EQ(sp::zeros_like(X).committed() ? "True" : "False", text("like_uncommitted"));
+}
+
+// The types f sees inside auto_axes / explicit_axes and returns, then the wrapped result's, as
+// gen_explicit.py's inner_types records them.
+template <class Wrap, class F, class... Args>
+std::string inner_types(Wrap wrap, F f, const Args&... args) {
+  std::string seen;
+  auto g = [&](const auto&... vs) {
+    sp::Array out = f(vs...);
+    for (const sp::Array& v : {vs..., out}) seen += sp::typeof(v).str() + " ";
+    return out;
+  };
+  return seen + sp::typeof(wrap(g)(args...)).str();
+}
+
+TEST_F(ExplicitTest, AutoAxesRunsWithAxesMadeAuto) {
+  using sp::None;
+  auto matmul = [](const sp::Array& u, const sp::Array& v) { return sp::matmul(u, v); };
+  const sp::NamedSharding rows(m, P("a", None));
+  auto all = [&](auto g) { return sp::auto_axes(g, {}, rows); };
+  EXPECT_EQ(inner_types(all, matmul, put(X, P(None, "a")), put(X, P("a", None))),
+            text("auto_axes_inner_all"));
+  // Without auto_axes the product is ambiguous (matmul_contract_both).
+  sp::Array prod = sp::auto_axes(matmul, {}, rows)(put(X, P(None, "a")), put(X, P("a", None)));
+  EXPECT_EQ(sp::typeof(prod).str(), type("auto_axes_matmul"));
+  EXPECT_EQ(*prod.sharding(), rows);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(prod), sp::matmul(X, X)));
+  auto sin = [](const sp::Array& v) { return sp::sin(v); };
+  auto one = [&](auto g) { return sp::auto_axes(g, {"a"}, sp::NamedSharding(m, P("b", None))); };
+  EXPECT_EQ(inner_types(one, sin, put(X, P("a", "b"))), text("auto_axes_inner_one"));
+  EXPECT_EQ(sp::typeof(one(sin)(put(X, P("a", "b")))).str(), type("auto_axes_one_axis"));
+  sp::Array doubled = sp::jit([&](const sp::Array& u) {
+    return sp::auto_axes([](const sp::Array& v) { return v * 2.0f; }, {},
+                         sp::NamedSharding(m, P(None, "b")))(u);
+  })(put(X, P("a", "b")));
+  EXPECT_EQ(sp::typeof(doubled).str(), type("auto_axes_jit")) << doubled.sharding()->repr();
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(doubled), X * 2.0f));
+}
+
+TEST_F(ExplicitTest, ExplicitAxesRunsWithAxesMadeExplicit) {
+  sp::Mesh autos = sp::make_mesh({4, 2}, {"a", "b"});
+  const sp::Array x = sp::device_put(X, sp::NamedSharding(autos, P("a", "b")));
+  auto sum0 = [](const sp::Array& v) { return sp::sum(v, {0}); };
+  auto all = [&](auto g) {
+    return sp::explicit_axes(g, {}, sp::NamedSharding(autos, P("a", "b")));
+  };
+  EXPECT_EQ(inner_types(all, sum0, x), text("explicit_axes_inner"));
+  auto twice = [](const sp::Array& v) { return v * 2.0f; };
+  auto one = [&](auto g) {
+    return sp::explicit_axes(g, {"b"}, sp::NamedSharding(autos, P(sp::None, "b")));
+  };
+  EXPECT_EQ(inner_types(one, twice, x), text("explicit_axes_inner_one"));
+  sp::Array summed = sp::jit([&](const sp::Array& u) { return all(sum0)(u); })(x);
+  EXPECT_EQ(sp::typeof(summed).str(), type("explicit_axes_set_mesh"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(summed), sp::sum(X, {0})));
 }
 
 // The partitioner lays results out as their types say (Explicit shardings are fixed), and the

@@ -38,6 +38,26 @@ def put(v, *spec):
     return jax.device_put(v, S(*spec))
 
 
+def in_mesh(f, mesh=None):
+    """f() with m (or `mesh`) as the context mesh (JAX's grad of a sharded value and
+    explicit_axes ask for one)."""
+    with jax.set_mesh(m if mesh is None else mesh):
+        return f()
+
+
+def inner_types(wrap, f, *args):
+    """The types f sees inside wrap (auto_axes / explicit_axes) and returns, and the result's."""
+    seen = []
+
+    def g(*vs):
+        out = f(*vs)
+        seen.extend(str(jax.typeof(v)) for v in vs + (out,))
+        return out
+
+    seen.append(str(jax.typeof(wrap(g)(*args))))
+    return " ".join(seen)
+
+
 # Cases whose result type is recorded; the ones that raise go to errors.txt.
 CASES = {
     "unsharded": "X",
@@ -104,6 +124,11 @@ CASES = {
     "concatenate0": "jnp.concatenate([put(X, 'a', None), put(X, 'a', None)], 0)",
     "concatenate1": "jnp.concatenate([put(X, 'a', None), put(X, 'a', None)], 1)",
     "zeros_like": "jnp.zeros_like(put(X, 'a', 'b'))",
+    "ones_like": "jnp.ones_like(put(X, 'a', None))",
+    "full_like": "jnp.full_like(put(X, None, ('a', 'b')), 3.0)",
+    "zeros_like_int": "jnp.zeros_like(put(X, 'a', 'b'), dtype=jnp.int32)",
+    "grad_reshape_out_sharding": "in_mesh(lambda: jax.grad(lambda v: jnp.sum(jnp.reshape(v, (256,), out_sharding=S('a'))))(put(X, None, 'b')))",
+    "grad_matmul_out_sharding": "in_mesh(lambda: jax.grad(lambda u: jnp.sum(jnp.matmul(u, put(X, 'a', None), out_sharding=S(None, 'a'))))(put(X, None, 'a')))",
     "reshard_uncommitted": "reshard(X, S('a'))",
     "reshard_moves": "reshard(put(X, 'a', None), S(None, 'a'))",
     "reshard_jit": "jax.jit(lambda v: reshard(v, S(None, ('a', 'b'))))(put(X, 'a', 'b'))",
@@ -113,6 +138,7 @@ CASES = {
     "auto_axes_jit": "jax.jit(lambda u: auto_axes(lambda v: v * 2, out_sharding=S(None, 'b'))(u))(put(X, 'a', 'b'))",
     "auto_axes_one_axis": "auto_axes(lambda v: jnp.sin(v), axes='a', out_sharding=S('b', None))(put(X, 'a', 'b'))",
     "explicit_axes_jit": "jax.jit(lambda u: explicit_axes(lambda v: jnp.sum(v, axis=0), in_sharding=NamedSharding(mesh_auto, P('a', 'b')))(u))(jax.device_put(X, NamedSharding(mesh_auto, P('a', 'b'))))",
+    "explicit_axes_set_mesh": "in_mesh(lambda: jax.jit(lambda u: explicit_axes(lambda v: jnp.sum(v, axis=0), in_sharding=P('a', 'b'))(u))(jax.device_put(X, NamedSharding(mesh_auto, P('a', 'b')))), mesh_auto)",
     "mesh_mismatch": "put(X, 'a') + jax.device_put(X, NamedSharding(mixed, P('a')))",
 }
 mesh_auto = jax.make_mesh((4, 2), ("a", "b"), axis_types=(A, A))
@@ -129,14 +155,34 @@ TEXTS = {
     "jaxpr_mul": lambda: str(jax.make_jaxpr(lambda a: a * 2)(put(X, 'a', 'b'))),
     "jaxpr_sin_tuple": lambda: str(jax.make_jaxpr(jnp.sin)(put(X, ('a', 'b'), None))),
     "jaxpr_matmul": lambda: str(jax.make_jaxpr(jnp.matmul)(put(X, 'a', None), put(X, None, 'b'))),
+    "jaxpr_matmul_out_sharding": lambda: str(jax.make_jaxpr(lambda u, v: jnp.matmul(u, v, out_sharding=S(None, 'a')))(put(X, None, 'a'), put(X, 'a', None))),
+    "jaxpr_reshape_out_sharding": lambda: str(jax.make_jaxpr(lambda u: jnp.reshape(u, (256,), out_sharding=S('a')))(put(X, None, 'b'))),
+    "jaxpr_reshape_merge": lambda: str(jax.make_jaxpr(lambda u: jnp.reshape(u, (256,)))(put(X, 'a', 'b'))),
     "jaxpr_reshard": lambda: str(jax.make_jaxpr(lambda v: reshard(v, S(None, 'a')))(put(X, 'a'))),
     "result_sharding_add": lambda: repr((put(X, 'a', None) + put(X, None, 'b')).sharding),
     "result_sharding_sum": lambda: repr(jnp.sum(put(X, 'a', 'b'), axis=0).sharding),
     "result_sharding_reshard": lambda: repr(reshard(X, S('a')).sharding),
+    "result_sharding_matmul_out": lambda: repr(jnp.matmul(put(X, None, 'a'), put(X, 'a', None), out_sharding=S(None, 'a')).sharding),
+    "result_sharding_reshape_out": lambda: repr(jnp.reshape(put(X, None, 'b'), (256,), out_sharding=S('a')).sharding),
+    # The types inside auto_axes / explicit_axes: the operands', the result's, then the type after.
+    "auto_axes_inner_all": lambda: inner_types(lambda g: auto_axes(g, out_sharding=S('a', None)), lambda u, v: u @ v, put(X, None, 'a'), put(X, 'a', None)),
+    "auto_axes_inner_one": lambda: inner_types(lambda g: auto_axes(g, axes='a', out_sharding=S('b', None)), jnp.sin, put(X, 'a', 'b')),
+    "explicit_axes_inner": lambda: in_mesh(lambda: inner_types(lambda g: explicit_axes(g, in_sharding=P('a', 'b')), lambda v: jnp.sum(v, axis=0), jax.device_put(X, NamedSharding(mesh_auto, P('a', 'b')))), mesh_auto),
+    "explicit_axes_inner_one": lambda: in_mesh(lambda: inner_types(lambda g: explicit_axes(g, axes='b', in_sharding=P(None, 'b')), lambda v: v * 2, jax.device_put(X, NamedSharding(mesh_auto, P('a', 'b')))), mesh_auto),
+    # *_like of a committed array keeps its sharding, on Explicit and Auto meshes alike.
+    "like_sharding_explicit": lambda: repr(jnp.zeros_like(put(X, 'a', 'b')).sharding),
+    "like_sharding_auto": lambda: repr(jnp.ones_like(jax.device_put(X, NamedSharding(mesh_auto, P('a', None)))).sharding),
+    "full_like_sharding_auto": lambda: repr(jnp.full_like(jax.device_put(X, NamedSharding(mesh_auto, P(None, 'b'))), 2.0).sharding),
+    "like_committed_auto": lambda: str(jnp.zeros_like(jax.device_put(X, NamedSharding(mesh_auto, P('a', None))))._committed),
+    "like_uncommitted": lambda: str(jnp.zeros_like(X)._committed),
 }
 
 ERRORS_EXTRA = {
     "make_mesh_types_count": lambda: jax.make_mesh((4, 2), ("a", "b"), axis_types=(E,)),
+    "matmul_out_sharding_auto": lambda: jnp.matmul(
+        X, X, out_sharding=NamedSharding(mesh_auto, P(None, 'a'))),
+    "reshape_out_sharding_auto": lambda: jnp.reshape(
+        X, (256,), out_sharding=NamedSharding(mesh_auto, P('a'))),
 }
 
 

@@ -326,8 +326,21 @@ class Partitioner {
       std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
         return mesh_.axis_position(a) < mesh_.axis_position(b);
       });
-      for (Array& r : results) {
+      for (size_t i = 0; i < results.size(); ++i) {
+        Array& r = results[i];
         const int64_t n = product(partial);
+        const std::optional<int> d = scatter_dim(rule, r, out[i], e.outputs[i], partial);
+        if (d) {
+          // The sum is wanted split over the reduced axes: each device keeps only its block,
+          // so the reduction scatters (half an all-reduce's bytes) instead of a psum + slice.
+          collectives_.push_back({"psum_scatter over " + names_of(partial).repr(),
+                                  "psum_scatter completes the partial results of " +
+                                      equation_name(e) + " where its result is split over them",
+                                  nbytes(r) * (n - 1) / n, false});
+          r = psum_scatter(r, AxisNames(partial), {.scatter_dimension = *d, .tiled = true});
+          out[i] = splits_[size_t(e.outputs[i])].dims;
+          continue;
+        }
         collectives_.push_back({rule.combiner->name + " over " + names_of(partial).repr(),
                                 rule.combiner->name + " completes the partial results of " +
                                     equation_name(e) + " over its reduced dims",
@@ -344,6 +357,26 @@ class Partitioner {
       env_[size_t(e.outputs[r])] =
           Local{moved(results[r], out[r], want.dims, cause, !annotated), want.dims};
     }
+  }
+
+  // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:
+  // the one dim whose wanted split is `have`'s plus exactly the partial axes, in mesh order, as
+  // its minor axes, every other dim's split unchanged, and the block divisible among them.
+  std::optional<int> scatter_dim(const ShardingRule& rule, const Array& r, const Split& have,
+                                 int var, const AxisList& partial) const {
+    if (rule.combiner != &collectives::psum_primitive()) return std::nullopt;
+    const Split& want = splits_[size_t(var)].dims;
+    if (want.size() != have.size()) return std::nullopt;
+    std::optional<int> found;
+    for (size_t d = 0; d < want.size(); ++d) {
+      if (want[d] == have[d]) continue;
+      AxisList expected = have[d];
+      expected.insert(expected.end(), partial.begin(), partial.end());
+      if (found || want[d] != expected || r.shape()[int(d)] % product(partial) != 0)
+        return std::nullopt;
+      found = int(d);
+    }
+    return found;
   }
 
   std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) {

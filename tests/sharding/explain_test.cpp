@@ -50,6 +50,23 @@ TEST_F(Explain, ASumOverASplitDimNamesItsPsumAndBytes) {
   EXPECT_EQ(count(text, "implicit resharding"), 0u) << text;
 }
 
+TEST_F(Explain, ASumWantedSplitOverItsReducedAxisScatters) {
+  auto f = sp::jit([](const sp::Array& y) { return sp::sum(y, {0}); },
+                   {.out_shardings = sp::NamedSharding(mesh, P("a"))});
+  const std::string text = f.explain(put(P("a", sp::None)));
+  // Each device sums its f32[4,16] block to f32[16] (64 bytes) and keeps a quarter of the total:
+  // a ring reduce-scatter over 4 devices sends 64 · 3/4 bytes, half of a psum's.
+  EXPECT_NE(text.find("1. psum_scatter over 'a': psum_scatter completes the partial results of "
+                      "reduce_sum (equation 0) where its result is split over them; each device "
+                      "sends 48 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum over"), 0u) << text;
+  sp::Array got = f(put(P("a", sp::None)));
+  EXPECT_EQ(got.sharding()->repr(), sp::NamedSharding(mesh, P("a")).repr());
+  EXPECT_EQ(got.to_vector<float>(), sp::sum(x, {0}).to_vector<float>());
+}
+
 TEST_F(Explain, AConflictIsAnImplicitResharding) {
   const std::string text = sp::explain([](const sp::Array& l, const sp::Array& r) { return l + r; },
                                        put(P("a")), put(P("b")));

@@ -36,8 +36,9 @@ def spmd_epoch(build, mesh, batch, steps):
 
 
 def jax_epoch(mesh, batch, steps):
+    # The same schedule as spmd train's default: the learning rate falls to 0 over the run.
     cmd = [sys.executable, os.path.join(HERE, "train_jax.py"), "--mesh", mesh, "--epochs", "1",
-           "--batch", str(batch)]
+           "--batch", str(batch), "--schedule", "cosine"]
     if steps:
         cmd += ["--steps", str(steps)]
     code, out, err, _, rss = run_measured(cmd)

@@ -87,6 +87,44 @@ sp::NamedSharding parameter_sharding(const sp::Mesh& mesh, const std::string& na
   return sp::NamedSharding(mesh, P());
 }
 
+// Where a parameter's optimizer moments live: the parameter's sharding with the first dim that
+// divides evenly also split over "batch" (as its minor axis). Each data-parallel replica then
+// updates only its slice of the moments and of the parameter (ZeRO's first stage): the gradient
+// all-reduce becomes a psum_scatter, the update runs on 1/B of the elements, and the parameter is
+// all-gathered back, where a replicated state would repeat the whole update on every replica.
+sp::NamedSharding moment_sharding(const sp::Mesh& mesh, const std::string& name,
+                                  const sp::Shape& shape) {
+  const sp::PartitionSpec spec = parameter_sharding(mesh, name).spec();
+  const int64_t batch = mesh.axis_size("batch");
+  std::vector<sp::PartitionSpec::Entry> entries;
+  for (int d = 0; d < shape.ndim(); ++d) entries.push_back(spec[d]);
+  for (int d = 0; d < shape.ndim(); ++d) {
+    std::vector<std::string> axes = spec.axes_of(d);
+    int64_t split = batch;
+    for (const std::string& a : axes) split *= mesh.axis_size(a);
+    if (batch == 1 || shape[d] % split != 0) continue;
+    axes.push_back("batch");
+    entries[size_t(d)] = sp::AxisNames(axes, axes.size() > 1);
+    break;
+  }
+  return sp::NamedSharding(mesh, sp::PartitionSpec(entries));
+}
+
+// The shardings of the optimizer state's leaves: each moment ("0.mu.<param>") as moment_sharding
+// of its parameter, counts replicated.
+std::vector<sp::ShardingTree> state_shardings(const sp::optim::State& state,
+                                              const StateDict& params, const sp::Mesh& mesh) {
+  std::vector<sp::ShardingTree> out;
+  for (const auto& [leaf, value] : state) {
+    std::shared_ptr<const sp::Sharding> sharding = std::make_shared<sp::NamedSharding>(mesh, P());
+    for (const auto& [name, param] : params)
+      if (leaf.ends_with("." + name))
+        sharding = std::make_shared<sp::NamedSharding>(moment_sharding(mesh, name, param.shape()));
+    out.emplace_back(sharding);
+  }
+  return out;
+}
+
 StateDict place_parameters(const StateDict& params, const sp::Mesh& mesh) {
   StateDict out;
   for (const auto& [name, value] : params)
@@ -286,12 +324,22 @@ TrainHistory train(const TrainOptions& o, std::ostream& out) {
   auto loss_fn = [&model](const StateDict& p, const Array& x, const Array& y) {
     return sp::nn::cross_entropy(sp::nn::functional_call(model, p, x), y);
   };
-  auto step =
-      sp::jit([&](const StateDict& p, const sp::optim::State& s, const Array& x, const Array& y) {
+  // The state is laid out by moment_sharding and kept there by out_shardings; the parameters
+  // come back where they were placed.
+  std::vector<sp::ShardingTree> param_tree;
+  for (const auto& [name, value] : params) param_tree.emplace_back(parameter_sharding(mesh, name));
+  std::vector<sp::ShardingTree> state_tree = state_shardings(state, params, mesh);
+  state = sp::device_put(state, sp::ShardingTree(state_tree));
+  sp::JitOptions step_options;
+  step_options.out_shardings = {sp::ShardingTree(param_tree), sp::ShardingTree(state_tree),
+                                sp::NamedSharding(mesh, P())};
+  auto step = sp::jit(
+      [&](const StateDict& p, const sp::optim::State& s, const Array& x, const Array& y) {
         auto [loss, grads] = sp::value_and_grad(loss_fn)(p, x, y);
         auto [updates, next] = opt.update(grads, s, p);
         return std::tuple{sp::optim::apply_updates(p, updates), next, loss};
-      });
+      },
+      step_options);
   auto evaluate = sp::jit([&](const StateDict& p, const Array& x, const Array& y) {
     Array logits = sp::nn::functional_call(model, p, x);
     return std::pair{sp::nn::cross_entropy(logits, y), sp::nn::accuracy(logits, y)};

@@ -178,9 +178,9 @@ int main(int argc, char** argv) {
     int devices = 8;
     if (*tr) {
       train_options.mesh = sp::cli::parse_mesh(mesh);
-      devices = std::max<int>(
-          devices,
-          int(train_options.mesh[0] * (train_options.mesh.size() > 1 ? train_options.mesh[1] : 1)));
+      int64_t mesh_devices = 1;
+      for (int64_t n : train_options.mesh) mesh_devices *= n;  // at most 4096 (parse_mesh)
+      devices = std::max(devices, int(mesh_devices));
     }
     if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(devices);
     if (*t) tour(size);

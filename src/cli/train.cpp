@@ -10,18 +10,18 @@
 
 #include <spmd/spmd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace spmd::cli {
 
@@ -267,7 +267,7 @@ std::vector<int64_t> parse_mesh(const std::string& text) {
   while (true) {
     size_t x = rest.find('x');
     std::string_view part = rest.substr(0, x);
-    int64_t n = 0;
+    int64_t n = 0;  // from_chars refuses values past int64 (ec)
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
     if (part.empty() || ec != std::errc() || end != part.data() + part.size() || n < 1)
       throw sp::ValueError(
@@ -281,6 +281,9 @@ std::vector<int64_t> parse_mesh(const std::string& text) {
   if (out.size() > 2)
     throw sp::ValueError("[spmd train] --mesh has at most two axes (batch x model), got '" + text +
                          "'");
+  // Each size first, so that the product cannot overflow.
+  if (out[0] > 4096 || out.back() > 4096 || (out.size() == 2 && out[0] * out[1] > 4096))
+    throw sp::ValueError("[spmd train] --mesh asks for more than 4096 devices: '" + text + "'");
   return out;
 }
 

@@ -79,7 +79,10 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 TEST(TrainMesh, ParsesOneAndTwoAxes) {
   EXPECT_EQ(sp::cli::parse_mesh("8"), (std::vector<int64_t>{8}));
   EXPECT_EQ(sp::cli::parse_mesh("4x2"), (std::vector<int64_t>{4, 2}));
-  for (const char* bad : {"", "x", "4x", "0", "4x2x1", "-2", "4 x2", "8a"}) {
+  EXPECT_EQ(sp::cli::parse_mesh("100"), (std::vector<int64_t>{100}));
+  EXPECT_EQ(sp::cli::parse_mesh("64x64"), (std::vector<int64_t>{64, 64}));
+  for (const char* bad : {"", "x", "4x", "0", "4x2x1", "-2", "4 x2", "8a", "99999999999999999999",
+                          "5000", "4096x2", "3x3000000000000"}) {
     try {
       sp::cli::parse_mesh(bad);
       ADD_FAILURE() << "no error for '" << bad << "'";

@@ -144,15 +144,10 @@ int main(int argc, char** argv) {
                  "8: data parallel over 8 devices; 4x2: 4-way data and 2-way "
                  "tensor parallel")
       ->capture_default_str();
-  tr->add_option("--epochs", train_options.epochs, "Epochs to train")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tr->add_option("--batch", train_options.batch, "Examples per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tr->add_option("--lr", train_options.lr, "Learning rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  // Ranges are checked by train(), whose messages name the option and the bound.
+  tr->add_option("--epochs", train_options.epochs, "Epochs to train")->capture_default_str();
+  tr->add_option("--batch", train_options.batch, "Examples per step")->capture_default_str();
+  tr->add_option("--lr", train_options.lr, "Learning rate")->capture_default_str();
   tr->add_option("--optimizer", train_options.optimizer, "sgd, adam or adamw")
       ->capture_default_str()
       ->check(CLI::IsMember(optimizer_names));

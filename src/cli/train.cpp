@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -288,8 +289,12 @@ std::vector<int64_t> parse_mesh(const std::string& text) {
 }
 
 TrainHistory train(const TrainOptions& o, std::ostream& out) {
-  if (o.epochs < 1 || o.batch < 1 || !(o.lr > 0))
-    throw sp::ValueError("[spmd train] --epochs and --batch must be positive and --lr above 0");
+  if (o.epochs < 1 || o.batch < 1 || o.max_steps < 0 || !(o.lr > 0) || !std::isfinite(o.lr))
+    throw sp::ValueError(
+        "[spmd train] --epochs and --batch must be at least 1, --steps at least "
+        "0 and --lr a finite number above 0; got --epochs " +
+        std::to_string(o.epochs) + " --batch " + std::to_string(o.batch) + " --steps " +
+        std::to_string(o.max_steps) + " --lr " + number_text(o.lr));
   std::vector<std::string> names = {"batch"};
   if (o.mesh.size() == 2) names.push_back("model");
   sp::Mesh mesh = sp::make_mesh(sp::Shape(o.mesh), names);

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -192,6 +193,20 @@ TEST(Train, ResumeRefusesADifferentRun) {
 }
 
 TEST(Train, BadOptionsAndMissingDataAreClearErrors) {
+  for (auto change : std::vector<std::function<void(TrainOptions&)>>{
+           [](TrainOptions& o) { o.epochs = 0; }, [](TrainOptions& o) { o.batch = 0; },
+           [](TrainOptions& o) { o.max_steps = -1; }, [](TrainOptions& o) { o.lr = 0; },
+           [](TrainOptions& o) { o.lr = std::nan(""); }}) {
+    TrainOptions o = quick({8}, "options", 1);
+    change(o);
+    try {
+      run(o);
+      ADD_FAILURE() << "expected an error";
+    } catch (const sp::ValueError& e) {
+      EXPECT_TRUE(std::string(e.what()).starts_with("[spmd train] --epochs and --batch must be"))
+          << e.what();
+    }
+  }
   if (have_data()) {
     TrainOptions o = quick({8}, "bad", 1);
     o.batch = 12;  // not a multiple of the 8 devices of the batch axis

@@ -94,7 +94,14 @@ class ArrayType {
 std::ostream& operator<<(std::ostream& os, const ArrayType& type);
 
 // jax.typeof(x): an Array or a traced value.
-ArrayType typeof(const Array& x);
+ArrayType type_of(const Array& x);
+#ifdef __STRICT_ANSI__
+// JAX's spelling. GNU dialects (-std=gnu++20, CMake's default unless CXX_EXTENSIONS is off)
+// reserve `typeof` as a keyword, so there only type_of exists.
+inline ArrayType typeof(const Array& x) {
+  return type_of(x);
+}
+#endif
 
 // A copy of x (jnp.copy): binds the `copy` primitive.
 Array copy(const Array& x);

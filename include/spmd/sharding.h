@@ -32,7 +32,7 @@ DeviceMesh create_device_mesh(const Shape& mesh_shape);
 
 // How the sharding over a mesh axis is decided (jax.sharding.AxisType). Auto: by the
 // partitioner, from the shardings of the arguments and annotations. Explicit: by the program,
-// where shardings are part of the values' types (sp::typeof) and each op's rule decides its
+// where shardings are part of the values' types (sp::type_of, or sp::typeof in strict C++ dialects) and each op's rule decides its
 // result's. Manual: by the user, inside shard_map.
 enum class AxisType { Auto, Explicit, Manual };
 

@@ -77,7 +77,7 @@ void with_sharding_constraint_spec_without_mesh() {
 
 }  // namespace placement_detail
 
-ArrayType typeof(const Array& x) {
+ArrayType type_of(const Array& x) {
   const AbstractValue& t = aval_of(x);
   std::vector<PartitionSpec::Entry> entries;
   if (t.sharding)

@@ -107,6 +107,7 @@ TEST_F(ExplicitTest, ReshardNamesTheTypeOfAnAutoAxis) {
 
 TEST_F(ExplicitTest, TypesCarryTheShardingOverExplicitAxes) {
   EXPECT_EQ(sp::typeof(X).str(), type("unsharded"));
+  EXPECT_EQ(sp::type_of(put(X, P("a", "b"))).str(), type("put_ab"));
   EXPECT_EQ(sp::typeof(put(X, P("a", "b"))).str(), type("put_ab"));
   EXPECT_EQ(sp::typeof(put(X, P("a"))).str(), type("put_a"));
   EXPECT_EQ(sp::typeof(put(X, P(sp::axes("a", "b"), sp::None))).str(), type("put_tuple"));

@@ -13,6 +13,7 @@ packages=(
   zlib1g-dev           # deflate-compressed .npz members
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev         # the spmd command-line program
+  libopenmpi-dev openmpi-bin # several processes (sp::distributed, mpirun)
   dataset-fashion-mnist # real training data (sp::data): 784 inputs, 10 classes, the seed's MLP
 )
 

@@ -8,7 +8,9 @@
 #include "backends/cpu/clones.h"
 #include "backends/cpu/poll.h"
 #include "core/env.h"
+#include "runtime/devices.h"
 #include "runtime/fault_injection.h"
+#include "runtime/mpi.h"
 
 #include <algorithm>
 #include <atomic>
@@ -113,6 +115,8 @@ struct Op {
   std::string error;         // without the "[api] " prefix, which is each thrower's own
   bool peer_failed = false;  // the error is another device's failure (Communicator::abort)
   std::shared_ptr<Buffer> shared_out;  // the group's one result, when the members share it
+  std::mutex piece_mu;                 // guards piece_error
+  std::exception_ptr piece_error;      // the first error a piece of the work threw
 
   void set_error(std::string e, bool because_peer_failed = false) {
     error = std::move(e);
@@ -442,6 +446,7 @@ struct Work {
   int64_t pieces = 0;
   std::function<void(const Ins&, const Outs&, int64_t piece)> piece;
   std::function<void(const Ins&, const Outs&)> own;
+  bool stage = true;  // small inputs may be copied on arrival (see kStagedBytes)
 };
 
 // Pieces of about this many output bytes, and at least one per member.
@@ -525,6 +530,11 @@ void check_gather_axis(const char* api, const Shape& shape, int axis, bool tiled
 
 }  // namespace
 
+void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t n) {
+  reduce_range(op, dtype, {static_cast<const Byte*>(in), static_cast<const Byte*>(inout)}, 0, n,
+               {static_cast<Byte*>(inout)}, 0, false);
+}
+
 struct Communicator::State {
   std::vector<int> device_ids;
   std::chrono::milliseconds timeout;
@@ -534,16 +544,29 @@ struct Communicator::State {
   std::map<std::vector<int>, std::unique_ptr<Channel>> channels;
 
   std::unique_ptr<std::atomic<bool>[]> aborted;
-  std::mutex abort_mu;  // guards abort_reasons; a leaf lock
+  mutable std::mutex abort_mu;  // guards abort_reasons; a leaf lock
   std::vector<std::string> abort_reasons;
 
-  Channel& channel(std::span<const int> group);
+  // The channel of `group`, or of `key` when given (a group's local members meeting on behalf of
+  // a group that spans processes have a channel of their own).
+  Channel& channel(std::span<const int> group, std::span<const int> key = {});
   // The rendezvous around `work`: arrival, mismatch check, work, done-reading. With `result`
   // set, `out` is ignored: the output of `out_bytes` is allocated here and handed back through
   // `result`, one buffer for the whole group unless the inputs are staged (then each member
   // writes a buffer of its own).
   void run(const Params& p, std::span<const int> group, int me, const void* in, void* out,
-           const Work& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0);
+           const Work& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0,
+           std::span<const int> key = {});
+
+  // Groups with members in other processes (see "Between processes" below).
+  std::vector<bool> local;  // per rank: whether this process runs it
+  struct Cross;
+  std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
+  std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
+                                       int64_t bytes);
+  void cross_reduce(const Params& p, const Cross& c, const std::shared_ptr<Buffer>& partial,
+                    void* out, int64_t count);
+  mpi::Wait wait_of(std::span<const int> group) const;
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
@@ -552,13 +575,13 @@ struct Communicator::State {
   void inject_fault(const char* api, std::span<const int> group, int me);
 };
 
-Channel& Communicator::State::channel(std::span<const int> group) {
+Channel& Communicator::State::channel(std::span<const int> group, std::span<const int> key) {
   std::lock_guard lock(channels_mu);
-  std::vector<int> key(group.begin(), group.end());
-  auto& slot = channels[key];
+  if (key.empty()) key = group;
+  auto& slot = channels[std::vector<int>(key.begin(), key.end())];
   if (!slot) {
     slot = std::make_unique<Channel>();
-    slot->ranks = std::move(key);
+    slot->ranks.assign(group.begin(), group.end());
     slot->next_seq.assign(slot->ranks.size(), 0);
   }
   return *slot;
@@ -623,13 +646,14 @@ void Communicator::State::inject_fault(const char* api, std::span<const int> gro
 
 void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
                               void* out, const Work& work, std::shared_ptr<Buffer>* result,
-                              size_t out_bytes) {
+                              size_t out_bytes, std::span<const int> key) {
   const char* api = p.api.c_str();
   validate_group(api, group, me);
   if (fault::armed()) inject_fault(api, group, me);
   const int n = int(group.size());
   const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
-  const bool staged = in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
+  const bool staged =
+      work.stage && in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
   const bool share_out = result && n > 1 && !staged;
   if (result && !share_out) {
     *result = Buffer::allocate(out_bytes);
@@ -645,7 +669,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     std::memcpy(mine.staged.get(), in, size_t(in_bytes));
   }
 
-  Channel& ch = channel(group);
+  Channel& ch = channel(group, key);
   std::unique_lock lock(ch.mu);
   const uint64_t seq = ch.next_seq[me];
   std::shared_ptr<Op> op = next_op(ch, me);
@@ -730,8 +754,14 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   // the lock is asleep by then and gets the wakeup.
   int64_t done_here = 0;
   for (int64_t k; (k = op->next_piece.fetch_add(1, std::memory_order_relaxed)) < work.pieces;
-       ++done_here)
-    work.piece(ins, outs, k);
+       ++done_here) {
+    try {
+      work.piece(ins, outs, k);
+    } catch (...) {
+      std::lock_guard elock(op->piece_mu);
+      if (!op->piece_error) op->piece_error = std::current_exception();
+    }
+  }
   const bool finished_last =
       done_here > 0 &&
       op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here == work.pieces;
@@ -743,10 +773,171 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   } else {
     lock.lock();
   }
+  std::exception_ptr error;
+  {
+    std::lock_guard elock(op->piece_mu);
+    error = op->piece_error;
+  }
   if (++op->departed == n) ch.ops.erase(seq);
   lock.unlock();
   if (finished_last) ch.cv.notify_all();
+  // A piece that failed (the step between processes) fails the collective on every member.
+  if (error) std::rethrow_exception(error);
 }
+
+// ---- Between processes ------------------------------------------------------------------------
+//
+// A group with members in other processes (after distributed::initialize) meets in two steps:
+// this process's members meet as a group of their own (on a channel keyed apart from any group
+// of the launch), and one of them, whichever claims the step's one piece, makes the group's MPI
+// call for all of them while the others wait. So each process makes one MPI call per collective,
+// and the calls of one group follow each other in call order, on the group's own communicator.
+//
+// Reductions of more than the staging size reduce locally first, then across processes (their
+// floats are associated differently from one process's left-to-right order, as any hierarchical
+// reduction is). Everything else gathers every member's input on every process and computes its
+// output from them exactly as one process would: small reductions therefore give the bits of a
+// single process, and all_gather, reduce_scatter, all_to_all and ppermute need no code of their
+// own. The gather moves n blocks where all_to_all and ppermute need fewer; that is the price of
+// one path.
+
+struct Communicator::State::Cross {
+  std::span<const int> group;
+  int me = 0;
+  std::vector<int> local;  // the ranks of this process's members, in group order
+  int me_local = 0;        // `me`'s position among them
+  std::vector<int> key;    // their channel: local ranks, -1, the group
+  std::shared_ptr<mpi::GroupComm> comm;
+  std::vector<std::vector<int>> positions;  // per process of the communicator: its members
+};
+
+std::optional<Communicator::State::Cross> Communicator::State::cross(const char* api,
+                                                                     std::span<const int> group,
+                                                                     int me) {
+  validate_group(api, group, me);
+  bool all_local = true;
+  for (int r : group) all_local = all_local && local[size_t(r)];
+  if (all_local) return std::nullopt;
+  Cross c;
+  c.group = group;
+  c.me = me;
+  std::vector<int> ids;
+  for (size_t j = 0; j < group.size(); ++j) {
+    ids.push_back(device_ids[size_t(group[j])]);
+    if (!local[size_t(group[j])]) continue;
+    if (int(j) == me) c.me_local = int(c.local.size());
+    c.local.push_back(group[j]);
+  }
+  c.comm = mpi::find_group(ids);
+  if (!c.comm)
+    throw NotImplementedError(std::string("[") + api +
+                              "] a collective between processes runs over mesh axes; this group "
+                              "of devices " +
+                              id_list(ids) + " (axis_index_groups?) has no communicator");
+  const std::vector<int>& procs = mpi::processes(*c.comm);
+  c.positions.resize(procs.size());
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const int p = runtime::process_of_device(ids[j]);
+    c.positions[size_t(std::find(procs.begin(), procs.end(), p) - procs.begin())].push_back(int(j));
+  }
+  c.key = c.local;
+  c.key.push_back(-1);
+  c.key.insert(c.key.end(), group.begin(), group.end());
+  return c;
+}
+
+mpi::Wait Communicator::State::wait_of(std::span<const int> group) const {
+  std::vector<int> ranks(group.begin(), group.end());
+  return mpi::Wait{timeout, [this, ranks]() -> std::optional<std::string> {
+                     for (int r : ranks)
+                       if (aborted[size_t(r)].load(std::memory_order_acquire)) {
+                         std::lock_guard alock(abort_mu);
+                         return "device " + std::to_string(device_ids[size_t(r)]) + " failed (" +
+                                abort_reasons[size_t(r)] + ")";
+                       }
+                     return std::nullopt;
+                   }};
+}
+
+// Every member's `bytes` of input, in group order, in one buffer the local members share.
+std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const Cross& c,
+                                                          const void* in, int64_t bytes) {
+  const int n = int(c.group.size());
+  std::vector<int64_t> counts;
+  for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
+  // Blocks arrive process by process; when that is group order they land in place.
+  std::vector<int> arrival;
+  for (const auto& pos : c.positions) arrival.insert(arrival.end(), pos.begin(), pos.end());
+  bool in_order = true;
+  for (int j = 0; j < n; ++j) in_order = in_order && arrival[size_t(j)] == j;
+  const mpi::Wait wait = wait_of(c.group);
+  auto step = [=, this](const Ins& ins, const Outs& outs) {
+    (void)this;
+    auto send = Buffer::allocate(size_t(std::max<int64_t>(1, int64_t(ins.size()) * bytes)));
+    for (size_t j = 0; j < ins.size(); ++j)
+      std::memcpy(static_cast<Byte*>(send->data()) + int64_t(j) * bytes, ins[j], size_t(bytes));
+    std::shared_ptr<Buffer> recv =
+        in_order ? nullptr : Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
+    Byte* dst = in_order ? outs[0] : static_cast<Byte*>(recv->data());
+    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
+        std::vector<std::shared_ptr<Buffer>>{send, recv});
+    mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, dst, counts, keep, wait);
+    if (in_order) return;
+    for (int k = 0; k < n; ++k)
+      std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
+                  static_cast<const Byte*>(recv->data()) + int64_t(k) * bytes, size_t(bytes));
+  };
+  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Params q = p;
+  q.api += " (gather between processes)";
+  std::shared_ptr<Buffer> all;
+  run(q, c.local, c.me_local, in, nullptr, work, &all, size_t(n * bytes), c.key);
+  return all;
+}
+
+// `partial` (count elements, this process's members reduced) reduced across processes into
+// `out`, which may be partial's own memory.
+void Communicator::State::cross_reduce(const Params& p, const Cross& c,
+                                       const std::shared_ptr<Buffer>& partial, void* out,
+                                       int64_t count) {
+  const int64_t bytes = count * itemsize(p.dtype);
+  const mpi::Wait wait = wait_of(c.group);
+  auto step = [=](const Ins& ins, const Outs& outs) {
+    const Outs dsts = distinct(outs);
+    // In place when the members share one buffer that `partial` owns; otherwise through a
+    // buffer of the step's own, which outlives an abandoned wait.
+    const bool in_place = dsts.size() == 1 && ins[0] == dsts[0] && partial &&
+                          static_cast<const Byte*>(partial->data()) == ins[0];
+    std::shared_ptr<Buffer> data = in_place ? partial : Buffer::allocate(size_t(bytes));
+    if (!in_place) std::memcpy(data->data(), ins[0], size_t(bytes));
+    mpi::allreduce(*c.comm, p.op, p.dtype, data->data(), count, data, wait);
+    for (Byte* d : dsts)
+      if (d != data->data()) std::memcpy(d, data->data(), size_t(bytes));
+  };
+  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Params q = p;
+  q.api += " (reduction between processes)";
+  q.kind = Kind::barrier;
+  run(q, c.local, c.me_local, partial ? partial->data() : out, out, work, nullptr, 0, c.key);
+}
+
+namespace {
+
+// The n members' blocks of `bytes` in a gathered buffer.
+Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
+  Ins ins;
+  for (int j = 0; j < n; ++j) ins.push_back(static_cast<const Byte*>(all.data()) + j * bytes);
+  return ins;
+}
+
+// An output list with only the caller's entry, for a Work's `own`.
+Outs only_mine(int n, int me, void* out) {
+  Outs outs(size_t(n), nullptr);
+  outs[size_t(me)] = static_cast<Byte*>(out);
+  return outs;
+}
+
+}  // namespace
 
 Communicator::Communicator(std::vector<int> device_ids, std::chrono::milliseconds timeout)
     : state_(std::make_unique<State>()) {
@@ -757,6 +948,7 @@ Communicator::Communicator(std::vector<int> device_ids, std::chrono::millisecond
   state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
   for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
   state_->abort_reasons.resize(n);
+  for (int id : state_->device_ids) state_->local.push_back(is_local_device(id));
 }
 
 Communicator::~Communicator() = default;
@@ -788,8 +980,22 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
                               DType dtype, const Shape& shape, const void* in, void* out) {
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}};
-  state_->run(p, group, me, in, out,
-              all_reduce_work(op, dtype, shape.size(), int(group.size()), me));
+  const int n = int(group.size());
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t bytes = shape.size() * itemsize(dtype);
+    if (bytes <= kStagedBytes) {
+      auto all = state_->cross_gather(p, *c, in, bytes);
+      all_reduce_work(op, dtype, shape.size(), n, me)
+          .own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+      return;
+    }
+    const int n_local = int(c->local.size());
+    state_->run(p, c->local, c->me_local, in, out,
+                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), nullptr, 0, c->key);
+    state_->cross_reduce(p, *c, nullptr, out, shape.size());
+    return;
+  }
+  state_->run(p, group, me, in, out, all_reduce_work(op, dtype, shape.size(), n, me));
 }
 
 std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::span<const int> group,
@@ -798,6 +1004,23 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
   std::shared_ptr<Buffer> result;
+  const int64_t bytes = shape.size() * itemsize(dtype);
+  if (auto c = state_->cross(api, group, me)) {
+    const int n = int(group.size());
+    if (bytes <= kStagedBytes) {
+      auto all = state_->cross_gather(p, *c, in, bytes);
+      result = Buffer::allocate(size_t(bytes));
+      all_reduce_work(op, dtype, shape.size(), n, me)
+          .own(blocks_of(*all, n, bytes), only_mine(n, me, result->data()));
+      return result;
+    }
+    const int n_local = int(c->local.size());
+    state_->run(p, c->local, c->me_local, in, nullptr,
+                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), &result,
+                size_t(bytes), c->key);
+    state_->cross_reduce(p, *c, result, result->data(), shape.size());
+    return result;
+  }
   state_->run(p, group, me, in, nullptr,
               all_reduce_work(op, dtype, shape.size(), int(group.size()), me), &result,
               size_t(shape.size() * itemsize(dtype)));
@@ -809,9 +1032,15 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
   check_gather_axis(api, shape, axis, tiled);
   Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}};
   const int64_t item = itemsize(dtype);
-  state_->run(p, group, me, in, out,
-              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item,
-                              int(group.size()), me));
+  const int n = int(group.size());
+  Work work = all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, n, me);
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t bytes = shape.size() * item;
+    auto all = state_->cross_gather(p, *c, in, bytes);
+    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+    return;
+  }
+  state_->run(p, group, me, in, out, work);
 }
 
 std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api, std::span<const int> group,
@@ -820,11 +1049,20 @@ std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api, std::sp
   check_gather_axis(api, shape, axis, tiled);
   Params p{Kind::all_gather, api, ReduceOp::sum, dtype, shape, axis, 0, tiled, {}, true};
   const int64_t item = itemsize(dtype);
+  const int n = int(group.size());
+  const int64_t outer = prod(shape, 0, axis);
+  Work work = all_gather_work(outer, prod(shape, axis, shape.ndim()) * item, n, me);
   std::shared_ptr<Buffer> result;
-  state_->run(p, group, me, in, nullptr,
-              all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item,
-                              int(group.size()), me),
-              &result, size_t(shape.size() * item) * group.size());
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t bytes = shape.size() * item;
+    auto all = state_->cross_gather(p, *c, in, bytes);
+    // Along the leading axis the gathered blocks are the result as they are.
+    if (outer == 1) return all;
+    result = Buffer::allocate(size_t(n * bytes));
+    work.own(blocks_of(*all, n, bytes), only_mine(n, me, result->data()));
+    return result;
+  }
+  state_->run(p, group, me, in, nullptr, work, &result, size_t(shape.size() * item) * n);
   return result;
 }
 
@@ -857,15 +1095,21 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   };
   const int64_t align = std::max<int64_t>(1, 64 / item), total = n * per_member;
   const int64_t pieces = piece_count(total * item, (total + align - 1) / align, n);
-  state_->run(p, group, me, in, out,
-              Work{pieces,
-                   [=](const Ins& ins, const Outs& outs, int64_t k) {
-                     auto [b, e] = share(total, int(k), int(pieces), align);
-                     reduce_units(ins, outs, b, e);
-                   },
-                   [=](const Ins& ins, const Outs& outs) {
-                     reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
-                   }});
+  Work work{pieces,
+            [=](const Ins& ins, const Outs& outs, int64_t k) {
+              auto [b, e] = share(total, int(k), int(pieces), align);
+              reduce_units(ins, outs, b, e);
+            },
+            [=](const Ins& ins, const Outs& outs) {
+              reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
+            }};
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t bytes = shape.size() * item;
+    auto all = state_->cross_gather(p, *c, in, bytes);
+    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+    return;
+  }
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
@@ -896,13 +1140,18 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
                outs[i] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
                item, may_stream);
   };
-  state_->run(
-      p, group, me, in, out,
-      Work{int64_t(n) * n,
-           [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
-           [=](const Ins& ins, const Outs& outs) {
-             for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
-           }});
+  Work work{int64_t(n) * n,
+            [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
+            [=](const Ins& ins, const Outs& outs) {
+              for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
+            }};
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t bytes = shape.size() * item;
+    auto all = state_->cross_gather(p, *c, in, bytes);
+    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+    return;
+  }
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,
@@ -932,14 +1181,26 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
     else if (outs[i] != ins[s])
       std::memcpy(outs[i], ins[s], bytes);
   };
-  state_->run(p, group, me, in, out,
-              Work{n, fill, [=](const Ins& ins, const Outs& outs) { fill(ins, outs, me); }});
+  Work work{n, fill, [=](const Ins& ins, const Outs& outs) { fill(ins, outs, me); }};
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t item_bytes = int64_t(bytes);
+    auto all = state_->cross_gather(p, *c, in, item_bytes);
+    work.own(blocks_of(*all, n, item_bytes), only_mine(n, me, out));
+    return;
+  }
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::barrier(const char* api, std::span<const int> group, int me) {
   Params p;
   p.kind = Kind::barrier;
   p.api = api;
+  if (auto c = state_->cross(api, group, me)) {
+    // One byte from every member: nobody has it before everybody has sent.
+    const Byte token = 0;
+    state_->cross_gather(p, *c, &token, 1);
+    return;
+  }
   state_->run(p, group, me, nullptr, nullptr, Work{});
 }
 

@@ -49,6 +49,10 @@ enum class ReduceOp { sum, max, min };
 // 86400000, a day; anything else raises ValueError), else 60 s.
 std::chrono::milliseconds default_collective_timeout();
 
+// inout[k] = in[k] ⊕ inout[k] for k < n, `in` first, with the element rules of all_reduce (NaN
+// wins max and min, 16-bit floats round after each step). The reduction between processes uses it.
+void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t n);
+
 class Communicator {
  public:
   // `device_ids[r]` is the device id of rank r (used in error messages).

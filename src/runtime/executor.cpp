@@ -3,7 +3,9 @@
 
 #include "backends/cpu/parallel.h"
 #include "runtime/communicator.h"
+#include "runtime/devices.h"
 #include "runtime/fault_injection.h"
+#include "runtime/mpi.h"
 
 #include <spmd/config.h>
 #include <spmd/device.h>
@@ -134,11 +136,12 @@ struct LaunchState {
     std::exception_ptr error;
     bool consequence = false;
   };
-  LaunchState(int n, std::function<void(int)> f, std::shared_ptr<Communicator> c)
+  LaunchState(int ranks, int local_ranks, std::function<void(int)> f,
+              std::shared_ptr<Communicator> c)
       : ticket(this_thread_launches()),
         fn(std::move(f)),
-        remaining(n),
-        errors(size_t(n)),
+        remaining(local_ranks),
+        errors(size_t(ranks)),
         comm(std::move(c)) {}
   Ticket ticket;  // first: given back last
   std::function<void(int)> fn;
@@ -165,6 +168,9 @@ struct LaunchState {
     }
     failed.store(true, std::memory_order_release);
     if (comm) comm->abort(rank, reason);
+    // The other processes of the job stop waiting for this one.
+    if (!mine.consequence)
+      mpi::report_failure("process " + std::to_string(process_index()) + " failed: " + reason);
     fault::wake_stalls();
   }
 
@@ -255,8 +261,13 @@ int current_device_id() {
 std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
                                 std::shared_ptr<Communicator> comm) {
   check_device_ids(device_ids);
-  const int n = int(device_ids.size());
-  auto state = std::make_shared<LaunchState>(n, std::move(fn), std::move(comm));
+  // This process runs the ranks of its own devices; the other processes run theirs.
+  std::vector<int> local_ranks;
+  for (size_t r = 0; r < device_ids.size(); ++r)
+    if (is_local_device(device_ids[r])) local_ranks.push_back(int(r));
+  const int n = int(local_ranks.size());
+  auto state =
+      std::make_shared<LaunchState>(int(device_ids.size()), n, std::move(fn), std::move(comm));
   std::shared_future<void> result = state->done.get_future().share();
   if (n == 0) {
     state->done.set_value();
@@ -267,7 +278,7 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
   const int kernel_threads = std::max(1, config::num_threads() / n);
   Workers& ws = workers();
   std::lock_guard order(ws.launch_mu);
-  for (int rank = 0; rank < n; ++rank) {
+  for (int rank : local_ranks) {
     const int device = device_ids[size_t(rank)];
     ws.at(device).post([state, rank, device, kernel_threads] {
       omp_set_num_threads(kernel_threads);

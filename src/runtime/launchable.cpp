@@ -3,13 +3,66 @@
 #include <spmd/error.h>
 #include <spmd/placement.h>
 
+#include <algorithm>
+#include <mutex>
+#include <set>
+
 #include "runtime/communicator.h"
+#include "runtime/devices.h"
 #include "runtime/executor.h"
 #include "runtime/launch.h"
+#include "runtime/mpi.h"
 #include "runtime/sharded.h"
 
 namespace spmd::runtime {
 namespace {
+
+// The ordered subsets of the mesh axes a collective can name (every order up to four axes; the
+// mesh's own order beyond).
+std::vector<std::vector<std::string>> axis_subsets(const std::vector<std::string>& names) {
+  std::vector<std::vector<std::string>> out;
+  const int k = int(names.size());
+  for (int mask = 1; mask < (1 << k); ++mask) {
+    std::vector<std::string> subset;
+    for (int a = 0; a < k; ++a)
+      if (mask & (1 << a)) subset.push_back(names[size_t(a)]);
+    if (subset.size() > 4) {
+      out.push_back(subset);
+      continue;
+    }
+    std::vector<int> order(subset.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+    do {
+      std::vector<std::string> ordered;
+      for (int i : order) ordered.push_back(subset[size_t(i)]);
+      out.push_back(ordered);
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+  return out;
+}
+
+// Between processes, each group a collective of this launch can run over needs its MPI
+// communicator, which every process makes at the same point of the program: here, before the
+// launch, on the launching thread. Meshes already seen are skipped.
+void prepare_groups(const Launchable& l) {
+  static std::mutex mu;
+  static std::set<std::pair<std::vector<int>, std::vector<std::string>>> done;
+  std::lock_guard lock(mu);
+  if (!done.insert({l.device_ids, l.axis_names}).second) return;
+  LaunchContext ctx;
+  ctx.axis_names = l.axis_names;
+  ctx.axis_sizes = l.axis_sizes;
+  std::vector<std::vector<int>> groups;
+  std::set<std::vector<int>> seen;
+  for (const auto& names : axis_subsets(l.axis_names))
+    for (int r = 0; r < int(l.device_ids.size()); ++r) {
+      ctx.rank = r;
+      std::vector<int> ids;
+      for (int g : group_over(ctx, names).ranks) ids.push_back(l.device_ids[size_t(g)]);
+      if (seen.insert(ids).second) groups.push_back(std::move(ids));
+    }
+  mpi::make_groups(groups, process_of_device);
+}
 
 std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args) {
   // A device thread cannot wait for a launch queued behind its own current task.
@@ -29,6 +82,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args)
     outs.push_back(make_layout(l.out_types[k], l.out_shardings[k]));
     results.push_back(make_sharded_array(l.out_types[k], outs.back()));
   }
+  if (mpi::active()) prepare_groups(l);
   LaunchContext base;
   base.axis_names = l.axis_names;
   base.axis_sizes = l.axis_sizes;

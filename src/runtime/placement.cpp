@@ -4,6 +4,7 @@
 #include <spmd/error.h>
 
 #include "core/array_impl.h"
+#include "runtime/devices.h"
 #include "runtime/sharded.h"
 #include "runtime/transfer.h"
 
@@ -50,6 +51,7 @@ std::vector<Shard> Array::addressable_shards() const {
   const ShardedData& data = *impl.sharded;
   data.wait();
   for (size_t i = 0; i < data.layout.size(); ++i) {
+    if (!runtime::is_local_device(data.layout[i].device.id)) continue;
     AbstractValue aval{slot_shape(data.layout[i]), impl.aval.dtype, impl.aval.weak_type};
     out.push_back(Shard{data.layout[i].device, data.layout[i].index, data.layout[i].replica_id,
                         make_array(aval, data.shards[i])});
@@ -69,6 +71,7 @@ Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
     const ShardedData& from = *impl.sharded;
     from.wait();
     for (size_t i = 0; i < data->layout.size(); ++i) {
+      if (!runtime::is_local_device(data->layout[i].device.id)) continue;
       int j = from.slot_of(data->layout[i].device.id);
       if (j >= 0 && from.layout[size_t(j)].index == data->layout[i].index) {
         data->shards[i] = from.shards[size_t(j)];
@@ -80,7 +83,9 @@ Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
                                int64_t(data->shards[i]->nbytes()));
     }
   } else {
+    // Each process places its own shards, from its own copy of the value.
     for (size_t i = 0; i < data->layout.size(); ++i) {
+      if (!runtime::is_local_device(data->layout[i].device.id)) continue;
       data->shards[i] = slice_for(impl.buffer->data(), impl.aval, data->layout[i]);
       runtime::record_transfer(runtime::TransferKind::host_to_device,
                                int64_t(data->shards[i]->nbytes()));

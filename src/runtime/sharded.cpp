@@ -2,6 +2,8 @@
 
 #include "backends/cpu/copy.h"
 #include "runtime/transfer.h"
+
+#include <spmd/error.h>
 #include "sharding/type_sharding.h"
 
 #include <cstring>
@@ -54,14 +56,36 @@ int ShardedData::slot_of(int device_id) const {
   return -1;
 }
 
+namespace {
+
+// JAX's text for reading an array whose blocks are partly in other processes.
+[[noreturn]] void throw_not_addressable() {
+  throw RuntimeError(
+      "Fetching value for `jax.Array` that spans non-addressable (non process local) devices "
+      "is not possible. You can use `jax.experimental.multihost_utils.process_allgather` to "
+      "print the global array or use `.addressable_shards` method of jax.Array to inspect the "
+      "addressable (process local) shards.");
+}
+
+}  // namespace
+
 const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) const {
   wait();
   std::call_once(gather_once_, [&] {
     for (size_t i = 0; i < layout.size(); ++i)
-      if (covers_all(layout[i], aval.shape)) {
+      if (shards[i] && covers_all(layout[i], aval.shape)) {
         gathered_ = shards[i];
         return;
       }
+    // Each block from a copy this process holds (replica 0 when it is here).
+    std::vector<const Buffer*> blocks(layout.size(), nullptr);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (layout[i].replica_id != 0) continue;
+      for (size_t j = 0; j < layout.size() && !shards[i]; ++j)
+        if (shards[j] && layout[j].index == layout[i].index) blocks[i] = shards[j].get();
+      if (shards[i]) blocks[i] = shards[i].get();
+      if (!blocks[i]) throw_not_addressable();
+    }
     auto out = Buffer::allocate(size_t(aval.nbytes()));
     const int itemsize = int(spmd::itemsize(aval.dtype));
     const std::vector<int64_t> strides = strides_of(aval.shape);
@@ -70,7 +94,7 @@ const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) 
       Shape block = slot_shape(layout[i]);
       std::vector<int64_t> block_strides = strides_of(block);
       char* dst = static_cast<char*>(out->data()) + offset_of(layout[i], strides) * itemsize;
-      cpu::strided_copy(shards[i]->data(), block_strides, dst, strides, block.dims(), itemsize);
+      cpu::strided_copy(blocks[i]->data(), block_strides, dst, strides, block.dims(), itemsize);
       runtime::record_transfer(runtime::TransferKind::device_to_host, block.size() * itemsize);
     }
     gathered_ = std::move(out);

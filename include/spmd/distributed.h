@@ -1,0 +1,34 @@
+// Several processes (jax.distributed): one process per host or per share of a host, each with
+// its own local devices, all running the same program. Under `mpirun -np P`, initialize() joins
+// the P processes through MPI; afterwards devices() lists the devices of every process, meshes
+// span processes, and collectives cross them. Without a launcher it leaves the program one
+// process, as it was.
+#pragma once
+
+#include <optional>
+
+namespace spmd::distributed {
+
+struct Options {
+  // What the caller expects; checked against what MPI reports (a mismatch raises ValueError).
+  // Unset: taken from MPI.
+  std::optional<int> num_processes;
+  std::optional<int> process_id;
+  // Join through MPI even when no launcher is detected (a single-process MPI job).
+  bool force_mpi = false;
+};
+
+// Joins the processes of the job. Must come before the first use of a device; a second call
+// raises. Under mpirun (or with force_mpi / num_processes set) it initializes MPI and exchanges
+// the processes' local device counts; otherwise the program stays one process and MPI is not
+// touched. Raises RuntimeError when spmd was built without MPI and processes are asked for.
+void initialize(const Options& options = {});
+
+// Leaves the job: waits for this process's launches, then finalizes MPI. Called at exit when the
+// program does not; after a failure that reached other processes it ends the job instead (as
+// MPI_Abort), since peers may be blocked in a collective that can no longer complete.
+void shutdown();
+
+bool is_initialized();
+
+}  // namespace spmd::distributed

@@ -1,0 +1,72 @@
+// sp::distributed: joining the processes of an MPI job (include/spmd/distributed.h).
+#include <spmd/distributed.h>
+
+#include <spmd/error.h>
+
+#include "runtime/devices.h"
+#include "runtime/mpi.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace spmd::distributed {
+namespace {
+
+std::mutex mu;
+bool initialized = false;
+
+// Whether a launcher started this process as one of several: Open MPI's mpirun, or a PMIx or
+// PMI launcher (srun, hydra) that MPI_Init would join.
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+void check_expected(const char* what, const std::optional<int>& expected, int got) {
+  if (expected && *expected != got)
+    throw ValueError(std::string("[distributed.initialize] expected ") + what + " " +
+                     std::to_string(*expected) + ", but MPI reports " + std::to_string(got));
+}
+
+}  // namespace
+
+void initialize(const Options& options) {
+  std::lock_guard lock(mu);
+  if (initialized)
+    throw RuntimeError(
+        "[distributed.initialize] distributed.initialize should only be called once.");
+  if (runtime::devices_in_use())
+    throw RuntimeError(
+        "[distributed.initialize] distributed.initialize() must be called before any "
+        "computations are executed; the devices are already in use");
+  if (options.num_processes && *options.num_processes < 1)
+    throw ValueError("[distributed.initialize] expected num_processes of at least 1, got " +
+                     std::to_string(*options.num_processes));
+  const bool want_mpi =
+      launched_by_mpi() || options.force_mpi || options.num_processes.value_or(1) > 1;
+  if (!want_mpi) {
+    check_expected("process_id", options.process_id, 0);
+    initialized = true;
+    return;
+  }
+  const int local = runtime::requested_local_devices();
+  runtime::mpi::Job job = runtime::mpi::init(local);
+  check_expected("num_processes", options.num_processes, job.size);
+  check_expected("process_id", options.process_id, job.rank);
+  runtime::set_job(job.rank, job.device_counts);
+  std::atexit([] { runtime::mpi::finalize(); });
+  initialized = true;
+}
+
+void shutdown() {
+  runtime::mpi::finalize();
+}
+
+bool is_initialized() {
+  std::lock_guard lock(mu);
+  return initialized;
+}
+
+}  // namespace spmd::distributed

@@ -1,0 +1,411 @@
+#include "runtime/mpi.h"
+
+#include <spmd/error.h>
+
+#include <stdexcept>
+
+#if SPMD_WITH_MPI
+#include <mpi.h>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#endif
+
+namespace spmd::runtime::mpi {
+
+#if !SPMD_WITH_MPI
+
+struct GroupComm {
+  std::vector<int> procs;
+};
+
+bool built() {
+  return false;
+}
+Job init(int) {
+  throw RuntimeError(
+      "[distributed.initialize] this build of spmd has no MPI, so it runs one process; build it "
+      "with Open MPI (Debian's libopenmpi-dev) to run on several");
+}
+bool active() {
+  return false;
+}
+void finalize() {}
+void make_groups(const std::vector<std::vector<int>>&, const std::function<int(int)>&) {}
+std::shared_ptr<GroupComm> find_group(const std::vector<int>&) {
+  return nullptr;
+}
+const std::vector<int>& processes(const GroupComm& g) {
+  return g.procs;
+}
+void allreduce(const GroupComm&, ReduceOp, DType, void*, int64_t, std::shared_ptr<void>,
+               const Wait&) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
+void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector<int64_t>&,
+                std::shared_ptr<void>, const Wait&) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
+void barrier(const GroupComm&, const Wait&) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
+void report_failure(const std::string&) {}
+std::optional<std::string> remote_failure() {
+  return std::nullopt;
+}
+
+#else
+
+struct GroupComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<int> procs;
+};
+
+namespace {
+
+constexpr int kFailureTag = 1;
+constexpr int kFailureBytes = 4096;
+
+struct State {
+  std::atomic<bool> active{false};
+  int rank = 0, size = 1;
+  MPI_Comm failures = MPI_COMM_NULL;  // a duplicate of the world for failure reports
+
+  std::mutex groups_mu;
+  std::map<std::vector<int>, std::shared_ptr<GroupComm>> groups;
+
+  // The report of another process's failure: one receive posted from any process.
+  std::mutex fail_mu;
+  MPI_Request fail_request = MPI_REQUEST_NULL;
+  char fail_buffer[kFailureBytes] = {};
+  std::optional<std::string> remote;
+  std::atomic<bool> remote_seen{false};
+  std::atomic<bool> reported{false};
+  std::string report;  // the text this process sent; alive until exit
+
+  // Buffers of operations given up on while MPI may still write them, kept for the process.
+  std::mutex abandoned_mu;
+  std::vector<std::shared_ptr<void>> abandoned;
+  std::atomic<bool> gave_up{false};
+
+  // Reductions MPI has no built-in operation for, indexed by [dtype][op].
+  MPI_Op ops[kNumDTypes][3] = {};
+};
+
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw RuntimeError(std::string("[distributed] ") + what + " failed: " + std::string(text, len));
+}
+
+MPI_Datatype datatype(DType d) {
+  switch (d) {
+    case DType::bool_:
+    case DType::uint8:
+      return MPI_UINT8_T;
+    case DType::int8:
+      return MPI_INT8_T;
+    case DType::int16:
+      return MPI_INT16_T;
+    case DType::int32:
+      return MPI_INT32_T;
+    case DType::int64:
+      return MPI_INT64_T;
+    case DType::uint16:
+    case DType::bfloat16:
+    case DType::float16:
+      return MPI_UINT16_T;
+    case DType::uint32:
+      return MPI_UINT32_T;
+    case DType::uint64:
+      return MPI_UINT64_T;
+    case DType::float32:
+      return MPI_FLOAT;
+    case DType::float64:
+      return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+// The user functions: inout = in ⊕ inout, `in` being the earlier process's value, with the
+// element rules of the in-process collectives (NaN wins max and min; 16-bit floats round after
+// each step).
+template <DType kDType, ReduceOp kOp>
+void combine_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_into(kOp, kDType, in, inout, *len);
+}
+
+template <DType kDType>
+void make_ops(State& s) {
+  MPI_Op_create(&combine_fn<kDType, ReduceOp::sum>, 0, &s.ops[int(kDType)][int(ReduceOp::sum)]);
+  MPI_Op_create(&combine_fn<kDType, ReduceOp::max>, 0, &s.ops[int(kDType)][int(ReduceOp::max)]);
+  MPI_Op_create(&combine_fn<kDType, ReduceOp::min>, 0, &s.ops[int(kDType)][int(ReduceOp::min)]);
+}
+
+// MPI's built-in operation where it computes what the in-process collectives compute (sums of
+// two values commute exactly; integer max and min), else ours.
+MPI_Op operation(ReduceOp op, DType d) {
+  const bool floating =
+      d == DType::float32 || d == DType::float64 || d == DType::bfloat16 || d == DType::float16;
+  const bool half = d == DType::bfloat16 || d == DType::float16;
+  if (half || (floating && op != ReduceOp::sum)) return state().ops[int(d)][int(op)];
+  switch (op) {
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+void poll_failure_report() {
+  State& s = state();
+  if (s.remote_seen.load(std::memory_order_acquire)) return;
+  std::unique_lock lock(s.fail_mu, std::try_to_lock);
+  if (!lock.owns_lock() || s.fail_request == MPI_REQUEST_NULL) return;
+  int done = 0;
+  MPI_Status status;
+  MPI_Test(&s.fail_request, &done, &status);
+  if (!done) return;
+  int len = 0;
+  MPI_Get_count(&status, MPI_CHAR, &len);
+  s.remote = std::string(s.fail_buffer, size_t(std::max(len, 0)));
+  s.remote_seen.store(true, std::memory_order_release);
+}
+
+[[noreturn]] void give_up(const std::string& why, std::shared_ptr<void> keep_alive) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.abandoned_mu);
+    if (keep_alive) s.abandoned.push_back(std::move(keep_alive));
+  }
+  s.gave_up.store(true, std::memory_order_release);
+  throw CollectiveError(why);
+}
+
+// Waits for `request`, polling: MPI makes progress inside its calls, and a blocking wait could
+// not end at a timeout or a failure. The first 50 µs yield the core between polls; after that
+// the pause grows with the time waited (an eighth of it, at most 1 ms), so a long transfer costs
+// at most about an eighth more and an idle wait little CPU.
+void wait_for(MPI_Request& request, const Wait& w, const char* what,
+              std::shared_ptr<void> keep_alive) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now(), deadline = start + w.timeout;
+  while (true) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    poll_failure_report();
+    if (auto r = remote_failure())
+      give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
+    if (w.stop)
+      if (auto r = w.stop())
+        give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
+    const auto now = clock::now();
+    if (now > deadline)
+      give_up(std::string(what) + " timed out after " + std::to_string(w.timeout.count()) +
+                  " ms waiting for the other processes",
+              std::move(keep_alive));
+    const auto waited = now - start;
+    if (waited < std::chrono::microseconds(50))
+      sched_yield();
+    else
+      std::this_thread::sleep_for(
+          std::min<clock::duration>(waited / 8, std::chrono::milliseconds(1)));
+  }
+}
+
+int as_count(int64_t n, const char* what) {
+  if (n > INT_MAX)
+    throw NotImplementedError(std::string("[distributed] ") + what + " of " + std::to_string(n) +
+                              " elements between processes: at most " + std::to_string(INT_MAX) +
+                              " are supported");
+  return int(n);
+}
+
+std::vector<int> processes_of(const std::vector<int>& group,
+                              const std::function<int(int)>& process_of) {
+  std::vector<int> procs;
+  for (int id : group) {
+    int p = process_of(id);
+    if (std::find(procs.begin(), procs.end(), p) == procs.end()) procs.push_back(p);
+  }
+  return procs;
+}
+
+}  // namespace
+
+bool built() {
+  return true;
+}
+
+Job init(int local_devices) {
+  State& s = state();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw RuntimeError(
+          "[distributed.initialize] the MPI library does not support MPI_THREAD_MULTIPLE, "
+          "which device threads calling collectives at once need");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &s.size);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &s.failures), "MPI_Comm_dup");
+  Job job;
+  job.rank = s.rank;
+  job.size = s.size;
+  job.device_counts.resize(size_t(s.size));
+  check(MPI_Allgather(&local_devices, 1, MPI_INT, job.device_counts.data(), 1, MPI_INT,
+                      MPI_COMM_WORLD),
+        "MPI_Allgather");
+  int first = 0;
+  for (int c : job.device_counts) job.first_device.push_back(first), first += c;
+  make_ops<DType::bfloat16>(s);
+  make_ops<DType::float16>(s);
+  make_ops<DType::float32>(s);
+  make_ops<DType::float64>(s);
+  MPI_Irecv(s.fail_buffer, kFailureBytes, MPI_CHAR, MPI_ANY_SOURCE, kFailureTag, s.failures,
+            &s.fail_request);
+  s.active.store(true, std::memory_order_release);
+  return job;
+}
+
+bool active() {
+  return state().active.load(std::memory_order_acquire);
+}
+
+void finalize() {
+  State& s = state();
+  if (!s.active.exchange(false)) return;
+  poll_failure_report();
+  if (s.gave_up.load() || s.reported.load() || s.remote_seen.load()) {
+    // A peer may wait for ever in an operation this process left: end the whole job, after a
+    // moment in which the other processes can report what they saw.
+    std::fflush(nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return;
+  }
+  {
+    std::lock_guard lock(s.fail_mu);
+    if (s.fail_request != MPI_REQUEST_NULL) {
+      MPI_Cancel(&s.fail_request);
+      MPI_Wait(&s.fail_request, MPI_STATUS_IGNORE);
+    }
+  }
+  {
+    std::lock_guard lock(s.groups_mu);
+    for (auto& [key, g] : s.groups) MPI_Comm_free(&g->comm);
+    s.groups.clear();
+  }
+  MPI_Comm_free(&s.failures);
+  MPI_Finalize();
+}
+
+void make_groups(const std::vector<std::vector<int>>& groups,
+                 const std::function<int(int)>& process_of) {
+  State& s = state();
+  if (!active()) return;
+  std::lock_guard lock(s.groups_mu);
+  for (const std::vector<int>& group : groups) {
+    if (s.groups.count(group)) continue;
+    std::vector<int> procs = processes_of(group, process_of);
+    if (procs.size() < 2) continue;
+    auto it = std::find(procs.begin(), procs.end(), s.rank);
+    const int color = it == procs.end() ? MPI_UNDEFINED : 0;
+    const int key = it == procs.end() ? 0 : int(it - procs.begin());
+    MPI_Comm comm = MPI_COMM_NULL;
+    check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split");
+    auto g = std::make_shared<GroupComm>();
+    g->comm = comm;
+    g->procs = std::move(procs);
+    s.groups[group] = std::move(g);
+  }
+}
+
+std::shared_ptr<GroupComm> find_group(const std::vector<int>& group) {
+  State& s = state();
+  std::lock_guard lock(s.groups_mu);
+  auto it = s.groups.find(group);
+  if (it == s.groups.end() || it->second->comm == MPI_COMM_NULL) return nullptr;
+  return it->second;
+}
+
+const std::vector<int>& processes(const GroupComm& g) {
+  return g.procs;
+}
+
+void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
+               std::shared_ptr<void> keep_alive, const Wait& wait) {
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, as_count(count, "a reduction"), datatype(dtype),
+                       operation(op, dtype), g.comm, &request),
+        "MPI_Iallreduce");
+  wait_for(request, wait, "a reduction between processes", std::move(keep_alive));
+}
+
+void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
+                const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
+                const Wait& wait) {
+  std::vector<int> c, displs;
+  int64_t at = 0;
+  for (int64_t n : counts) {
+    c.push_back(as_count(n, "a gather"));
+    displs.push_back(as_count(at, "a gather"));
+    at += n;
+  }
+  MPI_Request request;
+  check(MPI_Iallgatherv(in, as_count(in_bytes, "a gather"), MPI_BYTE, out, c.data(), displs.data(),
+                        MPI_BYTE, g.comm, &request),
+        "MPI_Iallgatherv");
+  wait_for(request, wait, "a gather between processes", std::move(keep_alive));
+}
+
+void barrier(const GroupComm& g, const Wait& wait) {
+  MPI_Request request;
+  check(MPI_Ibarrier(g.comm, &request), "MPI_Ibarrier");
+  wait_for(request, wait, "a barrier between processes", nullptr);
+}
+
+void report_failure(const std::string& what) {
+  State& s = state();
+  if (!active() || s.reported.exchange(true)) return;
+  s.report = what.substr(0, kFailureBytes);
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank) continue;
+    MPI_Request request;
+    MPI_Isend(s.report.data(), int(s.report.size()), MPI_CHAR, r, kFailureTag, s.failures,
+              &request);
+    MPI_Request_free(&request);
+  }
+}
+
+std::optional<std::string> remote_failure() {
+  State& s = state();
+  if (!s.remote_seen.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard lock(s.fail_mu);
+  return s.remote;
+}
+
+#endif
+
+}  // namespace spmd::runtime::mpi

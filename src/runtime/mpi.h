@@ -1,0 +1,79 @@
+// The processes of a job and the MPI calls that cross them. Everything here is a no-op or an
+// error in a build without MPI (SPMD_WITH_MPI unset) or before distributed::initialize.
+//
+// Collectives between processes run on one MPI communicator per device group (a collective's
+// members in instance order), made collectively by every process when a launch first needs it
+// (make_groups, called on the launching thread in launch order, which is the same on every
+// process), so that collectives of different groups run concurrently without mixing, and those
+// of one group meet in call order. Calls are nonblocking and waited on by polling with a growing
+// pause, so a wait can end at a timeout, when a device of this process failed, or when another
+// process reported a failure; MPI's own blocking calls can do none of these.
+#pragma once
+
+#include <spmd/dtype.h>
+
+#include "runtime/communicator.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spmd::runtime::mpi {
+
+// Whether this build has MPI.
+bool built();
+
+// The job, once initialized: this process's rank and every process's local device count.
+struct Job {
+  int rank = 0;
+  int size = 1;
+  std::vector<int> device_counts;  // per process
+  std::vector<int> first_device;   // global id of each process's first device
+};
+// Initializes MPI (thread level MPI_THREAD_MULTIPLE) and exchanges `local_devices`.
+Job init(int local_devices);
+bool active();  // initialized with MPI and not yet finalized
+// Finalizes MPI, or aborts the job when a cross-process operation was abandoned (a peer may be
+// blocked in it for ever).
+void finalize();
+
+// A communicator over the processes of one device group, in the group's order of processes.
+struct GroupComm;
+
+// Every process calls this with the same groups in the same order: it makes the communicators
+// of the groups (lists of global device ids in instance order) that span several processes and
+// have none yet. `process_of` maps a global device id to its process.
+void make_groups(const std::vector<std::vector<int>>& groups,
+                 const std::function<int(int)>& process_of);
+// The communicator of a group (global device ids in instance order), or null.
+std::shared_ptr<GroupComm> find_group(const std::vector<int>& group);
+// The processes of a group, in the communicator's rank order.
+const std::vector<int>& processes(const GroupComm& g);
+
+// When a wait gives up: after `timeout`, or as soon as `stop` returns a reason (a device of this
+// launch failed), or another process reported a failure.
+struct Wait {
+  std::chrono::milliseconds timeout;
+  std::function<std::optional<std::string>()> stop;
+};
+
+// data (count elements, in place) = reduction over the group's processes, in process order.
+// `keep_alive` owns `data`: if the wait gives up it is kept for ever, since MPI may still write.
+void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
+               std::shared_ptr<void> keep_alive, const Wait& wait);
+// out = the processes' contributions one after another (counts[r] bytes from rank r).
+void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
+                const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
+                const Wait& wait);
+void barrier(const GroupComm& g, const Wait& wait);
+
+// Tells every other process that this one failed (`what` names the device and the error).
+void report_failure(const std::string& what);
+// A failure another process reported, once one has arrived.
+std::optional<std::string> remote_failure();
+
+}  // namespace spmd::runtime::mpi

@@ -1,0 +1,179 @@
+// The same programs on several processes: run under `mpirun -np 2` with 4 devices per process
+// (ctest does), each process checks the blocks it holds against values computed on the host,
+// which are what one process with 8 devices computes. Every process runs the same tests in the
+// same order, as a multi-process program must.
+#include <spmd/distributed.h>
+#include <spmd/parallel.h>
+#include <spmd/placement.h>
+#include <spmd/shard_map.h>
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace sp = spmd;
+using sp::P;
+
+namespace {
+
+// The values of x's blocks this process holds, checked against the same slices of `want`.
+void expect_local_blocks(const sp::Array& x, const std::vector<float>& want,
+                         const sp::Shape& shape) {
+  ASSERT_EQ(x.shape(), shape);
+  int checked = 0;
+  for (const sp::Shard& s : x.addressable_shards()) {
+    EXPECT_EQ(s.device.process_index, sp::process_index());
+    std::vector<float> got = s.data.astype(sp::float32).to_vector<float>();
+    // Row-major walk over the block.
+    std::vector<int64_t> idx(s.index.size(), 0);
+    for (size_t k = 0; k < got.size(); ++k) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        flat = flat * shape[int(d)] + s.index[d].start + idx[d];
+      ASSERT_EQ(got[k], want[size_t(flat)]) << "device " << s.device.id << " element " << k;
+      for (int d = int(idx.size()) - 1; d >= 0; --d) {
+        if (++idx[size_t(d)] < s.index[size_t(d)].stop - s.index[size_t(d)].start) break;
+        idx[size_t(d)] = 0;
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+std::vector<float> iota(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float(i);
+  return v;
+}
+
+TEST(Processes, DevicesOfEveryProcessWithGlobalIds) {
+  ASSERT_EQ(sp::process_count(), 2);
+  ASSERT_EQ(sp::device_count(), 8);
+  ASSERT_EQ(sp::local_device_count(), 4);
+  std::vector<sp::Device> all = sp::devices();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(all[size_t(i)].id, i);
+    EXPECT_EQ(all[size_t(i)].process_index, i / 4);
+  }
+  for (const sp::Device& d : sp::local_devices()) EXPECT_EQ(d.process_index, sp::process_index());
+}
+
+TEST(Processes, PsumOverAMeshThatSpansProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32).reshape({8, 2}),
+                               sp::NamedSharding(mesh, P("i")));
+  sp::Array y =
+      sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"))(x);
+  // Every block is the sum of the 8 blocks: [56, 64].
+  std::vector<float> want;
+  for (int i = 0; i < 8; ++i) want.insert(want.end(), {56.f, 64.f});
+  expect_local_blocks(y, want, sp::Shape({8, 2}));
+}
+
+TEST(Processes, LargePsumReducesWithinEachProcessFirst) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t n = 1 << 16;  // 256 KiB per device: above the size that gathers every block
+  sp::Array x = sp::device_put(sp::arange(int(8 * n)).astype(sp::float32).reshape({8, n}),
+                               sp::NamedSharding(mesh, P("i")));
+  sp::Array y =
+      sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"))(x);
+  std::vector<float> col(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int r = 0; r < 8; ++r) s += double(r * n + j);
+    col[size_t(j)] = float(s);
+  }
+  std::vector<float> want;
+  for (int r = 0; r < 8; ++r) want.insert(want.end(), col.begin(), col.end());
+  expect_local_blocks(y, want, sp::Shape({8, n}));
+}
+
+TEST(Processes, CollectivesOverEachAxisOfATwoByFourMesh) {
+  // Axis "a" crosses processes (devices 0-3 are a=0), axis "b" stays within one.
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Array x = sp::device_put(sp::arange(8).astype(sp::float32).reshape({2, 4}),
+                               sp::NamedSharding(mesh, P("a", "b")));
+  auto run = [&](auto body) { return sp::shard_map(body, mesh, P("a", "b"), P("a", "b"))(x); };
+  // x[a, b] = 4a + b.
+  expect_local_blocks(run([](sp::Array v) { return sp::lax::psum(v, "a"); }),
+                      {4, 6, 8, 10, 4, 6, 8, 10}, sp::Shape({2, 4}));
+  expect_local_blocks(run([](sp::Array v) { return sp::lax::psum(v, "b"); }),
+                      {6, 6, 6, 6, 22, 22, 22, 22}, sp::Shape({2, 4}));
+  expect_local_blocks(run([](sp::Array v) { return sp::lax::pmax(v, sp::axes("a", "b")); }),
+                      {7, 7, 7, 7, 7, 7, 7, 7}, sp::Shape({2, 4}));
+  // Shift along "a": a=1 receives a=0's value, a=0 receives zeros... a full cycle of two.
+  expect_local_blocks(run([](sp::Array v) {
+                        return sp::lax::ppermute(v, "a", {{0, 1}, {1, 0}});
+                      }),
+                      {4, 5, 6, 7, 0, 1, 2, 3}, sp::Shape({2, 4}));
+}
+
+TEST(Processes, AllGatherAllToAllAndPsumScatterAcrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P("i")));
+  // all_gather (tiled): every device holds the whole [8, 8], so the result is 8 copies.
+  sp::Array g =
+      sp::shard_map([](sp::Array b) { return sp::lax::all_gather(b, "i", {.tiled = true}); }, mesh,
+                    P("i"), P("i"))(x);
+  std::vector<float> want_g;
+  const std::vector<float> whole = iota(64);
+  for (int r = 0; r < 8; ++r) want_g.insert(want_g.end(), whole.begin(), whole.end());
+  expect_local_blocks(g, want_g, sp::Shape({64, 8}));
+  // all_to_all splitting columns and concatenating rows: the transpose of the 8x8 blocks.
+  sp::Array t =
+      sp::shard_map([](sp::Array b) { return sp::lax::all_to_all(b, "i", 1, 0, {.tiled = true}); },
+                    mesh, P("i"), P("i"))(x);
+  std::vector<float> want_t(64);
+  for (int r = 0; r < 8; ++r)
+    for (int j = 0; j < 8; ++j) want_t[size_t(r * 8 + j)] = float(j * 8 + r);
+  expect_local_blocks(t, want_t, sp::Shape({64, 1}));
+  // psum_scatter of each device's row: device r gets element r of the column sums.
+  sp::Array s = sp::shard_map(
+      [](sp::Array b) { return sp::lax::psum_scatter(b.reshape({8}), "i", {.tiled = true}); }, mesh,
+      P("i"), P("i"))(x);
+  std::vector<float> want_s(8);
+  for (int j = 0; j < 8; ++j)
+    for (int r = 0; r < 8; ++r) want_s[size_t(j)] += float(r * 8 + j);
+  expect_local_blocks(s, want_s, sp::Shape({8}));
+}
+
+TEST(Processes, JitPartitionsAMatmulOverProcesses) {
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
+  sp::Array a = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P("a", "b")));
+  sp::Array b = sp::device_put(sp::ones({8, 4}), sp::NamedSharding(mesh, P("b", sp::None)));
+  sp::Array c = sp::jit([](sp::Array u, sp::Array v) { return sp::matmul(u, v); })(a, b);
+  std::vector<float> want(32);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 8; ++k) want[size_t(i * 4 + j)] += float(i * 8 + k);
+  expect_local_blocks(c, want, sp::Shape({8, 4}));
+}
+
+TEST(Processes, ReadingAValueSpreadOverProcessesRaisesJaxsError) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array x = sp::device_put(sp::arange(8).astype(sp::float32), sp::NamedSharding(mesh, P("i")));
+  try {
+    x.to_vector<float>();
+    FAIL() << "expected an error";
+  } catch (const sp::RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("spans non-addressable (non process local) devices"),
+              std::string::npos)
+        << e.what();
+  }
+  // A replicated value is read where it is.
+  sp::Array r = sp::device_put(sp::arange(8).astype(sp::float32), sp::NamedSharding(mesh, P()));
+  EXPECT_EQ(r.to_vector<float>(), iota(8));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  sp::distributed::initialize();
+  return RUN_ALL_TESTS();
+}

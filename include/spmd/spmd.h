@@ -6,6 +6,7 @@
 #include <spmd/data.h>
 #include <spmd/debug.h>
 #include <spmd/device.h>
+#include <spmd/distributed.h>
 #include <spmd/dtype.h>
 #include <spmd/error.h>
 #include <spmd/io.h>

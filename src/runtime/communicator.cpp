@@ -818,6 +818,7 @@ std::optional<Communicator::State::Cross> Communicator::State::cross(const char*
   bool all_local = true;
   for (int r : group) all_local = all_local && local[size_t(r)];
   if (all_local) return std::nullopt;
+  if (fault::armed()) inject_fault(api, group, me);
   Cross c;
   c.group = group;
   c.me = me;
@@ -859,6 +860,20 @@ mpi::Wait Communicator::State::wait_of(std::span<const int> group) const {
                    }};
 }
 
+namespace {
+
+// Runs an MPI step, naming the collective in its error as the in-process ones do.
+template <class F>
+void between_processes(const std::string& api, F&& step) {
+  try {
+    step();
+  } catch (const CollectiveError& e) {
+    throw CollectiveError("[" + api + "] " + e.what());
+  }
+}
+
+}  // namespace
+
 // Every member's `bytes` of input, in group order, in one buffer the local members share.
 std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const Cross& c,
                                                           const void* in, int64_t bytes) {
@@ -881,7 +896,9 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
     Byte* dst = in_order ? outs[0] : static_cast<Byte*>(recv->data());
     auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
         std::vector<std::shared_ptr<Buffer>>{send, recv});
-    mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, dst, counts, keep, wait);
+    between_processes(p.api, [&] {
+      mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, dst, counts, keep, wait);
+    });
     if (in_order) return;
     for (int k = 0; k < n; ++k)
       std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
@@ -910,7 +927,8 @@ void Communicator::State::cross_reduce(const Params& p, const Cross& c,
                           static_cast<const Byte*>(partial->data()) == ins[0];
     std::shared_ptr<Buffer> data = in_place ? partial : Buffer::allocate(size_t(bytes));
     if (!in_place) std::memcpy(data->data(), ins[0], size_t(bytes));
-    mpi::allreduce(*c.comm, p.op, p.dtype, data->data(), count, data, wait);
+    between_processes(
+        p.api, [&] { mpi::allreduce(*c.comm, p.op, p.dtype, data->data(), count, data, wait); });
     for (Byte* d : dsts)
       if (d != data->data()) std::memcpy(d, data->data(), size_t(bytes));
   };

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A device that fails in one process fails the job everywhere, soon: both processes print an
+# error naming the failed device, and mpirun ends with a non-zero status well before the
+# collective timeout. A device that stalls instead makes the others time out.
+# Usage: failure_test.sh MPIRUN PROBE
+set -u
+mpirun=$1
+probe=$2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail() {
+  echo "FAILED: $*"
+  exit 1
+}
+
+# run FAULT TIMEOUT_MS: runs the probe on 2 processes of 4 devices; sets status and elapsed.
+run() {
+  local start
+  start=$(date +%s)
+  SPMD_FAULT=$1 SPMD_COLLECTIVE_TIMEOUT_MS=$2 SPMD_CPU_DEVICES=4 \
+    timeout 120 "$mpirun" -np 2 --oversubscribe --bind-to none "$probe" >"$out" 2>&1
+  status=$?
+  elapsed=$(($(date +%s) - start))
+  cat "$out"
+  [ "$status" -ne 0 ] || fail "mpirun exited with status 0"
+  [ "$status" -ne 124 ] || fail "the job hung"
+}
+
+# A throw: process 0 hears of it long before its 60 s timeout.
+run 'device=5,at=psum,action=throw' 60000
+[ "$elapsed" -lt 30 ] || fail "the failure took ${elapsed} s to reach every process"
+grep -q "process 1 caught: .*injected failure on device 5 in psum" "$out" ||
+  fail "process 1 did not report its own device's error"
+grep -q "process 0 caught: .*process 1 failed: .*injected failure on device 5 in psum" "$out" ||
+  fail "process 0 did not learn of process 1's failure"
+echo "OK: a throw reached both processes in ${elapsed} s, mpirun status ${status}"
+
+# A stall of 20 s against a 1 s timeout: both processes give up after the timeout.
+run 'device=5,at=psum,action=stall,stall_ms=20000' 1000
+[ "$elapsed" -lt 15 ] || fail "the timeout took ${elapsed} s"
+grep -q "process 0 caught: .*timed out" "$out" || fail "process 0 did not time out"
+grep -q "process 1 caught: .*timed out.*waiting for devices \[5\]" "$out" ||
+  fail "process 1 did not name the stalled device"
+echo "OK: a stall timed out on both processes in ${elapsed} s, mpirun status ${status}"

@@ -31,4 +31,9 @@ void shutdown();
 
 bool is_initialized();
 
+// The number of processes the launcher started (Open MPI's mpirun, or a PMI launcher), or 1:
+// what initialize() will join, known before it, so that a program can choose its local device
+// count (config::set_cpu_device_count) for a total.
+int launched_process_count();
+
 }  // namespace spmd::distributed

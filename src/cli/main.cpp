@@ -177,7 +177,11 @@ int main(int argc, char** argv) {
       for (int64_t n : train_options.mesh) mesh_devices *= n;  // at most 4096 (parse_mesh)
       devices = std::max(devices, int(mesh_devices));
     }
-    if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(devices);
+    // Under mpirun the mesh's devices are shared among the processes.
+    const int processes = sp::distributed::launched_process_count();
+    if (!std::getenv("SPMD_CPU_DEVICES"))
+      sp::config::set_cpu_device_count(std::max(1, devices / processes));
+    sp::distributed::initialize();
     if (*t) tour(size);
     if (*tr) {
       train_options.interactive = sp::cli::is_terminal(1);

@@ -201,13 +201,23 @@ struct Checkpoint {
 // The parameters under their state_dict names and the optimizer state under "optimizer.", as
 // .safetensors (readable by Python's safetensors and torch) and .npz. Written to a temporary
 // file first, so that an interrupted save leaves the previous checkpoint whole.
+// On several processes, the whole value of `x` on every process (a collective: every process
+// calls it for the same values in the same order); in one process `x` itself.
+Array whole(const Array& x, const sp::Mesh& mesh) {
+  if (sp::process_count() == 1) return x;
+  sp::NamedSharding replicated(mesh, P());
+  return sp::jit([&](const Array& v) { return sp::with_sharding_constraint(v, replicated); })(x);
+}
+
+// Every process gathers the values; process 0 writes the files.
 void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::optim::State& state,
-                     const std::map<std::string, std::string>& metadata) {
+                     const std::map<std::string, std::string>& metadata, const sp::Mesh& mesh) {
   sp::NamedArrays tensors;
   std::map<std::string, Array> npz;
-  for (const auto& [name, value] : params) tensors.emplace_back(name, value);
+  for (const auto& [name, value] : params) tensors.emplace_back(name, whole(value, mesh));
   for (const auto& [name, value] : sp::optim::named_state(state))
-    tensors.emplace_back("optimizer." + name, value);
+    tensors.emplace_back("optimizer." + name, whole(value, mesh));
+  if (sp::process_index() != 0) return;
   for (const auto& [name, value] : tensors) npz.emplace(name, value);
   fs::path st = dir / "checkpoint.safetensors", z = dir / "checkpoint.npz";
   sp::save_safetensors(st.string() + ".tmp", tensors, metadata);
@@ -288,7 +298,10 @@ std::vector<int64_t> parse_mesh(const std::string& text) {
   return out;
 }
 
-TrainHistory train(const TrainOptions& o, std::ostream& out) {
+TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
+  // On several processes, process 0 reports and writes the files.
+  std::ostream discard(nullptr);
+  std::ostream& out = sp::process_index() == 0 ? main_out : discard;
   if (o.epochs < 1 || o.batch < 1 || o.max_steps < 0 || !(o.lr > 0) || !std::isfinite(o.lr))
     throw sp::ValueError(
         "[spmd train] --epochs and --batch must be at least 1, --steps at least "
@@ -394,12 +407,13 @@ TrainHistory train(const TrainOptions& o, std::ostream& out) {
     extra << std::fixed << std::setprecision(4) << "  test loss " << history.test_loss.back()
           << "  accuracy " << history.test_accuracy.back();
     bar.finish(extra.str());
-    save_checkpoint(dir, params, state, run_metadata(o, epoch + 1));
-    save_history(dir / "history.txt", history);
+    save_checkpoint(dir, params, state, run_metadata(o, epoch + 1), mesh);
+    if (sp::process_index() == 0) save_history(dir / "history.txt", history);
   }
 
   std::vector<Panel> panels = panels_of(history);
-  write_svg((dir / "training.svg").string(), panels, "spmd train: MLP on Fashion-MNIST");
+  if (sp::process_index() == 0)
+    write_svg((dir / "training.svg").string(), panels, "spmd train: MLP on Fashion-MNIST");
   if (o.plot) {
     TextPlotOptions text{.charset = o.interactive ? Charset::automatic : Charset::ascii,
                          .color = o.interactive};

@@ -24,6 +24,14 @@ bool launched_by_mpi() {
   return false;
 }
 
+int env_count(const char* var) {
+  const char* v = std::getenv(var);
+  if (!v) return 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && n > 0 && n < (1 << 20) ? int(n) : 0;
+}
+
 void check_expected(const char* what, const std::optional<int>& expected, int got) {
   if (expected && *expected != got)
     throw ValueError(std::string("[distributed.initialize] expected ") + what + " " +
@@ -62,6 +70,12 @@ void initialize(const Options& options) {
 
 void shutdown() {
   runtime::mpi::finalize();
+}
+
+int launched_process_count() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"})
+    if (int n = env_count(var)) return n;
+  return 1;
 }
 
 bool is_initialized() {

@@ -77,6 +77,11 @@ Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
         data->shards[i] = from.shards[size_t(j)];
         continue;
       }
+      if (!from.readable())
+        throw ValueError(
+            "[device_put] a block of this array is in another process, and device_put moves "
+            "data only within a process; reshard it inside sp::jit with "
+            "sp::with_sharding_constraint, whose collectives cross processes");
       const auto& whole = from.gathered(impl.aval);
       data->shards[i] = slice_for(whole->data(), impl.aval, data->layout[i]);
       runtime::record_transfer(runtime::TransferKind::device_to_device,

@@ -69,6 +69,18 @@ namespace {
 
 }  // namespace
 
+bool ShardedData::readable() const {
+  wait();
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (shards[i]) continue;
+    bool copy = false;
+    for (size_t j = 0; j < layout.size() && !copy; ++j)
+      copy = shards[j] && layout[j].index == layout[i].index;
+    if (!copy) return false;
+  }
+  return true;
+}
+
 const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) const {
   wait();
   std::call_once(gather_once_, [&] {

@@ -24,6 +24,8 @@ struct ShardedData {
   void wait() const;
   // The whole value in one buffer (the single shard that holds it all, or a gathered copy).
   const std::shared_ptr<Buffer>& gathered(const AbstractValue& aval) const;
+  // Whether this process holds a copy of every block, so that gathered() can read the value.
+  bool readable() const;
   // The slot of `device_id`, or -1.
   int slot_of(int device_id) const;
 

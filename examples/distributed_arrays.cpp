@@ -18,6 +18,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -153,19 +154,34 @@ Params train(Params params, const Batch& batch, const GradFn& grad_fn_jit, const
 
 }  // namespace
 
+// What processes other than 0 print: formatted in full (reads of spread values are collectives
+// every process must make), then dropped.
+struct DiscardOutput : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+
 int main(int argc, char** argv) {
   const Sizes size = sizes_for(argc, argv);
   const int64_t N = size.n;
 
   cell("01");
-  if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(8);
+  // Eight devices in all: one process of eight, or several processes under mpirun that share
+  // them. There, every process prints the same values (reading a value gathers the blocks of
+  // the other processes, a collective) and process 0 shows them.
+  if (!std::getenv("SPMD_CPU_DEVICES"))
+    sp::config::set_cpu_device_count(8 / sp::distributed::launched_process_count());
+  sp::distributed::initialize();
+  sp::distributed::set_collective_reads(true);
+  static DiscardOutput discard;
+  if (sp::process_index() != 0) std::cout.rdbuf(&discard);
   std::vector<sp::Device> devices = sp::devices();
   std::cout << "[";
   for (size_t i = 0; i < devices.size(); ++i) std::cout << (i ? ", " : "") << sp::repr(devices[i]);
   std::cout << "]\n";
 
   cell("03");
-  if (sp::local_devices().size() < 8)
+  // The seed counts jax.local_devices(); on several processes the devices of all of them count.
+  if (sp::devices().size() < 8)
     throw std::runtime_error("Notebook requires 8 devices to run");
 
   // ---- Intro and a quick example

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <streambuf>
 #include <vector>
 
 namespace sp = spmd;
@@ -27,9 +28,22 @@ const char* py_bool(bool v) {
 
 }  // namespace
 
+// What processes other than 0 print: formatted in full (reads of spread values are collectives
+// every process must make), then dropped.
+struct DiscardOutput : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+
 int main() {
-  // Use 8 CPU devices
-  if (!std::getenv("SPMD_CPU_DEVICES")) sp::config::set_cpu_device_count(8);
+  // Eight devices in all: one process of eight, or several processes under mpirun that share
+  // them. There, every process prints the same values (reading a value gathers the blocks of
+  // the other processes, a collective) and process 0 shows them.
+  if (!std::getenv("SPMD_CPU_DEVICES"))
+    sp::config::set_cpu_device_count(8 / sp::distributed::launched_process_count());
+  sp::distributed::initialize();
+  sp::distributed::set_collective_reads(true);
+  static DiscardOutput discard;
+  if (sp::process_index() != 0) std::cout.rdbuf(&discard);
 
   cell("02");
   sp::DeviceMesh devices = sp::create_device_mesh({4, 2});

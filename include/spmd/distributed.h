@@ -31,6 +31,13 @@ void shutdown();
 
 bool is_initialized();
 
+// Whether reading a value whose blocks are spread over processes (printing it, to_vector,
+// item) gathers it from every process instead of raising JAX's error. The gather is a
+// collective: with it on, every process must read the same values in the same order, as the
+// seed examples do when they print. Off by default, as in JAX.
+void set_collective_reads(bool on);
+bool collective_reads();
+
 // The number of processes the launcher started (Open MPI's mpirun, or a PMI launcher), or 1:
 // what initialize() will join, known before it, so that a program can choose its local device
 // count (config::set_cpu_device_count) for a total.

@@ -6,6 +6,7 @@
 #include "runtime/devices.h"
 #include "runtime/mpi.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -70,6 +71,18 @@ void initialize(const Options& options) {
 
 void shutdown() {
   runtime::mpi::finalize();
+}
+
+namespace {
+std::atomic<bool> reads_gather{false};
+}  // namespace
+
+void set_collective_reads(bool on) {
+  reads_gather.store(on, std::memory_order_relaxed);
+}
+
+bool collective_reads() {
+  return reads_gather.load(std::memory_order_relaxed);
 }
 
 int launched_process_count() {

@@ -56,6 +56,10 @@ void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector
 void barrier(const GroupComm&, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
+void world_allgatherv(const void*, int64_t, void*, const std::vector<int64_t>&,
+                      std::shared_ptr<void>) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
 void report_failure(const std::string&) {}
 std::optional<std::string> remote_failure() {
   return std::nullopt;
@@ -77,6 +81,7 @@ struct State {
   std::atomic<bool> active{false};
   int rank = 0, size = 1;
   MPI_Comm failures = MPI_COMM_NULL;  // a duplicate of the world for failure reports
+  MPI_Comm reads = MPI_COMM_NULL;     // a duplicate of the world for reads of whole values
 
   std::mutex groups_mu;
   std::map<std::vector<int>, std::shared_ptr<GroupComm>> groups;
@@ -270,6 +275,7 @@ Job init(int local_devices) {
   MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &s.size);
   check(MPI_Comm_dup(MPI_COMM_WORLD, &s.failures), "MPI_Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &s.reads), "MPI_Comm_dup");
   Job job;
   job.rank = s.rank;
   job.size = s.size;
@@ -318,6 +324,7 @@ void finalize() {
     s.groups.clear();
   }
   MPI_Comm_free(&s.failures);
+  MPI_Comm_free(&s.reads);
   MPI_Finalize();
 }
 
@@ -378,6 +385,14 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                         MPI_BYTE, g.comm, &request),
         "MPI_Iallgatherv");
   wait_for(request, wait, "a gather between processes", std::move(keep_alive));
+}
+
+void world_allgatherv(const void* in, int64_t in_bytes, void* out,
+                      const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive) {
+  GroupComm world;
+  world.comm = state().reads;
+  allgatherv(world, in, in_bytes, out, counts, std::move(keep_alive),
+             Wait{default_collective_timeout(), nullptr});
 }
 
 void barrier(const GroupComm& g, const Wait& wait) {

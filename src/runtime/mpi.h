@@ -71,6 +71,11 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const Wait& wait);
 void barrier(const GroupComm& g, const Wait& wait);
 
+// Every process's `in` (counts[p] bytes from process p) one after another in `out`, over all
+// processes of the job: a collective every process makes at the same point of its program.
+void world_allgatherv(const void* in, int64_t in_bytes, void* out,
+                      const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive);
+
 // Tells every other process that this one failed (`what` names the device and the error).
 void report_failure(const std::string& what);
 // A failure another process reported, once one has arrived.

@@ -1,10 +1,13 @@
 #include "runtime/sharded.h"
 
 #include "backends/cpu/copy.h"
+#include "runtime/devices.h"
+#include "runtime/mpi.h"
 #include "runtime/transfer.h"
-
-#include <spmd/error.h>
 #include "sharding/type_sharding.h"
+
+#include <spmd/distributed.h>
+#include <spmd/error.h>
 
 #include <cstring>
 
@@ -69,6 +72,59 @@ namespace {
 
 }  // namespace
 
+std::shared_ptr<Buffer> ShardedData::gather_from_processes(const AbstractValue& aval) const {
+  // Process p sends the replica-0 blocks on its devices, in layout order; every process knows
+  // who sends what from the layout.
+  const int itemsize = int(spmd::itemsize(aval.dtype));
+  const int procs = process_count(), me = process_index();
+  std::vector<std::vector<size_t>> sent_by(static_cast<size_t>(procs));
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].replica_id == 0)
+      sent_by[size_t(runtime::process_of_device(layout[i].device.id))].push_back(i);
+  std::vector<int64_t> counts(static_cast<size_t>(procs), 0);
+  for (int p = 0; p < procs; ++p)
+    for (size_t i : sent_by[size_t(p)])
+      counts[size_t(p)] += slot_shape(layout[i]).size() * itemsize;
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  auto send = Buffer::allocate(size_t(std::max<int64_t>(1, counts[size_t(me)])));
+  int64_t at = 0;
+  for (size_t i : sent_by[size_t(me)]) {
+    const int64_t n = slot_shape(layout[i]).size() * itemsize;
+    std::memcpy(static_cast<char*>(send->data()) + at, shards[i]->data(), size_t(n));
+    at += n;
+  }
+  auto recv = Buffer::allocate(size_t(std::max<int64_t>(1, total)));
+  auto keep =
+      std::make_shared<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>>(send, recv);
+  runtime::mpi::world_allgatherv(send->data(), counts[size_t(me)], recv->data(), counts, keep);
+  auto out = Buffer::allocate(size_t(aval.nbytes()));
+  const std::vector<int64_t> strides = strides_of(aval.shape);
+  at = 0;
+  for (int p = 0; p < procs; ++p)
+    for (size_t i : sent_by[size_t(p)]) {
+      Shape block = slot_shape(layout[i]);
+      char* dst = static_cast<char*>(out->data()) + offset_of(layout[i], strides) * itemsize;
+      cpu::strided_copy(static_cast<const char*>(recv->data()) + at, strides_of(block), dst,
+                        strides, block.dims(), itemsize);
+      at += block.size() * itemsize;
+    }
+  runtime::record_transfer(runtime::TransferKind::device_to_host, total);
+  return out;
+}
+
+bool ShardedData::readable_everywhere() const {
+  const int procs = process_count();
+  for (const ShardSlot& block : layout) {
+    std::vector<bool> held(static_cast<size_t>(procs), false);
+    for (const ShardSlot& copy : layout)
+      if (copy.index == block.index) held[size_t(runtime::process_of_device(copy.device.id))] = true;
+    for (bool h : held)
+      if (!h) return false;
+  }
+  return true;
+}
+
 bool ShardedData::readable() const {
   wait();
   for (size_t i = 0; i < layout.size(); ++i) {
@@ -84,11 +140,18 @@ bool ShardedData::readable() const {
 const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) const {
   wait();
   std::call_once(gather_once_, [&] {
+    // With collective reads, every process gathers unless every one of them can read the value
+    // where it is: the choice must be the same everywhere, and the layout is.
+    if (process_count() > 1 && distributed::collective_reads() && !readable_everywhere()) {
+      gathered_ = gather_from_processes(aval);
+      return;
+    }
     for (size_t i = 0; i < layout.size(); ++i)
       if (shards[i] && covers_all(layout[i], aval.shape)) {
         gathered_ = shards[i];
         return;
       }
+    if (!readable()) throw_not_addressable();
     // Each block from a copy this process holds (replica 0 when it is here).
     std::vector<const Buffer*> blocks(layout.size(), nullptr);
     for (size_t i = 0; i < layout.size(); ++i) {

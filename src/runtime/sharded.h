@@ -26,6 +26,10 @@ struct ShardedData {
   const std::shared_ptr<Buffer>& gathered(const AbstractValue& aval) const;
   // Whether this process holds a copy of every block, so that gathered() can read the value.
   bool readable() const;
+  // Whether every process holds a copy of every block (decided from the layout alone).
+  bool readable_everywhere() const;
+  // The whole value from every process's blocks (a collective over all processes).
+  std::shared_ptr<Buffer> gather_from_processes(const AbstractValue& aval) const;
   // The slot of `device_id`, or -1.
   int slot_of(int device_id) const;
 

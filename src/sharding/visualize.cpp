@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
@@ -399,7 +400,11 @@ std::string sharding_to_string(const Shape& shape, const Sharding& sharding,
 void visualize_sharding(const Shape& shape, const Sharding& sharding,
                         const VisualizeOptions& options) {
   VisualizeOptions resolved = options;
-  if (!resolved.use_color) resolved.use_color = isatty(STDOUT_FILENO) == 1;
+  // Colour on a terminal unless NO_COLOR is set (no-color.org), as rich decides for JAX.
+  if (!resolved.use_color) {
+    const char* no_color = std::getenv("NO_COLOR");
+    resolved.use_color = isatty(STDOUT_FILENO) == 1 && !(no_color && *no_color);
+  }
   std::cout << sharding_to_string(shape, sharding, resolved) << std::flush;
 }
 

@@ -183,23 +183,22 @@ TEST(Processes, InitializeTwiceRaisesJaxsError) {
   }
 }
 
-TEST(Processes, DevicePutOfAnArraySpreadOverProcessesSaysHowToMoveIt) {
+TEST(Processes, DevicePutMovesBlocksBetweenProcesses) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
-  sp::Array x = sp::device_put(sp::arange(8).astype(sp::float32), sp::NamedSharding(mesh, P("i")));
-  try {
-    sp::device_put(x, sp::NamedSharding(mesh, P()));
-    FAIL() << "expected an error";
-  } catch (const sp::ValueError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("[device_put] a block of this array is in another process"),
-        std::string::npos)
-        << e.what();
-  }
-  // The program route: a constraint inside jit gathers through a collective.
+  sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32), sp::NamedSharding(mesh, P("i")));
+  // Replicated: every process needs the blocks of the other.
+  sp::Array r = sp::device_put(x, sp::NamedSharding(mesh, P()));
+  EXPECT_EQ(r.to_vector<float>(), iota(16));
+  // Onto a mesh in the other order: device k now holds block 7 - k.
+  std::vector<sp::Device> all = sp::devices();
+  sp::Mesh reversed(std::vector<sp::Device>(all.rbegin(), all.rend()), {8}, {"i"});
+  expect_local_blocks(sp::device_put(x, sp::NamedSharding(reversed, P("i"))), iota(16),
+                      sp::Shape({16}));
+  // The program route gives the same.
   sp::NamedSharding replicated(mesh, P());
-  sp::Array r =
+  sp::Array c =
       sp::jit([&](sp::Array v) { return sp::with_sharding_constraint(v, replicated); })(x);
-  EXPECT_EQ(r.to_vector<float>(), iota(8));
+  EXPECT_EQ(c.to_vector<float>(), iota(16));
 }
 
 TEST(Processes, PmapOverEveryDeviceOfTheJob) {

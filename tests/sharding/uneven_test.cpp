@@ -31,7 +31,10 @@ std::string placed(const std::vector<Array>& leaves) {
     for (size_t i = 0; i < shards.size(); ++i) {
       if (i) out += ';';
       const sp::Shape& shape = shards[i].data.shape();
-      for (int d = 0; d < shape.ndim(); ++d) out += (d ? "," : "") + std::to_string(shape[d]);
+      for (int d = 0; d < shape.ndim(); ++d) {
+        if (d) out += ',';
+        out += std::to_string(shape[d]);
+      }
     }
   }
   return out;

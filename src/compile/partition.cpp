@@ -89,6 +89,28 @@ void add_constraints(const Program& program, std::vector<Request>& requests) {
   }
 }
 
+// Only values inside a computation may be split unevenly (the partitioner pads them): JAX
+// raises its IndivisibleError for in_shardings and out_shardings that do not divide, which jit
+// reports as its own.
+void check_even(const Sharding& sharding, const Shape& shape) {
+  try {
+    sharding.check_shape(shape, "in_shardings or out_shardings");
+  } catch (const ShardingError& e) {
+    const std::string message = e.what();
+    throw ShardingError("[jit] " + message.substr(message.find("] ") + 2));
+  }
+}
+
+void check_even(const Program& program,
+                std::span<const std::shared_ptr<const Sharding>> in_shardings,
+                std::span<const std::shared_ptr<const Sharding>> out_shardings) {
+  const std::vector<AbstractValue> in_types = program.in_types(), out_types = program.out_types();
+  for (size_t i = 0; i < in_shardings.size() && i < in_types.size(); ++i)
+    if (in_shardings[i]) check_even(*in_shardings[i], in_types[i].shape);
+  for (size_t i = 0; i < out_shardings.size() && i < out_types.size(); ++i)
+    if (out_shardings[i]) check_even(*out_shardings[i], out_types[i].shape);
+}
+
 }  // namespace
 
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
@@ -102,6 +124,7 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
     return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
   };
   auto binds = [&](size_t i) { return committed_binds && args[i].committed(); };
+  check_even(program, in_shardings, out_shardings);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!binds(i)) continue;
     // An argument with an in_sharding moves to its devices once its blocks agree with it.

@@ -45,6 +45,14 @@ int ShardingRule::add_factor(int64_t size, FactorKind kind) {
   return num_factors() - 1;
 }
 
+bool ShardingRule::whole_dim(int f) const {
+  for (const auto* tensors : {&operands, &results})
+    for (const Tensor& t : *tensors)
+      for (const Dim& dim : t)
+        if (dim.size() > 1 && std::find(dim.begin(), dim.end(), f) != dim.end()) return false;
+  return true;
+}
+
 std::string ShardingRule::str() const {
   std::string s = tensors_str(operands) + "->" + tensors_str(results) + " {";
   for (int f = 0; f < num_factors(); ++f)

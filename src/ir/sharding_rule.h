@@ -61,6 +61,10 @@ struct ShardingRule {
   // Adds a factor and returns its index.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
   int num_factors() const { return int(factor_sizes.size()); }
+  // Whether factor f is the only factor of every dim holding it. Such a factor may be split
+  // unevenly: its blocks are padded to the ceil size at the end of the dim, where no other
+  // factor's elements live (a reshape's compound dim would interleave them).
+  bool whole_dim(int f) const;
   // Shardy's text: "([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k}", with
   // need_replication={...} when there are such factors and "[]" for a dim without factors.
   std::string str() const;

@@ -24,10 +24,15 @@ int64_t product(const AxisList& axes, const Mesh& mesh) {
 
 // Splits the axes of a dim among its factors, major first: a factor takes axes while their
 // product divides its size; the next factor takes axes only once the previous one is fully
-// split. AxisList past the first that does not fit are left out.
+// split. AxisList past the first that does not fit are left out. A whole-dim factor takes them
+// all: the partitioner pads its blocks.
 std::vector<AxisList> project_dim(const ShardingRule::Dim& factors, const AxisList& axes,
                                   const ShardingRule& rule, const Mesh& mesh) {
   std::vector<AxisList> out(factors.size());
+  if (factors.size() == 1 && rule.whole_dim(factors[0])) {
+    out[0] = axes;
+    return out;
+  }
   size_t next = 0;
   for (size_t i = 0; i < factors.size() && next < axes.size(); ++i) {
     const int64_t size = rule.factor_sizes[size_t(factors[i])];
@@ -66,9 +71,12 @@ class Propagation {
     }
   }
 
+  // Given splits of inputs and outputs are even (the jit boundary checks them); a constraint's
+  // may split a dim unevenly, which the partitioner pads.
   void fix(int var, const ValueSplit& split) {
     ValueSplit& s = splits_[size_t(var)];
-    s.dims = even_split(split.dims, program_.types[size_t(var)].shape, mesh_);
+    s.dims = split.dims;
+    s.dims.resize(s.closed.size());
     std::fill(s.closed.begin(), s.closed.end(), true);
   }
 
@@ -208,7 +216,8 @@ class Propagation {
     auto expand = [&](Projected& t, bool operand) {
       for (size_t f : order) {
         if (!t.holds[f] || t.closed[f] || want[f].empty()) continue;
-        AxisList axes = fit_factor(want[f], rule.factor_sizes[f]);
+        AxisList axes =
+            rule.whole_dim(int(f)) ? want[f] : fit_factor(want[f], rule.factor_sizes[f]);
         if (!(t.factors[f].size() < axes.size() && is_prefix(t.factors[f], axes))) continue;
         for (size_t k = t.factors[f].size(); k < axes.size(); ++k)
           for (size_t g = 0; g < n; ++g)
@@ -242,8 +251,9 @@ class Propagation {
   }
 
   // Refines the open dims of `var` towards `want` where the current split is a prefix of it
-  // and the added axes are free in the value.
-  bool refine(int var, const std::vector<AxisList>& want) {
+  // and the added axes are free in the value. A dim split unevenly is padded by the
+  // partitioner; only the dims in `padded` (whole-dim factors) may be.
+  bool refine(int var, const std::vector<AxisList>& want, const std::vector<bool>& padded) {
     ValueSplit& s = splits_[size_t(var)];
     const Shape& shape = program_.types[size_t(var)].shape;
     bool changed = false;
@@ -254,7 +264,7 @@ class Propagation {
       bool free = true;
       for (size_t k = s.dims[d].size(); k < want[d].size(); ++k)
         free = free && std::find(used.begin(), used.end(), want[d][k]) == used.end();
-      if (!free || shape[int(d)] % product(want[d], mesh_) != 0) continue;
+      if (!free || (!padded[d] && shape[int(d)] % product(want[d], mesh_) != 0)) continue;
       s.dims[d] = want[d];
       changed = true;
     }
@@ -268,8 +278,11 @@ class Propagation {
       return false;
     const ShardingRule& rule = *rules_[i];
     bool changed = false;
+    // A constraint's operand may take its split, even or not, as the constraint itself does.
     for (size_t k = 0; k < rule.fixed_operands.size() && k < e.inputs.size(); ++k)
-      if (!e.inputs[k].is_literal()) changed |= refine(e.inputs[k].var, rule.fixed_operands[k]);
+      if (!e.inputs[k].is_literal())
+        changed |= refine(e.inputs[k].var, rule.fixed_operands[k],
+                          std::vector<bool>(rule.fixed_operands[k].size(), true));
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) return changed;
     std::vector<Member> ms = members(i);
     std::vector<Projected> ts;
@@ -282,9 +295,12 @@ class Propagation {
     propagate_factors(rule, ts, n_operands, elementwise);
     for (size_t t = 0; t < ms.size(); ++t) {
       std::vector<AxisList> want;
-      for (const ShardingRule::Dim& dim : *ms[t].dims)
+      std::vector<bool> padded;
+      for (const ShardingRule::Dim& dim : *ms[t].dims) {
         want.push_back(join_dim(dim, ts[t].factors, rule, mesh_));
-      changed |= refine(ms[t].var, want);
+        padded.push_back(dim.size() == 1 && rule.whole_dim(dim[0]));
+      }
+      changed |= refine(ms[t].var, want, padded);
     }
     return changed;
   }
@@ -325,7 +341,10 @@ std::vector<std::string> ValueSplit::axes() const {
 Shape block_shape(const Shape& global, const std::vector<std::vector<std::string>>& split,
                   const Mesh& mesh) {
   std::vector<int64_t> dims = global.dims();
-  for (size_t d = 0; d < dims.size() && d < split.size(); ++d) dims[d] /= product(split[d], mesh);
+  for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
+    const int64_t n = product(split[d], mesh);
+    dims[d] = (dims[d] + n - 1) / n;
+  }
   return Shape(dims);
 }
 

@@ -33,12 +33,13 @@ struct ValueSplit {
   bool operator==(const ValueSplit& o) const { return dims == o.dims; }
 };
 
-// The block of a value of shape `global` split by `split` over `mesh`.
+// The block of a value of shape `global` split by `split` over `mesh`: of the ceil size where a
+// dim is split unevenly (the last blocks padded, as JAX lays out uneven dims).
 Shape block_shape(const Shape& global, const std::vector<std::vector<std::string>>& split,
                   const Mesh& mesh);
 
-// `split` with each dim's axes cut to the longest prefix whose product divides the dim: spmd lays
-// out only even blocks, where JAX would pad the last ones.
+// `split` with each dim's axes cut to the longest prefix whose product divides the dim: how JAX
+// splits a result of jit whose value was split unevenly inside (arrays hold even blocks only).
 std::vector<std::vector<std::string>> even_split(std::vector<std::vector<std::string>> split,
                                                  const Shape& shape, const Mesh& mesh);
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 namespace spmd {
 namespace {
@@ -48,11 +49,56 @@ int64_t nbytes(const Array& x) {
 // Called for each collective a reshard inserts: what it is and the bytes each device sends.
 using CollectiveLog = std::function<void(std::string collective, int64_t bytes_sent)>;
 
-// Moves a block from split `from` to split `to` with the fewest bytes: axes that move between
-// dims go by all-to-all, axes that leave go by all-gather (minor first), axes that arrive are
-// slices of what the device already holds.
-Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
+int64_t product(const AxisList& axes) {
+  return axes.empty() ? 1 : axis_size(names_of(axes));
+}
+
+// Whether `axes` split a dim of extent n into blocks of equal size. Otherwise the blocks have
+// the ceil size and the last ones hold padding (JAX's layout: block i covers [i*b, (i+1)*b)).
+bool even(int64_t n, const AxisList& axes) {
+  return n % product(axes) == 0;
+}
+
+// The whole of dim d, gathered from blocks split by `axes` (padded or not).
+Array gather_whole(const Array& x, int d, int64_t n, const AxisList& axes,
+                   const CollectiveLog& log) {
+  log("all_gather over " + names_of(axes).repr() + " along dim " + std::to_string(d),
+      nbytes(x) * (product(axes) - 1));
+  Array whole = all_gather(x, names_of(axes), AllGatherOptions{.axis = d, .tiled = true});
+  return whole.shape()[d] == n ? whole : lax::slice_in_dim(whole, 0, n, 1, d);
+}
+
+// This device's block of dim d split by `axes`, sliced from the whole dim: padded at the end
+// to a whole number of ceil-sized blocks first when the split is uneven.
+Array padded_block(const Array& x, int d, const AxisList& axes) {
+  const int64_t n = x.shape()[d], k = product(axes), b = (n + k - 1) / k;
+  std::vector<lax::PadConfig> config(size_t(x.ndim()));
+  config[size_t(d)].high = b * k - n;
+  const Array padded = b * k == n ? x : lax::pad(x, zeros(Shape{}, x.dtype()), config);
+  return lax::dynamic_slice_in_dim(padded, axis_index(names_of(axes)) * Array(int(b)), b, d);
+}
+
+// What `combiner` completes partial results with when one side is empty: 0 for psum, the
+// lowest value for pmax and the highest for pmin (the reductions of an empty array).
+Array identity_of(const Primitive& combiner, DType dtype) {
+  const Array empty = zeros(Shape{0}, dtype);
+  if (&combiner == &collectives::pmax_primitive()) return lax::reduce_max(empty, {0});
+  if (&combiner == &collectives::pmin_primitive()) return lax::reduce_min(empty, {0});
+  return zeros(Shape{}, dtype);
+}
+
+// Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
+// bytes: axes that move between dims go by all-to-all, axes that leave go by all-gather (minor
+// first), axes that arrive are slices of what the device already holds. A dim split unevenly
+// on either side is gathered whole and sliced again, since its padded blocks do not nest.
+Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
   const size_t rank = from.size();
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = global[int(d)];
+    if (from[d] == to[d] || (even(n, from[d]) && even(n, to[d]))) continue;
+    if (!from[d].empty()) x = gather_whole(x, int(d), n, from[d], log);
+    from[d].clear();
+  }
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t d = 0; d < rank && !moved; ++d) {
@@ -60,7 +106,7 @@ Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
       const std::string a = from[d].back();
       for (size_t e = 0; e < rank && !moved; ++e) {
         if (e == d || !is_prefix(from[e], to[e]) || to[e].size() <= from[e].size() ||
-            to[e][from[e].size()] != a)
+            to[e][from[e].size()] != a || !even(global[int(e)], to[e]))
           continue;
         const int64_t n = axis_size(a);
         log("all_to_all over '" + a + "' from dim " + std::to_string(d) + " to dim " +
@@ -80,6 +126,11 @@ Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
       x = all_gather(x, from[d].back(), AllGatherOptions{.axis = int(d), .tiled = true});
       from[d].pop_back();
     }
+  for (size_t d = 0; d < rank; ++d)
+    if (from[d] != to[d] && !even(global[int(d)], to[d])) {
+      x = padded_block(x, int(d), to[d]);
+      from[d] = to[d];
+    }
   std::vector<Array> starts;
   std::vector<int64_t> sizes = x.shape().dims();
   bool slice = false;
@@ -96,12 +147,19 @@ Array reshard(Array x, Split from, const Split& to, const CollectiveLog& log) {
   return slice ? lax::dynamic_slice(x, starts, sizes) : x;
 }
 
+// The split an output leaves with when it is not the propagated one, and why.
+struct OutputSplit {
+  Split split;
+  std::string cause;
+};
+
 class Partitioner {
  public:
-  // `out` holds the splits out_shardings ask of the outputs, which win over the propagated
-  // ones (a constraint on a returned value included).
+  // `out` holds the splits of the outputs that leave otherwise than propagation split them:
+  // out_shardings win over the propagated splits (a constraint on a returned value included),
+  // and uneven dims leave gathered.
   Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits,
-              std::vector<std::optional<Split>> out)
+              std::vector<std::optional<OutputSplit>> out)
       : global_(global), mesh_(mesh), splits_(std::move(splits)), out_(std::move(out)) {}
 
   std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
@@ -113,9 +171,10 @@ class Partitioner {
     for (size_t i = 0; i < global_.constvars.size(); ++i) {
       const int v = global_.constvars[i];
       const Split whole(size_t(global_.types[size_t(v)].shape.ndim()));
-      env_[size_t(v)] = Local{moved(global_.consts[i], whole, splits_[size_t(v)].dims,
-                                    "a constant of the program", true),
-                              splits_[size_t(v)].dims};
+      env_[size_t(v)] =
+          Local{moved(global_.consts[i], whole, splits_[size_t(v)].dims,
+                      global_.types[size_t(v)].shape, "a constant of the program", true),
+                splits_[size_t(v)].dims};
     }
     for (const Equation& e : global_.equations) run_equation(e);
     std::vector<Array> outs;
@@ -127,8 +186,8 @@ class Partitioner {
       }
       const Local& x = env_[size_t(a.var)];
       outs.push_back(i < out_.size() && out_[i]
-                         ? moved(x.value, x.split, *out_[i],
-                                 "output " + std::to_string(i) + " goes to its out_sharding", false)
+                         ? moved(x.value, x.split, out_[i]->split, global_.type_of(a).shape,
+                                 out_[i]->cause, false)
                          : x.value);
     }
     return outs;
@@ -138,9 +197,9 @@ class Partitioner {
   const Array& value(const Atom& a) const { return env_[size_t(a.var)].value; }
 
   // reshard, recording each collective it inserts with its cause.
-  Array moved(const Array& x, const Split& from, const Split& to, const std::string& cause,
-              bool implicit) {
-    return reshard(x, from, to, [&](std::string collective, int64_t bytes) {
+  Array moved(const Array& x, const Split& from, const Split& to, const Shape& global,
+              const std::string& cause, bool implicit) {
+    return reshard(x, from, to, global, [&](std::string collective, int64_t bytes) {
       collectives_.push_back({std::move(collective), cause, bytes, implicit});
     });
   }
@@ -167,12 +226,13 @@ class Partitioner {
   std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
+    const bool pads = runs_padded(e, rule);
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
         for (int factor : dims[d]) {
           const size_t k = size_t(factor);
-          AxisList mine = take_factor(axes, rule.factor_sizes[k]);
+          AxisList mine = take_factor(axes, rule.factor_sizes[k], pads && rule.whole_dim(factor));
           if (set[k] || mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
@@ -197,9 +257,21 @@ class Partitioner {
     return f;
   }
 
-  // The leading axes of `axes` whose product divides `size`, removed from `axes`; stops at the
-  // first that does not fit, or once the factor is fully split.
-  AxisList take_factor(AxisList& axes, int64_t size) const {
+  // Whether `e` may run on padded blocks of its whole-dim factors: elementwise ops and reducers
+  // compute each element of a block from the same elements of the operands' blocks (padding
+  // stays in the padding), and the padding of reduced dims is masked for the combiner. Others
+  // (gathers with indices in the padding, windows) run on even splits only.
+  static bool runs_padded(const Equation& e, const ShardingRule& rule) {
+    const PrimitiveKind kind = e.primitive->kind;
+    return kind == PrimitiveKind::unary || kind == PrimitiveKind::broadcasting ||
+           kind == PrimitiveKind::reducer || rule.combiner;
+  }
+
+  // The leading axes of `axes` whose product divides `size` (all of them when `uneven`),
+  // removed from `axes`; stops at the first that does not fit, or once the factor is fully
+  // split.
+  AxisList take_factor(AxisList& axes, int64_t size, bool uneven) const {
+    if (uneven) return std::exchange(axes, {});
     AxisList out;
     int64_t n = 1;
     size_t i = 0;
@@ -256,8 +328,8 @@ class Partitioner {
 
   // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
   // cannot run on such blocks (its localized types disagree).
-  bool try_local(const Equation& e, const std::vector<Split>& in, const std::vector<Split>& out,
-                 bool implicit, std::vector<Array>& results) {
+  bool try_local(const Equation& e, const ShardingRule& rule, const std::vector<Split>& in,
+                 const std::vector<Split>& out, bool implicit, std::vector<Array>& results) {
     std::vector<Array> args;
     std::vector<AbstractValue> in_types, out_types;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -266,7 +338,11 @@ class Partitioner {
         args.push_back(a.literal);
       } else {
         const Local& x = env_[size_t(a.var)];
-        args.push_back(moved(x.value, x.split, in[k], operand_cause(e, k, in[k]), implicit));
+        args.push_back(moved(x.value, x.split, in[k], global_.type_of(a).shape,
+                             operand_cause(e, k, in[k]), implicit));
+        if (rule.combiner && k < rule.operands.size())
+          args.back() =
+              masked(args.back(), rule, rule.operands[k], in[k], global_.type_of(a).shape);
       }
       in_types.push_back(aval_of(args.back()));
     }
@@ -290,6 +366,23 @@ class Partitioner {
     return true;
   }
 
+  // `x` (a block split as `split` of a value of shape `global`) with the padding of its unevenly
+  // split reduced dims set to the combiner's identity: whatever the padding held (a padded block
+  // holds whatever the ops before computed there) adds nothing to the partial results.
+  static Array masked(Array x, const ShardingRule& rule, const ShardingRule::Tensor& dims,
+                      const Split& split, const Shape& global) {
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].size() != 1 || rule.factor_kinds[size_t(dims[d][0])] != FactorKind::reduction ||
+          even(global[int(d)], split[d]))
+        continue;
+      const Array start = axis_index(names_of(split[d])) * Array(int(x.shape()[int(d)]));
+      const Array index = lax::broadcasted_iota(int32, x.shape(), int(d)) + start;
+      x = where(lax::lt(index, Array(int(global[int(d)]))), x,
+                identity_of(*rule.combiner, x.dtype()));
+    }
+    return x;
+  }
+
   void run_equation(const Equation& e) {
     std::vector<AbstractValue> in_types, out_types;
     for (const Atom& a : e.inputs) in_types.push_back(global_.type_of(a));
@@ -302,9 +395,8 @@ class Partitioner {
       out = rule.fixed_results;
       in.resize(e.inputs.size());
       out.resize(e.outputs.size());
-      for (size_t k = 0; k < in.size(); ++k) in[k] = even_split(in[k], in_types[k].shape, mesh_);
-      for (size_t r = 0; r < out.size(); ++r)
-        out[r] = even_split(out[r], out_types[r].shape, mesh_);
+      for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
+      for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
     } else {
       const std::vector<AxisList> f = choose_factors(e, rule);
       for (const auto& t : rule.operands) in.push_back(join(t, f));
@@ -314,7 +406,7 @@ class Partitioner {
           partial.insert(partial.end(), f[k].begin(), f[k].end());
     }
     std::vector<Array> results;
-    if (!try_local(e, in, out, !fixes_splits(rule), results)) {
+    if (!try_local(e, rule, in, out, !fixes_splits(rule), results)) {
       in.clear();
       out.clear();
       partial.clear();
@@ -355,7 +447,9 @@ class Partitioner {
           "result " + std::to_string(r) + " of " + equation_name(e) + " goes to the split " +
           std::string(annotated ? "asked for" : "chosen") + ", " + want.spec().repr();
       env_[size_t(e.outputs[r])] =
-          Local{moved(results[r], out[r], want.dims, cause, !annotated), want.dims};
+          Local{moved(results[r], out[r], want.dims, global_.types[size_t(e.outputs[r])].shape,
+                      cause, !annotated),
+                want.dims};
     }
   }
 
@@ -372,7 +466,8 @@ class Partitioner {
       if (want[d] == have[d]) continue;
       AxisList expected = have[d];
       expected.insert(expected.end(), partial.begin(), partial.end());
-      if (found || want[d] != expected || r.shape()[int(d)] % product(partial) != 0)
+      if (found || want[d] != expected || r.shape()[int(d)] % product(partial) != 0 ||
+          !even(global_.types[size_t(var)].shape[int(d)], want[d]))
         return std::nullopt;
       found = int(d);
     }
@@ -388,7 +483,7 @@ class Partitioner {
         continue;
       }
       const Local& x = env_[size_t(a.var)];
-      args.push_back(moved(x.value, x.split, in[k],
+      args.push_back(moved(x.value, x.split, in[k], global_.type_of(a).shape,
                            equation_name(e) + " runs on whole operands (no per-block form)", true));
     }
     return args;
@@ -399,7 +494,7 @@ class Partitioner {
   std::vector<ValueSplit> splits_;
   std::vector<Local> env_;
   std::vector<InsertedCollective> collectives_;
-  std::vector<std::optional<Split>> out_;
+  std::vector<std::optional<OutputSplit>> out_;
 };
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh) {
@@ -419,20 +514,34 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
   PartitionedProgram result;
   std::vector<AbstractValue> block_types;
   for (int v : global.invars) {
+    // Arguments arrive in even blocks; uneven dims are sliced from them where they are used.
+    std::vector<AxisList>& dims = splits[size_t(v)].dims;
+    dims = even_split(dims, global.types[size_t(v)].shape, mesh);
     AbstractValue t = global.types[size_t(v)];
     t.shape = block_shape(t.shape, splits[size_t(v)].dims, mesh);
     t.sharding.reset();
     block_types.push_back(std::move(t));
     result.in_specs.push_back(splits[size_t(v)].spec());
   }
-  for (const Atom& a : global.outputs)
-    result.out_specs.push_back(a.is_literal() ? PartitionSpec() : splits[size_t(a.var)].spec());
-  std::vector<std::optional<Split>> asked(global.outputs.size());
-  for (size_t i = 0; i < out.size() && i < asked.size(); ++i)
-    if (out[i] && !global.outputs[i].is_literal()) {
-      asked[i] = even_split(out[i]->dims, global.type_of(global.outputs[i]).shape, mesh);
-      result.out_specs[i] = ValueSplit{*asked[i], {}}.spec();
+  // Arrays hold even blocks only: as JAX does, a result split unevenly inside leaves with those
+  // dims gathered (out_shardings are even, place checks them).
+  std::vector<std::optional<OutputSplit>> asked(global.outputs.size());
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const Atom& a = global.outputs[i];
+    if (a.is_literal()) {
+      result.out_specs.push_back(PartitionSpec());
+      continue;
     }
+    const bool given = i < out.size() && out[i];
+    const Split& inside = splits[size_t(a.var)].dims;
+    Split want = even_split(given ? out[i]->dims : inside, global.type_of(a).shape, mesh);
+    result.out_specs.push_back(ValueSplit{want, {}}.spec());
+    if (given || want != inside)
+      asked[i] = OutputSplit{std::move(want),
+                             "output " + std::to_string(i) +
+                                 (given ? " goes to its out_sharding"
+                                        : " leaves with the dims split unevenly inside gathered")};
+  }
   Partitioner partitioner(global, mesh, std::move(splits), std::move(asked));
   AxisEnvScope axes(frames_of(mesh));
   result.body = trace_to_program(

@@ -1,0 +1,186 @@
+// Uneven splits inside jit, against JAX 0.10.2 (tools/goldens/gen_uneven.py): a constraint that
+// splits a dim not divisible by its mesh axes is computed on padded blocks of the ceil size, the
+// padding kept out of sums, maxima, minima and dots, and results leave jit split as JAX splits
+// them (uneven dims gathered). Uneven in_shardings and out_shardings raise JAX's error.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "support/golden.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::Array;
+using sp::None;
+using sp::P;
+
+// "<repr(spec)>|<shard shapes in device order>" per result leaf, as gen_uneven.py writes them.
+std::string placed(const std::vector<Array>& leaves) {
+  std::string out;
+  for (const Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
+    out += (named ? named->spec().repr() : x.sharding()->repr()) + "|";
+    const std::vector<sp::Shard> shards = x.addressable_shards();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      if (i) out += ';';
+      const sp::Shape& shape = shards[i].data.shape();
+      for (int d = 0; d < shape.ndim(); ++d) {
+        if (d) out += ',';
+        out += std::to_string(shape[d]);
+      }
+    }
+  }
+  return out;
+}
+
+class UnevenTest : public ::testing::Test {
+ protected:
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
+  sp::Mesh mesh8 = sp::make_mesh({8}, {"x"});
+  Array x = sp::arange(60.0f).reshape({10, 6});
+  Array v = sp::arange(18.0f).reshape({6, 3}) / 8;
+  Array y = sp::arange(30.0f).reshape({10, 3}) - 12;
+  Array z = sp::arange(12.0f).reshape({12, 1}) * sp::ones({1, 4});
+  Array r10 = sp::arange(10.0f);
+  Array i10 = sp::arange(40).reshape({10, 4}) - 100;
+
+  sp::NamedSharding S(sp::PartitionSpec spec) const { return sp::NamedSharding(mesh, spec); }
+  Array wsc(const Array& u, sp::PartitionSpec spec) const {
+    return sp::with_sharding_constraint(u, S(spec));
+  }
+  Array wsc8(const Array& u) const {
+    return sp::with_sharding_constraint(u, sp::NamedSharding(mesh8, P("x")));
+  }
+
+  // Compares the leaves of a case with JAX's: where they are and their values.
+  static void expect_jax(const std::string& name, const std::vector<Array>& leaves) {
+    static const auto* blocks =
+        new std::map<std::string, std::string>(spmd_test::golden_blocks("uneven/results.txt"));
+    ASSERT_TRUE(blocks->count(name)) << "no golden case " << name;
+    EXPECT_EQ(placed(leaves), blocks->at(name)) << name;
+    const auto& values = spmd_test::load_golden("uneven/values.npz");
+    for (size_t i = 0; i < leaves.size(); ++i)
+      EXPECT_TRUE(
+          spmd_test::arrays_close(leaves[i], values.at(name + "/" + std::to_string(i)), 2e-6, 1e-5))
+          << name << " leaf " << i;
+  }
+};
+
+struct Case {
+  std::string name;
+  std::function<std::vector<Array>()> run;
+};
+
+TEST_F(UnevenTest, ResultsAndSplitsAreJaxs) {
+  auto jit1 = [](auto f, const Array& a) { return std::vector<Array>{sp::jit(f)(a)}; };
+  auto jit2 = [](auto f, const Array& a, const Array& b) {
+    return std::vector<Array>{sp::jit(f)(a, b)};
+  };
+  const std::vector<Case> cases = {
+      {"elementwise",
+       [&] { return jit1([&](const Array& u) { return sp::sin(wsc(u * 2, P("a"))) + 1; }, x); }},
+      {"constraint_output",
+       [&] { return jit1([&](const Array& u) { return wsc(u * 2, P("a", "b")); }, x); }},
+      {"constraint_output_tuple",
+       [&] { return jit1([&](const Array& u) { return wsc(u + 1, P(sp::axes("a", "b"))); }, z); }},
+      {"sum_padded_dim",
+       [&] { return jit1([&](const Array& u) { return (wsc(u, P("a", "b")) + 1).sum({0}); }, x); }},
+      {"sum_other_dim",
+       [&] { return jit1([&](const Array& u) { return (wsc(u, P("a", "b")) + 1).sum({1}); }, x); }},
+      {"sum_all",
+       [&] { return jit1([&](const Array& u) { return (wsc(u, P("a")) + 1).sum(); }, x); }},
+      {"max_padded_dim",
+       [&] { return jit1([&](const Array& u) { return wsc(-u - 1, P("a")).max({0}); }, x); }},
+      {"min_padded_dim",
+       [&] { return jit1([&](const Array& u) { return wsc(u + 1, P("a")).min({0}); }, x); }},
+      {"max_int",
+       [&] { return jit1([&](const Array& u) { return wsc(u * 2, P("a")).max({0}); }, i10); }},
+      {"min_int",
+       [&] { return jit1([&](const Array& u) { return wsc(-u, P("a")).min({0}); }, i10); }},
+      {"dot_padded_contracting",
+       [&] {
+         return jit2(
+             [&](const Array& u, const Array& w) {
+               return sp::matmul(wsc(u, P(None, "a")) + 1, wsc(w, P("a")) + 1);
+             },
+             x.T(), y);
+       }},
+      {"dot_padded_rows",
+       [&] {
+         return jit2(
+             [&](const Array& u, const Array& w) { return sp::matmul(wsc(u, P("a")) + 1, w); }, x,
+             v);
+       }},
+      {"dot_padded_rows_summed",
+       [&] {
+         return jit2([&](const Array& u,
+                         const Array& w) { return sp::matmul(wsc(u, P("a")) + 1, w).sum({0}); },
+                     x, v);
+       }},
+      {"committed_then_uneven",
+       [&] {
+         return jit1([&](const Array& u) { return (wsc(u, P("a", "b")) + 1).sum({0}); },
+                     sp::device_put(x, S(P(None, "b"))));
+       }},
+      {"empty_blocks_sum",
+       [&] { return jit1([&](const Array& u) { return (wsc8(u + 1) * 3).sum(); }, r10); }},
+      {"empty_blocks_max",
+       [&] { return jit1([&](const Array& u) { return wsc8(-u - 1).max(); }, r10); }},
+      {"empty_blocks_output",
+       [&] { return jit1([&](const Array& u) { return wsc8(u + 1) * 2; }, r10); }},
+  };
+  for (const Case& c : cases) {
+    sp::runtime::reset_transfer_stats();
+    std::vector<Array> leaves = c.run();
+    for (const Array& leaf : leaves) leaf.block_until_ready();
+    // The padded blocks stay on the devices: nothing is gathered to the host.
+    EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0) << c.name;
+    expect_jax(c.name, leaves);
+  }
+}
+
+TEST_F(UnevenTest, AChainInOneJitIsJaxs) {
+  auto chain = sp::jit([&](const Array& u, const Array& w) {
+    Array h = sp::exp(wsc(u * 0.05f, P("a", "b")));
+    h = sp::matmul(wsc(h, P("a")), w);
+    Array t = wsc(h.T() + 1, P(None, "a"));
+    return std::make_tuple(h.sum({0}), (t - 3).max({1}), sp::tanh(t).min({0}), t);
+  });
+  sp::runtime::reset_transfer_stats();
+  auto [s, m, n, t] = chain(x, v);
+  t.block_until_ready();
+  EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0);
+  expect_jax("chain", {s, m, n, t});
+}
+
+// The per-device program works on blocks of the ceil size: 10 rows over 'a' are blocks of 3,
+// and nothing runs on gathered whole operands.
+TEST_F(UnevenTest, DevicesComputeOnPaddedBlocks) {
+  auto f = sp::jit([&](const Array& u) { return (wsc(u, P("a", "b")) + 1).sum({0}); });
+  const std::string text = f.explain(x);
+  EXPECT_NE(text.find("f32[3,3]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("whole operands"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum over 'a'"), std::string::npos) << text;
+}
+
+TEST_F(UnevenTest, UnevenJitShardingsRaiseJaxsError) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& name) {
+    EXPECT_EQ(spmd_test::error_message<sp::ShardingError>(f),
+              "[jit] " + spmd_test::jax_error("uneven/errors.txt", name));
+  };
+  expect_error(
+      [&] { sp::jit([](const Array& u) { return u * 2; }, {.out_shardings = S(P("a"))})(x); },
+      "out_shardings_uneven");
+  expect_error(
+      [&] { sp::jit([](const Array& u) { return u * 2; }, {.in_shardings = S(P("a"))})(x); },
+      "in_shardings_uneven");
+}
+
+}  // namespace

@@ -1,0 +1,117 @@
+"""Records what JAX gives for programs whose intermediates are split unevenly: a dim not
+divisible by the mesh axes a with_sharding_constraint puts on it is padded inside the
+partitioner (ceil-sized blocks, the last ones short or empty) and its padding must not reach a
+sum, max, min or dot. For tests/sharding/uneven_test.cpp.
+
+Writes tests/goldens/uneven/:
+  results.txt  "=== <case>" followed by one line per result leaf, in flattening order:
+               "<repr(spec)>|<shard shapes in device order, ';'-separated, dims ','-separated>"
+  values.npz   the result leaves, as "<case>/<leaf index>"
+  errors.txt   "=== <case>" followed by "<ExceptionType>: <message>" (uneven in/out_shardings,
+               which JAX refuses at the boundary of a jit)
+Run: python3 tools/goldens/gen_uneven.py   (needs jax 0.10.2; the tests do not)
+"""
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", 8)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import mesh_utils  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
+                   "uneven")
+
+# Auto axes, as spmd's meshes.
+mesh = Mesh(mesh_utils.create_device_mesh((4, 2)), ("a", "b"))
+mesh8 = Mesh(np.array(jax.devices()), ("x",))
+wsc = jax.lax.with_sharding_constraint
+
+
+def S(*spec):
+    return NamedSharding(mesh, P(*spec))
+
+
+def X(*spec):
+    return NamedSharding(mesh8, P(*spec))
+
+
+x = jnp.arange(60.0, dtype=jnp.float32).reshape(10, 6)  # 10 rows over 'a' (4): 3, 3, 3, 1
+v = jnp.arange(18.0, dtype=jnp.float32).reshape(6, 3) / 8
+y = jnp.arange(30.0, dtype=jnp.float32).reshape(10, 3) - 12
+z = jnp.arange(12.0, dtype=jnp.float32).reshape(12, 1) * jnp.ones((1, 4), jnp.float32)
+r10 = jnp.arange(10.0, dtype=jnp.float32)  # over 'x' (8): 2, 2, 2, 2, 2, 0, 0, 0
+i10 = jnp.arange(40, dtype=jnp.int32).reshape(10, 4) - 100
+
+
+def chain(u, w):
+    h = jnp.exp(wsc(u * 0.05, S("a", "b")))
+    h = wsc(h, S("a")) @ w
+    t = wsc(h.T + 1, S(None, "a"))
+    return h.sum(0), (t - 3).max(1), jnp.tanh(t).min(0), t
+
+
+# (case, zero-argument callable). Every constraint splits a dim unevenly.
+RESULTS = [
+    ("elementwise", lambda: jax.jit(lambda u: jnp.sin(wsc(u * 2, S("a"))) + 1)(x)),
+    ("constraint_output", lambda: jax.jit(lambda u: wsc(u * 2, S("a", "b")))(x)),
+    ("constraint_output_tuple", lambda: jax.jit(lambda u: wsc(u + 1, S(("a", "b"))))(z)),
+    ("sum_padded_dim", lambda: jax.jit(lambda u: (wsc(u, S("a", "b")) + 1).sum(0))(x)),
+    ("sum_other_dim", lambda: jax.jit(lambda u: (wsc(u, S("a", "b")) + 1).sum(1))(x)),
+    ("sum_all", lambda: jax.jit(lambda u: (wsc(u, S("a")) + 1).sum())(x)),
+    ("max_padded_dim", lambda: jax.jit(lambda u: wsc(-u - 1, S("a")).max(0))(x)),
+    ("min_padded_dim", lambda: jax.jit(lambda u: wsc(u + 1, S("a")).min(0))(x)),
+    ("max_int", lambda: jax.jit(lambda u: wsc(u * 2, S("a")).max(0))(i10)),
+    ("min_int", lambda: jax.jit(lambda u: wsc(-u, S("a")).min(0))(i10)),
+    ("dot_padded_contracting",
+     lambda: jax.jit(lambda u, w: (wsc(u, S(None, "a")) + 1) @ (wsc(w, S("a")) + 1))(x.T, y)),
+    ("dot_padded_rows", lambda: jax.jit(lambda u, w: (wsc(u, S("a")) + 1) @ w)(x, v)),
+    ("dot_padded_rows_summed",
+     lambda: jax.jit(lambda u, w: ((wsc(u, S("a")) + 1) @ w).sum(0))(x, v)),
+    ("committed_then_uneven",
+     lambda: jax.jit(lambda u: (wsc(u, S("a", "b")) + 1).sum(0))(jax.device_put(x, S(None, "b")))),
+    ("empty_blocks_sum", lambda: jax.jit(lambda u: (wsc(u + 1, X("x")) * 3).sum())(r10)),
+    ("empty_blocks_max", lambda: jax.jit(lambda u: wsc(-u - 1, X("x")).max())(r10)),
+    ("empty_blocks_output", lambda: jax.jit(lambda u: wsc(u + 1, X("x")) * 2)(r10)),
+    ("chain", lambda: jax.jit(chain)(x, v)),
+]
+
+# (case, source of a zero-argument callable that raises)
+ERRORS = [
+    ("out_shardings_uneven", "lambda: jax.jit(lambda u: u * 2, out_shardings=S('a'))(x)"),
+    ("in_shardings_uneven", "lambda: jax.jit(lambda u: u * 2, in_shardings=S('a'))(x)"),
+]
+
+
+def leaf_line(leaf):
+    shapes = ";".join(",".join(str(d) for d in s.data.shape) for s in leaf.addressable_shards)
+    return f"{leaf.sharding.spec!r}|{shapes}"
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    values = {}
+    with open(os.path.join(OUT, "results.txt"), "w") as out:
+        for name, fn in RESULTS:
+            out.write(f"=== {name}\n")
+            for i, leaf in enumerate(jax.tree.leaves(fn())):
+                out.write(leaf_line(leaf) + "\n")
+                values[f"{name}/{i}"] = np.asarray(leaf)
+    np.savez(os.path.join(OUT, "values.npz"), **values)
+    blocks = []
+    for name, source in ERRORS:
+        try:
+            eval(source, {"jax": jax, "S": S, "x": x})()
+        except Exception as e:  # noqa: BLE001 - every exception is what is recorded
+            blocks.append(f"=== {name}\n{type(e).__name__}: {e}")
+        else:
+            raise SystemExit(f"{name} raised nothing")
+    with open(os.path.join(OUT, "errors.txt"), "w") as out:
+        out.write("\n".join(blocks) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,8 +27,10 @@ Array broadcasted_iota(DType dtype, const Shape& shape, int dimension);
 Array convert_element_type(const Array& x, DType new_dtype);
 // Reinterprets the bits; equal itemsize keeps the shape.
 Array bitcast_convert_type(const Array& x, DType new_dtype);
+// With out_sharding (Explicit axes only, JAX's keyword), the result has that sharding.
 Array broadcast_in_dim(const Array& x, const Shape& shape,
-                       const std::vector<int64_t>& broadcast_dimensions);
+                       const std::vector<int64_t>& broadcast_dimensions,
+                       const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array reshape(const Array& x, const Shape& new_sizes,
               const std::optional<NamedSharding>& out_sharding = std::nullopt);
 Array transpose(const Array& x, const std::vector<int64_t>& permutation);

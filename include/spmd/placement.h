@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace spmd {
@@ -124,33 +125,63 @@ Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, Axi
 Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec);
 // The axes of x's type sharding that are Explicit on `mesh`, as a spec.
 PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh);
+// The mesh of the first sharding of `shardings` (a NamedSharding), which auto_axes and
+// explicit_axes take for the context mesh; ValueError "[api] ..." without one.
+Mesh mesh_of(const ShardingTree& shardings, const char* api);
+// The sharding of each leaf of a value with tree `def`, from the prefix `shardings`, as
+// jax.sharding.reshard reads its out_shardings: JAX's ValueErrors for a prefix that does not
+// fit or a leaf without a sharding, and TypeError for one that is not a NamedSharding.
+std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, const TreeDef& def,
+                                             const char* api);
 }  // namespace detail
 
 // jax.sharding.auto_axes: f run with the mesh axes `axes` (all of out_sharding's mesh when
-// empty) made Auto, its Array arguments keeping their split over the axes still Explicit (so
-// f's ops need not agree on the others); its result is then resharded to out_sharding.
+// empty) made Auto, the Array leaves of its arguments (Arrays or trees of them) keeping their
+// split over the axes still Explicit (so f's ops need not agree on the others); the leaves of
+// its result are then resharded to out_sharding, a tree prefix of the result (one
+// NamedSharding covers all). The mesh is that of out_sharding's first sharding.
 template <class F>
-auto auto_axes(F f, std::vector<std::string> axes, NamedSharding out_sharding) {
+auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
   return [f = std::move(f), axes = std::move(axes),
-          out = std::move(out_sharding)](const auto&... args) -> Array {
-    const Mesh inner = detail::with_axis_types(out.mesh(), axes, AxisType::Auto);
-    return reshard(f(detail::onto_mesh(args, inner, detail::explicit_spec_on(args, inner))...),
-                   out);
+          out = std::move(out_sharding)](const auto&... args) {
+    const Mesh inner =
+        detail::with_axis_types(detail::mesh_of(out, "auto_axes"), axes, AxisType::Auto);
+    auto onto_inner = [&](const Array& x) {
+      return detail::onto_mesh(x, inner, detail::explicit_spec_on(x, inner));
+    };
+    auto result = f(tree_map(onto_inner, args)...);
+    auto [leaves, def] = tree_flatten(result);
+    const std::vector<NamedSharding> shardings = detail::reshard_shardings(out, def, "auto_axes");
+    for (size_t i = 0; i < leaves.size(); ++i) leaves[i] = reshard(leaves[i], shardings[i]);
+    return tree_unflatten<decltype(result)>(def, leaves);
   };
 }
 
 // jax.sharding.explicit_axes: f run with the mesh axes `axes` (all of in_sharding's mesh when
-// empty) made Explicit and its Array arguments split as in_sharding's spec, so that their types
-// carry it; the result goes back to in_sharding's mesh with its split over the axes Explicit
-// there. in_sharding's mesh stands for JAX's context mesh, which spmd does not have.
+// empty) made Explicit and the Array leaves of its arguments split as in_sharding says (a tree
+// prefix of the tuple of arguments; one NamedSharding covers all), so that their types carry
+// it; the leaves of the result go back to in_sharding's mesh with their split over the axes
+// Explicit there. in_sharding's mesh (that of its first sharding) stands for JAX's context
+// mesh, which spmd does not have.
 template <class F>
-auto explicit_axes(F f, std::vector<std::string> axes, NamedSharding in_sharding) {
-  return [f = std::move(f), axes = std::move(axes),
-          in = std::move(in_sharding)](const auto&... args) -> Array {
-    const Mesh inner = detail::with_axis_types(in.mesh(), axes, AxisType::Explicit);
-    Array out = f(detail::onto_mesh(args, inner, in.spec())...);
-    return detail::onto_mesh(out, in.mesh(), detail::explicit_spec_on(out, in.mesh()));
-  };
+auto explicit_axes(F f, std::vector<std::string> axes, ShardingTree in_sharding) {
+  return
+      [f = std::move(f), axes = std::move(axes), in = std::move(in_sharding)](const auto&... args) {
+        const Mesh outer = detail::mesh_of(in, "explicit_axes");
+        const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Explicit);
+        auto all = std::make_tuple(args...);
+        auto [leaves, def] = tree_flatten(all);
+        const std::vector<NamedSharding> shardings =
+            detail::reshard_shardings(in, def, "explicit_axes");
+        for (size_t i = 0; i < leaves.size(); ++i)
+          leaves[i] = detail::onto_mesh(leaves[i], inner, shardings[i].spec());
+        auto out = std::apply(f, tree_unflatten<decltype(all)>(def, leaves));
+        return tree_map(
+            [&](const Array& o) {
+              return detail::onto_mesh(o, outer, detail::explicit_spec_on(o, outer));
+            },
+            out);
+      };
 }
 
 // The whole value of x as an uncommitted array, as jax.device_get brings it to the host: it moves

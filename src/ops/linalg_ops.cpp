@@ -169,7 +169,7 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers&
                                    {"precision", NoneParam{}},
                                    {"preferred_element_type", preferred},
                                    {"out_sharding", out}});
-  return ops::with_out_sharding(result, out_sharding);
+  return ops::with_out_sharding(result, out_sharding, {lhs, rhs});
 }
 
 Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_element_type,

@@ -26,9 +26,16 @@ void require_explicit_axes(const char* api, const NamedSharding& sharding);
 // unset.
 ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding>& sharding,
                               const Shape& shape);
-// The result of an op given an out_sharding: where its operands' types had no sharding to
-// infer from, it is placed there (reshard), so that it has it in every case as in JAX.
-Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding);
+// The result of an op given an out_sharding: where its operands' types had no sharding (so no
+// mesh puts the computation on devices), it is placed there (reshard), so that it has it in
+// every case as in JAX.
+Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding,
+                        std::initializer_list<Array> operands);
+// lax.broadcast_in_dim with its `sharding` param given as a type's sharding (the transposes
+// and zeros of a typed value pass its type's, so that the cotangent keeps it, as JAX's do);
+// none infers it from the operand.
+Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int64_t>& dims,
+                       const std::optional<TypeSharding>& sharding);
 
 // convert_element_type(x, t); a no-op when the dtype and weak type already match.
 Array convert(const Array& x, DType t, bool weak_type = false);

@@ -5,6 +5,7 @@
 #include <spmd/ops.h>
 
 #include "ops/op_util.h"
+#include "sharding/type_sharding.h"
 
 #include <algorithm>
 #include <numeric>
@@ -49,11 +50,14 @@ Array atleast_2d(const Array& x) {
 namespace lax {
 
 Array broadcast_in_dim(const Array& x, const Shape& shape,
-                       const std::vector<int64_t>& broadcast_dimensions) {
-  return ops::apply("broadcast_in_dim", {x},
-                    Params{{"shape", shape.dims()},
-                           {"broadcast_dimensions", broadcast_dimensions},
-                           {"sharding", NoneParam{}}});
+                       const std::vector<int64_t>& broadcast_dimensions,
+                       const std::optional<NamedSharding>& out_sharding) {
+  Array out = ops::apply(
+      "broadcast_in_dim", {x},
+      Params{{"shape", shape.dims()},
+             {"broadcast_dimensions", broadcast_dimensions},
+             {"sharding", ops::out_sharding_value("broadcast_in_dim", out_sharding, shape)}});
+  return ops::with_out_sharding(out, out_sharding, {x});
 }
 
 Array reshape(const Array& x, const Shape& new_sizes,
@@ -64,7 +68,7 @@ Array reshape(const Array& x, const Shape& new_sizes,
                  Params{{"new_sizes", new_sizes.dims()},
                         {"dimensions", NoneParam{}},
                         {"sharding", ops::out_sharding_value("reshape", out_sharding, new_sizes)}});
-  return ops::with_out_sharding(out, out_sharding);
+  return ops::with_out_sharding(out, out_sharding, {x});
 }
 
 Array transpose(const Array& x, const std::vector<int64_t>& permutation) {
@@ -119,6 +123,16 @@ Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfi
 }
 
 }  // namespace lax
+
+Array ops::broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int64_t>& dims,
+                            const std::optional<TypeSharding>& sharding) {
+  ParamValue given = NoneParam{};
+  if (sharding) given = object_param(*sharding);
+  return ops::apply(
+      "broadcast_in_dim", {x},
+      Params{
+          {"shape", shape.dims()}, {"broadcast_dimensions", dims}, {"sharding", std::move(given)}});
+}
 
 // ---- jnp: reshape and transpose
 // -------------------------------------------------------------------

@@ -118,8 +118,11 @@ ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding
   return object_param(std::move(*t));
 }
 
-Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding) {
-  if (!sharding || aval_of(out).sharding) return out;
+Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding,
+                        std::initializer_list<Array> operands) {
+  if (!sharding) return out;
+  for (const Array& x : operands)
+    if (aval_of(x).sharding) return out;
   return reshard(out, *sharding);
 }
 
@@ -177,6 +180,57 @@ PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh) {
   }
   while (!entries.empty() && !entries.back()) entries.pop_back();
   return PartitionSpec(std::move(entries));
+}
+
+namespace {
+
+const NamedSharding* first_named(const ShardingTree& tree) {
+  if (tree.is_sharding()) return dynamic_cast<const NamedSharding*>(tree.sharding().get());
+  for (const ShardingTree& child : tree.children())
+    if (const NamedSharding* named = first_named(child)) return named;
+  return nullptr;
+}
+
+}  // namespace
+
+Mesh mesh_of(const ShardingTree& shardings, const char* api) {
+  const NamedSharding* named = first_named(shardings);
+  if (!named)
+    throw ValueError(ops::prefix(api) +
+                     "Context mesh cannot be empty: spmd takes it from the first NamedSharding "
+                     "of the shardings given, and there is none.");
+  return named->mesh();
+}
+
+std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, const TreeDef& def,
+                                             const char* api) {
+  const size_t n = shardings.children().size(), m = def.children().size();
+  // JAX's reshard flattens its prefix against the tuple of values as against positional
+  // arguments, with that wording for a tuple of the wrong length.
+  if (def.kind() == TreeDef::Kind::tuple && !shardings.is_sharding() &&
+      !shardings.is_unspecified() && n != m)
+    throw ValueError(ops::prefix(api) +
+                     "reshard out_shardings specification must be a tree prefix of the "
+                     "positional arguments tuple. In particular, reshard out_shardings must "
+                     "either be a Sharding, a PartitionSpec, or a tuple of length equal to the "
+                     "number of positional arguments. But reshard out_shardings is the wrong "
+                     "length: got a tuple or list of length " +
+                     std::to_string(n) + " for an args tuple of length " + std::to_string(m) + ".");
+  std::vector<NamedSharding> out;
+  for (const auto& s : broadcast_shardings(shardings, def, api, "reshard out_shardings")) {
+    if (!s)
+      throw ValueError(ops::prefix(api) +
+                       "Reshard should only be used with out_shardings which are non-None and "
+                       "have a non-empty mesh. Got sharding None.");
+    const auto* named = dynamic_cast<const NamedSharding*>(s.get());
+    if (!named)
+      throw TypeError(ops::prefix(api) +
+                      "`out_sharding` argument of reshard only supports instances of "
+                      "`NamedSharding` or `PartitionSpec`. Got " +
+                      s->repr());
+    out.push_back(*named);
+  }
+  return out;
 }
 
 }  // namespace detail

@@ -206,7 +206,7 @@ JvpResult jvp_of(const std::function<Array(DualTrace&, const Array&)>& f, const 
 // ---- reductions ---------------------------------------------------------------------------------
 Array reduce_sum_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
   const Ints dims = remaining(operand.shape.ndim(), p.get_ints("axes"));
-  return broadcast_or_forward(ct, operand.shape, dims);
+  return broadcast_or_forward(ct, operand.shape, dims, operand.sharding);
 }
 
 // lax.reshape(x, new_shape, dimensions=perm). spmd's reshape takes dimensions=None only, so the

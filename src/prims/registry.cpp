@@ -75,7 +75,9 @@ std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const Abs
                                          const Params& params) {
   std::vector<AbstractValue> out = p.shape_rule(in, params);
   for (const AbstractValue& t : out) t.checked_nbytes(p.name.c_str());
-  if (std::any_of(in.begin(), in.end(), [](const AbstractValue& t) { return t.sharding; })) {
+  // A given out_sharding types the result even when no operand is typed (a broadcast seed).
+  if (std::any_of(in.begin(), in.end(), [](const AbstractValue& t) { return t.sharding; }) ||
+      given_out_sharding(params)) {
     // Shape rules copy operand types; only a call's results keep what its body's trace gave.
     if (p.call_body.empty())
       for (AbstractValue& t : out) t.sharding.reset();

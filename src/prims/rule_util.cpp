@@ -20,7 +20,7 @@ namespace spmd {
 Array zeros_like_aval(const AbstractValue& aval) {
   Array zero = ops::scalar(0.0, aval.dtype, aval.weak_type);
   if (aval.shape.ndim() == 0) return zero;
-  return lax::broadcast_in_dim(zero, aval.shape, {});
+  return ops::broadcast_in_dim(zero, aval.shape, {}, aval.sharding);
 }
 
 Array empty_like_aval(const AbstractValue& aval) {
@@ -177,9 +177,12 @@ Array strong_zeros(const Shape& shape, DType dtype) {
   return zeros_like_aval(AbstractValue{shape, dtype, false});
 }
 
-Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims) {
-  if (x.shape() == shape && dims == range(0, x.ndim())) return x;
-  return lax::broadcast_in_dim(x, shape, dims);
+Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims,
+                           const std::optional<TypeSharding>& sharding) {
+  if (x.shape() == shape && dims == range(0, x.ndim()) &&
+      (!sharding || sharding == aval_of(x).sharding))
+    return x;
+  return ops::broadcast_in_dim(x, shape, dims, sharding);
 }
 
 Array expand_dims_or_forward(const Array& x, const std::vector<int64_t>& dims) {

@@ -8,6 +8,7 @@
 #include "ir/primitive.h"
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -16,8 +17,8 @@ namespace spmd {
 class PrimitiveRegistry;
 
 // ---- helpers shared by rule files ---------------------------------------------------------------
-// A concrete or staged zero of the given type (broadcast_in_dim of a 0.0 literal, as JAX's
-// zeros_like_aval).
+// A concrete or staged zero of the given type, its sharding included (broadcast_in_dim of a 0.0
+// literal, as JAX's zeros_like_aval).
 Array zeros_like_aval(const AbstractValue& aval);
 // A placeholder of the given type whose value no computation reads (JAX's empty_like_aval: an
 // `empty2` scalar broadcast to the shape). spmd fills it with zeros.
@@ -79,9 +80,11 @@ std::vector<int64_t> prepend(int64_t value, const std::vector<int64_t>& v);
 
 // lax.full(shape, 0, dtype): zeros that are not weakly typed.
 Array strong_zeros(const Shape& shape, DType dtype);
-// lax.broadcast_in_dim as JAX stages it: an identity broadcast is forwarded to its operand
-// instead of being recorded.
-Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims);
+// lax.broadcast_in_dim as JAX stages it: an identity broadcast (keeping x's sharding) is
+// forwarded to its operand instead of being recorded. `sharding` is the result's, as JAX's
+// out_sharding; none infers it from x's.
+Array broadcast_or_forward(const Array& x, const Shape& shape, const std::vector<int64_t>& dims,
+                           const std::optional<TypeSharding>& sharding = std::nullopt);
 // lax.expand_dims as JAX stages it: size-1 dims inserted at `dims` (sorted) of the result.
 Array expand_dims_or_forward(const Array& x, const std::vector<int64_t>& dims);
 // A transpose rule for a primitive with one output and one input, which must be the linear one.

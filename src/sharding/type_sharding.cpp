@@ -312,14 +312,15 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params) {
   const TypeSharding* mesh = common_mesh(p, in);
-  if (!mesh || !p.sharding_rule) return;
   for (const AbstractValue& t : out)
     if (t.sharding) return;
-  // JAX takes a given out_sharding as the result's sharding without looking at the operands'.
+  // JAX takes a given out_sharding as the result's sharding without looking at the operands',
+  // which may have none (a broadcast scalar in a transpose).
   if (const TypeSharding* given = given_out_sharding(params)) {
     out[0].sharding = *given;
     return;
   }
+  if (!mesh || !p.sharding_rule) return;
   if (p.type_sharding_rule) return p.type_sharding_rule(in, out, params);
   Inference{p, in, out, params, *mesh, {}, {}, {}}.run();
 }

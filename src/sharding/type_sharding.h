@@ -47,9 +47,10 @@ struct ParamTraits<TypeSharding> {
 // split it, operands that split it differently conflict, split reduction factors leave the
 // result unsplit over them unless two operands split them (ambiguous without out_sharding), and
 // an axis may split one result dim only. Raises ShardingError with JAX's message; does nothing
-// when no operand's type carries a sharding, or when the shape rule already set them (calls,
-// whose bodies are traced with sharded types). A given out_sharding param is the result's
-// sharding as it is; a primitive with its own type_sharding_rule (reshape) decides alone.
+// when the shape rule already set them (calls, whose bodies are traced with sharded types) or
+// when no operand's type carries a sharding and no out_sharding param is given. A given
+// out_sharding param is the result's sharding as it is; a primitive with its own
+// type_sharding_rule (reshape) decides alone.
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params);
 

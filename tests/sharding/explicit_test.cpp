@@ -265,6 +265,12 @@ TEST_F(ExplicitTest, OpsDecideTheShardingOfTheirResultsAsJax) {
       {"full_like",
        [&] { return sp::full_like(put(X, P(None, sp::axes("a", "b"))), sp::Array(3.0f)); }},
       {"zeros_like_int", [&] { return sp::zeros_like(put(X, P("a", "b")), sp::int32); }},
+      {"grad_reshape_out_sharding",
+       [&] {
+         return sp::grad([&](const sp::Array& v) {
+           return sp::sum(sp::reshape(v, {256}, sp::NamedSharding(m, P("a"))));
+         })(put(X, P(None, "b")));
+       }},
       {"grad_matmul_out_sharding",
        [&] {
          const sp::Array y = put(X, P("a", None));

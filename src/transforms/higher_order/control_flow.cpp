@@ -37,6 +37,69 @@ bool typematch(std::span<const AbstractValue> a, std::span<const AbstractValue> 
   return true;
 }
 
+// The first leaf whose sharding differs between two lists of types equal up to shardings, or
+// npos. Explicit mode: shardings are part of the types a body must keep.
+size_t sharding_mismatch(std::span<const AbstractValue> a, std::span<const AbstractValue> b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i].sharding != b[i].sharding) return i;
+  return std::string::npos;
+}
+
+// The name of leaf i of `n` leaves: `name` alone for one, `name[i]` for several.
+std::string leaf_name(const std::string& name, size_t i, size_t n) {
+  return n == 1 ? name : name + "[" + std::to_string(i) + "]";
+}
+
+// JAX's TypeError for branches whose outputs differ only in sharding. JAX also names each
+// branch function and where it is defined, which spmd cannot know.
+void check_branch_shardings(const char* api, size_t b, std::span<const AbstractValue> first,
+                            std::span<const AbstractValue> out) {
+  const size_t i = sharding_mismatch(first, out);
+  if (i == std::string::npos) return;
+  const bool is_cond = std::string(api) == "cond";
+  const std::string ref = is_cond ? "true_fun" : "branch " + std::to_string(b);
+  const std::string other = is_cond ? "false_fun" : "branch 0";
+  // spmd's cond lists the false branch first, so for cond `out` is true_fun's.
+  throw TypeError(std::string("[") + api + "] " + api +
+                  " branches must have equal output types but they differ.\n\nThe output of " +
+                  leaf_name(ref, i, out.size()) + " has type " + out[i].typeof_str() +
+                  " but the corresponding output of " + leaf_name(other, i, out.size()) +
+                  " has type " + first[i].typeof_str() + ".\n\nRevise " + ref + " and/or " + other +
+                  " so that all output types match.");
+}
+
+// JAX's TypeError for a loop body whose carry out differs from its carry in only in sharding.
+void check_carry_shardings(const char* api, const char* kind, std::span<const AbstractValue> in,
+                           std::span<const AbstractValue> out) {
+  const size_t i = sharding_mismatch(in, out);
+  if (i == std::string::npos) return;
+  throw TypeError(std::string("[") + api + "] " + kind +
+                  " body function carry input and carry output must have equal types, but they "
+                  "differ:\n\nThe input carry " +
+                  (in.size() == 1 ? "carry" : "component " + leaf_name("carry", i, in.size())) +
+                  " has type " + in[i].typeof_str() +
+                  " but the corresponding output carry component has type " + out[i].typeof_str() +
+                  ".\n\nRevise the function so that all output types match the corresponding "
+                  "input types.");
+}
+
+// The type of one slice of xs along its leading dim, which JAX's Explicit mode needs unsplit.
+AbstractValue scanned_slice(const AbstractValue& x) {
+  AbstractValue t = x;
+  t.shape = Shape(t.shape.begin() + 1, t.shape.end());
+  if (!t.sharding) return t;
+  if (!t.sharding->dims[0].empty()) {
+    std::vector<PartitionSpec::Entry> entries;
+    for (const std::vector<std::string>& axes : t.sharding->dims)
+      entries.push_back(axes.empty() ? PartitionSpec::Entry()
+                                     : PartitionSpec::Entry(AxisNames(axes, axes.size() > 1)));
+    throw ValueError("[scan] 0th dimension of all xs should be replicated. Got " +
+                     PartitionSpec(std::move(entries)).repr());
+  }
+  t.sharding->dims.erase(t.sharding->dims.begin());
+  return t;
+}
+
 std::string tree_str(const TreeDef& def) {
   std::ostringstream os;
   os << def;
@@ -153,10 +216,23 @@ std::vector<Array> scan_eager(std::span<const Array> args, const Params& p) {
 
 // ---- shape rules --------------------------------------------------------------------------------
 
-std::vector<AbstractValue> scan_shape(std::span<const AbstractValue>, const Params& p) {
-  std::vector<AbstractValue> out = p.get<ProgramRef>("jaxpr")->out_types();
-  for (size_t k = size_t(p.get_int("num_carry")); k < out.size(); ++k)
+// The types a body's trace gave, as a result's. Their shardings hold only where the operands'
+// types have them: operands without (the partitioner's blocks) give results without.
+std::vector<AbstractValue> body_types(std::span<const AbstractValue> in,
+                                      std::vector<AbstractValue> out) {
+  if (std::none_of(in.begin(), in.end(), [](const AbstractValue& t) { return t.sharding; }))
+    for (AbstractValue& t : out) t.sharding.reset();
+  return out;
+}
+
+std::vector<AbstractValue> scan_shape(std::span<const AbstractValue> in, const Params& p) {
+  std::vector<AbstractValue> out = body_types(in, p.get<ProgramRef>("jaxpr")->out_types());
+  for (size_t k = size_t(p.get_int("num_carry")); k < out.size(); ++k) {
     out[k].shape = with_leading(out[k].shape, p.get_int("length"));
+    // The stacked dim is unsplit, as JAX's.
+    if (out[k].sharding)
+      out[k].sharding->dims.insert(out[k].sharding->dims.begin(), std::vector<std::string>{});
+  }
   return out;
 }
 
@@ -1020,6 +1096,7 @@ std::vector<Array> cond(const char* api, const Array& index, std::span<const Fla
                            : "branch 0 and branch " + std::to_string(b) + " outputs") +
                       " must have identical types, got\n" + types_str(first) + " and " +
                       types_str(out) + ".");
+    check_branch_shardings(api, b, first, out);
   }
   // Every branch takes all the merged constants, using its own.
   std::vector<ProgramRef> refs;
@@ -1055,6 +1132,7 @@ std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,
     throw TypeError(
         "[while_loop] body_fun output and input must have identical types: the input carry is " +
         types_str(types) + " but the output carry is " + types_str(out) + ".");
+  check_carry_shardings("while_loop", "while_loop", types, out);
   std::vector<Array> args = concat(cond_consts, body_consts);
   args.insert(args.end(), init.begin(), init.end());
   Params params{{"body_jaxpr", body_prog},
@@ -1082,11 +1160,7 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
   if (!length) throw ValueError(pre + "scan got no values to scan over and `length` not provided.");
   std::vector<AbstractValue> types = types_of(init);
   size_t num_carry = types.size();
-  for (const Array& x : xs) {
-    AbstractValue t = aval_of(x);
-    t.shape = Shape(t.shape.begin() + 1, t.shape.end());
-    types.push_back(t);
-  }
+  for (const Array& x : xs) types.push_back(scanned_slice(aval_of(x)));
   auto [prog, consts] = trace_hoisted(body, types, api);
   std::vector<AbstractValue> out = prog->out_types();
   std::span<const AbstractValue> in_carry(types.data(), num_carry);
@@ -1099,6 +1173,8 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
         types_str(in_carry) + " but the output carry is " +
         types_str(std::span<const AbstractValue>(out.data(), std::min(out.size(), num_carry))) +
         ".");
+  check_carry_shardings(api, "scan", in_carry,
+                        std::span<const AbstractValue>(out).first(num_carry));
   std::vector<Array> args = concat(consts, init);
   args.insert(args.end(), xs.begin(), xs.end());
   Params params{{"jaxpr", prog},
@@ -1141,8 +1217,8 @@ std::vector<Array> fori_loop(int64_t lower, int64_t upper, const FlatFn& body,
 void register_control_flow_primitives(PrimitiveRegistry& r) {
   Primitive& cond = r.define(
       "cond",
-      [](std::span<const AbstractValue>, const Params& p) {
-        return p.get<std::vector<ProgramRef>>("branches")[0]->out_types();
+      [](std::span<const AbstractValue> in, const Params& p) {
+        return body_types(in, p.get<std::vector<ProgramRef>>("branches")[0]->out_types());
       },
       no_kernel);
   cond.eager = cond_eager;
@@ -1151,8 +1227,8 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   cond.transpose = cond_transpose;
   Primitive& w = r.define(
       "while",
-      [](std::span<const AbstractValue>, const Params& p) {
-        return p.get<ProgramRef>("body_jaxpr")->out_types();
+      [](std::span<const AbstractValue> in, const Params& p) {
+        return body_types(in, p.get<ProgramRef>("body_jaxpr")->out_types());
       },
       no_kernel);
   w.eager = while_eager;
@@ -1164,10 +1240,17 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   s.jvp = scan_jvp;
   s.transpose = scan_transpose;
   s.batch = scan_batch;
-  // Replicated for now: the partitioner does not split control-flow bodies.
-  for (Primitive* p : {&cond, &w, &s})
+  // Replicated for now: the partitioner does not split control-flow bodies. In Explicit mode
+  // the results have the types the shape rules read off the bodies (carries keep theirs).
+  for (Primitive* p : {&cond, &w, &s}) {
     p->sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                           const Params&) { return replicated_sharding_rule(in, out); };
+    p->type_sharding_rule = [p](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                                const Params& params) {
+      std::vector<AbstractValue> traced = p->shape_rule(in, params);
+      for (size_t i = 0; i < out.size(); ++i) out[i].sharding = traced[i].sharding;
+    };
+  }
 }
 
 }  // namespace spmd

@@ -8,6 +8,7 @@
 #include <spmd/device.h>
 #include <spmd/dtype.h>
 #include <spmd/error.h>
+#include <spmd/global_arrays.h>
 #include <spmd/io.h>
 #include <spmd/nn.h>
 #include <spmd/lax.h>

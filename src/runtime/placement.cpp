@@ -50,6 +50,7 @@ std::vector<Shard> Array::addressable_shards() const {
   const ShardedData& data = *impl.sharded;
   data.wait();
   for (size_t i = 0; i < data.layout.size(); ++i) {
+    if (!is_addressable(data.layout[i].device)) continue;
     AbstractValue aval{slot_shape(data.layout[i]), impl.aval.dtype, impl.aval.weak_type};
     out.push_back(Shard{data.layout[i].device, data.layout[i].index, data.layout[i].replica_id,
                         make_array(aval, data.shards[i])});

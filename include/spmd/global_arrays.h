@@ -45,9 +45,10 @@ Array make_array_from_process_local_data(const Sharding& sharding, const Array& 
                                          std::optional<Shape> global_shape = std::nullopt);
 
 // multihost_utils.process_allgather, as an uncommitted array. A fully addressable x is each
-// process's own value: stacked along a new axis 0 (one entry per process), or with `tiled`
-// concatenated along axis 0 (in one process: x itself; scalars are always stacked across
-// processes). An x spanning processes is a global value: its whole value, which needs `tiled`.
+// process's own value: stacked along a new axis 0 (one entry per process) or, with `tiled`,
+// concatenated along axis 0 (scalars are stacked); in one process that is x[None], or x itself
+// with `tiled`. An x spanning processes is one global value: its whole value, which needs
+// `tiled` (JAX's ValueError otherwise).
 Array process_allgather(const Array& x, bool tiled = false);
 
 }  // namespace spmd

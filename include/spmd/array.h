@@ -103,13 +103,20 @@ class Array {
   const Array& block_until_ready() const;
 
   // Where the array lives (placement.h): its sharding (a SingleDeviceSharding on the default
-  // device for arrays that were never placed), its shards in the sharding's device order,
-  // whether every device holds all of it, and whether it was placed explicitly (device_put or a
-  // sharded computation) rather than created on the default device.
+  // device for arrays that were never placed), its shards on this process's devices in the
+  // sharding's device order, whether every device holds all of it, whether this process holds
+  // every shard (false when the sharding spans other processes' devices), and whether it was
+  // placed explicitly (device_put or a sharded computation) rather than created on the default
+  // device.
   std::shared_ptr<const Sharding> sharding() const;
   std::vector<Shard> addressable_shards() const;
   bool is_fully_replicated() const;
+  bool is_fully_addressable() const;
   bool committed() const;
+  // The values of addressable shard i (negative i counts from the end), as
+  // jax.Array.addressable_data: the first shard's for a fully replicated array, whatever i.
+  // Raises IndexError outside the shards.
+  Array addressable_data(int64_t i) const;
 
   // Internal: the implementation record.
   const std::shared_ptr<ArrayImpl>& impl() const { return impl_; }

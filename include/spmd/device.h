@@ -32,6 +32,9 @@ int local_device_count();
 // This process's index (0 without multi-process).
 int process_index();
 int process_count();
+// Whether this process holds the device's buffers (JAX's addressable devices): the device
+// belongs to process_index().
+bool is_addressable(const Device& device);
 
 }  // namespace spmd
 

@@ -9,6 +9,7 @@
 #include <spmd/distributed.h>
 #include <spmd/dtype.h>
 #include <spmd/error.h>
+#include <spmd/global_arrays.h>
 #include <spmd/io.h>
 #include <spmd/nn.h>
 #include <spmd/lax.h>

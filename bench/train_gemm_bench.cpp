@@ -2,7 +2,8 @@
 // device runs its share of the step's products (forward, the gradients of the inputs and of the
 // weights) through spmd's own GEMM kernel, all devices at once on their own threads with the
 // kernel thread count the runtime gives them. The time per step times the steps of an epoch is
-// what the epoch would take if it did nothing but its GEMMs.
+// what the epoch would take if it did nothing but its GEMMs; on a busy machine, cpu_floor_s (the
+// CPU time the GEMMs took, spread over every core) says the same.
 //
 //   build/bench/spmd_bench --benchmark_filter=TrainGemm
 #include "backends/cpu/gemm.h"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -35,15 +37,24 @@ void layer_products(int64_t rows, int64_t in, int64_t out, bool input_grad,
 }
 
 // A device's products on a data × model mesh: the batch split `data` ways, layer 1's outputs
-// and layer 2's inputs split `model` ways (the seed's column- and row-parallel layers).
+// and layer 2's inputs split `model` ways (the seed's column- and row-parallel layers), and
+// layer 0's outputs split `model` ways too (as spmd train lays them out).
 std::vector<cpu::GemmShape> device_products(int64_t data, int64_t model) {
   const int64_t rows = kBatch / data;
   std::vector<cpu::GemmShape> products;
-  layer_products(rows, 784, 1024, false, products);
+  layer_products(rows, 784, 1024 / model, false, products);
   layer_products(rows, 1024, 1024 / model, true, products);
   layer_products(rows, 1024 / model, 1024, true, products);
   layer_products(rows, 1024, 10, true, products);
   return products;
+}
+
+// CPU time of every thread of the process: under a load that shares the cores it still says
+// what the GEMMs cost.
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 double flops(const std::vector<cpu::GemmShape>& products) {
@@ -90,16 +101,23 @@ void BM_TrainGemm(benchmark::State& state) {
         sync.arrive_and_wait();
       }
     });
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     sync.arrive_and_wait();
     sync.arrive_and_wait();
   }
+  const double cpu_per_step = (process_cpu_seconds() - cpu_start) / double(state.iterations());
   stop = true;
   sync.arrive_and_wait();
   for (auto& t : running) t.join();
   const double step_flops = flops(products) * double(devices);
   state.counters["FLOPS"] =
       benchmark::Counter(step_flops, benchmark::Counter::kIsIterationInvariantRate);
+  // What a machine as busy as this one was gives per CPU-second, and the epoch's GEMM time if
+  // every core did nothing else.
+  state.counters["FLOP_per_cpu_s"] = step_flops / cpu_per_step;
+  state.counters["cpu_floor_s"] =
+      cpu_per_step * double(kStepsPerEpoch) / double(spmd::config::num_threads());
   // Seconds per epoch: the inverse of (1 / steps per epoch) × steps per second.
   state.counters["epoch_s"] = benchmark::Counter(
       1.0 / double(kStepsPerEpoch),

@@ -18,6 +18,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <tuple>
@@ -44,7 +45,10 @@ const std::vector<std::string> kResumeKeys = {"seed", "batch",    "optimizer",
 // of the cross-entropy.
 class MlpImpl : public sp::nn::Module {
  public:
-  MlpImpl(const std::vector<int64_t>& sizes, const Array& key) {
+  // `first_hidden`: where the first layer's outputs live (none: where the partitioner puts them).
+  MlpImpl(const std::vector<int64_t>& sizes, const Array& key,
+          std::optional<sp::NamedSharding> first_hidden = std::nullopt)
+      : first_hidden_(std::move(first_hidden)) {
     Array keys = sp::random::split(key, int64_t(sizes.size()) - 1);
     for (size_t i = 0; i + 1 < sizes.size(); ++i)
       layers->push_back(sp::nn::Linear(sizes[i], sizes[i + 1], keys[int64_t(i)]));
@@ -54,12 +58,16 @@ class MlpImpl : public sp::nn::Module {
   Array forward(Array x) const override {
     for (size_t i = 0; i < layers.size(); ++i) {
       x = layers[int64_t(i)](x);
+      if (i == 0 && first_hidden_) x = sp::with_sharding_constraint(x, *first_hidden_);
       if (i + 1 < layers.size()) x = sp::maximum(x, 0);
     }
     return x;
   }
 
   sp::nn::ModuleList layers;
+
+ private:
+  std::optional<sp::NamedSharding> first_hidden_;
 };
 
 std::string mesh_text(const std::vector<int64_t>& mesh) {
@@ -88,23 +96,43 @@ sp::NamedSharding parameter_sharding(const sp::Mesh& mesh, const std::string& na
   return sp::NamedSharding(mesh, P());
 }
 
+// Where the first layer's outputs live. On "batch" x "model", split over "model" too: the first
+// layer's weight is replicated over "model", so without this every "model" shard would compute
+// the same outputs (and the same weight gradient); split, each computes its half and the
+// column-parallel layer 1 all-gathers them.
+std::optional<sp::NamedSharding> first_hidden_sharding(const sp::Mesh& mesh) {
+  if (mesh.axis_names().size() != 2) return std::nullopt;
+  return sp::NamedSharding(mesh, P("batch", "model"));
+}
+
 // Where a parameter's optimizer moments live: the parameter's sharding with the first dim that
-// divides evenly also split over "batch" (as its minor axis). Each data-parallel replica then
-// updates only its slice of the moments and of the parameter (ZeRO's first stage): the gradient
-// all-reduce becomes a psum_scatter, the update runs on 1/B of the elements, and the parameter is
-// all-gathered back, where a replicated state would repeat the whole update on every replica.
+// divides evenly also split over every axis the parameter is replicated over ("batch" as the
+// minor one). Each data-parallel replica then updates only its slice of the moments and of the
+// parameter (ZeRO's first stage): the gradient all-reduce becomes a psum_scatter, the update runs
+// on 1/B of the elements, and the parameter is all-gathered back, where a replicated state would
+// repeat the whole update on every replica. A parameter replicated over "model" (the first layer,
+// whose outputs are split over "model") is split over "model" too, as its gradient comes.
 sp::NamedSharding moment_sharding(const sp::Mesh& mesh, const std::string& name,
                                   const sp::Shape& shape) {
   const sp::PartitionSpec spec = parameter_sharding(mesh, name).spec();
-  const int64_t batch = mesh.axis_size("batch");
+  std::vector<std::string> extra;
+  for (const std::string& a : mesh.axis_names()) {
+    bool used = false;
+    for (int d = 0; d < shape.ndim(); ++d)
+      for (const std::string& b : spec.axes_of(d)) used = used || a == b;
+    if (!used && a != "batch") extra.push_back(a);
+  }
+  extra.push_back("batch");
+  int64_t extra_size = 1;
+  for (const std::string& a : extra) extra_size *= mesh.axis_size(a);
   std::vector<sp::PartitionSpec::Entry> entries;
   for (int d = 0; d < shape.ndim(); ++d) entries.push_back(spec[d]);
   for (int d = 0; d < shape.ndim(); ++d) {
     std::vector<std::string> axes = spec.axes_of(d);
-    int64_t split = batch;
+    int64_t split = extra_size;
     for (const std::string& a : axes) split *= mesh.axis_size(a);
-    if (batch == 1 || shape[d] % split != 0) continue;
-    axes.push_back("batch");
+    if (extra_size == 1 || shape[d] % split != 0) continue;
+    axes.insert(axes.end(), extra.begin(), extra.end());
     entries[size_t(d)] = sp::AxisNames(axes, axes.size() > 1);
     break;
   }
@@ -325,7 +353,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
 
   Array keys = sp::random::split(sp::random::key(o.seed));
   Array model_key = keys[0], data_key = keys[1];
-  MlpImpl model(kLayerSizes, model_key);
+  MlpImpl model(kLayerSizes, model_key, first_hidden_sharding(mesh));
   StateDict params = place_parameters(model.state_dict(), mesh);
   sp::optim::State state = opt.init(params);
 

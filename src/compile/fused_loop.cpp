@@ -10,6 +10,7 @@
 #include <xbyak/xbyak.h>
 #include <xbyak/xbyak_util.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -202,14 +203,24 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
     if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
     out.scalar_inputs.push_back({int(i), reg_of[size_t(v)]});
   }
-  // Per equation: the register of each literal operand, and of a 0-d divisor's reciprocal.
+  // Per equation: the register of each literal operand, and of a 0-d divisor's reciprocal. A
+  // value (the same bits) or a divisor met again reuses its register: chains fused side by side
+  // (the optimizer's update of several parameters) repeat the same constants.
   std::vector<std::array<int, 3>> operand_regs(n, {-1, -1, -1});
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       if (!a.is_literal()) continue;
-      literal_values.push_back(a.literal.item<float>());
+      const float value = a.literal.item<float>();
+      auto same = std::find_if(out.literals.begin(), out.literals.end(), [&](const auto& l) {
+        return std::memcmp(l.first, &value, sizeof value) == 0;
+      });
+      if (same != out.literals.end()) {
+        operand_regs[s][k] = same->second;
+        continue;
+      }
+      literal_values.push_back(value);
       const int r = take();
       if (r < 0) return std::nullopt;
       out.literals.push_back({&literal_values.back(), r});
@@ -222,6 +233,12 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
       continue;
     const int divisor =
         e.inputs[1].is_literal() ? operand_regs[s][1] : reg_of[size_t(e.inputs[1].var)];
+    auto same = std::find_if(out.reciprocals.begin(), out.reciprocals.end(),
+                             [&](const auto& r) { return r.first == divisor; });
+    if (same != out.reciprocals.end()) {
+      operand_regs[s][1] = same->second;
+      continue;
+    }
     const int r = take();
     if (r < 0) return std::nullopt;
     out.reciprocals.push_back({divisor, r});

@@ -324,6 +324,29 @@ TEST(FusedLoop, OtherChainsKeepTheTileKernel) {
 
 namespace {
 
+TEST(FusedLoop, RepeatedConstantsAndDivisorsShareRegisters) {
+  // Three optimizer-like updates joined by a shared scale repeat four literals and a 0-d divisor:
+  // one register each, where a register per use would need more than the 13 there are.
+  using V = std::vector<Array>;
+  auto f = [](const V& a) {
+    const Array scale = a[6] * 2.0f;
+    V out;
+    for (int i = 0; i < 3; ++i) {
+      const Array &g = a[size_t(2 * i)], &m = a[size_t(2 * i + 1)];
+      out.push_back((m * 0.9f + g * 0.1f) * scale / a[7]);
+      out.push_back((m * 0.999f + g * g * 0.001f) * scale / a[7]);
+    }
+    return out;
+  };
+  V args;
+  for (int i = 0; i < 7; ++i) args.push_back(uniform(30 + uint32_t(i), {1000}));
+  args.push_back(sp::full({}, 0.75f, sp::float32));
+  auto jf = sp::jit(f);
+  EXPECT_EQ(generated_loops(jf.lower_optimized(args)), std::vector<bool>{true});
+  V got = jf(args), want = f(args);
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(bitwise_equal(got[k], want[k])) << k;
+}
+
 TEST(FusedLoop, ChainTooLongForTheCodeBufferKeepsTheTiles) {
   // 1200 max/min steps with a few values live: more code than the generator's buffer holds.
   auto f = [](const Array& a, const Array& b) {

@@ -344,15 +344,14 @@ Array make_array_from_process_local_data(const Sharding& sharding, const Array& 
 
 namespace {
 
-// The whole value of a global array, replicated over its devices by a jit call (whose
-// partitioner moves the blocks between processes), as an uncommitted array.
+// The whole value of a global array, from the blocks of every process (a collective over all
+// processes), as an uncommitted array.
 Array whole_value(const Array& x) {
-  std::shared_ptr<const Sharding> sharding = x.sharding();
-  auto* named = dynamic_cast<const NamedSharding*>(sharding.get());
-  Array out = named ? jit([](const Array& a) { return a; },
-                          {.out_shardings = NamedSharding(named->mesh(), P())})(x)
-                    : x;
-  return device_get(out.addressable_data(0));
+  const ArrayImpl& impl = *x.impl();
+  if (!impl.sharded || impl.sharded->readable_everywhere()) return device_get(x);
+  AbstractValue aval = impl.aval;
+  aval.sharding.reset();
+  return make_array(aval, impl.sharded->gather_from_processes(impl.aval));
 }
 
 // Each process's `local` (stacked along a new axis, or with `tiled` concatenated along axis

@@ -15,7 +15,7 @@ namespace {
 
 std::shared_ptr<const Sharding> default_sharding() {
   static const std::shared_ptr<const Sharding> s =
-      std::make_shared<SingleDeviceSharding>(devices().front());
+      std::make_shared<SingleDeviceSharding>(local_devices().front());
   return s;
 }
 
@@ -67,13 +67,13 @@ std::vector<Shard> Array::addressable_shards() const {
   if (!impl.sharded) {
     std::vector<Slice> all;
     for (int64_t d : impl.aval.shape.dims()) all.push_back(Slice{0, d});
-    out.push_back(Shard{devices().front(), all, 0, *this});
+    out.push_back(Shard{local_devices().front(), all, 0, *this});
     return out;
   }
   const ShardedData& data = *impl.sharded;
   data.wait();
   for (size_t i = 0; i < data.layout.size(); ++i) {
-    if (!runtime::is_local_device(data.layout[i].device.id)) continue;
+    if (!is_addressable(data.layout[i].device)) continue;
     AbstractValue aval{slot_shape(data.layout[i]), impl.aval.dtype, impl.aval.weak_type};
     out.push_back(Shard{data.layout[i].device, data.layout[i].index, data.layout[i].replica_id,
                         make_array(aval, data.shards[i])});

@@ -201,6 +201,31 @@ TEST(Processes, DevicePutMovesBlocksBetweenProcesses) {
   EXPECT_EQ(c.to_vector<float>(), iota(16));
 }
 
+TEST(Processes, GlobalArraysFromEachProcesssPart) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::NamedSharding rows(mesh, P("i"));
+  // Each process's callback makes only its own devices' blocks.
+  int calls = 0;
+  sp::Array a = sp::make_array_from_callback(sp::Shape({8, 2}), rows, [&](const sp::Index& index) {
+    ++calls;
+    const int64_t r = index[0].start;
+    return sp::array({float(2 * r), float(2 * r + 1)}, {1, 2});
+  });
+  EXPECT_EQ(calls, 4);
+  expect_local_blocks(a, iota(16), sp::Shape({8, 2}));
+  // Each process gives its half of the rows.
+  const int p = sp::process_index();
+  sp::Array half = (sp::arange(8).astype(sp::float32) + float(8 * p)).reshape({4, 2});
+  sp::Array b = sp::make_array_from_process_local_data(rows, half, sp::Shape({8, 2}));
+  expect_local_blocks(b, iota(16), sp::Shape({8, 2}));
+  // process_allgather: the whole value on every process.
+  EXPECT_EQ(sp::process_allgather(b, true).to_vector<float>(), iota(16));
+  // Of a process-local value: the processes' values stacked.
+  sp::Array stacked = sp::process_allgather(sp::array({float(p)}), false);
+  EXPECT_EQ(stacked.shape(), sp::Shape({2, 1}));
+  EXPECT_EQ(stacked.to_vector<float>(), (std::vector<float>{0.f, 1.f}));
+}
+
 TEST(Processes, PmapOverEveryDeviceOfTheJob) {
   sp::Array x = sp::arange(8).astype(sp::float32);
   sp::Array y =

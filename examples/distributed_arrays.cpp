@@ -164,7 +164,6 @@ int main(int argc, char** argv) {
   const Sizes size = sizes_for(argc, argv);
   const int64_t N = size.n;
 
-  cell("01");
   // Eight devices in all: one process of eight, or several processes under mpirun that share
   // them. There, every process prints the same values (reading a value gathers the blocks of
   // the other processes, a collective) and process 0 shows them.
@@ -174,6 +173,8 @@ int main(int argc, char** argv) {
   sp::distributed::set_collective_reads(true);
   static DiscardOutput discard;
   if (sp::process_index() != 0) std::cout.rdbuf(&discard);
+
+  cell("01");
   std::vector<sp::Device> devices = sp::devices();
   std::cout << "[";
   for (size_t i = 0; i < devices.size(); ++i) std::cout << (i ? ", " : "") << sp::repr(devices[i]);
@@ -181,8 +182,7 @@ int main(int argc, char** argv) {
 
   cell("03");
   // The seed counts jax.local_devices(); on several processes the devices of all of them count.
-  if (sp::devices().size() < 8)
-    throw std::runtime_error("Notebook requires 8 devices to run");
+  if (sp::devices().size() < 8) throw std::runtime_error("Notebook requires 8 devices to run");
 
   // ---- Intro and a quick example
   cell("05");

@@ -109,10 +109,15 @@ struct Timed {
   int per = 1;
 };
 
-// Seconds per collective of each function: the median over `reps` repetitions of the slowest
-// process's mean. The functions take turns within each repetition, so that a change in the load
-// of the machine touches all of them alike.
-std::vector<double> time_calls(int reps, const std::vector<Timed>& fns) {
+// Seconds per collective of each function over `reps` repetitions of the slowest process's mean:
+// the median, and the minimum (what a quiet machine gives; the cores here are shared). The
+// functions take turns within each repetition, so that a change in the load of the machine
+// touches all of them alike.
+struct Times {
+  std::vector<double> median, min;
+};
+
+Times time_calls(int reps, const std::vector<Timed>& fns) {
   std::vector<std::vector<double>> samples(fns.size());
   for (int r = 0; r < reps; ++r) {
     for (size_t f = 0; f < fns.size(); ++f) {
@@ -124,12 +129,13 @@ std::vector<double> time_calls(int reps, const std::vector<Timed>& fns) {
       samples[f].push_back(t / (fns[f].iters * fns[f].per));
     }
   }
-  std::vector<double> medians;
+  Times times;
   for (std::vector<double>& s : samples) {
-    std::nth_element(s.begin(), s.begin() + reps / 2, s.end());
-    medians.push_back(s[size_t(reps / 2)]);
+    std::sort(s.begin(), s.end());
+    times.median.push_back(s[size_t(reps / 2)]);
+    times.min.push_back(s.front());
   }
-  return medians;
+  return times;
 }
 
 // Calls per repetition: about 16 MiB moved per repetition, between 3 and 200 calls. A function
@@ -179,7 +185,8 @@ void check_psums(const Psums& f, const sp::Array& x, int n) {
   check(f.chain(x), want, "chained psum");
 }
 
-Row measure(const Options& o, const sp::Mesh& mesh, int64_t bytes) {
+// The medians and the minimums.
+std::pair<Row, Row> measure(const Options& o, const sp::Mesh& mesh, int64_t bytes) {
   const int64_t count = std::max<int64_t>(1, bytes / 4);
   const int local = sp::local_device_count(), n = sp::device_count();
   const int iters = iterations(count * 4), chain_iters = std::max(1, iters / kChain);
@@ -200,10 +207,13 @@ Row measure(const Options& o, const sp::Mesh& mesh, int64_t bytes) {
     fns.push_back({iters, [&] { within.once(x).block_until_ready(); }});
     fns.push_back({chain_iters, [&] { within.chain(x).block_until_ready(); }, kChain});
   }
-  const std::vector<double> t = time_calls(o.reps, fns);
-  Row row{count * 4, t[0], 0, 0, t[1], t[2]};
-  if (local > 1) row.local_call = t[3], row.local_chain = t[4];
-  return row;
+  const Times t = time_calls(o.reps, fns);
+  auto row = [&](const std::vector<double>& v) {
+    Row r{count * 4, v[0], 0, 0, v[1], v[2]};
+    if (local > 1) r.local_call = v[3], r.local_chain = v[4];
+    return r;
+  };
+  return {row(t.median), row(t.min)};
 }
 
 std::string size_str(int64_t bytes) {
@@ -216,9 +226,9 @@ double busbw(int64_t bytes, double seconds, int n) {
   return double(bytes) / seconds * 2.0 * (n - 1) / n / 1e9;
 }
 
-void print_header(int local) {
-  std::printf("# psum across %d processes x %d device(s); times in us (median of per-call means)\n",
-              sp::process_count(), local);
+void print_header(int local, const char* of) {
+  std::printf("# psum across %d processes x %d device(s); times in us (%s of per-call means)\n",
+              sp::process_count(), local, of);
   if (local == 1) {
     std::printf("%9s %10s %10s %6s %10s %6s %9s %9s\n", "size", "raw", "spmd call", "ratio",
                 "spmd chain", "ratio", "raw busbw", "busbw");
@@ -247,11 +257,16 @@ void print_row(const Row& r, int local, int n) {
 void psum_table(const Options& o) {
   const int local = sp::local_device_count();
   sp::Mesh mesh = sp::make_mesh({sp::process_count(), local}, {"p", "l"});
-  if (rank0()) print_header(local);
+  if (rank0()) print_header(local, "median");
+  std::vector<Row> mins;
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
-    Row row = measure(o, mesh, bytes);
-    if (rank0()) print_row(row, local, sp::device_count());
+    auto [median, min] = measure(o, mesh, bytes);
+    if (rank0()) print_row(median, local, sp::device_count());
+    mins.push_back(min);
   }
+  if (!rank0()) return;
+  print_header(local, "minimum");
+  for (const Row& r : mins) print_row(r, local, sp::device_count());
 }
 
 // ---- the seed's MLP data-parallel step --------------------------------------------------------
@@ -295,7 +310,7 @@ void mlp_step(const Options& o) {
     return loss;
   };
   const float loss = step().item<float>();
-  const double t = time_calls(o.steps, {{1, [&] { step(); }}})[0];
+  const double t = time_calls(o.steps, {{1, [&] { step(); }}}).median[0];
   if (rank0())
     std::printf(
         "mlp step: %d process(es) x %d device(s), batch %lld: %.2f ms (median of %d), "

@@ -531,8 +531,12 @@ void check_gather_axis(const char* api, const Shape& shape, int axis, bool tiled
 }  // namespace
 
 void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t n) {
-  reduce_range(op, dtype, {static_cast<const Byte*>(in), static_cast<const Byte*>(inout)}, 0, n,
-               {static_cast<Byte*>(inout)}, 0, false);
+  combine(op, dtype, in, inout, inout, n);
+}
+
+void combine(ReduceOp op, DType dtype, const void* a, const void* b, void* out, int64_t n) {
+  reduce_range(op, dtype, {static_cast<const Byte*>(a), static_cast<const Byte*>(b)}, 0, n,
+               {static_cast<Byte*>(out)}, 0, outputs_exceed_cache(n * itemsize(dtype)));
 }
 
 struct Communicator::State {

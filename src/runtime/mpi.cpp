@@ -206,11 +206,12 @@ void poll_failure_report() {
 }
 
 // Waits for `requests`, polling: MPI makes progress inside its calls, and a blocking wait could
-// not end at a timeout or a failure. The first millisecond polls without pause, yielding the core
-// between polls (as MPI's own blocking calls do when cores are shared), so that the steps of a
-// transfer (a handshake, the copy, the notice that it is done) follow each other at once; after
-// that the pause grows with the time waited (a sixteenth of it, at most 200 µs), so a long
-// transfer costs at most a few percent more and an idle wait little CPU.
+// not end at a timeout or a failure. The first millisecond yields the core between polls (as
+// MPI's own blocking calls do when cores are shared), so that the steps of a transfer (a
+// handshake, the copy, the notice that it is done) follow each other at once: against pausing
+// after 50 µs, this took a psum of 2 MiB between two processes from 880 to 580 µs. After that
+// the pause grows with the time waited (a sixteenth of it, at most 200 µs), so a long transfer
+// costs a few percent more, and an idle wait little CPU.
 void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
               std::shared_ptr<void> keep_alive) {
   using clock = std::chrono::steady_clock;

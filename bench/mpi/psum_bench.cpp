@@ -42,7 +42,7 @@ constexpr int kChain = 8;
 struct Options {
   int64_t min_bytes = 8;
   int64_t max_bytes = int64_t(64) << 20;
-  int factor = 4;
+  int factor = 2;
   int reps = 11;
   bool mlp = false;
   int64_t per_device_batch = 1024;

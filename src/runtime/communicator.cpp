@@ -320,8 +320,13 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
     const size_t bytes = size_t(len) * sizeof(T);
     Byte* first_dst = dsts[0] + (dst_offset + c - begin) * int64_t(sizeof(T));
     bool direct = sizeof(A) == sizeof(T) && dsts.size() == 1 && !stream;
-    for (size_t j = 0; j < srcs.size() && direct; ++j)
-      direct = !overlap(first_dst, srcs[j] + c * int64_t(sizeof(T)), bytes);
+    // Each element of the first two sources is read before that element of the output is
+    // written, so the output may be one of them exactly (a combine in place, as between
+    // processes); any other overlap goes through `acc`.
+    for (size_t j = 0; j < srcs.size() && direct; ++j) {
+      const Byte* src = srcs[j] + c * int64_t(sizeof(T));
+      direct = !overlap(first_dst, src, bytes) || (j < 2 && src == first_dst);
+    }
     A* out = direct ? reinterpret_cast<A*>(first_dst) : acc;
     const T* s0 = reinterpret_cast<const T*>(srcs[0]) + c;
     size_t next = 1;
@@ -531,8 +536,12 @@ void check_gather_axis(const char* api, const Shape& shape, int axis, bool tiled
 }  // namespace
 
 void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t n) {
-  reduce_range(op, dtype, {static_cast<const Byte*>(in), static_cast<const Byte*>(inout)}, 0, n,
-               {static_cast<Byte*>(inout)}, 0, false);
+  combine(op, dtype, in, inout, inout, n);
+}
+
+void combine(ReduceOp op, DType dtype, const void* a, const void* b, void* out, int64_t n) {
+  reduce_range(op, dtype, {static_cast<const Byte*>(a), static_cast<const Byte*>(b)}, 0, n,
+               {static_cast<Byte*>(out)}, 0, outputs_exceed_cache(n * itemsize(dtype)));
 }
 
 struct Communicator::State {

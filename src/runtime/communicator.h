@@ -52,6 +52,8 @@ std::chrono::milliseconds default_collective_timeout();
 // inout[k] = in[k] ⊕ inout[k] for k < n, `in` first, with the element rules of all_reduce (NaN
 // wins max and min, 16-bit floats round after each step). The reduction between processes uses it.
 void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t n);
+// out[k] = a[k] ⊕ b[k], `a` first; `out` may be `a` or `b`.
+void combine(ReduceOp op, DType dtype, const void* a, const void* b, void* out, int64_t n);
 
 class Communicator {
  public:

@@ -61,7 +61,9 @@ struct Wait {
   std::function<std::optional<std::string>()> stop;
 };
 
-// data (count elements, in place) = reduction over the group's processes, in process order.
+// data (count elements, in place) = reduction over the group's processes, the same bits on each:
+// pairwise, lower process first, in a balanced tree over a power-of-two number of processes (one
+// half each, then swapped back), else MPI_Iallreduce.
 // `keep_alive` owns `data`: if the wait gives up it is kept for ever, since MPI may still write.
 void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
                std::shared_ptr<void> keep_alive, const Wait& wait);

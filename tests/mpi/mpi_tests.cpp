@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -91,6 +92,45 @@ TEST(Processes, LargePsumReducesWithinEachProcessFirst) {
   std::vector<float> want;
   for (int r = 0; r < 8; ++r) want.insert(want.end(), col.begin(), col.end());
   expect_local_blocks(y, want, sp::Shape({8, n}));
+}
+
+TEST(Processes, LargePmaxAndIntegerPsumAcrossProcesses) {
+  // Above the gathering size, so the processes' partial results meet in halves (each process
+  // combines one half, then the halves are swapped back): every element of both halves must be
+  // the reduction of all eight devices, and a NaN on one device wins pmax everywhere.
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t n = 1 << 16;
+  std::vector<float> values(size_t(8 * n));
+  for (int r = 0; r < 8; ++r)
+    for (int64_t j = 0; j < n; ++j) values[size_t(r * n + j)] = float((j * 7 + r * 3) % 17);
+  values[size_t(6 * n + 5)] = std::nanf("");
+  std::vector<int32_t> ints(values.size());
+  for (size_t k = 0; k < values.size(); ++k)
+    ints[k] = std::isnan(values[k]) ? 100 : int32_t(values[k]);
+  sp::Array x = sp::device_put(sp::array(values, {8, n}), sp::NamedSharding(mesh, P("i")));
+  sp::Array xi = sp::device_put(sp::array(ints, {8, n}), sp::NamedSharding(mesh, P("i")));
+  sp::Array m =
+      sp::shard_map([](sp::Array b) { return sp::lax::pmax(b, "i"); }, mesh, P("i"), P("i"))(x);
+  sp::Array s =
+      sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"))(xi);
+  for (const sp::Shard& shard : m.addressable_shards()) {
+    std::vector<float> got = shard.data.to_vector<float>();
+    ASSERT_TRUE(std::isnan(got[5])) << "device " << shard.device.id;
+    for (int64_t j = 0; j < n; ++j) {
+      if (j == 5) continue;
+      float want = 0;
+      for (int r = 0; r < 8; ++r) want = std::max(want, values[size_t(r * n + j)]);
+      ASSERT_EQ(got[size_t(j)], want) << "device " << shard.device.id << " element " << j;
+    }
+  }
+  for (const sp::Shard& shard : s.addressable_shards()) {
+    std::vector<int32_t> got = shard.data.to_vector<int32_t>();
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t want = 0;
+      for (int r = 0; r < 8; ++r) want += ints[size_t(r * n + j)];
+      ASSERT_EQ(got[size_t(j)], want) << "device " << shard.device.id << " element " << j;
+    }
+  }
 }
 
 TEST(Processes, CollectivesOverEachAxisOfATwoByFourMesh) {

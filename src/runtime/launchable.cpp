@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 #include "runtime/communicator.h"
 #include "runtime/devices.h"
@@ -46,9 +47,10 @@ std::vector<std::vector<std::string>> axis_subsets(const std::vector<std::string
 // launch, on the launching thread. Meshes already seen are skipped.
 void prepare_groups(const Launchable& l) {
   static std::mutex mu;
-  static std::set<std::pair<std::vector<int>, std::vector<std::string>>> done;
+  static std::set<std::tuple<std::vector<int>, std::vector<std::string>, std::vector<int64_t>>>
+      done;
   std::lock_guard lock(mu);
-  if (!done.insert({l.device_ids, l.axis_names}).second) return;
+  if (!done.insert({l.device_ids, l.axis_names, l.axis_sizes}).second) return;
   LaunchContext ctx;
   ctx.axis_names = l.axis_names;
   ctx.axis_sizes = l.axis_sizes;

@@ -1,0 +1,26 @@
+// Under mpirun (ctest's spmd_mpi_collective_reference runs the collective reference suite so),
+// this test program is one process of the job: it joins the others before any test uses a
+// device, and reads of values spread over processes gather them, so each process checks whole
+// values as one process of eight devices does.
+#include <spmd/config.h>
+#include <spmd/device.h>
+#include <spmd/distributed.h>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+const bool joined = [] {
+  if (spmd::distributed::launched_process_count() > 1) {
+    spmd::distributed::initialize();
+    spmd::distributed::set_collective_reads(true);
+  }
+  return true;
+}();
+
+TEST(DistributedEnv, ThisProcessSeesEveryDeviceOfTheJob) {
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(spmd::device_count(), spmd::config::cpu_device_count() * spmd::process_count());
+}
+
+}  // namespace

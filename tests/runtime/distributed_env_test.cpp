@@ -6,7 +6,11 @@
 #include <spmd/device.h>
 #include <spmd/distributed.h>
 
+#include <spmd/error.h>
+
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace {
 
@@ -21,6 +25,25 @@ const bool joined = [] {
 TEST(DistributedEnv, ThisProcessSeesEveryDeviceOfTheJob) {
   ASSERT_TRUE(joined);
   EXPECT_EQ(spmd::device_count(), spmd::config::cpu_device_count() * spmd::process_count());
+}
+
+TEST(DistributedEnv, InitializeAfterTheDevicesAreInUseRaises) {
+  spmd::devices();
+  try {
+    spmd::distributed::initialize();
+    FAIL() << "expected an error";
+  } catch (const spmd::RuntimeError& e) {
+    // Joined at start under mpirun: the second call is refused for that instead.
+    const std::string want = spmd::distributed::is_initialized()
+                                 ? "distributed.initialize should only be called once."
+                                 : "must be called before any computations are executed";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistributedEnv, LaunchedProcessCountReadsTheLauncher) {
+  // Outside mpirun: 1; under it, the job's size.
+  EXPECT_EQ(spmd::distributed::launched_process_count(), spmd::process_count());
 }
 
 }  // namespace

@@ -576,6 +576,10 @@ struct Communicator::State {
   void cross_reduce(const Params& p, const Cross& c, const std::shared_ptr<Buffer>& partial,
                     void* out, int64_t count);
   mpi::Wait wait_of(std::span<const int> group) const;
+  // `work` over `group` in this process, or, when the group spans processes, the caller's output
+  // computed from every member's `in_bytes` of input gathered here.
+  void run_anywhere(const Params& p, std::span<const int> group, int me, const void* in, void* out,
+                    const Work& work, int64_t in_bytes);
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
@@ -966,6 +970,18 @@ Outs only_mine(int n, int me, void* out) {
 
 }  // namespace
 
+void Communicator::State::run_anywhere(const Params& p, std::span<const int> group, int me,
+                                       const void* in, void* out, const Work& work,
+                                       int64_t in_bytes) {
+  if (auto c = cross(p.api.c_str(), group, me)) {
+    const int n = int(group.size());
+    auto all = cross_gather(p, *c, in, in_bytes);
+    work.own(blocks_of(*all, n, in_bytes), only_mine(n, me, out));
+    return;
+  }
+  run(p, group, me, in, out, work);
+}
+
 Communicator::Communicator(std::vector<int> device_ids, std::chrono::milliseconds timeout)
     : state_(std::make_unique<State>()) {
   const size_t n = device_ids.size();
@@ -1061,13 +1077,7 @@ void Communicator::all_gather(const char* api, std::span<const int> group, int m
   const int64_t item = itemsize(dtype);
   const int n = int(group.size());
   Work work = all_gather_work(prod(shape, 0, axis), prod(shape, axis, shape.ndim()) * item, n, me);
-  if (auto c = state_->cross(api, group, me)) {
-    const int64_t bytes = shape.size() * item;
-    auto all = state_->cross_gather(p, *c, in, bytes);
-    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
-    return;
-  }
-  state_->run(p, group, me, in, out, work);
+  state_->run_anywhere(p, group, me, in, out, work, shape.size() * item);
 }
 
 std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api, std::span<const int> group,
@@ -1130,13 +1140,7 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
             [=](const Ins& ins, const Outs& outs) {
               reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
             }};
-  if (auto c = state_->cross(api, group, me)) {
-    const int64_t bytes = shape.size() * item;
-    auto all = state_->cross_gather(p, *c, in, bytes);
-    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
-    return;
-  }
-  state_->run(p, group, me, in, out, work);
+  state_->run_anywhere(p, group, me, in, out, work, shape.size() * item);
 }
 
 void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
@@ -1172,13 +1176,7 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
             [=](const Ins& ins, const Outs& outs) {
               for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
             }};
-  if (auto c = state_->cross(api, group, me)) {
-    const int64_t bytes = shape.size() * item;
-    auto all = state_->cross_gather(p, *c, in, bytes);
-    work.own(blocks_of(*all, n, bytes), only_mine(n, me, out));
-    return;
-  }
-  state_->run(p, group, me, in, out, work);
+  state_->run_anywhere(p, group, me, in, out, work, shape.size() * item);
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,
@@ -1209,13 +1207,7 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
       std::memcpy(outs[i], ins[s], bytes);
   };
   Work work{n, fill, [=](const Ins& ins, const Outs& outs) { fill(ins, outs, me); }};
-  if (auto c = state_->cross(api, group, me)) {
-    const int64_t item_bytes = int64_t(bytes);
-    auto all = state_->cross_gather(p, *c, in, item_bytes);
-    work.own(blocks_of(*all, n, item_bytes), only_mine(n, me, out));
-    return;
-  }
-  state_->run(p, group, me, in, out, work);
+  state_->run_anywhere(p, group, me, in, out, work, int64_t(bytes));
 }
 
 void Communicator::barrier(const char* api, std::span<const int> group, int me) {

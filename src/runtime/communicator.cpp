@@ -569,6 +569,7 @@ struct Communicator::State {
 
   // Groups with members in other processes (see "Between processes" below).
   std::vector<bool> local;  // per rank: whether this process runs it
+  bool any_remote = false;  // whether some rank runs in another process
   struct Cross;
   std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
@@ -827,6 +828,7 @@ struct Communicator::State::Cross {
 std::optional<Communicator::State::Cross> Communicator::State::cross(const char* api,
                                                                      std::span<const int> group,
                                                                      int me) {
+  if (!any_remote) return std::nullopt;  // one process: run() validates the group
   validate_group(api, group, me);
   bool all_local = true;
   for (int r : group) all_local = all_local && local[size_t(r)];
@@ -991,7 +993,10 @@ Communicator::Communicator(std::vector<int> device_ids, std::chrono::millisecond
   state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
   for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
   state_->abort_reasons.resize(n);
-  for (int id : state_->device_ids) state_->local.push_back(is_local_device(id));
+  for (int id : state_->device_ids) {
+    state_->local.push_back(is_local_device(id));
+    state_->any_remote = state_->any_remote || !state_->local.back();
+  }
 }
 
 Communicator::~Communicator() = default;

@@ -889,32 +889,28 @@ void between_processes(const std::string& api, F&& step) {
 
 }  // namespace
 
-// Every member's `bytes` of input, in group order, in one buffer the local members share.
+// Every member's `bytes` of input, in group order, in one buffer the local members share. MPI
+// writes into a buffer of the step's own, which outlives a wait given up (MPI may still write).
 std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const Cross& c,
                                                           const void* in, int64_t bytes) {
   const int n = int(c.group.size());
   std::vector<int64_t> counts;
   for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
-  // Blocks arrive process by process; when that is group order they land in place.
+  // Blocks arrive process by process: `arrival[k]` is the group position of the k-th.
   std::vector<int> arrival;
   for (const auto& pos : c.positions) arrival.insert(arrival.end(), pos.begin(), pos.end());
-  bool in_order = true;
-  for (int j = 0; j < n; ++j) in_order = in_order && arrival[size_t(j)] == j;
   const mpi::Wait wait = wait_of(c.group);
-  auto step = [=, this](const Ins& ins, const Outs& outs) {
-    (void)this;
+  auto step = [=](const Ins& ins, const Outs& outs) {
     auto send = Buffer::allocate(size_t(std::max<int64_t>(1, int64_t(ins.size()) * bytes)));
     for (size_t j = 0; j < ins.size(); ++j)
       std::memcpy(static_cast<Byte*>(send->data()) + int64_t(j) * bytes, ins[j], size_t(bytes));
-    std::shared_ptr<Buffer> recv =
-        in_order ? nullptr : Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
-    Byte* dst = in_order ? outs[0] : static_cast<Byte*>(recv->data());
+    auto recv = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
     auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
         std::vector<std::shared_ptr<Buffer>>{send, recv});
     between_processes(p.api, [&] {
-      mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, dst, counts, keep, wait);
+      mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, recv->data(), counts,
+                      keep, wait);
     });
-    if (in_order) return;
     for (int k = 0; k < n; ++k)
       std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
                   static_cast<const Byte*>(recv->data()) + int64_t(k) * bytes, size_t(bytes));

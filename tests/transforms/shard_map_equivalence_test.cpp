@@ -204,6 +204,15 @@ sp::Shape random_shape(const sp::Mesh& mesh, const sp::PartitionSpec& spec, int 
   return sp::Shape(dims);
 }
 
+// The mesh positions of this process's devices: all of them in one process; under mpirun
+// (ctest's spmd_mpi_collective_reference), this process's own.
+std::vector<int64_t> own_positions(const sp::Mesh& mesh) {
+  std::vector<int64_t> mine;
+  for (int64_t k = 0; k < mesh.size(); ++k)
+    if (mesh.devices()[size_t(k)].process_index == sp::process_index()) mine.push_back(k);
+  return mine;
+}
+
 // Runs `body` through shard_map and checks every device's block of the result, and the global
 // result, against the body applied to that device's block on the host.
 void expect_split_apply_concatenate(const std::function<sp::Array(sp::Array)>& body,
@@ -211,11 +220,13 @@ void expect_split_apply_concatenate(const std::function<sp::Array(sp::Array)>& b
                                     const sp::PartitionSpec& out_spec, const sp::Array& x) {
   sp::Array y = sp::shard_map(body, mesh, {in_spec}, out_spec)(x);
   std::vector<sp::Shard> shards = y.addressable_shards();
-  ASSERT_EQ(int64_t(shards.size()), mesh.size());
-  for (int64_t k = 0; k < mesh.size(); ++k) {
+  const std::vector<int64_t> mine = own_positions(mesh);
+  ASSERT_EQ(shards.size(), mine.size());
+  for (size_t s = 0; s < mine.size(); ++s) {
+    const int64_t k = mine[s];
     sp::Array want = body(block_of(x, mesh, in_spec, k));
-    EXPECT_EQ(shards[size_t(k)].device, mesh.devices()[size_t(k)]);
-    EXPECT_TRUE(same_values(shards[size_t(k)].data, want))
+    EXPECT_EQ(shards[s].device, mesh.devices()[size_t(k)]);
+    EXPECT_TRUE(same_values(shards[s].data, want))
         << "device " << k << ", " << in_spec << " -> " << out_spec << " on " << mesh.str();
     // The global value holds that block where out_spec puts it.
     EXPECT_TRUE(same_values(block_of(y, mesh, out_spec, k), want))
@@ -286,10 +297,12 @@ TEST(ShardMapEqualsSplitApply, BlockDotOfTwoOperands) {
                            {P("x", sp::None), P(sp::None, "y")}, P("x", "y"));
     sp::Array c = f(a, b);
     EXPECT_TRUE(same_values(c, sp::dot(a, b))) << mesh.str();
-    for (int64_t k = 0; k < mesh.size(); ++k) {
+    const std::vector<int64_t> mine = own_positions(mesh);
+    for (size_t s = 0; s < mine.size(); ++s) {
+      const int64_t k = mine[s];
       sp::Array want =
           sp::dot(block_of(a, mesh, P("x", sp::None), k), block_of(b, mesh, P(sp::None, "y"), k));
-      EXPECT_TRUE(same_values(c.addressable_shards()[size_t(k)].data, want)) << k;
+      EXPECT_TRUE(same_values(c.addressable_shards()[s].data, want)) << k;
     }
   }
 }
@@ -569,11 +582,8 @@ void expect_collective_matches_reference(const CollectiveCase& c, const sp::Mesh
   Body body = c.body;
   sp::Array y =
       sp::shard_map([&](sp::Array b) { return body(b, names); }, mesh, {every_axis}, every_axis)(x);
-  // Every device of this process (all of them in one process; under mpirun, its own).
   std::vector<sp::Shard> shards = y.addressable_shards();
-  std::vector<int64_t> mine;
-  for (int64_t k = 0; k < mesh.size(); ++k)
-    if (mesh.devices()[size_t(k)].process_index == sp::process_index()) mine.push_back(k);
+  const std::vector<int64_t> mine = own_positions(mesh);
   ASSERT_EQ(shards.size(), mine.size());
   for (size_t s = 0; s < mine.size(); ++s) {
     const int64_t k = mine[s];

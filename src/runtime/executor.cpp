@@ -152,8 +152,9 @@ struct LaunchState {
   std::shared_ptr<Communicator> comm;
   std::promise<void> done;
 
-  // Records the exception being handled as `rank`'s and releases whoever waits for the rank.
-  void fail(int rank) {
+  // Records the exception being handled as `rank`'s (on `device`) and releases whoever waits for
+  // the rank.
+  void fail(int rank, int device) {
     RankError& mine = errors[size_t(rank)];
     mine.error = std::current_exception();
     std::string reason = "unknown error";
@@ -170,7 +171,8 @@ struct LaunchState {
     if (comm) comm->abort(rank, reason);
     // The other processes of the job stop waiting for this one.
     if (!mine.consequence)
-      mpi::report_failure("process " + std::to_string(process_index()) + " failed: " + reason);
+      mpi::report_failure("process " + std::to_string(process_index()) + " failed on device " +
+                          std::to_string(device) + ": " + reason);
     fault::wake_stalls();
   }
 
@@ -287,7 +289,7 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
         if (fault::armed()) inject_launch_fault(device, *state);
         state->fn(rank);
       } catch (...) {
-        state->fail(rank);
+        state->fail(rank, device);
       }
       state->finish_rank();
     });

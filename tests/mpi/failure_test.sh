@@ -31,7 +31,7 @@ run 'device=5,at=psum,action=throw' 60000
 [ "$elapsed" -lt 30 ] || fail "the failure took ${elapsed} s to reach every process"
 grep -q "process 1 caught: .*injected failure on device 5 in psum" "$out" ||
   fail "process 1 did not report its own device's error"
-grep -q "process 0 caught: .*process 1 failed: .*injected failure on device 5 in psum" "$out" ||
+grep -q "process 0 caught: .*process 1 failed on device 5: .*injected failure on device 5 in psum" "$out" ||
   fail "process 0 did not learn of process 1's failure"
 echo "OK: a throw reached both processes in ${elapsed} s, mpirun status ${status}"
 

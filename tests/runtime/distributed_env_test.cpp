@@ -1,4 +1,4 @@
-// Under mpirun (ctest's spmd_mpi_collective_reference runs the collective reference suite so),
+// Under mpirun (ctest's spmd_mpi_suites runs the collective and partitioning suites so),
 // this test program is one process of the job: it joins the others before any test uses a
 // device, and reads of values spread over processes gather them, so each process checks whole
 // values as one process of eight devices does.

@@ -205,7 +205,7 @@ sp::Shape random_shape(const sp::Mesh& mesh, const sp::PartitionSpec& spec, int 
 }
 
 // The mesh positions of this process's devices: all of them in one process; under mpirun
-// (ctest's spmd_mpi_collective_reference), this process's own.
+// (ctest's spmd_mpi_suites), this process's own.
 std::vector<int64_t> own_positions(const sp::Mesh& mesh) {
   std::vector<int64_t> mine;
   for (int64_t k = 0; k < mesh.size(); ++k)

@@ -2,6 +2,7 @@
 // wherever JAX accepts an axis name or a tuple of them.
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -11,7 +12,10 @@ namespace spmd {
 class AxisNames {
  public:
   AxisNames() = default;
-  AxisNames(const char* name) : names_{name} {}
+  // A null pointer throws ValueError: no axis is written sp::None (in a PartitionSpec).
+  AxisNames(const char* name);
+  // nullptr is not a name; in P(...) write sp::None for a dim that is not split.
+  AxisNames(std::nullptr_t) = delete;
   AxisNames(std::string name) : names_{std::move(name)} {}
   AxisNames(std::vector<std::string> names, bool is_tuple = true)
       : names_(std::move(names)), tuple_(is_tuple) {}

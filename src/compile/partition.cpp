@@ -3,6 +3,7 @@
 #include <spmd/config.h>
 #include <spmd/error.h>
 
+#include "compile/passes.h"
 #include "ir/primitive.h"
 #include "sharding/param_traits.h"
 
@@ -80,7 +81,9 @@ Mesh mesh_of(const Sharding& sharding) {
   return Mesh(sharding.device_list(), Shape{}, {});
 }
 
-void add_constraints(const Program& program, std::vector<Request>& requests) {
+void add_constraints(const Program& given, std::vector<Request>& requests) {
+  // Calls inlined: a constraint inside a nested jit, or its in/out shardings, ask for devices too.
+  const Program program = inline_calls(given);
   for (const Equation& e : program.equations) {
     std::optional<Mesh> mesh = fixed_mesh(sharding_rule_of(program, e));
     if (mesh)

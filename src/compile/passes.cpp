@@ -210,7 +210,9 @@ Program inline_calls(const Program& p) {
       out.equations.push_back(std::move(copy));
       continue;
     }
-    const Program body = inline_calls(*e.params.get<ProgramRef>(key));
+    const Program body =
+        inline_calls(e.primitive->inlined_body ? *e.primitive->inlined_body(e.params)
+                                               : *e.params.get<ProgramRef>(key));
     std::vector<Atom> local(body.types.size());
     for (size_t i = 0; i < body.constvars.size(); ++i) {
       int v = out.new_var(body.types[size_t(body.constvars[i])]);

@@ -163,6 +163,9 @@ struct Primitive {
   // A call: the param holding the sub-program it runs on its operands as they are, which the
   // passes may inline (jit, custom_jvp_call, custom_vjp_call); empty for other primitives.
   std::string call_body;
+  // For a call whose meaning is more than its sub-program (jit's in_shardings and out_shardings):
+  // the program the passes inline in its place. Unset: the call_body param's program.
+  std::function<std::shared_ptr<const Program>(const Params&)> inlined_body;
   // The named axes an equation communicates over (collectives): under vmap with one of them as
   // its axis name the equation is batched even when no operand is.
   std::function<std::vector<std::string>(const Params&)> axis_names;

@@ -4,9 +4,11 @@
 #include <spmd/placement.h>
 
 #include "core/array_impl.h"
+#include "core/trace.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
 #include "prims/sharding.h"
+#include "runtime/sharded.h"
 #include "sharding/type_sharding.h"
 
 #include <ostream>
@@ -39,6 +41,8 @@ void check_constraint_rank(const Array& x, const Sharding& sharding) {
 std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
                               const ShardingTree& shardings) {
   auto per_leaf = broadcast_shardings(shardings, def, "device_put", "device_put device");
+  // Inside a trace, one equation for the whole tree, as JAX stages it.
+  if (innermost_trace(leaves)) return staged_device_put(leaves, ShardingList{per_leaf, "None", {}});
   std::vector<Array> out(leaves.begin(), leaves.end());
   for (size_t i = 0; i < out.size(); ++i)
     if (per_leaf[i]) out[i] = spmd::device_put(out[i], per_leaf[i]);
@@ -76,6 +80,30 @@ void with_sharding_constraint_spec_without_mesh() {
 }
 
 }  // namespace placement_detail
+
+Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
+  if (innermost_trace({&x, 1})) {
+    runtime::check_devices(sharding->device_list(), "device_put");
+    return staged_device_put({&x, 1}, ShardingList{{std::move(sharding)}, "None", {}})[0];
+  }
+  return place_concrete(x, std::move(sharding));
+}
+
+Array device_put(const Array& x, const Sharding& sharding) {
+  if (auto* named = dynamic_cast<const NamedSharding*>(&sharding))
+    return device_put(x, std::make_shared<NamedSharding>(*named));
+  if (auto* single = dynamic_cast<const SingleDeviceSharding*>(&sharding))
+    return device_put(x, std::make_shared<SingleDeviceSharding>(*single));
+  throw ShardingError("[device_put] unsupported sharding " + sharding.repr());
+}
+
+Array device_put(const Array& x, const Device& device) {
+  runtime::check_devices({&device, 1}, "device_put");
+  auto sharding = std::make_shared<SingleDeviceSharding>(device);
+  if (innermost_trace({&x, 1}))
+    return staged_device_put({&x, 1}, ShardingList{{std::move(sharding)}, "None", {true}})[0];
+  return place_concrete(x, std::move(sharding));
+}
 
 ArrayType type_of(const Array& x) {
   const AbstractValue& t = aval_of(x);

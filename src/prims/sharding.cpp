@@ -1,6 +1,9 @@
-// Primitive family: sharding_constraint, JAX's with_sharding_constraint. The value is unchanged;
-// the constraint says how it is laid out over devices: staged programs keep it for propagation and
-// the partitioner, and with no trace the value is placed at once, as device_put places it.
+// Primitive family: sharding_constraint, JAX's with_sharding_constraint, and device_put staged
+// into a trace. The values are unchanged. The constraint says how a value is laid out over
+// devices: staged programs keep it for propagation and the partitioner, and with no trace the
+// value is placed at once, as device_put places it. A staged device_put, as in JAX 0.10, asks for
+// its mesh's devices but leaves the layout to propagation on Auto axes; on Explicit axes it sets
+// its results' types.
 #include "prims/sharding.h"
 
 #include <spmd/error.h>
@@ -12,6 +15,7 @@
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
 #include "sharding/param_traits.h"
+#include "sharding/python_repr.h"
 #include "sharding/type_sharding.h"
 
 #include <utility>
@@ -55,6 +59,17 @@ std::vector<AbstractValue> identity_rule(std::span<const AbstractValue> in, cons
 
 void copy_kernel(const KernelArgs& a) {
   cpu::copy(a.in[0].data, a.out[0].data, a.out[0].aval->size(), itemsize(a.out[0].aval->dtype));
+}
+
+void copy_all_kernel(const KernelArgs& a) {
+  for (size_t i = 0; i < a.out.size(); ++i)
+    cpu::copy(a.in[i].data, a.out[i].data, a.out[i].aval->size(), itemsize(a.out[i].aval->dtype));
+}
+
+// Once its operands have the split the equation needs, the values are the operands themselves.
+LocalEquation pass_on(const Params&, std::span<const AbstractValue>,
+                      std::span<const AbstractValue>) {
+  return LocalEquation{nullptr, {}};
 }
 
 // JAX's jvp: the tangent gets the same constraint.
@@ -122,7 +137,122 @@ ShardingRule constraint_sharding(std::span<const AbstractValue> in,
   return rule;
 }
 
+const Primitive& device_put_p() {
+  static const Primitive& p = primitive("device_put");
+  return p;
+}
+
+// device_put's copy_semantics: JAX's ArrayCopySemantics per operand.
+struct CopySemantics {
+  std::vector<std::string> names;
+  bool operator==(const CopySemantics&) const = default;
+};
+
 }  // namespace
+
+template <>
+struct ParamTraits<CopySemantics> {
+  static constexpr std::string_view name = "copy semantics";
+  static std::string str(const CopySemantics& c) { return python_repr::tuple(c.names); }
+  static size_t hash(const CopySemantics& c) { return c.names.size(); }
+};
+
+namespace {
+
+const ShardingList& targets_of(const Params& p) {
+  return p.get_object<ShardingList>("devices");
+}
+
+std::vector<AbstractValue> device_put_types(std::span<const AbstractValue> in, const Params& p) {
+  const ShardingList& targets = targets_of(p);
+  if (in.size() != targets.items.size())
+    throw TypeError("[device_put] expected " + std::to_string(targets.items.size()) +
+                    " operands, got " + std::to_string(in.size()));
+  std::vector<AbstractValue> out(in.begin(), in.end());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (auto* named = dynamic_cast<const NamedSharding*>(targets.items[i].get()))
+      out[i].sharding = type_sharding_of(*named, out[i].shape.ndim());
+  return out;
+}
+
+constexpr const char* kReuseInput = "ArrayCopySemantics.REUSE_INPUT";
+constexpr const char* kAlwaysCopy = "ArrayCopySemantics.ALWAYS_COPY";
+
+Params device_put_params(ShardingList devices, ShardingList srcs, const char* copy = kReuseInput) {
+  CopySemantics copies{std::vector<std::string>(devices.items.size(), copy)};
+  return Params{{"copy_semantics", object_param(std::move(copies))},
+                {"devices", object_param(std::move(devices))},
+                {"srcs", object_param(std::move(srcs))}};
+}
+
+// device_put of the operands `xs` holds nonzero, from `srcs` to `devices` (each holding one entry
+// per operand): staged under a trace, placed when concrete (the rules of an eager grad or vmap).
+// Inside a compiled program the equation only copies: JAX 0.10 lowers it to nothing.
+std::vector<Array> put(std::span<const Array> xs, const ShardingList& devices,
+                       const ShardingList& srcs, const char* copy = kReuseInput) {
+  std::vector<Array> in;
+  ShardingList to{{}, "None", {}}, from{{}, "None", {}};
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].valid() || is_zero(xs[i])) continue;
+    in.push_back(xs[i]);
+    to.items.push_back(devices.items[i]);
+    from.items.push_back(srcs.items[i]);
+    if (!devices.as_device.empty()) to.as_device.push_back(devices.as_device[i]);
+  }
+  std::vector<Array> moved;
+  if (innermost_trace(in))
+    moved = spmd::bind(device_put_p(), in, device_put_params(std::move(to), std::move(from), copy));
+  else
+    for (size_t i = 0; i < in.size(); ++i)
+      moved.push_back(to.items[i] ? device_put(in[i], to.items[i]) : in[i]);
+  std::vector<Array> out(xs.begin(), xs.end());
+  for (size_t i = 0, k = 0; i < xs.size(); ++i)
+    if (xs[i].valid() && !is_zero(xs[i])) out[i] = moved[k++];
+  return out;
+}
+
+std::vector<Array> put_as(std::span<const Array> xs, const Params& p) {
+  return put(xs, targets_of(p), p.get_object<ShardingList>("srcs"));
+}
+
+// JAX's linear jvp (zero tangents stay zero) and _device_put_transpose: the cotangents go back
+// from the targets to the sources, copied (JAX turns REUSE_INPUT into ALWAYS_COPY there).
+JvpResult device_put_jvp(std::span<const Array> primals, std::span<const Array> tangents,
+                         const Params& p) {
+  return {put_as(primals, p), put_as(tangents, p)};
+}
+
+std::vector<Array> device_put_transpose(std::span<const Array> cts, std::span<const LinearInput>,
+                                        const Params& p) {
+  return put(cts, p.get_object<ShardingList>("srcs"), targets_of(p), kAlwaysCopy);
+}
+
+// Each operand passes through to its result dim by dim, on whatever split propagation gives it;
+// the mesh of a NamedSharding target decides the devices, as JAX's device assignment does.
+ShardingRule device_put_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue>,
+                                 const Params& p) {
+  ShardingRule rule;
+  for (const AbstractValue& t : in) {
+    ShardingRule::Tensor tensor;
+    for (int d = 0; d < t.shape.ndim(); ++d) tensor.push_back({rule.add_factor(t.shape[d])});
+    rule.operands.push_back(tensor);
+    rule.results.push_back(tensor);
+  }
+  for (const auto& target : targets_of(p).items)
+    if (auto* named = dynamic_cast<const NamedSharding*>(target.get())) {
+      rule.fixed_on = object_param(named->mesh());
+      break;
+    }
+  return rule;
+}
+
+}  // namespace
+
+std::vector<Array> staged_device_put(std::span<const Array> xs, ShardingList targets) {
+  targets.absent = "None";
+  ShardingList sources{std::vector<ShardingPtr>(xs.size()), "None", {}};
+  return spmd::bind(device_put_p(), xs, device_put_params(std::move(targets), std::move(sources)));
+}
 
 void register_sharding_primitives(PrimitiveRegistry& r) {
   Primitive& p = r.define("sharding_constraint", identity_rule, copy_kernel);
@@ -132,9 +262,22 @@ void register_sharding_primitives(PrimitiveRegistry& r) {
   p.batch = constraint_batch;
   p.sharding_rule = constraint_sharding;
   // Once its operand has the constrained split, the constraint is the operand itself.
-  p.localize = [](const Params&, std::span<const AbstractValue>, std::span<const AbstractValue>) {
-    return LocalEquation{nullptr, {}};
+  p.localize = pass_on;
+
+  Primitive& put = r.define("device_put", device_put_types, copy_all_kernel);
+  put.jvp = device_put_jvp;
+  put.transpose = device_put_transpose;
+  put.batch = [](std::span<const Array> args, std::span<const int> dims, const Params& p,
+                 const BatchContext&) {
+    return BatchResult{put_as(args, p), std::vector<int>(dims.begin(), dims.end())};
   };
+  put.sharding_rule = device_put_sharding;
+  put.type_sharding_rule = [](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                              const Params& p) {
+    std::vector<AbstractValue> types = device_put_types(in, p);
+    for (size_t i = 0; i < out.size(); ++i) out[i].sharding = types[i].sharding;
+  };
+  put.localize = pass_on;
 }
 
 }  // namespace spmd

@@ -1,11 +1,16 @@
-// The sharding_constraint primitive's one entry for ops and rules (src/prims/sharding.cpp).
+// The sharding family's entries for ops and rules (src/prims/sharding.cpp): sharding_constraint
+// and device_put staged into a trace.
 #pragma once
 
 #include <spmd/array.h>
 #include <spmd/sharding.h>
 
+#include "sharding/param_traits.h"
+
 #include <memory>
 #include <set>
+#include <span>
+#include <vector>
 
 namespace spmd {
 
@@ -14,5 +19,9 @@ namespace spmd {
 // the constraint leaves to propagation (vmap's batch dims).
 Array sharding_constraint(const Array& x, std::shared_ptr<const Sharding> sharding,
                           std::set<int64_t> unconstrained_dims = {});
+
+// JAX's device_put_p.bind inside a trace: one equation for all of `xs`, each to its target (none:
+// left where it is).
+std::vector<Array> staged_device_put(std::span<const Array> xs, ShardingList targets);
 
 }  // namespace spmd

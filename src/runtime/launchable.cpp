@@ -75,7 +75,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args)
   std::vector<std::shared_ptr<ShardedData>> ins;
   std::vector<AbstractValue> in_types;
   for (size_t i = 0; i < args.size(); ++i) {
-    ins.push_back(device_put(args[i], l.in_shardings[i]).impl()->sharded);
+    ins.push_back(place_concrete(args[i], l.in_shardings[i]).impl()->sharded);
     in_types.push_back(aval_of(args[i]));
   }
   std::vector<std::shared_ptr<ShardedData>> outs;

@@ -81,7 +81,7 @@ std::vector<Shard> Array::addressable_shards() const {
   return out;
 }
 
-Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
+Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
   // The library's shardings check their devices when made; this covers any other Sharding.
   runtime::check_devices(sharding->device_list(), "device_put");
   const ArrayImpl& impl = concrete_impl(x, "device_put");
@@ -119,19 +119,6 @@ Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
     }
   }
   return make_sharded_array(impl.aval, std::move(data));
-}
-
-Array device_put(const Array& x, const Sharding& sharding) {
-  if (auto* named = dynamic_cast<const NamedSharding*>(&sharding))
-    return device_put(x, std::make_shared<NamedSharding>(*named));
-  if (auto* single = dynamic_cast<const SingleDeviceSharding*>(&sharding))
-    return device_put(x, std::make_shared<SingleDeviceSharding>(*single));
-  throw ShardingError("[device_put] unsupported sharding " + sharding.repr());
-}
-
-Array device_put(const Array& x, const Device& device) {
-  runtime::check_devices({&device, 1}, "device_put");
-  return device_put(x, std::make_shared<SingleDeviceSharding>(device));
 }
 
 Array device_get(const Array& x) {

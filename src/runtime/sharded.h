@@ -47,5 +47,8 @@ std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
 std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
                                   const ShardSlot& slot);
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data);
+// device_put of a concrete array (src/runtime/placement.cpp): its blocks placed as `sharding`
+// lays them out, reusing those already on the right device.
+Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding);
 
 }  // namespace spmd

@@ -53,6 +53,39 @@ size_t ParamTraits<std::shared_ptr<const Sharding>>::hash(
   return h;
 }
 
+bool ShardingList::any() const {
+  for (const auto& s : items)
+    if (s) return true;
+  return false;
+}
+
+std::string ParamTraits<ShardingList>::str(const ShardingList& list) {
+  std::vector<std::string> items;
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    const auto& s = list.items[i];
+    const bool device = i < list.as_device.size() && list.as_device[i];
+    items.push_back(!s ? list.absent : device ? repr(s->device_list().front()) : s->repr());
+  }
+  return python_repr::tuple(items);
+}
+
+size_t ParamTraits<ShardingList>::hash(const ShardingList& list) {
+  size_t h = list.items.size();
+  for (const auto& s : list.items)
+    hash_combine(h, s ? ParamTraits<std::shared_ptr<const Sharding>>::hash(s) : 0);
+  return h;
+}
+
+bool ParamTraits<ShardingList>::equal(const ShardingList& a, const ShardingList& b) {
+  if (a.items.size() != b.items.size() || a.absent != b.absent || a.as_device != b.as_device)
+    return false;
+  for (size_t i = 0; i < a.items.size(); ++i) {
+    const auto &x = a.items[i], &y = b.items[i];
+    if (!x != !y || (x && !ParamTraits<std::shared_ptr<const Sharding>>::equal(x, y))) return false;
+  }
+  return true;
+}
+
 std::string ParamTraits<std::set<int64_t>>::str(const std::set<int64_t>& dims) {
   std::string out;
   for (int64_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);

@@ -50,6 +50,26 @@ struct ParamTraits<std::shared_ptr<const Sharding>> {
   }
 };
 
+// Per operand or result of an equation, a sharding or none: jit's in_shardings and
+// out_shardings, device_put's devices and srcs. None prints as `absent` ("UnspecifiedValue" in
+// jit's params, "None" in device_put's); a device_put target given as a Device prints as JAX
+// prints the device (CpuDevice(id=1)).
+struct ShardingList {
+  std::vector<std::shared_ptr<const Sharding>> items;
+  std::string absent = "UnspecifiedValue";
+  std::vector<bool> as_device;  // empty, or per item: written as a Device
+
+  bool any() const;
+};
+
+template <>
+struct ParamTraits<ShardingList> {
+  static constexpr std::string_view name = "Sharding list";
+  static std::string str(const ShardingList& list);
+  static size_t hash(const ShardingList& list);
+  static bool equal(const ShardingList& a, const ShardingList& b);
+};
+
 // A set of dims, printed as JAX prints a frozenset param: frozenset({0, 2}).
 template <>
 struct ParamTraits<std::set<int64_t>> {

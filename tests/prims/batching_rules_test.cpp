@@ -468,11 +468,11 @@ const std::set<std::string> kBatchedByVmap = {
     "jit", "cond", "while", "scan", "custom_vjp_call", "custom_jvp_call"};
 // Rules tested against vmap-with-axis-name and JAX's values in their own suites: the collectives
 // (collectives_vmap_test.cpp), shard_map (shard_map_test.cpp), debug printing, and
-// sharding_constraint (against JAX's jaxprs in sharding/sharding_api_test.cpp).
+// sharding_constraint and device_put (against JAX's jaxprs in sharding/sharding_api_test.cpp).
 const std::set<std::string> kTestedElsewhere = {
-    "psum",           "pmax",      "pmin",        "all_gather",         "reduce_scatter",
-    "all_to_all",     "ppermute",  "pbroadcast",  "axis_index",         "pvary",
-    "psum_invariant", "shard_map", "debug_print", "sharding_constraint"};
+    "psum",           "pmax",      "pmin",        "all_gather",          "reduce_scatter",
+    "all_to_all",     "ppermute",  "pbroadcast",  "axis_index",          "pvary",
+    "psum_invariant", "shard_map", "debug_print", "sharding_constraint", "device_put"};
 
 // ---- equation recording ---------------------------------------------------------------------
 std::string ints_str(const std::vector<int64_t>& v, bool brackets = false) {

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
 #include "sharding/golden_cases.h"
 
 namespace {
@@ -70,6 +74,23 @@ TEST(PartitionSpecTest, AxisNamesReprIsPythons) {
   EXPECT_EQ(sp::axes("rows", "cols").repr(), "('rows', 'cols')");
   EXPECT_EQ(sp::axes("i").repr(), "('i',)");
   EXPECT_EQ(sp::AxisNames("it's").repr(), "\"it's\"");
+}
+
+// nullptr is not an axis name: P("b", nullptr) does not compile (sp::None is the spelling), and a
+// null const char* at run time is a ValueError, not a crash in std::string.
+static_assert(!std::is_constructible_v<P, const char*, std::nullptr_t>);
+static_assert(!std::is_convertible_v<std::nullptr_t, sp::AxisNames>);
+
+TEST(PartitionSpecTest, NullAxisNameIsAValueError) {
+  const char* missing = nullptr;
+  try {
+    P spec("b", missing);
+    FAIL() << "expected ValueError";
+  } catch (const sp::ValueError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[AxisNames] expected an axis name, got a null pointer (write sp::None for a dim "
+              "that is not split)");
+  }
 }
 
 TEST(PartitionSpecTest, CheckRejectsDuplicateAxesWithJaxMessage) {

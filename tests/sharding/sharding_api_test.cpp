@@ -133,6 +133,98 @@ TEST_F(ShardingApiTest, EagerCallsCommitToJaxsShardings) {
   EXPECT_TRUE(spmd_test::arrays_equal(sp::copy(a), a));
 }
 
+// A jit with in_shardings or out_shardings called inside another trace keeps them, as JAX's pjit
+// params, and the partitioner honours them as constraints around the call.
+TEST_F(ShardingApiTest, NestedJitKeepsItsShardingsAsJax) {
+  sp::NamedSharding sxy{mesh, P("x", "y")};
+  sp::Array m = sp::arange(64.0f).reshape({8, 8});
+  auto inner_in = sp::jit([](const sp::Array& x) { return sp::sin(x) * 2.0; },
+                          {.name = "<lambda>", .in_shardings = sxy, .out_shardings = sy});
+  auto outer = [&](const sp::Array& x) { return inner_in(x) + 1.0; };
+  EXPECT_EQ(sp::make_jaxpr(outer)(m).str(), jaxpr_golden("nested_jit"));
+  auto inner_pair =
+      sp::jit([](const sp::Array& x, const sp::Array& w) { return std::make_tuple(x * 2.0, w); },
+              {.name = "<lambda>", .in_shardings = {sxy, {}}});
+  auto pair = [&](const sp::Array& x, const sp::Array& w) { return inner_pair(x, w); };
+  EXPECT_EQ(sp::make_jaxpr(pair)(m, v).str(), jaxpr_golden("nested_jit_pair"));
+  auto inner_out = sp::jit([](const sp::Array& x) { return x * 2.0; },
+                           {.name = "<lambda>", .out_shardings = sxy});
+  EXPECT_EQ(sp::make_jaxpr(sp::vmap(inner_out))(sp::ones({3, 8, 8})).str(),
+            jaxpr_golden("nested_jit_vmap"));
+
+  auto results = spmd_test::golden_blocks("sharding/api_results.txt");
+  sp::Array y = sp::jit(outer)(m);
+  EXPECT_EQ(shardings_of({y}), results.at("nested_jit_out_shardings"));
+  EXPECT_TRUE(spmd_test::arrays_close(y, sp::sin(m) * 2.0 + 1.0));
+  auto in_only = sp::jit([](const sp::Array& x) { return x * 2.0; }, {.in_shardings = sxy});
+  sp::Array z = sp::jit([&](const sp::Array& x) { return in_only(x); })(m);
+  EXPECT_EQ(shardings_of({z}), results.at("nested_jit_in_shardings_only"));
+  EXPECT_TRUE(spmd_test::arrays_equal(z, m * 2.0));
+  auto constrained =
+      sp::jit([&](const sp::Array& x) { return sp::with_sharding_constraint(x * 2.0, sxy); });
+  sp::Array c = sp::jit([&](const sp::Array& x) { return constrained(x); })(m);
+  EXPECT_EQ(shardings_of({c}), results.at("nested_jit_constraint"));
+  sp::Array g = sp::jit(sp::grad([&](const sp::Array& x) { return inner_in(x).sum(); }))(m);
+  EXPECT_EQ(shardings_of({g}), results.at("grad_nested_jit"));
+  EXPECT_TRUE(spmd_test::arrays_close(g, sp::cos(m) * 2.0));
+  sp::Array batched = sp::vmap(inner_out)(sp::arange(192.0f).reshape({3, 8, 8}));
+  EXPECT_TRUE(spmd_test::arrays_equal(batched, sp::arange(192.0f).reshape({3, 8, 8}) * 2.0));
+}
+
+// device_put inside jit is staged as JAX stages it (one equation for a tree); on Auto axes it asks
+// for the sharding's devices and leaves the layout to propagation, as JAX 0.10.2 does.
+TEST_F(ShardingApiTest, DevicePutInsideJitAsJax) {
+  sp::NamedSharding sxy{mesh, P("x", "y")};
+  sp::Array m = sp::arange(64.0f).reshape({8, 8});
+  auto put = [&](const sp::Array& x) { return sp::device_put(x, sxy) * 2.0; };
+  EXPECT_EQ(sp::make_jaxpr(put)(m).str(), jaxpr_golden("device_put_in_jit"));
+  auto put_tree = [&](const sp::Array& x, const sp::Array& w) {
+    return sp::device_put(std::make_tuple(x, w), {sxy, {}});
+  };
+  EXPECT_EQ(sp::make_jaxpr(put_tree)(m, v).str(), jaxpr_golden("device_put_tree_in_jit"));
+  auto put_device = [&](const sp::Array& x) { return sp::device_put(x, sp::devices()[1]); };
+  EXPECT_EQ(sp::make_jaxpr(put_device)(m).str(), jaxpr_golden("device_put_device_in_jit"));
+
+  auto results = spmd_test::golden_blocks("sharding/api_results.txt");
+  sp::Array y = sp::jit(put)(m);
+  EXPECT_EQ(shardings_of({y}), results.at("device_put_in_jit"));
+  EXPECT_TRUE(spmd_test::arrays_equal(y, m * 2.0));
+  sp::Array d = sp::jit(put_device)(m);
+  EXPECT_EQ(shardings_of({d}), results.at("device_put_device_in_jit"));
+  EXPECT_TRUE(spmd_test::arrays_equal(d, m));
+  sp::Array g = sp::grad([&](const sp::Array& x) { return put(x).sum(); })(m);
+  EXPECT_TRUE(spmd_test::arrays_equal(g, sp::full({8, 8}, 2.0f)));
+  sp::Array b = sp::vmap(put_device)(sp::ones({3, 8, 8}));
+  EXPECT_TRUE(spmd_test::arrays_equal(b, sp::ones({3, 8, 8})));
+  EXPECT_EQ(sp::make_jaxpr(sp::vmap(put_device))(sp::ones({3, 8, 8})).str(),
+            jaxpr_golden("device_put_vmap"));
+
+  // On Explicit axes it types its result, and the value is laid out so.
+  sp::Mesh explicit_mesh =
+      sp::make_mesh({4, 2}, {"x", "y"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  sp::NamedSharding exy{explicit_mesh, P("x", "y")};
+  auto put_explicit = [&](const sp::Array& x) { return sp::device_put(x, exy) * 2.0; };
+  EXPECT_EQ(sp::make_jaxpr(put_explicit)(m).str(), jaxpr_golden("device_put_explicit"));
+  sp::Array e = sp::jit(put_explicit)(m);
+  EXPECT_EQ(shardings_of({e}), results.at("device_put_explicit"));
+  EXPECT_TRUE(spmd_test::arrays_equal(e, m * 2.0));
+
+  // The transpose moves the cotangent back (JAX's seed goes through `reshard`, spmd's does not,
+  // as in GradConstrainsTheCotangentAsJax).
+  auto loss = [&](const sp::Array& x) { return sp::device_put(x, sxy).sum(); };
+  std::string expected = jaxpr_golden("device_put_grad");
+  const std::string jax_seed =
+      "    c:f32[] = reshard 1.0:f32[]\n    d:f32[8,8] = broadcast_in_dim c\n";
+  ASSERT_NE(expected.find(jax_seed), std::string::npos);
+  expected.replace(expected.find(jax_seed), jax_seed.size(),
+                   "    c:f32[8,8] = broadcast_in_dim 1.0:f32[]\n");
+  for (auto [from, to] : {std::pair{"    e:f32[8,8] = device_put", "    d:f32[8,8] = device_put"},
+                          {"] d\n", "] c\n"},
+                          {"in (e,)", "in (d,)"}})
+    expected.replace(expected.find(from), std::string(from).size(), to);
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(m).str(), expected);
+}
+
 TEST_F(ShardingApiTest, ConstraintUnderJitMayBeUneven) {
   auto f = sp::jit([&](const sp::Array& x) { return sp::with_sharding_constraint(x, sx); });
   sp::Array u = sp::ones({6, 2});

@@ -41,6 +41,16 @@ def scaled(x):
     return wsc(x * 2.0, sx)
 
 
+sxy = NamedSharding(mesh, P("x", "y"))
+# jit with in/out shardings called inside another trace: JAX keeps them as pjit params.
+inner_in = jax.jit(lambda x: jnp.sin(x) * 2.0, in_shardings=sxy, out_shardings=sy)
+inner_out = jax.jit(lambda x: x * 2.0, out_shardings=sxy)
+inner_pair = jax.jit(lambda x, w: (x * 2.0, w), in_shardings=(sxy, None))
+m = jnp.arange(64.0, dtype=jnp.float32).reshape(8, 8)
+emesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+exy = NamedSharding(emesh, P("x", "y"))
+
+
 JAXPRS = [
     ("jit", lambda: jax.make_jaxpr(jax.jit(scaled))(a)),
     ("grad", lambda: jax.make_jaxpr(jax.grad(lambda x: scaled(x).sum()))(a)),
@@ -50,6 +60,19 @@ JAXPRS = [
         jnp.ones((8, 3, 2), jnp.float32))),
     ("single", lambda: jax.make_jaxpr(lambda x: wsc(x, dev1))(a)),
     ("copy", lambda: jax.make_jaxpr(jnp.copy)(a)),
+    ("nested_jit", lambda: jax.make_jaxpr(lambda x: inner_in(x) + 1.0)(m)),
+    ("nested_jit_pair", lambda: jax.make_jaxpr(lambda x, w: inner_pair(x, w))(m, v)),
+    ("nested_jit_vmap", lambda: jax.make_jaxpr(jax.vmap(inner_out))(jnp.ones((3, 8, 8)))),
+    ("device_put_in_jit", lambda: jax.make_jaxpr(lambda x: jax.device_put(x, sxy) * 2.0)(m)),
+    ("device_put_tree_in_jit", lambda: jax.make_jaxpr(
+        lambda x, w: jax.device_put((x, w), (sxy, None)))(m, v)),
+    ("device_put_device_in_jit", lambda: jax.make_jaxpr(
+        lambda x: jax.device_put(x, jax.devices()[1]))(m)),
+    ("device_put_explicit", lambda: jax.make_jaxpr(lambda x: jax.device_put(x, exy) * 2.0)(m)),
+    ("device_put_vmap", lambda: jax.make_jaxpr(jax.vmap(
+        lambda x: jax.device_put(x, jax.devices()[1])))(jnp.ones((3, 8, 8)))),
+    ("device_put_grad", lambda: jax.make_jaxpr(jax.grad(
+        lambda x: jax.device_put(x, sxy).sum()))(m)),
 ]
 
 RESULTS = [
@@ -60,6 +83,16 @@ RESULTS = [
     ("device_put_tree", lambda: jax.device_put({"a": a, "b": (a, v)}, {"a": sx, "b": rep})),
     ("copy_sharded", lambda: jnp.copy(jax.device_put(a, sy))),
     ("reshard_no_axes_committed", lambda: jax.sharding.reshard(jax.device_put(a, sx), rep)),
+    ("nested_jit_out_shardings", lambda: jax.jit(lambda x: inner_in(x) + 1.0)(m)),
+    ("nested_jit_in_shardings_only", lambda: jax.jit(lambda x: jax.jit(
+        lambda y: y * 2.0, in_shardings=sxy)(x))(m)),
+    ("nested_jit_constraint", lambda: jax.jit(lambda x: jax.jit(
+        lambda y: wsc(y * 2.0, sxy))(x))(m)),
+    ("device_put_in_jit", lambda: jax.jit(lambda x: jax.device_put(x, sxy) * 2.0)(m)),
+    ("device_put_device_in_jit", lambda: jax.jit(
+        lambda x: jax.device_put(x, jax.devices()[1]))(m)),
+    ("device_put_explicit", lambda: jax.jit(lambda x: jax.device_put(x, exy) * 2.0)(m)),
+    ("grad_nested_jit", lambda: jax.jit(jax.grad(lambda x: inner_in(x).sum()))(m)),
 ]
 
 ERRORS = [

@@ -9,6 +9,7 @@
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
@@ -96,16 +97,53 @@ void check_donated_once(std::span<const Array> leaves, const std::vector<bool>& 
   }
 }
 
-// The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
-// the batched body, as JAX's pjit batching rule does), transposition transposes it inline.
-JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
-                  const Params& p) {
-  auto [outs, touts] = jvp_program(*p.get<ProgramRef>("jaxpr"), primals, tangents);
-  return {std::move(outs), std::move(touts)};
+// A call's in_shardings or out_shardings (jit's, staged into another trace); none when unset.
+const ShardingList* call_shardings(const Params& p, std::string_view key) {
+  return p.has(key) ? &p.get_object<ShardingList>(key) : nullptr;
 }
 
-std::vector<Array> jit_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
+// xs constrained to the call's shardings (placed, when concrete), as JAX's pjit honours them
+// around its body; zero tangents stay symbolic.
+std::vector<Array> constrained(std::vector<Array> xs, const ShardingList* shardings) {
+  for (size_t i = 0; shardings && i < xs.size() && i < shardings->items.size(); ++i)
+    if (shardings->items[i] && xs[i].valid() && !is_zero(xs[i]))
+      xs[i] = sharding_constraint(xs[i], shardings->items[i]);
+  return xs;
+}
+
+std::vector<Array> constrained(std::span<const Array> xs, const ShardingList* shardings) {
+  return constrained(std::vector<Array>(xs.begin(), xs.end()), shardings);
+}
+
+// The call's body with its shardings as constraints around it: what the passes inline and
+// the partitioner honours.
+ProgramRef body_with_shardings(const Params& p) {
+  const ProgramRef body = p.get<ProgramRef>("jaxpr");
+  const ShardingList* in = call_shardings(p, "in_shardings");
+  const ShardingList* out = call_shardings(p, "out_shardings");
+  if (!in && !out) return body;
+  Params plain{{"name", p.at("name")}, {"jaxpr", body}};
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    return constrained(spmd::bind(primitive("jit"), constrained(xs, in), plain), out);
+  };
+  return std::make_shared<const Program>(trace_to_program(fn, body->in_types(), "jit"));
+}
+
+// The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
+// the batched body, as JAX's pjit batching rule does), transposition transposes it inline. Its
+// shardings constrain the primals and tangents, and the cotangents.
+JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
+                  const Params& p) {
+  const ShardingList* in = call_shardings(p, "in_shardings");
+  const ShardingList* out = call_shardings(p, "out_shardings");
+  auto [outs, touts] =
+      jvp_program(*p.get<ProgramRef>("jaxpr"), constrained(primals, in), constrained(tangents, in));
+  return {constrained(std::move(outs), out), constrained(std::move(touts), out)};
+}
+
+std::vector<Array> jit_transpose(std::span<const Array> cts_out, std::span<const LinearInput> ins,
                                  const Params& p) {
+  const std::vector<Array> cts = constrained(cts_out, call_shardings(p, "out_shardings"));
   // The call's linear inputs are its body's; the others become the body's constants.
   const Program& body = *p.get<ProgramRef>("jaxpr");
   Program sub = body;
@@ -123,28 +161,61 @@ std::vector<Array> jit_transpose(std::span<const Array> cts, std::span<const Lin
   std::vector<Array> cts_in;
   size_t j = 0;
   for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
-  return cts_in;
+  return constrained(std::move(cts_in), call_shardings(p, "in_shardings"));
+}
+
+// A call's shardings under vmap, as JAX's pjit batching rule lays them out without
+// spmd_axis_name: None inserted at each batched value's batch dim; `leading` unspecified entries
+// first (the batched body's constants).
+std::optional<ShardingList> batched(const ShardingList* list, std::span<const int> dims,
+                                    std::span<const AbstractValue> types, size_t leading) {
+  if (!list) return std::nullopt;
+  ShardingList out{std::vector<std::shared_ptr<const Sharding>>(leading), list->absent, {}};
+  for (size_t i = 0; i < list->items.size(); ++i) {
+    const auto* named = dynamic_cast<const NamedSharding*>(list->items[i].get());
+    if (!named || dims[i] == kNotBatched) {
+      out.items.push_back(list->items[i]);
+      continue;
+    }
+    std::vector<PartitionSpec::Entry> entries = named->spec().entries();
+    entries.resize(size_t(types[i].shape.ndim() - 1));
+    entries.insert(entries.begin() + dims[i], std::nullopt);
+    out.items.push_back(std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(entries)));
+  }
+  return out;
 }
 
 BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
                       std::span<const int> in_dims, const Params& p, const BatchContext& ctx) {
   const ProgramRef body = p.get<ProgramRef>("jaxpr");
+  const std::vector<AbstractValue> in_types = types_of(ins);
+  std::optional<ShardingList> in = batched(call_shardings(p, "in_shardings"), in_dims, in_types, 0);
+  const ShardingList* out = call_shardings(p, "out_shardings");
   if (all_concrete(ins)) {
-    auto [outs, dims] = batch_program(*body, ins, in_dims, ctx);
-    return {std::move(outs), std::move(dims)};
+    auto [outs, dims] = batch_program(*body, constrained(ins, in ? &*in : nullptr), in_dims, ctx);
+    std::optional<ShardingList> batched_out = batched(out, dims, types_of(outs), 0);
+    return {constrained(std::move(outs), batched_out ? &*batched_out : nullptr), std::move(dims)};
   }
   std::vector<int> out_dims;
-  transform_detail::FlatFn batched = [&](std::span<const Array> xs) {
+  transform_detail::FlatFn batched_fn = [&](std::span<const Array> xs) {
     auto [outs, dims] = batch_program(*body, xs, in_dims, ctx);
     out_dims = std::move(dims);
     return outs;
   };
   std::vector<Array> operands;
   auto program = std::make_shared<const Program>(
-      hoist_consts(trace_to_program(batched, types_of(ins), "vmap"), &operands));
+      hoist_consts(trace_to_program(batched_fn, in_types, "vmap"), &operands));
+  const size_t consts = operands.size();
   operands.insert(operands.end(), ins.begin(), ins.end());
   Params params = p;
   params.set("jaxpr", ProgramRef(program));
+  if (in) {
+    std::optional<ShardingList> with_consts =
+        batched(call_shardings(p, "in_shardings"), in_dims, in_types, consts);
+    params.set("in_shardings", object_param(std::move(*with_consts)));
+  }
+  if (out)
+    params.set("out_shardings", object_param(*batched(out, out_dims, program->out_types(), 0)));
   return {spmd::bind(jit, operands, params), std::move(out_dims)};
 }
 
@@ -159,10 +230,14 @@ void register_call_primitives(PrimitiveRegistry& r) {
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
   jit.call_body = "jaxpr";
   jit.body_named_after_caller = true;
+  jit.inlined_body = body_with_shardings;
   jit.eager = [](std::span<const Array> args, const Params& p) {
     const ProgramRef& program = p.get<ProgramRef>("jaxpr");
-    if (all_concrete(args)) return compile_program(program).run(args);
-    return eval_program(*program, args);
+    if (!all_concrete(args)) return eval_program(*program, args);
+    const ShardingList* in = call_shardings(p, "in_shardings");
+    const ShardingList* out = call_shardings(p, "out_shardings");
+    if (!in && !out) return compile_program(program).run(args);
+    return constrained(compile_program(program).run(constrained(args, in)), out);
   };
   jit.jvp = jit_jvp;
   jit.transpose = jit_transpose;
@@ -235,6 +310,24 @@ std::optional<Placement> placement_of(const JitState& state, const CacheEntry& e
   if (!o.out_shardings.is_unspecified())
     out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
   return place(*entry.program, operands, in, out, o.name, {}, !state.moves_committed);
+}
+
+// jit's in_shardings and out_shardings on a call staged into another trace, as JAX's pjit params
+// (unspecified for the constants the function closed over), when any is given.
+void add_call_shardings(const JitOptions& o, const CacheEntry& entry, const TreeDef& in_def,
+                        Params& params) {
+  if (!o.in_shardings.is_unspecified()) {
+    ShardingList in{OperandShardings(entry.consts.size()), "UnspecifiedValue", {}};
+    OperandShardings leaves = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
+    in.items.insert(in.items.end(), leaves.begin(), leaves.end());
+    if (in.any()) params.set("in_shardings", object_param(std::move(in)));
+  }
+  if (!o.out_shardings.is_unspecified()) {
+    ShardingList out{broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings"),
+                     "UnspecifiedValue",
+                     {}};
+    if (out.any()) params.set("out_shardings", object_param(std::move(out)));
+  }
 }
 
 bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
@@ -327,6 +420,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     return run_donating(state, *entry, compiled, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
+  add_call_shardings(state.options, *entry, in_def, params);
   return spmd::bind(primitive("jit"), operands, params);
 }
 

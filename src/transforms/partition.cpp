@@ -153,6 +153,10 @@ struct OutputSplit {
   std::string cause;
 };
 
+PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
+                                      const std::vector<std::optional<ValueSplit>>& in,
+                                      const std::vector<std::optional<ValueSplit>>& out);
+
 class Partitioner {
  public:
   // `out` holds the splits of the outputs that leave otherwise than propagation split them:
@@ -388,6 +392,7 @@ class Partitioner {
     for (const Atom& a : e.inputs) in_types.push_back(global_.type_of(a));
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
+    if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     std::vector<Split> in, out;
     AxisList partial;
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
@@ -440,6 +445,12 @@ class Partitioner {
         r = collectives::reduce_over(*rule.combiner, r, partial);
       }
     }
+    store_results(e, results, out);
+  }
+
+  // Moves each result of `e`, a block split as `out`, to its propagated split.
+  void store_results(const Equation& e, const std::vector<Array>& results,
+                     const std::vector<Split>& out) {
     for (size_t r = 0; r < e.outputs.size(); ++r) {
       const ValueSplit& want = splits_[size_t(e.outputs[r])];
       const bool annotated = !want.closed.empty() && want.closed[0];
@@ -451,6 +462,91 @@ class Partitioner {
                       cause, !annotated),
                 want.dims};
     }
+  }
+
+  // The split (in the body's rank) of one value an equation shares with its bodies: its
+  // propagated split as a result, else as an operand, without the leading dims the body does
+  // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
+  // must then hold whole. Even, as the body's boundary is.
+  Split body_value_split(const Equation& e,
+                         const std::vector<ShardingRule::Member>& value) const {
+    const ShardingRule::Member* outer = nullptr;
+    bool in_body = false;
+    for (const ShardingRule::Member& m : value) {
+      in_body |= m.body >= 0;
+      if (m.body < 0 && (!outer || (m.output && !outer->output)) &&
+          (m.output || !e.inputs[size_t(m.index)].is_literal()))
+        outer = &m;
+    }
+    if (!in_body || !outer) return {};
+    const int var = outer->output ? e.outputs[size_t(outer->index)]
+                                  : e.inputs[size_t(outer->index)].var;
+    const Split& whole = splits_[size_t(var)].dims;
+    Split split(whole.begin() + outer->lead, whole.end());
+    Shape shape = global_.types[size_t(var)].shape;
+    shape = Shape(shape.begin() + outer->lead, shape.end());
+    return even_split(split, shape, mesh_);
+  }
+
+  // An equation with bodies (control flow) runs them on blocks: each value it shares with its
+  // bodies gets one split, the operands move to it, each body is partitioned for it (with the
+  // collectives it needs inside, such as the psum completing a sum over a split dim), and the
+  // equation runs with the per-device bodies. A predicate or index stays whole, so every
+  // device takes the same branch and the same number of steps.
+  void run_with_bodies(const Equation& e, const ShardingRule& rule) {
+    const auto values = rule.body_values();
+    std::vector<Split> in(e.inputs.size()), out(e.outputs.size());
+    std::vector<std::vector<std::optional<ValueSplit>>> body_in(rule.bodies.size()),
+        body_out(rule.bodies.size());
+    for (size_t b = 0; b < rule.bodies.size(); ++b) {
+      body_in[b].resize(rule.bodies[b].inputs.size());
+      body_out[b].resize(rule.bodies[b].outputs.size());
+    }
+    for (const auto& value : values) {
+      const Split split = body_value_split(e, value);
+      for (const ShardingRule::Member& m : value) {
+        if (m.body >= 0) {
+          const Program& body = *rule.bodies[size_t(m.body)].program;
+          const int rank = m.output ? body.type_of(body.outputs[size_t(m.index)]).shape.ndim()
+                                    : body.types[size_t(body.invars[size_t(m.index)])].shape.ndim();
+          Split s = split;
+          s.resize(size_t(rank));
+          (m.output ? body_out : body_in)[size_t(m.body)][size_t(m.index)] =
+              ValueSplit{s, std::vector<bool>(s.size(), true)};
+          continue;
+        }
+        const AbstractValue& t = m.output ? global_.types[size_t(e.outputs[size_t(m.index)])]
+                                          : global_.type_of(e.inputs[size_t(m.index)]);
+        Split s(size_t(m.lead));
+        s.insert(s.end(), split.begin(), split.end());
+        s.resize(size_t(t.shape.ndim()));
+        (m.output ? out : in)[size_t(m.index)] = std::move(s);
+      }
+    }
+    std::vector<ProgramRef> local;
+    for (size_t b = 0; b < rule.bodies.size(); ++b) {
+      PartitionedProgram part =
+          partition_in_scope(*rule.bodies[b].program, mesh_, body_in[b], body_out[b]);
+      for (InsertedCollective& c : part.collectives) {
+        c.cause = "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " +
+                  c.cause;
+        collectives_.push_back(std::move(c));
+      }
+      local.push_back(std::make_shared<const Program>(std::move(part.body)));
+    }
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      const Shape& shape = global_.type_of(a).shape;
+      args.push_back(a.is_literal()
+                         ? moved(a.literal, Split(size_t(shape.ndim())), in[k], shape,
+                                 operand_cause(e, k, in[k]), true)
+                         : moved(value(a), env_[size_t(a.var)].split, in[k], shape,
+                                 operand_cause(e, k, in[k]), true));
+    }
+    const std::vector<Array> results =
+        spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local)));
+    store_results(e, results, out);
   }
 
   // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:
@@ -504,11 +600,11 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
   return frames;
 }
 
-}  // namespace
-
-PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
-                                     const std::vector<std::optional<ValueSplit>>& in,
-                                     const std::vector<std::optional<ValueSplit>>& out) {
+// partition_program with the mesh axes already in scope: for the program and, recursively, the
+// bodies of its control flow.
+PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
+                                      const std::vector<std::optional<ValueSplit>>& in,
+                                      const std::vector<std::optional<ValueSplit>>& out) {
   const Program global = inline_calls(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
@@ -543,12 +639,20 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
                                         : " leaves with the dims split unevenly inside gathered")};
   }
   Partitioner partitioner(global, mesh, std::move(splits), std::move(asked));
-  AxisEnvScope axes(frames_of(mesh));
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
       "partitioner");
   result.collectives = partitioner.take_collectives();
   return result;
+}
+
+}  // namespace
+
+PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
+                                     const std::vector<std::optional<ValueSplit>>& in,
+                                     const std::vector<std::optional<ValueSplit>>& out) {
+  AxisEnvScope axes(frames_of(mesh));
+  return partition_in_scope(global, mesh, in, out);
 }
 
 }  // namespace spmd

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 namespace spmd {
 namespace {
@@ -328,8 +329,8 @@ class Propagation {
     for (const ShardingRule::Member& m : value)
       if (std::optional<Place> p = place_of(i, m)) places.push_back(*p);
     if (places.size() < 2) return false;
-    const size_t rank = places[0].owner->splits_[size_t(places[0].var)].dims.size() -
-                        size_t(places[0].lead);
+    const size_t rank =
+        places[0].owner->splits_[size_t(places[0].var)].dims.size() - size_t(places[0].lead);
     std::vector<AxisList> want(rank);
     AxisList used;
     for (size_t d = 0; d < rank; ++d) {
@@ -450,10 +451,16 @@ std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& 
                                             const std::vector<std::optional<ValueSplit>>& out) {
   Propagation p(program, mesh);
   p.fix_types();
+  // A variable given twice (an input returned as it is, an output returned twice) keeps its
+  // first split; the partitioner reshards it where it leaves.
+  std::vector<char> given(program.types.size(), 0);
+  auto fix_once = [&](int var, const ValueSplit& split) {
+    if (!std::exchange(given[size_t(var)], 1)) p.fix(var, split);
+  };
   for (size_t i = 0; i < in.size() && i < program.invars.size(); ++i)
-    if (in[i]) p.fix(program.invars[i], *in[i]);
+    if (in[i]) fix_once(program.invars[i], *in[i]);
   for (size_t i = 0; i < out.size() && i < program.outputs.size(); ++i)
-    if (out[i] && !program.outputs[i].is_literal()) p.fix(program.outputs[i].var, *out[i]);
+    if (out[i] && !program.outputs[i].is_literal()) fix_once(program.outputs[i].var, *out[i]);
   p.fix_constraints();
   p.run();
   return p.take();

@@ -468,8 +468,7 @@ class Partitioner {
   // propagated split as a result, else as an operand, without the leading dims the body does
   // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
   // must then hold whole. Even, as the body's boundary is.
-  Split body_value_split(const Equation& e,
-                         const std::vector<ShardingRule::Member>& value) const {
+  Split body_value_split(const Equation& e, const std::vector<ShardingRule::Member>& value) const {
     const ShardingRule::Member* outer = nullptr;
     bool in_body = false;
     for (const ShardingRule::Member& m : value) {
@@ -479,8 +478,8 @@ class Partitioner {
         outer = &m;
     }
     if (!in_body || !outer) return {};
-    const int var = outer->output ? e.outputs[size_t(outer->index)]
-                                  : e.inputs[size_t(outer->index)].var;
+    const int var =
+        outer->output ? e.outputs[size_t(outer->index)] : e.inputs[size_t(outer->index)].var;
     const Split& whole = splits_[size_t(var)].dims;
     Split split(whole.begin() + outer->lead, whole.end());
     Shape shape = global_.types[size_t(var)].shape;
@@ -528,8 +527,8 @@ class Partitioner {
       PartitionedProgram part =
           partition_in_scope(*rule.bodies[b].program, mesh_, body_in[b], body_out[b]);
       for (InsertedCollective& c : part.collectives) {
-        c.cause = "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " +
-                  c.cause;
+        c.cause =
+            "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " + c.cause;
         collectives_.push_back(std::move(c));
       }
       local.push_back(std::make_shared<const Program>(std::move(part.body)));
@@ -538,11 +537,10 @@ class Partitioner {
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       const Shape& shape = global_.type_of(a).shape;
-      args.push_back(a.is_literal()
-                         ? moved(a.literal, Split(size_t(shape.ndim())), in[k], shape,
-                                 operand_cause(e, k, in[k]), true)
-                         : moved(value(a), env_[size_t(a.var)].split, in[k], shape,
-                                 operand_cause(e, k, in[k]), true));
+      args.push_back(a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), in[k], shape,
+                                            operand_cause(e, k, in[k]), true)
+                                    : moved(value(a), env_[size_t(a.var)].split, in[k], shape,
+                                            operand_cause(e, k, in[k]), true));
     }
     const std::vector<Array> results =
         spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local)));

@@ -118,9 +118,8 @@ TEST_F(ControlFlowPartition, WhileLoopWithASumPredicate) {
 
 TEST_F(ControlFlowPartition, ScanOverColumnsSplitKeepsTheStepsSplit) {
   auto f = [](const Array& u) {
-    return lax::scan(
-        [](const Array& c, const Array& r) { return std::make_pair(c + r, c + r); },
-        sp::zeros({8}), u);
+    return lax::scan([](const Array& c, const Array& r) { return std::make_pair(c + r, c + r); },
+                     sp::zeros({8}), u);
   };
   Array u = put(x, P(None, "a"));
   sp::runtime::reset_transfer_stats();
@@ -133,8 +132,7 @@ TEST_F(ControlFlowPartition, ScanOverColumnsSplitKeepsTheStepsSplit) {
 TEST_F(ControlFlowPartition, CondRunsItsBranchesOnShards) {
   auto f = [](const Array& p, const Array& u) {
     return lax::cond(
-        p, [](const Array& v) { return sp::sin(v); }, [](const Array& v) { return sp::cos(v); },
-        u);
+        p, [](const Array& v) { return sp::sin(v); }, [](const Array& v) { return sp::cos(v); }, u);
   };
   Array u = put(x, P("a", "b"));
   Array yes = put(Array(true), P()), no = put(Array(false), P());
@@ -189,9 +187,37 @@ TEST_F(ControlFlowPartition, GradThroughAScanOfASplitMatmul) {
         h0, xs);
     return h.sum() + ys.sum();
   };
-  Array g = sp::jit(sp::grad(loss))(put(w, P(None, "b")), put(xs3, P(None, "a")),
-                                    put(x / 64, P("a")));
+  Array g =
+      sp::jit(sp::grad(loss))(put(w, P(None, "b")), put(xs3, P(None, "a")), put(x / 64, P("a")));
   expect_jax("grad_scan_matmul", {g});
 }
 
 }  // namespace
+
+// A device thread runs loop bodies of meshes of different sizes one after another: an
+// all_to_all (whose params do not say its axis size) in one must not reuse the types it had
+// over a larger axis of the same name. Here each step moves the weight's split from its
+// columns to its rows, on blocks of the same shape over 4 devices and over 2.
+TEST_F(ControlFlowPartition, ACollectiveInALoopBodyTakesTheSizeOfItsMesh) {
+  auto f = [](const Array& wm, const Array& u, const Array& xs) {
+    auto step = [&](const Array& c, const Array& xr) {
+      const Array next = sp::tanh(sp::matmul(wm, u) + c * 0.5f + xr);
+      return std::make_pair(next, next);
+    };
+    return lax::scan(step, sp::zeros({8}), xs).second;
+  };
+  for (int n : {4, 2}) {
+    const sp::Mesh m = sp::make_mesh({n}, {"x"});
+    const Array wm = sp::arange(float(16 * n)).reshape({8, 2 * n}) / 64;
+    const Array u = sp::arange(float(2 * n)) / 8;
+    const Array xs = sp::arange(24.0f).reshape({3, 8}) / 10;
+    const Array got = sp::jit(f)(sp::device_put(wm, sp::NamedSharding(m, P(None, "x"))), u,
+                                 sp::device_put(xs, sp::NamedSharding(m, P(None, "x"))));
+    EXPECT_TRUE(spmd_test::arrays_close(got, f(wm, u, xs), 1e-6, 1e-6)) << n << " devices";
+    EXPECT_NE(sp::jit(f)
+                  .explain(sp::device_put(wm, sp::NamedSharding(m, P(None, "x"))), u,
+                           sp::device_put(xs, sp::NamedSharding(m, P(None, "x"))))
+                  .find("all_to_all over 'x'"),
+              std::string::npos);
+  }
+}

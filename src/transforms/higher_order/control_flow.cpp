@@ -1103,8 +1103,7 @@ ShardingRule scan_sharding(std::span<const AbstractValue> in, std::span<const Ab
   ShardingRule::Body body = body_of("jaxpr", p.get<ProgramRef>("jaxpr"));
   link_inputs(body, 0, n.consts + n.carry, 0);
   link_inputs(body, n.consts + n.carry, n.xs, int(n.consts + n.carry), 1);
-  for (size_t r = 0; r < n.carry + n.ys; ++r)
-    body.outputs.push_back({int(r), r < n.carry ? 0 : 1});
+  for (size_t r = 0; r < n.carry + n.ys; ++r) body.outputs.push_back({int(r), r < n.carry ? 0 : 1});
   for (size_t c = 0; c < n.carry; ++c) rule.carries.push_back({int(n.consts + c), int(c)});
   rule.bodies.push_back(std::move(body));
   rule.with_bodies = [](const Params& p, std::vector<ProgramRef> bodies) {

@@ -464,11 +464,26 @@ class Partitioner {
     }
   }
 
+  // The rank a body sees of a value shared with it.
+  int rank_in_body(const Equation& e, const ShardingRule& rule,
+                   const ShardingRule::Member& m) const {
+    if (m.body < 0) {
+      const Atom outer =
+          m.output ? Atom::of_var(e.outputs[size_t(m.index)]) : e.inputs[size_t(m.index)];
+      return global_.type_of(outer).shape.ndim() - m.lead;
+    }
+    const Program& body = *rule.bodies[size_t(m.body)].program;
+    const Atom inner =
+        m.output ? body.outputs[size_t(m.index)] : Atom::of_var(body.invars[size_t(m.index)]);
+    return body.type_of(inner).shape.ndim();
+  }
+
   // The split (in the body's rank) of one value an equation shares with its bodies: its
   // propagated split as a result, else as an operand, without the leading dims the body does
   // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
   // must then hold whole. Even, as the body's boundary is.
-  Split body_value_split(const Equation& e, const std::vector<ShardingRule::Member>& value) const {
+  Split body_value_split(const Equation& e, const ShardingRule& rule,
+                         const std::vector<ShardingRule::Member>& value) const {
     const ShardingRule::Member* outer = nullptr;
     bool in_body = false;
     for (const ShardingRule::Member& m : value) {
@@ -477,7 +492,7 @@ class Partitioner {
           (m.output || !e.inputs[size_t(m.index)].is_literal()))
         outer = &m;
     }
-    if (!in_body || !outer) return {};
+    if (!in_body || !outer) return Split(size_t(rank_in_body(e, rule, value.front())));
     const int var =
         outer->output ? e.outputs[size_t(outer->index)] : e.inputs[size_t(outer->index)].var;
     const Split& whole = splits_[size_t(var)].dims;
@@ -487,45 +502,46 @@ class Partitioner {
     return even_split(split, shape, mesh_);
   }
 
+  // The splits of an equation with bodies: of its operands and results (whole rank), and the
+  // closed splits of each body's inputs and outputs.
+  struct BodySplits {
+    std::vector<Split> in, out;
+    std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
+  };
+
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+    BodySplits s{std::vector<Split>(e.inputs.size()), std::vector<Split>(e.outputs.size()), {}, {}};
+    for (const ShardingRule::Body& body : rule.bodies) {
+      s.body_in.emplace_back(body.inputs.size());
+      s.body_out.emplace_back(body.outputs.size());
+    }
+    for (const auto& value : rule.body_values()) {
+      const Split split = body_value_split(e, rule, value);
+      for (const ShardingRule::Member& m : value) {
+        if (m.body >= 0) {
+          const ValueSplit closed{split, std::vector<bool>(split.size(), true)};
+          (m.output ? s.body_out : s.body_in)[size_t(m.body)][size_t(m.index)] = closed;
+          continue;
+        }
+        Split whole(size_t(m.lead));
+        whole.insert(whole.end(), split.begin(), split.end());
+        (m.output ? s.out : s.in)[size_t(m.index)] = std::move(whole);
+      }
+    }
+    return s;
+  }
+
   // An equation with bodies (control flow) runs them on blocks: each value it shares with its
   // bodies gets one split, the operands move to it, each body is partitioned for it (with the
   // collectives it needs inside, such as the psum completing a sum over a split dim), and the
   // equation runs with the per-device bodies. A predicate or index stays whole, so every
   // device takes the same branch and the same number of steps.
   void run_with_bodies(const Equation& e, const ShardingRule& rule) {
-    const auto values = rule.body_values();
-    std::vector<Split> in(e.inputs.size()), out(e.outputs.size());
-    std::vector<std::vector<std::optional<ValueSplit>>> body_in(rule.bodies.size()),
-        body_out(rule.bodies.size());
-    for (size_t b = 0; b < rule.bodies.size(); ++b) {
-      body_in[b].resize(rule.bodies[b].inputs.size());
-      body_out[b].resize(rule.bodies[b].outputs.size());
-    }
-    for (const auto& value : values) {
-      const Split split = body_value_split(e, value);
-      for (const ShardingRule::Member& m : value) {
-        if (m.body >= 0) {
-          const Program& body = *rule.bodies[size_t(m.body)].program;
-          const int rank = m.output ? body.type_of(body.outputs[size_t(m.index)]).shape.ndim()
-                                    : body.types[size_t(body.invars[size_t(m.index)])].shape.ndim();
-          Split s = split;
-          s.resize(size_t(rank));
-          (m.output ? body_out : body_in)[size_t(m.body)][size_t(m.index)] =
-              ValueSplit{s, std::vector<bool>(s.size(), true)};
-          continue;
-        }
-        const AbstractValue& t = m.output ? global_.types[size_t(e.outputs[size_t(m.index)])]
-                                          : global_.type_of(e.inputs[size_t(m.index)]);
-        Split s(size_t(m.lead));
-        s.insert(s.end(), split.begin(), split.end());
-        s.resize(size_t(t.shape.ndim()));
-        (m.output ? out : in)[size_t(m.index)] = std::move(s);
-      }
-    }
+    const BodySplits s = body_splits(e, rule);
     std::vector<ProgramRef> local;
     for (size_t b = 0; b < rule.bodies.size(); ++b) {
       PartitionedProgram part =
-          partition_in_scope(*rule.bodies[b].program, mesh_, body_in[b], body_out[b]);
+          partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b], s.body_out[b]);
       for (InsertedCollective& c : part.collectives) {
         c.cause =
             "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " + c.cause;
@@ -537,14 +553,14 @@ class Partitioner {
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       const Shape& shape = global_.type_of(a).shape;
-      args.push_back(a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), in[k], shape,
-                                            operand_cause(e, k, in[k]), true)
-                                    : moved(value(a), env_[size_t(a.var)].split, in[k], shape,
-                                            operand_cause(e, k, in[k]), true));
+      const std::string cause = operand_cause(e, k, s.in[k]);
+      args.push_back(
+          a.is_literal()
+              ? moved(a.literal, Split(size_t(shape.ndim())), s.in[k], shape, cause, true)
+              : moved(value(a), env_[size_t(a.var)].split, s.in[k], shape, cause, true));
     }
-    const std::vector<Array> results =
-        spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local)));
-    store_results(e, results, out);
+    store_results(e, spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local))),
+                  s.out);
   }
 
   // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:

@@ -4,6 +4,7 @@
 #include <spmd/error.h>
 
 #include "compile/partition.h"
+#include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
@@ -148,18 +149,35 @@ const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
 
 namespace {
 
+// The sizes of the mesh axes a collective names, as bound where it runs: its types depend on
+// them where its params do not say them (all_to_all), and a device thread runs bodies of
+// meshes of different sizes one after another. Empty for other primitives.
+std::vector<int64_t> named_axis_sizes(const Primitive& p, const Params& params) {
+  std::vector<int64_t> sizes;
+  if (!p.axis_names) return sizes;
+  for (const std::string& name : p.axis_names(params)) {
+    try {
+      sizes.push_back(collectives::axis_size_of(name, p.name.c_str()));
+    } catch (const NameError&) {
+      sizes.push_back(-1);  // unbound: the shape rule raises JAX's error
+    }
+  }
+  return sizes;
+}
+
 // A cached eager op. Lookups compare against the operands' own types, so a hit copies nothing.
 struct PrimitiveEntry {
   const Primitive* primitive;
   Params params;
   std::vector<AbstractValue> in;
   std::shared_ptr<const Compiled> compiled;
+  std::vector<int64_t> axis_sizes;
 
   bool matches(const Primitive& p, const Params& ps, std::span<const Array> xs) const {
     if (primitive != &p || in.size() != xs.size() || !(params == ps)) return false;
     for (size_t i = 0; i < xs.size(); ++i)
       if (!(in[i] == aval_of(xs[i]))) return false;
-    return true;
+    return axis_sizes == named_axis_sizes(p, ps);
   }
 };
 
@@ -208,7 +226,8 @@ std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Para
   // A single primitive gains nothing from the passes, and must run as bound.
   auto compiled = std::make_shared<const Compiled>(one_equation(p, params, in), /*optimize=*/false);
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  cache.emplace(h, PrimitiveEntry{&p, params, std::move(in), compiled});
+  cache.emplace(h,
+                PrimitiveEntry{&p, params, std::move(in), compiled, named_axis_sizes(p, params)});
   return compiled;
 }
 
@@ -270,7 +289,8 @@ std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& p
     shardings.push_back(data ? data->sharding : nullptr);
   }
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  cache.emplace(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr},
+  cache.emplace(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr,
+                                                   named_axis_sizes(p, params)},
                                     std::move(shardings), &compiled});
   return compiled.run(inputs);
 }

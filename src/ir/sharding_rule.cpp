@@ -53,6 +53,46 @@ bool ShardingRule::whole_dim(int f) const {
   return true;
 }
 
+std::vector<std::vector<ShardingRule::Member>> ShardingRule::body_values() const {
+  // Union-find over slots: operands, results, then each body's inputs and outputs.
+  std::vector<Member> slots;
+  for (size_t k = 0; k < operands.size(); ++k) slots.push_back({-1, int(k), false, 0});
+  for (size_t r = 0; r < results.size(); ++r) slots.push_back({-1, int(r), true, 0});
+  std::vector<int> parent(slots.size());
+  auto find = [&parent](int s) {
+    while (parent[size_t(s)] != s) s = parent[size_t(s)] = parent[size_t(parent[size_t(s)])];
+    return s;
+  };
+  auto join = [&](int a, int b) { parent[size_t(find(a))] = find(b); };
+  for (size_t s = 0; s < parent.size(); ++s) parent[s] = int(s);
+  const int n_operands = int(operands.size());
+  auto add = [&](int body, size_t i, bool output, const Link& link) {
+    slots.push_back({body, int(i), output, 0});
+    parent.push_back(int(parent.size()));
+    if (link.index < 0) return;
+    const int outer = output ? n_operands + link.index : link.index;
+    slots[size_t(outer)].lead = link.lead;
+    join(int(slots.size()) - 1, outer);
+  };
+  for (size_t b = 0; b < bodies.size(); ++b) {
+    for (size_t i = 0; i < bodies[b].inputs.size(); ++i) add(int(b), i, false, bodies[b].inputs[i]);
+    for (size_t i = 0; i < bodies[b].outputs.size(); ++i)
+      add(int(b), i, true, bodies[b].outputs[i]);
+  }
+  for (auto [operand, result] : carries) join(operand, n_operands + result);
+  std::vector<std::vector<Member>> values;
+  std::vector<int> value_of(slots.size(), -1);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    int& v = value_of[size_t(find(int(s)))];
+    if (v < 0) {
+      v = int(values.size());
+      values.emplace_back();
+    }
+    values[size_t(v)].push_back(slots[s]);
+  }
+  return values;
+}
+
 std::string ShardingRule::str() const {
   std::string s = tensors_str(operands) + "->" + tensors_str(results) + " {";
   for (int f = 0; f < num_factors(); ++f)

@@ -7,11 +7,13 @@
 
 #include "core/array_impl.h"
 #include "ir/params.h"
+#include "ir/program.h"
 
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spmd {
@@ -57,6 +59,38 @@ struct ShardingRule {
   std::vector<Split> fixed_operands;
   std::vector<Split> fixed_results;
   ObjectParam fixed_on;
+
+  // An equation holding sub-programs (control flow) runs them on blocks: each input and output
+  // of a body is one value with an operand or result of the equation, which it sees less `lead`
+  // leading dims (a scan's iteration dim, never split). Index -1 ties a body output to nothing:
+  // a predicate, which must be the same on every device. When `bodies` is set, propagation and
+  // the partitioner use them and ignore the factors above (the replicated rule, for whatever
+  // reads factors only).
+  struct Link {
+    int index = -1;
+    int lead = 0;
+  };
+  struct Body {
+    std::string name;  // "body_jaxpr", "branches[1]": how the partitioner's account names it
+    ProgramRef program;
+    std::vector<Link> inputs, outputs;
+  };
+  std::vector<Body> bodies;
+  // (operand, result) pairs that are one value: a loop's carry in and carry out.
+  std::vector<std::pair<int, int>> carries;
+  // The equation's params with its bodies replaced by these, in the order of `bodies`.
+  std::function<Params(const Params&, std::vector<ProgramRef>)> with_bodies;
+
+  // The values an equation with bodies shares between its operands, results and the bodies'
+  // inputs and outputs, each to be split one way (in the body's rank). A member with body -1 is
+  // an operand (output false) or a result of the equation.
+  struct Member {
+    int body;
+    int index;
+    bool output;
+    int lead;
+  };
+  std::vector<std::vector<Member>> body_values() const;
 
   // Adds a factor and returns its index.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);

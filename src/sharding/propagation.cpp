@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <tuple>
+#include <utility>
 
 namespace spmd {
 namespace {
@@ -66,8 +68,16 @@ class Propagation {
     for (const AbstractValue& t : program.types)
       splits_.push_back(ValueSplit::replicated(t.shape.ndim()));
     rules_.resize(program.equations.size());
+    values_.resize(program.equations.size());
+    children_.resize(program.equations.size());
     for (size_t i = 0; i < program.equations.size(); ++i) {
       rules_[i] = std::make_unique<ShardingRule>(sharding_rule_of(program, program.equations[i]));
+      values_[i] = rules_[i]->body_values();
+      for (const ShardingRule::Body& body : rules_[i]->bodies) {
+        children_[i].push_back(std::make_unique<Propagation>(*body.program, mesh));
+        children_[i].back()->fix_types();
+        children_[i].back()->fix_constraints();
+      }
     }
   }
 
@@ -111,15 +121,19 @@ class Propagation {
     }
   }
 
-  void run() {
+  // Propagates to a fixed point; whether any split changed.
+  bool run() {
+    bool any = false;
     for (bool elementwise_only : {true, false}) {
       for (int round = 0; round < 64; ++round) {
         bool changed = false;
         for (size_t i = 0; i < program_.equations.size(); ++i) changed |= step(i, elementwise_only);
         for (size_t i = program_.equations.size(); i-- > 0;) changed |= step(i, elementwise_only);
+        any |= changed;
         if (!changed) break;
       }
     }
+    return any;
   }
 
   std::vector<ValueSplit> take() { return std::move(splits_); }
@@ -171,11 +185,17 @@ class Propagation {
   // Shardy's compatible major axes of one factor over every tensor holding it: their common
   // prefix, extended by longer splits until two disagree.
   static AxisList compatible_axes(const std::vector<Projected>& ts, size_t f) {
+    std::vector<const AxisList*> held;
+    for (const Projected& t : ts)
+      if (t.holds[f]) held.push_back(&t.factors[f]);
+    return compatible_axes(held);
+  }
+
+  static AxisList compatible_axes(const std::vector<const AxisList*>& splits) {
     AxisList result;
     bool can_expand = true;
-    for (const Projected& t : ts) {
-      if (!t.holds[f]) continue;
-      const AxisList& axes = t.factors[f];
+    for (const AxisList* split : splits) {
+      const AxisList& axes = *split;
       size_t k = 0;
       while (k < result.size() && k < axes.size() && result[k] == axes[k]) ++k;
       if (k < result.size() && k < axes.size()) {
@@ -271,9 +291,71 @@ class Propagation {
     return changed;
   }
 
+  // An equation with bodies: each value it shares with its bodies (a carry, an operand a body
+  // reads, a result it gives) takes the splits its places agree on, then the bodies propagate
+  // inside, and what they found comes back out. A conflict leaves the places apart; the
+  // partitioner then reshards at the body's boundary.
+  bool step_bodies(size_t i) {
+    bool changed = false;
+    for (const auto& value : values_[i]) changed |= unify(i, value);
+    for (const auto& child : children_[i]) changed |= child->run();
+    for (const auto& value : values_[i]) changed |= unify(i, value);
+    return changed;
+  }
+
+  // Where one shared value lives: a variable of this program or of a body, and how many leading
+  // dims it has that the body's value has not.
+  struct Place {
+    Propagation* owner;
+    int var;
+    int lead;
+  };
+
+  std::optional<Place> place_of(size_t i, const ShardingRule::Member& m) {
+    const Equation& e = program_.equations[i];
+    if (m.body < 0) {
+      if (m.output) return Place{this, e.outputs[size_t(m.index)], m.lead};
+      const Atom& a = e.inputs[size_t(m.index)];
+      return a.is_literal() ? std::nullopt : std::optional<Place>(Place{this, a.var, m.lead});
+    }
+    Propagation* child = children_[i][size_t(m.body)].get();
+    if (!m.output) return Place{child, child->program_.invars[size_t(m.index)], 0};
+    const Atom& a = child->program_.outputs[size_t(m.index)];
+    return a.is_literal() ? std::nullopt : std::optional<Place>(Place{child, a.var, 0});
+  }
+
+  bool unify(size_t i, const std::vector<ShardingRule::Member>& value) {
+    std::vector<Place> places;
+    for (const ShardingRule::Member& m : value)
+      if (std::optional<Place> p = place_of(i, m)) places.push_back(*p);
+    if (places.size() < 2) return false;
+    const size_t rank =
+        places[0].owner->splits_[size_t(places[0].var)].dims.size() - size_t(places[0].lead);
+    std::vector<AxisList> want(rank);
+    AxisList used;
+    for (size_t d = 0; d < rank; ++d) {
+      std::vector<const AxisList*> dims;
+      for (const Place& p : places)
+        dims.push_back(&p.owner->splits_[size_t(p.var)].dims[size_t(p.lead) + d]);
+      for (const std::string& a : compatible_axes(dims)) {
+        if (std::find(used.begin(), used.end(), a) != used.end()) break;
+        want[d].push_back(a);
+        used.push_back(a);
+      }
+    }
+    bool changed = false;
+    for (const Place& p : places) {
+      std::vector<AxisList> full(size_t(p.lead));
+      full.insert(full.end(), want.begin(), want.end());
+      changed |= p.owner->refine(p.var, full, std::vector<bool>(full.size(), false));
+    }
+    return changed;
+  }
+
   bool step(size_t i, bool elementwise_only) {
     const Equation& e = program_.equations[i];
     const PrimitiveKind kind = e.primitive->kind;
+    if (!rules_[i]->bodies.empty()) return !elementwise_only && step_bodies(i);
     if (elementwise_only && kind != PrimitiveKind::unary && kind != PrimitiveKind::broadcasting)
       return false;
     const ShardingRule& rule = *rules_[i];
@@ -309,6 +391,9 @@ class Propagation {
   const Mesh& mesh_;
   std::vector<ValueSplit> splits_;
   std::vector<std::unique_ptr<ShardingRule>> rules_;
+  // Per equation with bodies: the values it shares with them, and the bodies' propagations.
+  std::vector<std::vector<std::vector<ShardingRule::Member>>> values_;
+  std::vector<std::vector<std::unique_ptr<Propagation>>> children_;
 };
 
 }  // namespace
@@ -366,10 +451,16 @@ std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& 
                                             const std::vector<std::optional<ValueSplit>>& out) {
   Propagation p(program, mesh);
   p.fix_types();
+  // A variable given twice (an input returned as it is, an output returned twice) keeps its
+  // first split; the partitioner reshards it where it leaves.
+  std::vector<char> given(program.types.size(), 0);
+  auto fix_once = [&](int var, const ValueSplit& split) {
+    if (!std::exchange(given[size_t(var)], 1)) p.fix(var, split);
+  };
   for (size_t i = 0; i < in.size() && i < program.invars.size(); ++i)
-    if (in[i]) p.fix(program.invars[i], *in[i]);
+    if (in[i]) fix_once(program.invars[i], *in[i]);
   for (size_t i = 0; i < out.size() && i < program.outputs.size(); ++i)
-    if (out[i] && !program.outputs[i].is_literal()) p.fix(program.outputs[i].var, *out[i]);
+    if (out[i] && !program.outputs[i].is_literal()) fix_once(program.outputs[i].var, *out[i]);
   p.fix_constraints();
   p.run();
   return p.take();

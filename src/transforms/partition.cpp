@@ -153,6 +153,10 @@ struct OutputSplit {
   std::string cause;
 };
 
+PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
+                                      const std::vector<std::optional<ValueSplit>>& in,
+                                      const std::vector<std::optional<ValueSplit>>& out);
+
 class Partitioner {
  public:
   // `out` holds the splits of the outputs that leave otherwise than propagation split them:
@@ -388,6 +392,7 @@ class Partitioner {
     for (const Atom& a : e.inputs) in_types.push_back(global_.type_of(a));
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
+    if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     std::vector<Split> in, out;
     AxisList partial;
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
@@ -440,6 +445,12 @@ class Partitioner {
         r = collectives::reduce_over(*rule.combiner, r, partial);
       }
     }
+    store_results(e, results, out);
+  }
+
+  // Moves each result of `e`, a block split as `out`, to its propagated split.
+  void store_results(const Equation& e, const std::vector<Array>& results,
+                     const std::vector<Split>& out) {
     for (size_t r = 0; r < e.outputs.size(); ++r) {
       const ValueSplit& want = splits_[size_t(e.outputs[r])];
       const bool annotated = !want.closed.empty() && want.closed[0];
@@ -451,6 +462,105 @@ class Partitioner {
                       cause, !annotated),
                 want.dims};
     }
+  }
+
+  // The rank a body sees of a value shared with it.
+  int rank_in_body(const Equation& e, const ShardingRule& rule,
+                   const ShardingRule::Member& m) const {
+    if (m.body < 0) {
+      const Atom outer =
+          m.output ? Atom::of_var(e.outputs[size_t(m.index)]) : e.inputs[size_t(m.index)];
+      return global_.type_of(outer).shape.ndim() - m.lead;
+    }
+    const Program& body = *rule.bodies[size_t(m.body)].program;
+    const Atom inner =
+        m.output ? body.outputs[size_t(m.index)] : Atom::of_var(body.invars[size_t(m.index)]);
+    return body.type_of(inner).shape.ndim();
+  }
+
+  // The split (in the body's rank) of one value an equation shares with its bodies: its
+  // propagated split as a result, else as an operand, without the leading dims the body does
+  // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
+  // must then hold whole. Even, as the body's boundary is.
+  Split body_value_split(const Equation& e, const ShardingRule& rule,
+                         const std::vector<ShardingRule::Member>& value) const {
+    const ShardingRule::Member* outer = nullptr;
+    bool in_body = false;
+    for (const ShardingRule::Member& m : value) {
+      in_body |= m.body >= 0;
+      if (m.body < 0 && (!outer || (m.output && !outer->output)) &&
+          (m.output || !e.inputs[size_t(m.index)].is_literal()))
+        outer = &m;
+    }
+    if (!in_body || !outer) return Split(size_t(rank_in_body(e, rule, value.front())));
+    const int var =
+        outer->output ? e.outputs[size_t(outer->index)] : e.inputs[size_t(outer->index)].var;
+    const Split& whole = splits_[size_t(var)].dims;
+    Split split(whole.begin() + outer->lead, whole.end());
+    Shape shape = global_.types[size_t(var)].shape;
+    shape = Shape(shape.begin() + outer->lead, shape.end());
+    return even_split(split, shape, mesh_);
+  }
+
+  // The splits of an equation with bodies: of its operands and results (whole rank), and the
+  // closed splits of each body's inputs and outputs.
+  struct BodySplits {
+    std::vector<Split> in, out;
+    std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
+  };
+
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+    BodySplits s{std::vector<Split>(e.inputs.size()), std::vector<Split>(e.outputs.size()), {}, {}};
+    for (const ShardingRule::Body& body : rule.bodies) {
+      s.body_in.emplace_back(body.inputs.size());
+      s.body_out.emplace_back(body.outputs.size());
+    }
+    for (const auto& value : rule.body_values()) {
+      const Split split = body_value_split(e, rule, value);
+      for (const ShardingRule::Member& m : value) {
+        if (m.body >= 0) {
+          const ValueSplit closed{split, std::vector<bool>(split.size(), true)};
+          (m.output ? s.body_out : s.body_in)[size_t(m.body)][size_t(m.index)] = closed;
+          continue;
+        }
+        Split whole(size_t(m.lead));
+        whole.insert(whole.end(), split.begin(), split.end());
+        (m.output ? s.out : s.in)[size_t(m.index)] = std::move(whole);
+      }
+    }
+    return s;
+  }
+
+  // An equation with bodies (control flow) runs them on blocks: each value it shares with its
+  // bodies gets one split, the operands move to it, each body is partitioned for it (with the
+  // collectives it needs inside, such as the psum completing a sum over a split dim), and the
+  // equation runs with the per-device bodies. A predicate or index stays whole, so every
+  // device takes the same branch and the same number of steps.
+  void run_with_bodies(const Equation& e, const ShardingRule& rule) {
+    const BodySplits s = body_splits(e, rule);
+    std::vector<ProgramRef> local;
+    for (size_t b = 0; b < rule.bodies.size(); ++b) {
+      PartitionedProgram part =
+          partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b], s.body_out[b]);
+      for (InsertedCollective& c : part.collectives) {
+        c.cause =
+            "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " + c.cause;
+        collectives_.push_back(std::move(c));
+      }
+      local.push_back(std::make_shared<const Program>(std::move(part.body)));
+    }
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      const Shape& shape = global_.type_of(a).shape;
+      const std::string cause = operand_cause(e, k, s.in[k]);
+      args.push_back(
+          a.is_literal()
+              ? moved(a.literal, Split(size_t(shape.ndim())), s.in[k], shape, cause, true)
+              : moved(value(a), env_[size_t(a.var)].split, s.in[k], shape, cause, true));
+    }
+    store_results(e, spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local))),
+                  s.out);
   }
 
   // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:
@@ -504,11 +614,11 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
   return frames;
 }
 
-}  // namespace
-
-PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
-                                     const std::vector<std::optional<ValueSplit>>& in,
-                                     const std::vector<std::optional<ValueSplit>>& out) {
+// partition_program with the mesh axes already in scope: for the program and, recursively, the
+// bodies of its control flow.
+PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
+                                      const std::vector<std::optional<ValueSplit>>& in,
+                                      const std::vector<std::optional<ValueSplit>>& out) {
   const Program global = inline_calls(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
@@ -543,12 +653,20 @@ PartitionedProgram partition_program(const Program& global0, const Mesh& mesh,
                                         : " leaves with the dims split unevenly inside gathered")};
   }
   Partitioner partitioner(global, mesh, std::move(splits), std::move(asked));
-  AxisEnvScope axes(frames_of(mesh));
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
       "partitioner");
   result.collectives = partitioner.take_collectives();
   return result;
+}
+
+}  // namespace
+
+PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
+                                     const std::vector<std::optional<ValueSplit>>& in,
+                                     const std::vector<std::optional<ValueSplit>>& out) {
+  AxisEnvScope axes(frames_of(mesh));
+  return partition_in_scope(global, mesh, in, out);
 }
 
 }  // namespace spmd

@@ -105,7 +105,7 @@ class Generator {
     p_.outputs = {x};
     int ops = p_.num_ops();
     if (ops > 1 && coin(0.3)) add_output_other_than(x);
-    p_.grad = !p_.integer && ops > 0 && coin(0.25);
+    p_.grad = !p_.integer && !has_while_ && ops > 0 && coin(0.25);
     if (!p_.grad && coin(0.2)) p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
     p_.inputs[0].spec = random_spec(p_.inputs[0].shape);  // at least one committed input
     p_.inputs[0].by_in_shardings = false;
@@ -124,7 +124,7 @@ class Generator {
         &Generator::take,       &Generator::flip,          &Generator::concat,
         &Generator::pad,        &Generator::cumulative,    &Generator::sort,
         &Generator::cond,       &Generator::fori_loop,     &Generator::scan,
-        &Generator::constraint,
+        &Generator::constraint, &Generator::while_loop,    &Generator::scan_matmul,
     };
     return (this->*ops[pick(int(std::size(ops)))])(x);
   }
@@ -621,6 +621,50 @@ class Generator {
     });
   }
 
+  // A while_loop whose trip count depends on a sum of its carry (on every device the same, so
+  // a split carry's sum must be completed before the predicate), and whose body reduces over
+  // dim 0 of the carry. Not differentiable in reverse mode, as JAX's.
+  std::optional<int> while_loop(int x) {
+    const Shape s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    has_while_ = true;
+    const bool integer = p_.integer;
+    const int trips = 1 + pick(3);
+    return add(s, [=](const Env& e, const Ctx&) {
+      using Carry = std::pair<Array, Array>;
+      auto more = [trips](const Carry& c) {
+        return c.first < sp::astype(sp::sum(c.second) > 0, sp::int32) + trips;
+      };
+      auto step = [integer](const Carry& c) {
+        const Array& v = c.second;
+        Array next = integer ? v - sp::max(v, {0}, true)
+                             : sp::sin(v) * 0.5f + sp::mean(v, {0}, true) * 0.25f;
+        return Carry{c.first + 1, next};
+      };
+      return sp::lax::while_loop(more, step, Carry{Array(0), e[size_t(x)]}).second;
+    });
+  }
+
+  // lax.scan over the leading dim of x, each step a matmul of the carry with a weight it closes
+  // over (a fresh input, split at random): the result is the stacked ys or the final carry.
+  std::optional<int> scan_matmul(int x) {
+    const Shape s = shape(x);
+    if (p_.integer || s.ndim() < 2) return std::nullopt;
+    const int64_t k = s[s.ndim() - 1];
+    const int w = fresh_input({k, k});
+    Shape carry(s.dims().begin() + 1, s.dims().end());
+    const bool want_carry = coin(0.3);
+    return add(want_carry ? carry : s, [=, factor = scale(k)](const Env& e, const Ctx&) {
+      const Array& wm = e[size_t(w)];
+      auto body = [&](const Array& c, const Array& v) {
+        Array next = sp::tanh(sp::matmul(c, wm) * factor + v);
+        return std::pair<Array, Array>{next, next * 0.5f};
+      };
+      auto [final_carry, ys] = sp::lax::scan(body, sp::zeros(carry), e[size_t(x)]);
+      return want_carry ? final_carry : ys;
+    });
+  }
+
   // with_sharding_constraint to a random spec (only where the program runs on a mesh).
   std::optional<int> constraint(int x) {
     P spec = random_spec(shape(x));
@@ -632,6 +676,7 @@ class Generator {
 
   std::mt19937_64 rng_;
   Program p_;
+  bool has_while_ = false;
 };
 
 // ---- running and comparing ----

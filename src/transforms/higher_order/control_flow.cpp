@@ -1031,6 +1031,89 @@ BatchResult while_batch(std::span<const Array> args, std::span<const int> dims,
   return {spmd::bind(primitive("while"), ins, p), carry_dims};
 }
 
+// ---- sharding rules -----------------------------------------------------------------------------
+// The bodies run on blocks: each operand, carry and result is one value with the body inputs
+// and outputs that hold it (ShardingRule::bodies), so the partitioner splits them alike.
+
+ShardingRule::Body body_of(std::string name, ProgramRef program) {
+  return {std::move(name), std::move(program), {}, {}};
+}
+
+// Links body inputs [from, from + n) to operands [to, to + n).
+void link_inputs(ShardingRule::Body& body, size_t from, size_t n, int to, int lead = 0) {
+  body.inputs.resize(std::max(body.inputs.size(), from + n));
+  for (size_t i = 0; i < n; ++i) body.inputs[from + i] = {to + int(i), lead};
+}
+
+// A cond's branches take every operand but the index, which stays whole.
+ShardingRule cond_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                           const Params& p) {
+  ShardingRule rule = replicated_sharding_rule(in, out);
+  const auto& branches = p.get<std::vector<ProgramRef>>("branches");
+  for (size_t b = 0; b < branches.size(); ++b) {
+    ShardingRule::Body body = body_of("branches[" + std::to_string(b) + "]", branches[b]);
+    link_inputs(body, 0, in.size() - 1, 1);
+    for (size_t r = 0; r < out.size(); ++r) body.outputs.push_back({int(r), 0});
+    rule.bodies.push_back(std::move(body));
+  }
+  rule.with_bodies = [](const Params& p, std::vector<ProgramRef> bodies) {
+    Params q = p;
+    q.set("branches", std::move(bodies));
+    return q;
+  };
+  return rule;
+}
+
+// A while's carries are one value in cond_fun, body_fun and the results; its predicate stays
+// whole. A predicate with dims (a batched loop selecting lanes) keeps the replicated rule.
+ShardingRule while_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                            const Params& p) {
+  ShardingRule rule = replicated_sharding_rule(in, out);
+  const ProgramRef& cond = p.get<ProgramRef>("cond_jaxpr");
+  if (!cond->out_types()[0].shape.empty()) return rule;
+  const size_t cn = size_t(p.get_int("cond_nconsts")), bn = size_t(p.get_int("body_nconsts"));
+  const size_t nc = out.size();
+  ShardingRule::Body c = body_of("cond_jaxpr", cond);
+  link_inputs(c, 0, cn, 0);
+  link_inputs(c, cn, nc, int(cn + bn));
+  c.outputs.push_back({-1, 0});
+  ShardingRule::Body b = body_of("body_jaxpr", p.get<ProgramRef>("body_jaxpr"));
+  link_inputs(b, 0, bn, int(cn));
+  link_inputs(b, bn, nc, int(cn + bn));
+  for (size_t r = 0; r < nc; ++r) {
+    b.outputs.push_back({int(r), 0});
+    rule.carries.push_back({int(cn + bn + r), int(r)});
+  }
+  rule.bodies = {std::move(c), std::move(b)};
+  rule.with_bodies = [](const Params& p, std::vector<ProgramRef> bodies) {
+    Params q = p;
+    q.set("cond_jaxpr", bodies[0]);
+    q.set("body_jaxpr", bodies[1]);
+    return q;
+  };
+  return rule;
+}
+
+// A scan's body sees one slice of each xs and gives one slice of each ys: their leading
+// (iteration) dim is never split.
+ShardingRule scan_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                           const Params& p) {
+  ShardingRule rule = replicated_sharding_rule(in, out);
+  const ScanSizes n(p, in.size());
+  ShardingRule::Body body = body_of("jaxpr", p.get<ProgramRef>("jaxpr"));
+  link_inputs(body, 0, n.consts + n.carry, 0);
+  link_inputs(body, n.consts + n.carry, n.xs, int(n.consts + n.carry), 1);
+  for (size_t r = 0; r < n.carry + n.ys; ++r) body.outputs.push_back({int(r), r < n.carry ? 0 : 1});
+  for (size_t c = 0; c < n.carry; ++c) rule.carries.push_back({int(n.consts + c), int(c)});
+  rule.bodies.push_back(std::move(body));
+  rule.with_bodies = [](const Params& p, std::vector<ProgramRef> bodies) {
+    Params q = p;
+    q.set("jaxpr", bodies[0]);
+    return q;
+  };
+  return rule;
+}
+
 [[noreturn]] void no_kernel(const KernelArgs&) {
   throw std::logic_error("control flow primitives run through their eager rule");
 }
@@ -1240,11 +1323,12 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   s.jvp = scan_jvp;
   s.transpose = scan_transpose;
   s.batch = scan_batch;
-  // Replicated for now: the partitioner does not split control-flow bodies. In Explicit mode
-  // the results have the types the shape rules read off the bodies (carries keep theirs).
+  cond.sharding_rule = cond_sharding;
+  w.sharding_rule = while_sharding;
+  s.sharding_rule = scan_sharding;
+  // In Explicit mode the results have the types the shape rules read off the bodies (carries
+  // keep theirs).
   for (Primitive* p : {&cond, &w, &s}) {
-    p->sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
-                          const Params&) { return replicated_sharding_rule(in, out); };
     p->type_sharding_rule = [p](std::span<const AbstractValue> in, std::span<AbstractValue> out,
                                 const Params& params) {
       std::vector<AbstractValue> traced = p->shape_rule(in, params);

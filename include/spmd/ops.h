@@ -6,8 +6,10 @@
 #include <spmd/array.h>
 #include <spmd/sharding.h>
 
+#include <concepts>
 #include <initializer_list>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace spmd {
@@ -217,6 +219,24 @@ Array vdot(const Array& a, const Array& b);
 Array inner(const Array& a, const Array& b);
 Array outer(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
+
+// jnp.einsum's keyword arguments. out_sharding (Explicit axes only) is the result's sharding,
+// as matmul's; preferred_element_type the type to accumulate in and return.
+struct EinsumOptions {
+  std::optional<NamedSharding> out_sharding = std::nullopt;
+  std::optional<DType> preferred_element_type = std::nullopt;
+};
+// Einstein summation, as jnp.einsum: "ij,jk->ik", implicit output ("ij,jk": the labels seen
+// once, sorted), `...` for broadcast dims, repeated labels for diagonals ("ii->i", "ii").
+// Three or more operands are contracted pairwise, left to right.
+//   einsum("ij,jk->ik", a, b);  einsum("ij,jk->ik", {a, b}, {.out_sharding = s});
+Array einsum(std::string_view subscripts, const std::vector<Array>& operands,
+             const EinsumOptions& options = {});
+template <class... Operands>
+requires(std::convertible_to<const Operands&, Array>&&...) Array
+    einsum(std::string_view subscripts, const Array& first, const Operands&... rest) {
+  return einsum(subscripts, std::vector<Array>{first, Array(rest)...});
+}
 
 // ---- dtype --------------------------------------------------------------------------------------
 Array astype(const Array& x, DType dtype);

@@ -80,7 +80,7 @@ struct GroupComm {
 namespace {
 
 constexpr int kFailureTag = 1;
-constexpr int kExchangeTag = 2;  // the point-to-point steps of allreduce
+constexpr int kExchangeTag = 2;  // the point-to-point messages of allreduce and allgatherv
 constexpr int kFailureBytes = 4096;
 
 struct State {
@@ -211,32 +211,37 @@ void poll_failure_report() {
 }
 
 // Waits for `requests`, polling: MPI makes progress inside its calls, and a blocking wait could
-// not end at a timeout or a failure. The first millisecond yields the core between polls (as
-// MPI's own blocking calls do when cores are shared), so that the steps of a transfer (a
-// handshake, the copy, the notice that it is done) follow each other at once: against pausing
-// after 50 µs, this took a psum of 2 MiB between two processes from 880 to 580 µs. After that
-// the pause grows with the time waited (a sixteenth of it, at most 200 µs), so a long transfer
-// costs a few percent more, and an idle wait little CPU.
+// not end at a timeout or a failure. The first microseconds poll without a pause: a peer's reply
+// to a small message comes within them, and a yield there (a system call, and the core handed to
+// whatever else is runnable) more than doubled a psum of 8 B between two processes. Up to a
+// millisecond, each poll yields the core (as MPI's own blocking calls do when cores are shared),
+// so that the steps of a transfer (a handshake, the copy, the notice that it is done) follow each
+// other at once: against pausing after 50 µs, this took a psum of 2 MiB between two processes
+// from 880 to 580 µs. After that the pause grows with the time waited (a sixteenth of it, at
+// most 200 µs), so a long transfer costs a few percent more, and an idle wait little CPU. Only
+// one thread per process waits here for a collective, so the spin takes at most one core.
 void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
               std::shared_ptr<void> keep_alive) {
   using clock = std::chrono::steady_clock;
+  constexpr auto kSpin = std::chrono::microseconds(20);
   const auto start = clock::now(), deadline = start + w.timeout;
   while (true) {
     int done = 0;
     MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
+    const auto now = clock::now();
+    const auto waited = now - start;
+    if (waited < kSpin) continue;
     poll_failure_report();
     if (auto r = remote_failure())
       give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
     if (w.stop)
       if (auto r = w.stop())
         give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
-    const auto now = clock::now();
     if (now > deadline)
       give_up(std::string(what) + " timed out after " + std::to_string(w.timeout.count()) +
                   " ms waiting for the other processes",
               std::move(keep_alive));
-    const auto waited = now - start;
     if (waited < std::chrono::milliseconds(1))
       sched_yield();
     else
@@ -452,21 +457,39 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t
   wait_for(request, wait, "a reduction between processes", std::move(keep_alive));
 }
 
+// Every process sends its block straight to every other and receives theirs: one round of
+// point-to-point messages, where Open MPI's MPI_Iallgatherv (libnbc) pays several microseconds of
+// schedule building and progress for the same exchange.
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait) {
-  std::vector<int> c, displs;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(g.comm, &rank);
+  MPI_Comm_size(g.comm, &size);
+  std::vector<MPI_Request> requests;
+  requests.reserve(size_t(2 * size));
+  auto* base = static_cast<std::byte*>(out);
+  const int sent = as_count(in_bytes, "a gather");
   int64_t at = 0;
-  for (int64_t n : counts) {
-    c.push_back(as_count(n, "a gather"));
-    displs.push_back(as_count(at, "a gather"));
+  for (int r = 0; r < size; ++r) {
+    const int n = as_count(counts[size_t(r)], "a gather");
+    if (r == rank) {
+      if (n > 0) std::memcpy(base + at, in, size_t(n));
+    } else {
+      if (n > 0) {
+        requests.emplace_back();
+        check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+              "MPI_Irecv");
+      }
+      if (sent > 0) {
+        requests.emplace_back();
+        check(MPI_Isend(in, sent, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+              "MPI_Isend");
+      }
+    }
     at += n;
   }
-  MPI_Request request;
-  check(MPI_Iallgatherv(in, as_count(in_bytes, "a gather"), MPI_BYTE, out, c.data(), displs.data(),
-                        MPI_BYTE, g.comm, &request),
-        "MPI_Iallgatherv");
-  wait_for(request, wait, "a gather between processes", std::move(keep_alive));
+  wait_for(requests, wait, "a gather between processes", std::move(keep_alive));
 }
 
 void world_allgatherv(const void* in, int64_t in_bytes, void* out,

@@ -574,8 +574,7 @@ struct Communicator::State {
   std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes);
-  void cross_reduce(const Params& p, const Cross& c, const std::shared_ptr<Buffer>& partial,
-                    void* out, int64_t count);
+  std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in);
   mpi::Wait wait_of(std::span<const int> group) const;
   // `work` over `group` in this process, or, when the group spans processes, the caller's output
   // computed from every member's `in_bytes` of input gathered here.
@@ -896,11 +895,25 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
   const int n = int(c.group.size());
   std::vector<int64_t> counts;
   for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
+  const mpi::Wait wait = wait_of(c.group);
+  const bool one_each = std::all_of(c.positions.begin(), c.positions.end(),
+                                    [](const std::vector<int>& pos) { return pos.size() == 1; });
+  if (one_each) {
+    // With one member in each process, none needs a meeting here, and the blocks arrive in
+    // group order (processes are numbered by their first member), so they go straight into the
+    // result, which outlives a wait given up.
+    auto all = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
+    Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
+    std::memcpy(mine, in, size_t(bytes));
+    between_processes(
+        p.api, [&] { mpi::allgatherv(*c.comm, mine, bytes, all->data(), counts, all, wait); });
+    return all;
+  }
   // Blocks arrive process by process: `arrival[k]` is the group position of the k-th.
   std::vector<int> arrival;
   for (const auto& pos : c.positions) arrival.insert(arrival.end(), pos.begin(), pos.end());
-  const mpi::Wait wait = wait_of(c.group);
-  auto step = [=](const Ins& ins, const Outs& outs) {
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins& ins, const Outs& outs) {
     auto send = Buffer::allocate(size_t(std::max<int64_t>(1, int64_t(ins.size()) * bytes)));
     for (size_t j = 0; j < ins.size(); ++j)
       std::memcpy(static_cast<Byte*>(send->data()) + int64_t(j) * bytes, ins[j], size_t(bytes));
@@ -915,7 +928,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
       std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
                   static_cast<const Byte*>(recv->data()) + int64_t(k) * bytes, size_t(bytes));
   };
-  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (gather between processes)";
   std::shared_ptr<Buffer> all;
@@ -923,31 +936,29 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
   return all;
 }
 
-// `partial` (count elements, this process's members reduced) reduced across processes into
-// `out`, which may be partial's own memory.
-void Communicator::State::cross_reduce(const Params& p, const Cross& c,
-                                       const std::shared_ptr<Buffer>& partial, void* out,
-                                       int64_t count) {
-  const int64_t bytes = count * itemsize(p.dtype);
+// The reduction of every member's `in` (p.shape of p.dtype): this process's members reduced into
+// one buffer they share, which one of them then reduces across processes in place. The buffer
+// is the step's own, so it can outlive a wait given up, and the local reduction writes it once
+// (not into every member's output, and then again after the exchange).
+std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
+                                                              const void* in) {
+  const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
+  const int n_local = int(c.local.size());
+  std::shared_ptr<Buffer> partial;
+  run(p, c.local, c.me_local, in, nullptr,
+      all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
   const mpi::Wait wait = wait_of(c.group);
-  auto step = [=](const Ins& ins, const Outs& outs) {
-    const Outs dsts = distinct(outs);
-    // In place when the members share one buffer that `partial` owns; otherwise through a
-    // buffer of the step's own, which outlives an abandoned wait.
-    const bool in_place = dsts.size() == 1 && ins[0] == dsts[0] && partial &&
-                          static_cast<const Byte*>(partial->data()) == ins[0];
-    std::shared_ptr<Buffer> data = in_place ? partial : Buffer::allocate(size_t(bytes));
-    if (!in_place) std::memcpy(data->data(), ins[0], size_t(bytes));
-    between_processes(
-        p.api, [&] { mpi::allreduce(*c.comm, p.op, p.dtype, data->data(), count, data, wait); });
-    for (Byte* d : dsts)
-      if (d != data->data()) std::memcpy(d, data->data(), size_t(bytes));
+  auto step = [&](const Ins&, const Outs&) {
+    between_processes(p.api, [&] {
+      mpi::allreduce(*c.comm, p.op, p.dtype, partial->data(), count, partial, wait);
+    });
   };
-  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (reduction between processes)";
   q.kind = Kind::barrier;
-  run(q, c.local, c.me_local, partial ? partial->data() : out, out, work, nullptr, 0, c.key);
+  run(q, c.local, c.me_local, partial->data(), nullptr, work, nullptr, 0, c.key);
+  return partial;
 }
 
 namespace {
@@ -1029,14 +1040,12 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
     const int64_t bytes = shape.size() * itemsize(dtype);
     if (bytes <= kStagedBytes) {
       auto all = state_->cross_gather(p, *c, in, bytes);
-      all_reduce_work(op, dtype, shape.size(), n, me)
-          .own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+      reduce_range(op, dtype, blocks_of(*all, n, bytes), 0, shape.size(), {static_cast<Byte*>(out)},
+                   0, false);
       return;
     }
-    const int n_local = int(c->local.size());
-    state_->run(p, c->local, c->me_local, in, out,
-                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), nullptr, 0, c->key);
-    state_->cross_reduce(p, *c, nullptr, out, shape.size());
+    auto result = state_->cross_all_reduce(p, *c, in);
+    std::memcpy(out, result->data(), size_t(bytes));
     return;
   }
   state_->run(p, group, me, in, out, all_reduce_work(op, dtype, shape.size(), n, me));
@@ -1050,20 +1059,15 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
   std::shared_ptr<Buffer> result;
   const int64_t bytes = shape.size() * itemsize(dtype);
   if (auto c = state_->cross(api, group, me)) {
-    const int n = int(group.size());
     if (bytes <= kStagedBytes) {
+      const int n = int(group.size());
       auto all = state_->cross_gather(p, *c, in, bytes);
       result = Buffer::allocate(size_t(bytes));
-      all_reduce_work(op, dtype, shape.size(), n, me)
-          .own(blocks_of(*all, n, bytes), only_mine(n, me, result->data()));
+      reduce_range(op, dtype, blocks_of(*all, n, bytes), 0, shape.size(),
+                   {static_cast<Byte*>(result->data())}, 0, false);
       return result;
     }
-    const int n_local = int(c->local.size());
-    state_->run(p, c->local, c->me_local, in, nullptr,
-                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), &result,
-                size_t(bytes), c->key);
-    state_->cross_reduce(p, *c, result, result->data(), shape.size());
-    return result;
+    return state_->cross_all_reduce(p, *c, in);
   }
   state_->run(p, group, me, in, nullptr,
               all_reduce_work(op, dtype, shape.size(), int(group.size()), me), &result,

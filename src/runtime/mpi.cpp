@@ -474,7 +474,7 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
   for (int r = 0; r < size; ++r) {
     const int n = as_count(counts[size_t(r)], "a gather");
     if (r == rank) {
-      if (n > 0) std::memcpy(base + at, in, size_t(n));
+      if (n > 0 && base + at != in) std::memcpy(base + at, in, size_t(n));
     } else {
       if (n > 0) {
         requests.emplace_back();

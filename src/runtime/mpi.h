@@ -67,7 +67,8 @@ struct Wait {
 // `keep_alive` owns `data`: if the wait gives up it is kept for ever, since MPI may still write.
 void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
                std::shared_ptr<void> keep_alive, const Wait& wait);
-// out = the processes' contributions one after another (counts[r] bytes from rank r).
+// out = the processes' contributions one after another (counts[r] bytes from rank r); `in` may
+// be this process's own place in `out`.
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait);

@@ -936,23 +936,31 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
   return all;
 }
 
-// The reduction of every member's `in` (p.shape of p.dtype): this process's members reduced into
-// one buffer they share, which one of them then reduces across processes in place. The buffer
-// is the step's own, so it can outlive a wait given up, and the local reduction writes it once
-// (not into every member's output, and then again after the exchange).
+// The reduction of every member's `in` (p.shape of p.dtype) into a buffer of the step's own, so
+// that it can outlive a wait given up: a member alone in its process reduces its input across
+// processes straight into it; several reduce into it first (one buffer they share, written once
+// rather than into every member's output), and one of them then reduces it across processes in
+// place.
 std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
                                                               const void* in) {
   const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
-  const int n_local = int(c.local.size());
-  std::shared_ptr<Buffer> partial;
-  run(p, c.local, c.me_local, in, nullptr,
-      all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
   const mpi::Wait wait = wait_of(c.group);
-  auto step = [&](const Ins&, const Outs&) {
+  std::shared_ptr<Buffer> partial;
+  auto across = [&](const void* from) {
     between_processes(p.api, [&] {
-      mpi::allreduce(*c.comm, p.op, p.dtype, partial->data(), count, partial, wait);
+      mpi::allreduce(*c.comm, p.op, p.dtype, from, partial->data(), count, partial, wait);
     });
   };
+  if (c.local.size() == 1) {
+    partial = Buffer::allocate(size_t(bytes));
+    across(in);
+    return partial;
+  }
+  const int n_local = int(c.local.size());
+  run(p, c.local, c.me_local, in, nullptr,
+      all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins&, const Outs&) { across(partial->data()); };
   Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (reduction between processes)";

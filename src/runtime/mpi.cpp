@@ -50,8 +50,8 @@ std::shared_ptr<GroupComm> find_group(const std::vector<int>&) {
 const std::vector<int>& processes(const GroupComm& g) {
   return g.procs;
 }
-void allreduce(const GroupComm&, ReduceOp, DType, void*, int64_t, std::shared_ptr<void>,
-               const Wait&) {
+void allreduce(const GroupComm&, ReduceOp, DType, const void*, void*, int64_t,
+               std::shared_ptr<void>, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
 void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector<int64_t>&,
@@ -400,11 +400,14 @@ void swap_with(const GroupComm& g, int peer, DType dtype, const void* send, int 
 // back. Every element is combined on one process only, so every process ends with the same bits,
 // and each process reduces a 1/P share: what MPI_Allreduce does between two processes for large
 // buffers. Open MPI's MPI_Iallreduce there reduces everything on one process and broadcasts it,
-// twice the time.
-void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* data, int count,
-                          std::shared_ptr<void> keep_alive, const Wait& wait) {
+// twice the time. The first step reads `in`: it copies only the half it sends into `data`, and
+// combines the half it keeps from `in` straight into `data`, where a copy of the whole input
+// would cost as much as a quarter of the exchange.
+void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
+                          int count, std::shared_ptr<void> keep_alive, const Wait& wait) {
   const int64_t item = itemsize(dtype);
   auto* base = static_cast<std::byte*>(data);
+  const auto* src = static_cast<const std::byte*>(in);
   std::shared_ptr<Buffer> theirs = Buffer::allocate(size_t((count / 2 + 1) * item));
   auto keep = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<Buffer>>>(
       std::move(keep_alive), theirs);
@@ -418,15 +421,19 @@ void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* da
     const bool lower = rank < peer;
     const int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
     const int give_lo = lower ? mid : lo, give_hi = lower ? hi : mid;
-    swap_with(g, peer, dtype, base + give_lo * item, give_hi - give_lo, theirs->data(),
-              keep_hi - keep_lo, keep, wait);
+    std::byte* give = base + give_lo * item;
+    if (src != base) std::memcpy(give, src + give_lo * item, size_t((give_hi - give_lo) * item));
+    swap_with(g, peer, dtype, give, give_hi - give_lo, theirs->data(), keep_hi - keep_lo, keep,
+              wait);
     std::byte* mine = base + keep_lo * item;
+    const std::byte* my_values = src + keep_lo * item;
     if (lower)
-      combine(op, dtype, mine, theirs->data(), mine, keep_hi - keep_lo);
+      combine(op, dtype, my_values, theirs->data(), mine, keep_hi - keep_lo);
     else
-      combine(op, dtype, theirs->data(), mine, mine, keep_hi - keep_lo);
+      combine(op, dtype, theirs->data(), my_values, mine, keep_hi - keep_lo);
     ranges.emplace_back(lo, hi);
     lo = keep_lo, hi = keep_hi;
+    src = base;
   }
   for (int mask = 1; mask < size; mask *= 2) {
     const int peer = rank ^ mask;
@@ -442,14 +449,15 @@ void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* da
 
 }  // namespace
 
-void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
-               std::shared_ptr<void> keep_alive, const Wait& wait) {
+void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
+               int64_t count, std::shared_ptr<void> keep_alive, const Wait& wait) {
   const int n = as_count(count, "a reduction");
   const size_t procs = g.procs.size();
   if ((procs & (procs - 1)) == 0) {
-    allreduce_by_halving(g, op, dtype, data, n, std::move(keep_alive), wait);
+    allreduce_by_halving(g, op, dtype, in, data, n, std::move(keep_alive), wait);
     return;
   }
+  if (in != data) std::memcpy(data, in, size_t(count * itemsize(dtype)));
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, n, datatype(dtype), operation(op, dtype), g.comm,
                        &request),
@@ -457,9 +465,6 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t
   wait_for(request, wait, "a reduction between processes", std::move(keep_alive));
 }
 
-// Every process sends its block straight to every other and receives theirs: one round of
-// point-to-point messages, where Open MPI's MPI_Iallgatherv (libnbc) pays several microseconds of
-// schedule building and progress for the same exchange.
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait) {

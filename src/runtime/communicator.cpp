@@ -572,8 +572,15 @@ struct Communicator::State {
   bool any_remote = false;  // whether some rank runs in another process
   struct Cross;
   std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
+  // What the member that gathers makes of the blocks (in group order) for this process's members,
+  // into a result of `bytes`.
+  struct Finish {
+    int64_t bytes;
+    std::function<void(const Ins& blocks, Byte* result)> fn;
+  };
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
-                                       int64_t bytes);
+                                       int64_t bytes, const Finish* finish = nullptr);
+  void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
   std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in);
   mpi::Wait wait_of(std::span<const int> group) const;
   // `work` over `group` in this process, or, when the group spans processes, the caller's output
@@ -888,26 +895,46 @@ void between_processes(const std::string& api, F&& step) {
 
 }  // namespace
 
-// Every member's `bytes` of input, in group order, in one buffer the local members share. MPI
-// writes into a buffer of the step's own, which outlives a wait given up (MPI may still write).
+namespace {
+
+// The n members' blocks of `bytes` in a gathered buffer.
+Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
+  Ins ins;
+  for (int j = 0; j < n; ++j) ins.push_back(static_cast<const Byte*>(all.data()) + j * bytes);
+  return ins;
+}
+
+// Whether every process has one member of the group.
+bool one_each(const std::vector<std::vector<int>>& positions) {
+  return std::all_of(positions.begin(), positions.end(),
+                     [](const std::vector<int>& pos) { return pos.size() == 1; });
+}
+
+}  // namespace
+
+// Every member's `bytes` of input, in group order, in one buffer the local members share (or
+// what `finish` makes of them). MPI writes into buffers of the step's own, which outlive a wait
+// given up (MPI may still write).
 std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const Cross& c,
-                                                          const void* in, int64_t bytes) {
+                                                          const void* in, int64_t bytes,
+                                                          const Finish* finish) {
   const int n = int(c.group.size());
   std::vector<int64_t> counts;
   for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
   const mpi::Wait wait = wait_of(c.group);
-  const bool one_each = std::all_of(c.positions.begin(), c.positions.end(),
-                                    [](const std::vector<int>& pos) { return pos.size() == 1; });
-  if (one_each) {
+  if (one_each(c.positions)) {
     // With one member in each process, none needs a meeting here, and the blocks arrive in
     // group order (processes are numbered by their first member), so they go straight into the
-    // result, which outlives a wait given up.
+    // buffer, which outlives a wait given up.
     auto all = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
     Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
     std::memcpy(mine, in, size_t(bytes));
     between_processes(
         p.api, [&] { mpi::allgatherv(*c.comm, mine, bytes, all->data(), counts, all, wait); });
-    return all;
+    if (!finish) return all;
+    auto result = Buffer::allocate(size_t(std::max<int64_t>(1, finish->bytes)));
+    finish->fn(blocks_of(*all, n, bytes), static_cast<Byte*>(result->data()));
+    return result;
   }
   // Blocks arrive process by process: `arrival[k]` is the group position of the k-th.
   std::vector<int> arrival;
@@ -924,16 +951,38 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
       mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, recv->data(), counts,
                       keep, wait);
     });
+    Ins blocks(static_cast<size_t>(n), nullptr);
     for (int k = 0; k < n; ++k)
-      std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
-                  static_cast<const Byte*>(recv->data()) + int64_t(k) * bytes, size_t(bytes));
+      blocks[size_t(arrival[size_t(k)])] = static_cast<const Byte*>(recv->data()) + k * bytes;
+    if (finish) return finish->fn(blocks, outs[0]);
+    for (int j = 0; j < n; ++j) std::memcpy(outs[0] + j * bytes, blocks[size_t(j)], size_t(bytes));
   };
   Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (gather between processes)";
   std::shared_ptr<Buffer> all;
-  run(q, c.local, c.me_local, in, nullptr, work, &all, size_t(n * bytes), c.key);
+  run(q, c.local, c.me_local, in, nullptr, work, &all, size_t(finish ? finish->bytes : n * bytes),
+      c.key);
   return all;
+}
+
+// out = the reduction of every member's `in` (p.shape of p.dtype, at most the staging size) in
+// group order, the bits one process computes. The blocks are gathered and reduced once in each
+// process, by the member that gathers them, rather than by every member over all n blocks.
+void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c, const void* in,
+                                                void* out) {
+  const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
+  auto reduce = [&](const Ins& blocks, Byte* to) {
+    reduce_range(p.op, p.dtype, blocks, 0, count, {to}, 0, false);
+  };
+  if (one_each(c.positions)) {
+    auto all = cross_gather(p, c, in, bytes);
+    reduce(blocks_of(*all, int(c.group.size()), bytes), static_cast<Byte*>(out));
+    return;
+  }
+  const Finish finish{bytes, reduce};
+  auto result = cross_gather(p, c, in, bytes, &finish);
+  std::memcpy(out, result->data(), size_t(bytes));
 }
 
 // The reduction of every member's `in` (p.shape of p.dtype) into a buffer of the step's own, so
@@ -970,13 +1019,6 @@ std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, c
 }
 
 namespace {
-
-// The n members' blocks of `bytes` in a gathered buffer.
-Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
-  Ins ins;
-  for (int j = 0; j < n; ++j) ins.push_back(static_cast<const Byte*>(all.data()) + j * bytes);
-  return ins;
-}
 
 // An output list with only the caller's entry, for a Work's `own`.
 Outs only_mine(int n, int me, void* out) {
@@ -1047,9 +1089,7 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
   if (auto c = state_->cross(api, group, me)) {
     const int64_t bytes = shape.size() * itemsize(dtype);
     if (bytes <= kStagedBytes) {
-      auto all = state_->cross_gather(p, *c, in, bytes);
-      reduce_range(op, dtype, blocks_of(*all, n, bytes), 0, shape.size(), {static_cast<Byte*>(out)},
-                   0, false);
+      state_->cross_reduce_gathered(p, *c, in, out);
       return;
     }
     auto result = state_->cross_all_reduce(p, *c, in);
@@ -1068,11 +1108,8 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
   const int64_t bytes = shape.size() * itemsize(dtype);
   if (auto c = state_->cross(api, group, me)) {
     if (bytes <= kStagedBytes) {
-      const int n = int(group.size());
-      auto all = state_->cross_gather(p, *c, in, bytes);
       result = Buffer::allocate(size_t(bytes));
-      reduce_range(op, dtype, blocks_of(*all, n, bytes), 0, shape.size(),
-                   {static_cast<Byte*>(result->data())}, 0, false);
+      state_->cross_reduce_gathered(p, *c, in, result->data());
       return result;
     }
     return state_->cross_all_reduce(p, *c, in);

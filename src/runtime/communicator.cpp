@@ -810,16 +810,17 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 // A group with members in other processes (after distributed::initialize) meets in two steps:
 // this process's members meet as a group of their own (on a channel keyed apart from any group
 // of the launch), and one of them, whichever claims the step's one piece, makes the group's MPI
-// call for all of them while the others wait. So each process makes one MPI call per collective,
-// and the calls of one group follow each other in call order, on the group's own communicator.
+// call for all of them while the others wait (a member alone in its process makes it without
+// meeting). So each process makes one MPI call per collective, and the calls of one group follow
+// each other in call order, on the group's own communicator.
 //
 // Reductions of more than the staging size reduce locally first, then across processes (their
 // floats are associated differently from one process's left-to-right order, as any hierarchical
 // reduction is). Everything else gathers every member's input on every process and computes its
-// output from them exactly as one process would: small reductions therefore give the bits of a
-// single process, and all_gather, reduce_scatter, all_to_all and ppermute need no code of their
-// own. The gather moves n blocks where all_to_all and ppermute need fewer; that is the price of
-// one path.
+// output from them exactly as one process would (a small reduction once per process, by the
+// member that gathers): small reductions therefore give the bits of a single process, and
+// all_gather, reduce_scatter, all_to_all and ppermute need no code of their own. The gather moves n
+// blocks where all_to_all and ppermute need fewer; that is the price of one path.
 
 struct Communicator::State::Cross {
   std::span<const int> group;

@@ -572,10 +572,16 @@ struct Communicator::State {
   bool any_remote = false;  // whether some rank runs in another process
   struct Cross;
   std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
+  // What the member that gathers makes of the blocks (in group order) for this process's members,
+  // into a result of `bytes`.
+  struct Finish {
+    int64_t bytes;
+    std::function<void(const Ins& blocks, Byte* result)> fn;
+  };
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
-                                       int64_t bytes);
-  void cross_reduce(const Params& p, const Cross& c, const std::shared_ptr<Buffer>& partial,
-                    void* out, int64_t count);
+                                       int64_t bytes, const Finish* finish = nullptr);
+  void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
+  std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in);
   mpi::Wait wait_of(std::span<const int> group) const;
   // `work` over `group` in this process, or, when the group spans processes, the caller's output
   // computed from every member's `in_bytes` of input gathered here.
@@ -804,16 +810,17 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 // A group with members in other processes (after distributed::initialize) meets in two steps:
 // this process's members meet as a group of their own (on a channel keyed apart from any group
 // of the launch), and one of them, whichever claims the step's one piece, makes the group's MPI
-// call for all of them while the others wait. So each process makes one MPI call per collective,
-// and the calls of one group follow each other in call order, on the group's own communicator.
+// call for all of them while the others wait (a member alone in its process makes it without
+// meeting). So each process makes one MPI call per collective, and the calls of one group follow
+// each other in call order, on the group's own communicator.
 //
 // Reductions of more than the staging size reduce locally first, then across processes (their
 // floats are associated differently from one process's left-to-right order, as any hierarchical
 // reduction is). Everything else gathers every member's input on every process and computes its
-// output from them exactly as one process would: small reductions therefore give the bits of a
-// single process, and all_gather, reduce_scatter, all_to_all and ppermute need no code of their
-// own. The gather moves n blocks where all_to_all and ppermute need fewer; that is the price of
-// one path.
+// output from them exactly as one process would (a small reduction once per process, by the
+// member that gathers): small reductions therefore give the bits of a single process, and
+// all_gather, reduce_scatter, all_to_all and ppermute need no code of their own. The gather moves n
+// blocks where all_to_all and ppermute need fewer; that is the price of one path.
 
 struct Communicator::State::Cross {
   std::span<const int> group;
@@ -889,18 +896,52 @@ void between_processes(const std::string& api, F&& step) {
 
 }  // namespace
 
-// Every member's `bytes` of input, in group order, in one buffer the local members share. MPI
-// writes into a buffer of the step's own, which outlives a wait given up (MPI may still write).
+namespace {
+
+// The n members' blocks of `bytes` in a gathered buffer.
+Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
+  Ins ins;
+  for (int j = 0; j < n; ++j) ins.push_back(static_cast<const Byte*>(all.data()) + j * bytes);
+  return ins;
+}
+
+// Whether every process has one member of the group.
+bool one_each(const std::vector<std::vector<int>>& positions) {
+  return std::all_of(positions.begin(), positions.end(),
+                     [](const std::vector<int>& pos) { return pos.size() == 1; });
+}
+
+}  // namespace
+
+// Every member's `bytes` of input, in group order, in one buffer the local members share (or
+// what `finish` makes of them). MPI writes into buffers of the step's own, which outlive a wait
+// given up (MPI may still write).
 std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const Cross& c,
-                                                          const void* in, int64_t bytes) {
+                                                          const void* in, int64_t bytes,
+                                                          const Finish* finish) {
   const int n = int(c.group.size());
   std::vector<int64_t> counts;
   for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
+  const mpi::Wait wait = wait_of(c.group);
+  if (one_each(c.positions)) {
+    // With one member in each process, none needs a meeting here, and the blocks arrive in
+    // group order (processes are numbered by their first member), so they go straight into the
+    // buffer, which outlives a wait given up.
+    auto all = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
+    Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
+    std::memcpy(mine, in, size_t(bytes));
+    between_processes(
+        p.api, [&] { mpi::allgatherv(*c.comm, mine, bytes, all->data(), counts, all, wait); });
+    if (!finish) return all;
+    auto result = Buffer::allocate(size_t(std::max<int64_t>(1, finish->bytes)));
+    finish->fn(blocks_of(*all, n, bytes), static_cast<Byte*>(result->data()));
+    return result;
+  }
   // Blocks arrive process by process: `arrival[k]` is the group position of the k-th.
   std::vector<int> arrival;
   for (const auto& pos : c.positions) arrival.insert(arrival.end(), pos.begin(), pos.end());
-  const mpi::Wait wait = wait_of(c.group);
-  auto step = [=](const Ins& ins, const Outs& outs) {
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins& ins, const Outs& outs) {
     auto send = Buffer::allocate(size_t(std::max<int64_t>(1, int64_t(ins.size()) * bytes)));
     for (size_t j = 0; j < ins.size(); ++j)
       std::memcpy(static_cast<Byte*>(send->data()) + int64_t(j) * bytes, ins[j], size_t(bytes));
@@ -911,53 +952,74 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
       mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, recv->data(), counts,
                       keep, wait);
     });
+    Ins blocks(static_cast<size_t>(n), nullptr);
     for (int k = 0; k < n; ++k)
-      std::memcpy(outs[0] + int64_t(arrival[size_t(k)]) * bytes,
-                  static_cast<const Byte*>(recv->data()) + int64_t(k) * bytes, size_t(bytes));
+      blocks[size_t(arrival[size_t(k)])] = static_cast<const Byte*>(recv->data()) + k * bytes;
+    if (finish) return finish->fn(blocks, outs[0]);
+    for (int j = 0; j < n; ++j) std::memcpy(outs[0] + j * bytes, blocks[size_t(j)], size_t(bytes));
   };
-  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (gather between processes)";
   std::shared_ptr<Buffer> all;
-  run(q, c.local, c.me_local, in, nullptr, work, &all, size_t(n * bytes), c.key);
+  run(q, c.local, c.me_local, in, nullptr, work, &all, size_t(finish ? finish->bytes : n * bytes),
+      c.key);
   return all;
 }
 
-// `partial` (count elements, this process's members reduced) reduced across processes into
-// `out`, which may be partial's own memory.
-void Communicator::State::cross_reduce(const Params& p, const Cross& c,
-                                       const std::shared_ptr<Buffer>& partial, void* out,
-                                       int64_t count) {
-  const int64_t bytes = count * itemsize(p.dtype);
-  const mpi::Wait wait = wait_of(c.group);
-  auto step = [=](const Ins& ins, const Outs& outs) {
-    const Outs dsts = distinct(outs);
-    // In place when the members share one buffer that `partial` owns; otherwise through a
-    // buffer of the step's own, which outlives an abandoned wait.
-    const bool in_place = dsts.size() == 1 && ins[0] == dsts[0] && partial &&
-                          static_cast<const Byte*>(partial->data()) == ins[0];
-    std::shared_ptr<Buffer> data = in_place ? partial : Buffer::allocate(size_t(bytes));
-    if (!in_place) std::memcpy(data->data(), ins[0], size_t(bytes));
-    between_processes(
-        p.api, [&] { mpi::allreduce(*c.comm, p.op, p.dtype, data->data(), count, data, wait); });
-    for (Byte* d : dsts)
-      if (d != data->data()) std::memcpy(d, data->data(), size_t(bytes));
+// out = the reduction of every member's `in` (p.shape of p.dtype, at most the staging size) in
+// group order, the bits one process computes. The blocks are gathered and reduced once in each
+// process, by the member that gathers them, rather than by every member over all n blocks.
+void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c, const void* in,
+                                                void* out) {
+  const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
+  auto reduce = [&](const Ins& blocks, Byte* to) {
+    reduce_range(p.op, p.dtype, blocks, 0, count, {to}, 0, false);
   };
-  Work work{1, [step](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  if (one_each(c.positions)) {
+    auto all = cross_gather(p, c, in, bytes);
+    reduce(blocks_of(*all, int(c.group.size()), bytes), static_cast<Byte*>(out));
+    return;
+  }
+  const Finish finish{bytes, reduce};
+  auto result = cross_gather(p, c, in, bytes, &finish);
+  std::memcpy(out, result->data(), size_t(bytes));
+}
+
+// The reduction of every member's `in` (p.shape of p.dtype) into a buffer of the step's own, so
+// that it can outlive a wait given up: a member alone in its process reduces its input across
+// processes straight into it; several reduce into it first (one buffer they share, written once
+// rather than into every member's output), and one of them then reduces it across processes in
+// place.
+std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
+                                                              const void* in) {
+  const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
+  const mpi::Wait wait = wait_of(c.group);
+  std::shared_ptr<Buffer> partial;
+  auto across = [&](const void* from) {
+    between_processes(p.api, [&] {
+      mpi::allreduce(*c.comm, p.op, p.dtype, from, partial->data(), count, partial, wait);
+    });
+  };
+  if (c.local.size() == 1) {
+    partial = Buffer::allocate(size_t(bytes));
+    across(in);
+    return partial;
+  }
+  const int n_local = int(c.local.size());
+  run(p, c.local, c.me_local, in, nullptr,
+      all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins&, const Outs&) { across(partial->data()); };
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (reduction between processes)";
   q.kind = Kind::barrier;
-  run(q, c.local, c.me_local, partial ? partial->data() : out, out, work, nullptr, 0, c.key);
+  run(q, c.local, c.me_local, partial->data(), nullptr, work, nullptr, 0, c.key);
+  return partial;
 }
 
 namespace {
-
-// The n members' blocks of `bytes` in a gathered buffer.
-Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
-  Ins ins;
-  for (int j = 0; j < n; ++j) ins.push_back(static_cast<const Byte*>(all.data()) + j * bytes);
-  return ins;
-}
 
 // An output list with only the caller's entry, for a Work's `own`.
 Outs only_mine(int n, int me, void* out) {
@@ -1028,15 +1090,11 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
   if (auto c = state_->cross(api, group, me)) {
     const int64_t bytes = shape.size() * itemsize(dtype);
     if (bytes <= kStagedBytes) {
-      auto all = state_->cross_gather(p, *c, in, bytes);
-      all_reduce_work(op, dtype, shape.size(), n, me)
-          .own(blocks_of(*all, n, bytes), only_mine(n, me, out));
+      state_->cross_reduce_gathered(p, *c, in, out);
       return;
     }
-    const int n_local = int(c->local.size());
-    state_->run(p, c->local, c->me_local, in, out,
-                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), nullptr, 0, c->key);
-    state_->cross_reduce(p, *c, nullptr, out, shape.size());
+    auto result = state_->cross_all_reduce(p, *c, in);
+    std::memcpy(out, result->data(), size_t(bytes));
     return;
   }
   state_->run(p, group, me, in, out, all_reduce_work(op, dtype, shape.size(), n, me));
@@ -1050,20 +1108,12 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
   std::shared_ptr<Buffer> result;
   const int64_t bytes = shape.size() * itemsize(dtype);
   if (auto c = state_->cross(api, group, me)) {
-    const int n = int(group.size());
     if (bytes <= kStagedBytes) {
-      auto all = state_->cross_gather(p, *c, in, bytes);
       result = Buffer::allocate(size_t(bytes));
-      all_reduce_work(op, dtype, shape.size(), n, me)
-          .own(blocks_of(*all, n, bytes), only_mine(n, me, result->data()));
+      state_->cross_reduce_gathered(p, *c, in, result->data());
       return result;
     }
-    const int n_local = int(c->local.size());
-    state_->run(p, c->local, c->me_local, in, nullptr,
-                all_reduce_work(op, dtype, shape.size(), n_local, c->me_local), &result,
-                size_t(bytes), c->key);
-    state_->cross_reduce(p, *c, result, result->data(), shape.size());
-    return result;
+    return state_->cross_all_reduce(p, *c, in);
   }
   state_->run(p, group, me, in, nullptr,
               all_reduce_work(op, dtype, shape.size(), int(group.size()), me), &result,

@@ -50,8 +50,8 @@ std::shared_ptr<GroupComm> find_group(const std::vector<int>&) {
 const std::vector<int>& processes(const GroupComm& g) {
   return g.procs;
 }
-void allreduce(const GroupComm&, ReduceOp, DType, void*, int64_t, std::shared_ptr<void>,
-               const Wait&) {
+void allreduce(const GroupComm&, ReduceOp, DType, const void*, void*, int64_t,
+               std::shared_ptr<void>, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
 void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector<int64_t>&,
@@ -80,7 +80,7 @@ struct GroupComm {
 namespace {
 
 constexpr int kFailureTag = 1;
-constexpr int kExchangeTag = 2;  // the point-to-point steps of allreduce
+constexpr int kExchangeTag = 2;  // the point-to-point messages of allreduce and allgatherv
 constexpr int kFailureBytes = 4096;
 
 struct State {
@@ -211,32 +211,37 @@ void poll_failure_report() {
 }
 
 // Waits for `requests`, polling: MPI makes progress inside its calls, and a blocking wait could
-// not end at a timeout or a failure. The first millisecond yields the core between polls (as
-// MPI's own blocking calls do when cores are shared), so that the steps of a transfer (a
-// handshake, the copy, the notice that it is done) follow each other at once: against pausing
-// after 50 µs, this took a psum of 2 MiB between two processes from 880 to 580 µs. After that
-// the pause grows with the time waited (a sixteenth of it, at most 200 µs), so a long transfer
-// costs a few percent more, and an idle wait little CPU.
+// not end at a timeout or a failure. The first microseconds poll without a pause: a peer's reply
+// to a small message comes within them, and a yield there (a system call, and the core handed to
+// whatever else is runnable) more than doubled a psum of 8 B between two processes. Up to a
+// millisecond, each poll yields the core (as MPI's own blocking calls do when cores are shared),
+// so that the steps of a transfer (a handshake, the copy, the notice that it is done) follow each
+// other at once: against pausing after 50 µs, this took a psum of 2 MiB between two processes
+// from 880 to 580 µs. After that the pause grows with the time waited (a sixteenth of it, at
+// most 200 µs), so a long transfer costs a few percent more, and an idle wait little CPU. Only
+// one thread per process waits here for a collective, so the spin takes at most one core.
 void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
               std::shared_ptr<void> keep_alive) {
   using clock = std::chrono::steady_clock;
+  constexpr auto kSpin = std::chrono::microseconds(20);
   const auto start = clock::now(), deadline = start + w.timeout;
   while (true) {
     int done = 0;
     MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
+    const auto now = clock::now();
+    const auto waited = now - start;
+    if (waited < kSpin) continue;
     poll_failure_report();
     if (auto r = remote_failure())
       give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
     if (w.stop)
       if (auto r = w.stop())
         give_up(std::string(what) + " could not complete: " + *r, std::move(keep_alive));
-    const auto now = clock::now();
     if (now > deadline)
       give_up(std::string(what) + " timed out after " + std::to_string(w.timeout.count()) +
                   " ms waiting for the other processes",
               std::move(keep_alive));
-    const auto waited = now - start;
     if (waited < std::chrono::milliseconds(1))
       sched_yield();
     else
@@ -395,11 +400,14 @@ void swap_with(const GroupComm& g, int peer, DType dtype, const void* send, int 
 // back. Every element is combined on one process only, so every process ends with the same bits,
 // and each process reduces a 1/P share: what MPI_Allreduce does between two processes for large
 // buffers. Open MPI's MPI_Iallreduce there reduces everything on one process and broadcasts it,
-// twice the time.
-void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* data, int count,
-                          std::shared_ptr<void> keep_alive, const Wait& wait) {
+// twice the time. The first step reads `in`: it copies only the half it sends into `data`, and
+// combines the half it keeps from `in` straight into `data`, where a copy of the whole input
+// would cost as much as a quarter of the exchange.
+void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
+                          int count, std::shared_ptr<void> keep_alive, const Wait& wait) {
   const int64_t item = itemsize(dtype);
   auto* base = static_cast<std::byte*>(data);
+  const auto* src = static_cast<const std::byte*>(in);
   std::shared_ptr<Buffer> theirs = Buffer::allocate(size_t((count / 2 + 1) * item));
   auto keep = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<Buffer>>>(
       std::move(keep_alive), theirs);
@@ -413,15 +421,19 @@ void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* da
     const bool lower = rank < peer;
     const int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
     const int give_lo = lower ? mid : lo, give_hi = lower ? hi : mid;
-    swap_with(g, peer, dtype, base + give_lo * item, give_hi - give_lo, theirs->data(),
-              keep_hi - keep_lo, keep, wait);
+    std::byte* give = base + give_lo * item;
+    if (src != base) std::memcpy(give, src + give_lo * item, size_t((give_hi - give_lo) * item));
+    swap_with(g, peer, dtype, give, give_hi - give_lo, theirs->data(), keep_hi - keep_lo, keep,
+              wait);
     std::byte* mine = base + keep_lo * item;
+    const std::byte* my_values = src + keep_lo * item;
     if (lower)
-      combine(op, dtype, mine, theirs->data(), mine, keep_hi - keep_lo);
+      combine(op, dtype, my_values, theirs->data(), mine, keep_hi - keep_lo);
     else
-      combine(op, dtype, theirs->data(), mine, mine, keep_hi - keep_lo);
+      combine(op, dtype, theirs->data(), my_values, mine, keep_hi - keep_lo);
     ranges.emplace_back(lo, hi);
     lo = keep_lo, hi = keep_hi;
+    src = base;
   }
   for (int mask = 1; mask < size; mask *= 2) {
     const int peer = rank ^ mask;
@@ -437,14 +449,15 @@ void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, void* da
 
 }  // namespace
 
-void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
-               std::shared_ptr<void> keep_alive, const Wait& wait) {
+void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
+               int64_t count, std::shared_ptr<void> keep_alive, const Wait& wait) {
   const int n = as_count(count, "a reduction");
   const size_t procs = g.procs.size();
   if ((procs & (procs - 1)) == 0) {
-    allreduce_by_halving(g, op, dtype, data, n, std::move(keep_alive), wait);
+    allreduce_by_halving(g, op, dtype, in, data, n, std::move(keep_alive), wait);
     return;
   }
+  if (in != data) std::memcpy(data, in, size_t(count * itemsize(dtype)));
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, n, datatype(dtype), operation(op, dtype), g.comm,
                        &request),
@@ -455,18 +468,33 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait) {
-  std::vector<int> c, displs;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(g.comm, &rank);
+  MPI_Comm_size(g.comm, &size);
+  std::vector<MPI_Request> requests;
+  requests.reserve(size_t(2 * size));
+  auto* base = static_cast<std::byte*>(out);
+  const int sent = as_count(in_bytes, "a gather");
   int64_t at = 0;
-  for (int64_t n : counts) {
-    c.push_back(as_count(n, "a gather"));
-    displs.push_back(as_count(at, "a gather"));
+  for (int r = 0; r < size; ++r) {
+    const int n = as_count(counts[size_t(r)], "a gather");
+    if (r == rank) {
+      if (n > 0 && base + at != in) std::memcpy(base + at, in, size_t(n));
+    } else {
+      if (n > 0) {
+        requests.emplace_back();
+        check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+              "MPI_Irecv");
+      }
+      if (sent > 0) {
+        requests.emplace_back();
+        check(MPI_Isend(in, sent, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+              "MPI_Isend");
+      }
+    }
     at += n;
   }
-  MPI_Request request;
-  check(MPI_Iallgatherv(in, as_count(in_bytes, "a gather"), MPI_BYTE, out, c.data(), displs.data(),
-                        MPI_BYTE, g.comm, &request),
-        "MPI_Iallgatherv");
-  wait_for(request, wait, "a gather between processes", std::move(keep_alive));
+  wait_for(requests, wait, "a gather between processes", std::move(keep_alive));
 }
 
 void world_allgatherv(const void* in, int64_t in_bytes, void* out,

@@ -61,13 +61,15 @@ struct Wait {
   std::function<std::optional<std::string>()> stop;
 };
 
-// data (count elements, in place) = reduction over the group's processes, the same bits on each:
+// data (count elements) = reduction of `in` over the group's processes, the same bits on each:
 // pairwise, lower process first, in a balanced tree over a power-of-two number of processes (one
-// half each, then swapped back), else MPI_Iallreduce.
+// half each, then swapped back), else MPI_Iallreduce. `in` may be `data`; MPI only reads and
+// writes `data` (this thread reads `in`, which need not outlive a wait given up).
 // `keep_alive` owns `data`: if the wait gives up it is kept for ever, since MPI may still write.
-void allreduce(const GroupComm& g, ReduceOp op, DType dtype, void* data, int64_t count,
-               std::shared_ptr<void> keep_alive, const Wait& wait);
-// out = the processes' contributions one after another (counts[r] bytes from rank r).
+void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
+               int64_t count, std::shared_ptr<void> keep_alive, const Wait& wait);
+// out = the processes' contributions one after another (counts[r] bytes from rank r); `in` may
+// be this process's own place in `out`.
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait);

@@ -21,7 +21,8 @@ using sp::P;
 
 namespace {
 
-// The values of x's blocks this process holds, checked against the same slices of `want`.
+// The values of x's blocks this process holds, checked against the same slices of `want` (a NaN
+// there wants a NaN).
 void expect_local_blocks(const sp::Array& x, const std::vector<float>& want,
                          const sp::Shape& shape) {
   ASSERT_EQ(x.shape(), shape);
@@ -35,7 +36,11 @@ void expect_local_blocks(const sp::Array& x, const std::vector<float>& want,
       int64_t flat = 0;
       for (size_t d = 0; d < idx.size(); ++d)
         flat = flat * shape[int(d)] + s.index[d].start + idx[d];
-      ASSERT_EQ(got[k], want[size_t(flat)]) << "device " << s.device.id << " element " << k;
+      const float w = want[size_t(flat)];
+      if (std::isnan(w))
+        ASSERT_TRUE(std::isnan(got[k])) << "device " << s.device.id << " element " << k;
+      else
+        ASSERT_EQ(got[k], w) << "device " << s.device.id << " element " << k;
       for (int d = int(idx.size()) - 1; d >= 0; --d) {
         if (++idx[size_t(d)] < s.index[size_t(d)].stop - s.index[size_t(d)].start) break;
         idx[size_t(d)] = 0;
@@ -151,6 +156,36 @@ TEST(Processes, CollectivesOverEachAxisOfATwoByFourMesh) {
                         return sp::lax::ppermute(v, "a", {{0, 1}, {1, 0}});
                       }),
                       {4, 5, 6, 7, 0, 1, 2, 3}, sp::Shape({2, 4}));
+}
+
+TEST(Processes, ReductionsOverTheProcessAxisAroundTheGatheringSize) {
+  // One device per process in each group of axis "a": at 64 KiB the blocks are gathered straight
+  // into the result; one element more (an odd count, so the halves differ) reduces in halves, the
+  // first half read from the input. A NaN on one device wins pmax.
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  for (int64_t n : {int64_t(16384), int64_t(16385)}) {
+    std::vector<float> values(size_t(8 * n));
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j)
+        values[size_t(d * n + j)] = float((j * 7 + d * 5) % 23) - 11.f;
+    values[size_t(6 * n + n - 1)] = std::nanf("");
+    sp::Array x =
+        sp::device_put(sp::array(values, {2, 4, n}), sp::NamedSharding(mesh, P("a", "b")));
+    auto run = [&](auto body) { return sp::shard_map(body, mesh, P("a", "b"), P("a", "b"))(x); };
+    sp::Array s = run([](sp::Array v) { return sp::lax::psum(v, "a"); });
+    sp::Array m = run([](sp::Array v) { return sp::lax::pmax(v, "a"); });
+    std::vector<float> sums(values.size()), maxes(values.size());
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t j = 0; j < n; ++j) {
+        const float v0 = values[size_t(b * n + j)], v1 = values[size_t((4 + b) * n + j)];
+        for (int64_t a = 0; a < 2; ++a) {
+          sums[size_t((4 * a + b) * n + j)] = v0 + v1;
+          maxes[size_t((4 * a + b) * n + j)] = std::isnan(v1) ? v1 : std::max(v0, v1);
+        }
+      }
+    expect_local_blocks(s, sums, sp::Shape({2, 4, n}));
+    expect_local_blocks(m, maxes, sp::Shape({2, 4, n}));
+  }
 }
 
 TEST(Processes, AllGatherAllToAllAndPsumScatterAcrossProcesses) {

@@ -238,29 +238,30 @@ Program inline_calls(const Program& p) {
   return out;
 }
 
+std::optional<Atom> scalar_broadcast_source(const Program& p, std::span<const int> producer,
+                                            int v) {
+  for (;;) {
+    int i = producer[size_t(v)];
+    if (i < 0 || p.equations[size_t(i)].primitive->name != "broadcast_in_dim") return {};
+    const Atom& a = p.equations[size_t(i)].inputs[0];
+    if (p.type_of(a).shape.ndim() == 0) return a;
+    if (a.is_literal()) return {};
+    v = a.var;
+  }
+}
+
 Program forward_scalar_broadcasts(const Program& p) {
   Program out = p;
   std::vector<int> producer(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i)
     for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
-  // The 0-d atom `v` broadcasts, through any chain of broadcasts, or none.
-  auto scalar_source = [&](int v) -> std::optional<Atom> {
-    for (;;) {
-      int i = producer[size_t(v)];
-      if (i < 0 || p.equations[size_t(i)].primitive->name != "broadcast_in_dim") return {};
-      const Atom& a = p.equations[size_t(i)].inputs[0];
-      if (p.type_of(a).shape.ndim() == 0) return a;
-      if (a.is_literal()) return {};
-      v = a.var;
-    }
-  };
   for (Equation& e : out.equations) {
     if (!e.primitive->elementwise) continue;
     std::vector<AbstractValue> expected;
     for (int v : e.outputs) expected.push_back(p.types[size_t(v)]);
     for (Atom& a : e.inputs) {
       if (a.is_literal()) continue;
-      std::optional<Atom> scalar = scalar_source(a.var);
+      std::optional<Atom> scalar = scalar_broadcast_source(p, producer, a.var);
       if (!scalar) continue;
       Atom original = std::exchange(a, *scalar);
       std::vector<AbstractValue> in;

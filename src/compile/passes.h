@@ -17,7 +17,9 @@ Program common_subexpression_elimination(const Program& p);
 Program constant_folding(const Program& p);
 // A 2-D transpose of a 2-D dot_general used only there becomes the dot_general with its
 // operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ), as the transposes of weight gradients are in reverse mode;
-// the product then writes the transposed layout itself.
+// the product then writes the transposed layout itself. A collective that acts element by
+// element (psum) between the product and the transpose is seen through: it then sums the
+// transposed product.
 Program fold_transposed_products(const Program& p);
 // Replaces calls (jit, custom_jvp_call, custom_vjp_call) by their bodies: the Program then
 // shows every equation to the other passes, and runs without a nested executable per call.

@@ -163,6 +163,9 @@ struct Primitive {
   // A call: the param holding the sub-program it runs on its operands as they are, which the
   // passes may inline (jit, custom_jvp_call, custom_vjp_call); empty for other primitives.
   std::string call_body;
+  // A collective whose output element at an index combines the operand's elements at that index
+  // on the devices of the group (psum, pmax, pmin): a permutation of dims commutes with it.
+  bool per_element_across_devices = false;
   // The named axes an equation communicates over (collectives): under vmap with one of them as
   // its axis name the equation is batched even when no operand is.
   std::function<std::vector<std::string>(const Params&)> axis_names;

@@ -124,7 +124,37 @@ void BM_TrainGemm(benchmark::State& state) {
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+// One product of a step alone on this thread, under the thread's CPU clock (a busy machine
+// stretches the wall time, not this): GFLOP per CPU-second of each shape.
+void BM_TrainGemmShape(benchmark::State& state) {
+  const cpu::GemmShape s{.batch = 1,
+                         .m = state.range(0),
+                         .n = state.range(1),
+                         .k = state.range(2),
+                         .trans_a = state.range(3) != 0,
+                         .trans_b = state.range(4) != 0};
+  cpu::set_thread_limit(1);
+  Device d({s});
+  for (auto _ : state) d.step();
+  state.counters["FLOP_per_cpu_s"] = benchmark::Counter(
+      flops({s}), benchmark::Counter::kIsIterationInvariant | benchmark::Counter::kIsRate);
+}
+
 }  // namespace
+
+BENCHMARK(BM_TrainGemmShape)
+    ->ArgNames({"m", "n", "k", "ta", "tb"})
+    ->Args({128, 1024, 1024, 0, 1})
+    ->Args({128, 1024, 1024, 0, 0})
+    ->Args({128, 1024, 1024, 1, 0})
+    ->Args({128, 1024, 784, 0, 1})
+    ->Args({128, 784, 1024, 1, 0})
+    ->Args({1024, 1024, 128, 1, 0})
+    ->Args({1024, 1024, 1024, 0, 0})
+    ->Args({1024, 1024, 1024, 0, 1})
+    ->Args({1024, 1024, 1024, 1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
 
 BENCHMARK(BM_TrainGemm)
     ->ArgNames({"data", "model"})

@@ -245,9 +245,22 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
     operand_regs[s][1] = r;
   }
 
+  // Values that hold one number for the whole loop: 0-d inputs, and copies of them (a broadcast
+  // scalar's conversion) share their register instead of taking one per pass.
+  std::vector<bool> invariant(body.types.size(), false);
+  for (const auto& [input, reg] : out.scalar_inputs)
+    invariant[size_t(body.invars[size_t(input)])] = true;
   for (size_t s = 0; s < n; ++s) {
     const Equation& e = body.equations[s];
     Op op = *op_of(e.primitive->scalar_op);
+    const int v = e.outputs[0];
+    if (op == Op::copy && !e.inputs[0].is_literal() && invariant[size_t(e.inputs[0].var)]) {
+      invariant[size_t(v)] = true;
+      reg_of[size_t(v)] = reg_of[size_t(e.inputs[0].var)];
+      if (output_of[size_t(v)] >= 0)
+        out.pass.push_back(Store{output_of[size_t(v)], reg_of[size_t(v)], false});
+      continue;
+    }
     if (op == Op::div && body.type_of(e.inputs[1]).shape.ndim() == 0) op = Op::mul_by_reciprocal;
     std::array<int, 3> regs = operand_regs[s];
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -263,10 +276,8 @@ std::optional<Schedule> schedule(const Program& body, const Shape& shape,
     // Operands read for the last time free their registers; the result may take one (an
     // instruction reads its operands before it writes).
     for (const Atom& a : e.inputs)
-      if (!a.is_literal() && last_use[size_t(a.var)] == int(s) &&
-          body.types[size_t(a.var)].shape.ndim() != 0)
+      if (!a.is_literal() && last_use[size_t(a.var)] == int(s) && !invariant[size_t(a.var)])
         busy[size_t(reg_of[size_t(a.var)])] = false;
-    const int v = e.outputs[0];
     if ((reg_of[size_t(v)] = take()) < 0) return std::nullopt;
     out.pass.push_back(
         Instr{op, reg_of[size_t(v)], regs, op == Op::integer_pow ? e.params.get_int("y") : 0});

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "compile/fused_loop.h"
+#include "compile/passes.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
 
@@ -282,6 +283,81 @@ struct Group {
   bool open = true;          // no equation outside it has read its outputs yet
 };
 
+// A group's sub-program, the fusion's operands and results, and its plan.
+struct FusionBody {
+  std::shared_ptr<const Program> program;
+  std::vector<Atom> inputs;
+  std::vector<int> outputs;
+  Tiling tiling = Tiling::flat;
+  std::shared_ptr<const FusionPlan> plan;
+  bool reads_scalars = false;  // some operand is a broadcast's 0-d value
+};
+
+// The sub-program of `group`, whose values read outside it become its outputs. Given the
+// `producer` of each variable, an operand that broadcasts a 0-d value (the 1 and 2 of max's
+// gradient, adam's bias corrections) is read as that value: generated code holds it in a register
+// where a broadcast operand is a full array written and read again. Those programs run only as
+// generated code (their 0-d operands stand where the members expect the full shape). nullopt
+// when the operands' layouts fit neither tiling.
+std::optional<FusionBody> build_fusion_body(const Program& p, const Group& group,
+                                            const std::vector<int>& uses_outside,
+                                            const std::vector<int>* producer) {
+  const Shape& shape = group.shape;
+  Program body;
+  FusionBody out;
+  std::vector<int> local(p.types.size(), -1);
+  bool flat = true, rows_ok = shape.ndim() > 0 && shape[0] >= kMinRows;
+  auto note_layout = [&](const Shape& s) {
+    flat = flat && (s.ndim() == 0 || s == shape);
+    rows_ok =
+        rows_ok && (s.ndim() == 0 || (s.ndim() == shape.ndim() && (s[0] == 1 || s[0] == shape[0])));
+  };
+  for (int i : group.members) {
+    const Equation& e = p.equations[size_t(i)];
+    Equation local_e{e.primitive, e.params, {}, {}};
+    for (Atom a : e.inputs) {
+      if (!a.is_literal() && producer) {
+        std::optional<Atom> scalar = scalar_broadcast_source(p, *producer, a.var);
+        out.reads_scalars = out.reads_scalars || scalar.has_value();
+        a = scalar.value_or(a);
+      }
+      if (a.is_literal()) {
+        local_e.inputs.push_back(a);
+        continue;
+      }
+      if (local[size_t(a.var)] < 0) {
+        local[size_t(a.var)] = body.new_var(p.types[size_t(a.var)]);
+        body.invars.push_back(local[size_t(a.var)]);
+        out.inputs.push_back(a);
+        note_layout(p.types[size_t(a.var)].shape);
+      }
+      local_e.inputs.push_back(Atom::of_var(local[size_t(a.var)]));
+    }
+    const int v = e.outputs[0];
+    local[size_t(v)] = body.new_var(p.types[size_t(v)]);
+    local_e.outputs.push_back(local[size_t(v)]);
+    body.equations.push_back(std::move(local_e));
+    if (uses_outside[size_t(v)] > 0) {
+      body.outputs.push_back(Atom::of_var(local[size_t(v)]));
+      out.outputs.push_back(v);
+    }
+  }
+  if (!flat && !rows_ok) return std::nullopt;
+  out.program = std::make_shared<const Program>(std::move(body));
+  out.tiling = flat ? Tiling::flat : Tiling::rows;
+  out.plan = make_plan(out.program, out.tiling, shape);
+  return out;
+}
+
+// The group's fusion, reading broadcast scalars as scalars when generated code takes that.
+std::optional<FusionBody> fusion_body(const Program& p, const Group& group,
+                                      const std::vector<int>& uses_outside,
+                                      const std::vector<int>& producer) {
+  std::optional<FusionBody> direct = build_fusion_body(p, group, uses_outside, &producer);
+  if (!direct || !direct->reads_scalars || direct->plan->loop) return direct;
+  return build_fusion_body(p, group, uses_outside, nullptr);
+}
+
 }  // namespace
 
 Program fuse_elementwise(const Program& p) {
@@ -332,6 +408,9 @@ Program fuse_elementwise(const Program& p) {
     }
   }
 
+  std::vector<int> producer(p.types.size(), -1);
+  for (size_t i = 0; i < n; ++i)
+    for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
   std::vector<int> uses_outside(p.types.size(), 0);  // reads by other groups' or unfused equations
   for (int& g : group_of_eqn) g = find(g);
   for (size_t i = 0; i < n; ++i)
@@ -351,61 +430,36 @@ Program fuse_elementwise(const Program& p) {
     std::sort(group.members.begin(), group.members.end());
     const Shape& shape = group.shape;
 
-    Program body;
-    std::vector<int> local(p.types.size(), -1);
-    std::vector<Atom> inputs;
-    std::vector<int> outputs;
-    bool flat = true, rows_ok = shape.ndim() > 0 && shape[0] >= kMinRows;
-    auto note_layout = [&](const Shape& s) {
-      flat = flat && (s.ndim() == 0 || s == shape);
-      rows_ok = rows_ok &&
-                (s.ndim() == 0 || (s.ndim() == shape.ndim() && (s[0] == 1 || s[0] == shape[0])));
-    };
-    for (int i : group.members) {
-      const Equation& e = p.equations[size_t(i)];
-      Equation local_e{e.primitive, e.params, {}, {}};
-      for (const Atom& a : e.inputs) {
-        if (a.is_literal()) {
-          local_e.inputs.push_back(a);
-          continue;
-        }
-        if (local[size_t(a.var)] < 0) {
-          local[size_t(a.var)] = body.new_var(p.types[size_t(a.var)]);
-          body.invars.push_back(local[size_t(a.var)]);
-          inputs.push_back(a);
-          note_layout(p.types[size_t(a.var)].shape);
-        }
-        local_e.inputs.push_back(Atom::of_var(local[size_t(a.var)]));
-      }
-      const int v = e.outputs[0];
-      local[size_t(v)] = body.new_var(p.types[size_t(v)]);
-      local_e.outputs.push_back(local[size_t(v)]);
-      body.equations.push_back(std::move(local_e));
-      if (uses_outside[size_t(v)] > 0) {
-        body.outputs.push_back(Atom::of_var(local[size_t(v)]));
-        outputs.push_back(v);
-      }
-    }
-    if (!flat && !rows_ok) continue;
-    auto program = std::make_shared<const Program>(std::move(body));
+    const std::optional<FusionBody> fused = fusion_body(p, group, uses_outside, producer);
+    if (!fused) continue;
     Params params;
-    params.set("jaxpr", ProgramRef(program));
-    const Tiling tiling = flat ? Tiling::flat : Tiling::rows;
-    params.set("plan",
-               object_param(FusionPlanRef{make_plan(program, tiling, shape), tiling, shape}));
+    params.set("jaxpr", ProgramRef(fused->program));
+    params.set("plan", object_param(FusionPlanRef{fused->plan, fused->tiling, shape}));
     fused_at[size_t(group.members.back())] =
-        Equation{&primitive("fusion"), std::move(params), std::move(inputs), std::move(outputs)};
+        Equation{&primitive("fusion"), std::move(params), fused->inputs, fused->outputs};
     for (int i : group.members) drop[size_t(i)] = true;
   }
 
+  // Fusions read broadcast scalars directly, which can leave a broadcast with no reader: from
+  // the last equation back, one nothing reads any more goes.
+  std::vector<int> reads(p.types.size(), 0);
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) ++reads[size_t(a.var)];
+  std::vector<const Equation*> kept(n, nullptr);
+  for (size_t i = n; i-- > 0;) {
+    const Equation* e = fused_at[i] ? &*fused_at[i] : drop[i] ? nullptr : &p.equations[i];
+    if (!e) continue;
+    bool read = e->outputs.empty() || e->primitive->effectful || e->primitive->device_dependent;
+    for (int v : e->outputs) read = read || reads[size_t(v)] > 0;
+    if (!read) continue;
+    kept[i] = e;
+    for (const Atom& a : e->inputs)
+      if (!a.is_literal()) ++reads[size_t(a.var)];
+  }
   Program out = p;
   out.equations.clear();
-  for (size_t i = 0; i < n; ++i) {
-    if (fused_at[i])
-      out.equations.push_back(std::move(*fused_at[i]));
-    else if (!drop[i])
-      out.equations.push_back(p.equations[i]);
-  }
+  for (const Equation* e : kept)
+    if (e) out.equations.push_back(*e);
   return out;
 }
 

@@ -164,6 +164,7 @@ Program constant_folding(const Program& p) {
 
 Program fold_transposed_products(const Program& p) {
   Program out = p;
+  out.equations.clear();
   std::vector<int> uses(p.types.size(), 0), producer(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i) {
     for (const Atom& a : p.equations[i].inputs)
@@ -172,22 +173,50 @@ Program fold_transposed_products(const Program& p) {
   }
   for (const Atom& a : p.outputs)
     if (!a.is_literal()) ++uses[size_t(a.var)];
-  for (Equation& t : out.equations) {
-    if (t.primitive->name != "transpose" || t.inputs[0].is_literal()) continue;
-    if (t.params.get_ints("permutation") != std::vector<int64_t>{1, 0}) continue;
-    const int v = t.inputs[0].var;
-    if (uses[size_t(v)] != 1 || producer[size_t(v)] < 0) continue;
-    const Equation& dot = p.equations[size_t(producer[size_t(v)])];
-    if (dot.primitive->name != "dot_general") continue;
-    const auto& dn = dot.params.get<lax::DotDimensionNumbers>("dimension_numbers");
-    if (!dn.lhs_batch.empty() || p.type_of(dot.inputs[0]).shape.ndim() != 2 ||
-        p.type_of(dot.inputs[1]).shape.ndim() != 2)
+  // The equation defining `v` when `v` is its only output and only `v`'s reader reads it.
+  auto sole_producer = [&](const Atom& a) -> const Equation* {
+    if (a.is_literal() || uses[size_t(a.var)] != 1 || producer[size_t(a.var)] < 0) return nullptr;
+    const Equation& e = p.equations[size_t(producer[size_t(a.var)])];
+    return e.outputs.size() == 1 ? &e : nullptr;
+  };
+  for (const Equation& t : p.equations) {
+    const Equation* dot = nullptr;
+    const Equation* between = nullptr;
+    if (t.primitive->name == "transpose" &&
+        t.params.get_ints("permutation") == std::vector<int64_t>{1, 0})
+      dot = sole_producer(t.inputs[0]);
+    // A collective acting element by element (the psum of a data-parallel weight gradient)
+    // commutes with the transpose: it runs on the transposed product instead.
+    if (dot && dot->primitive->per_element_across_devices && dot->inputs.size() == 1 &&
+        !p.type_of(dot->inputs[0]).sharding && !p.type_of(t.inputs[0]).sharding) {
+      between = dot;
+      dot = sole_producer(between->inputs[0]);
+    }
+    if (!dot || dot->primitive->name != "dot_general") {
+      out.equations.push_back(t);
       continue;
+    }
+    const auto& dn = dot->params.get<lax::DotDimensionNumbers>("dimension_numbers");
+    if (!dn.lhs_batch.empty() || p.type_of(dot->inputs[0]).shape.ndim() != 2 ||
+        p.type_of(dot->inputs[1]).shape.ndim() != 2) {
+      out.equations.push_back(t);
+      continue;
+    }
     // (A·B)ᵀ = Bᵀ·Aᵀ: the product with its operands swapped gives the transposed result.
-    Params params = dot.params;
+    Params params = dot->params;
     params.set("dimension_numbers",
                lax::DotDimensionNumbers{dn.rhs_contracting, dn.lhs_contracting, {}, {}});
-    t = Equation{dot.primitive, std::move(params), {dot.inputs[1], dot.inputs[0]}, t.outputs};
+    std::vector<int> product_out = t.outputs;
+    if (between) {
+      AbstractValue type = p.type_of(between->inputs[0]);
+      type.shape = p.types[size_t(t.outputs[0])].shape;
+      product_out = {out.new_var(type)};
+    }
+    out.equations.push_back(
+        Equation{dot->primitive, std::move(params), {dot->inputs[1], dot->inputs[0]}, product_out});
+    if (between)
+      out.equations.push_back(
+          Equation{between->primitive, between->params, {Atom::of_var(product_out[0])}, t.outputs});
   }
   return out;
 }
@@ -240,29 +269,30 @@ Program inline_calls(const Program& p) {
   return out;
 }
 
+std::optional<Atom> scalar_broadcast_source(const Program& p, std::span<const int> producer,
+                                            int v) {
+  for (;;) {
+    int i = producer[size_t(v)];
+    if (i < 0 || p.equations[size_t(i)].primitive->name != "broadcast_in_dim") return {};
+    const Atom& a = p.equations[size_t(i)].inputs[0];
+    if (p.type_of(a).shape.ndim() == 0) return a;
+    if (a.is_literal()) return {};
+    v = a.var;
+  }
+}
+
 Program forward_scalar_broadcasts(const Program& p) {
   Program out = p;
   std::vector<int> producer(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i)
     for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
-  // The 0-d atom `v` broadcasts, through any chain of broadcasts, or none.
-  auto scalar_source = [&](int v) -> std::optional<Atom> {
-    for (;;) {
-      int i = producer[size_t(v)];
-      if (i < 0 || p.equations[size_t(i)].primitive->name != "broadcast_in_dim") return {};
-      const Atom& a = p.equations[size_t(i)].inputs[0];
-      if (p.type_of(a).shape.ndim() == 0) return a;
-      if (a.is_literal()) return {};
-      v = a.var;
-    }
-  };
   for (Equation& e : out.equations) {
     if (!e.primitive->elementwise) continue;
     std::vector<AbstractValue> expected;
     for (int v : e.outputs) expected.push_back(p.types[size_t(v)]);
     for (Atom& a : e.inputs) {
       if (a.is_literal()) continue;
-      std::optional<Atom> scalar = scalar_source(a.var);
+      std::optional<Atom> scalar = scalar_broadcast_source(p, producer, a.var);
       if (!scalar) continue;
       Atom original = std::exchange(a, *scalar);
       std::vector<AbstractValue> in;

@@ -3,6 +3,9 @@
 
 #include "ir/program.h"
 
+#include <optional>
+#include <span>
+
 namespace spmd {
 
 // Removes equations whose outputs nothing reads, and constants nothing uses.
@@ -14,7 +17,9 @@ Program common_subexpression_elimination(const Program& p);
 Program constant_folding(const Program& p);
 // A 2-D transpose of a 2-D dot_general used only there becomes the dot_general with its
 // operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ), as the transposes of weight gradients are in reverse mode;
-// the product then writes the transposed layout itself.
+// the product then writes the transposed layout itself. A collective that acts element by
+// element (psum) between the product and the transpose is seen through: it then sums the
+// transposed product.
 Program fold_transposed_products(const Program& p);
 // Replaces calls (jit, custom_jvp_call, custom_vjp_call) by their bodies: the Program then
 // shows every equation to the other passes, and runs without a nested executable per call.
@@ -23,11 +28,15 @@ Program inline_calls(const Program& p);
 // size of the output, say) when the equation's shape rule gives the same result; the broadcast
 // is then usually dead.
 Program forward_scalar_broadcasts(const Program& p);
+// The 0-d atom that variable `v` of `p` broadcasts, through any chain of broadcast_in_dim, or
+// nullopt; `producer[v]` is the index of the equation that defines v, or -1.
+std::optional<Atom> scalar_broadcast_source(const Program& p, std::span<const int> producer, int v);
 // A broadcast_in_dim that only inserts dims of size 1 (expand_dims, pmap putting back the
 // mapped axis) becomes a reshape: the same bytes, so the result shares the operand's buffer
 // instead of a copy.
 Program unit_broadcasts_to_reshapes(const Program& p);
-// All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for the next.
+// All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
+// the next.
 Program optimize(const Program& p);
 
 }  // namespace spmd

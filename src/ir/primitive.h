@@ -166,6 +166,9 @@ struct Primitive {
   // For a call whose meaning is more than its sub-program (jit's in_shardings and out_shardings):
   // the program the passes inline in its place. Unset: the call_body param's program.
   std::function<std::shared_ptr<const Program>(const Params&)> inlined_body;
+  // A collective whose output element at an index combines the operand's elements at that index
+  // on the devices of the group (psum, pmax, pmin): a permutation of dims commutes with it.
+  bool per_element_across_devices = false;
   // The named axes an equation communicates over (collectives): under vmap with one of them as
   // its axis name the equation is batched even when no operand is.
   std::function<std::vector<std::string>(const Params&)> axis_names;

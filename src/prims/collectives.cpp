@@ -526,6 +526,7 @@ Primitive& define_reduction(PrimitiveRegistry& r, const char* name, cpu::ReduceO
   Primitive& p =
       define_collective(r, name, reduction_shape(name), reduction_kernel(name, local_op, op));
   p.allocates_outputs = true;
+  p.per_element_across_devices = true;
   p.batch = reduction_batch(p, sums);
   p.vma_rule = reduction_vma;
   if (sums) deflinear(r, name, std::bind_front(psum_transpose, std::cref(p)));

@@ -392,3 +392,34 @@ TEST(FusedLoop, RowsWithBroadcastOperandsRunGeneratedCode) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(FusedLoop, BroadcastScalarsAreReadAsScalars) {
+  // max's gradient mask selects between broadcast 1s and 2s, and adam divides by the broadcast of
+  // a weakly typed bias correction, converted: neither broadcast can be forwarded into its
+  // equation (a select needs cases of its predicate's shape, a conversion keeps its operand's
+  // shape), but the generated loop reads the scalars from registers and the broadcasts go.
+  auto f = [](const Array& h, const Array& b, const Array& one, const Array& count) {
+    const sp::Shape shape = h.shape();
+    auto filled = [&](const Array& v) { return sp::broadcast_to(v, shape); };
+    Array z = h + b, relu = sp::maximum(z, 0.0f);
+    Array mask = sp::where(z == relu, filled(one), filled(one * 0.0f)) /
+                 sp::where(relu == 0.0f, filled(one * 2.0f), filled(one));
+    Array correction = Array(1) - sp::power(Array(0.9), count);
+    return std::vector<Array>{relu, mask, z / filled(correction)};
+  };
+  auto [x, y] = special_pairs(64 * 80);
+  Array h = x.reshape({64, 80}), b = uniform(28, {1, 80});
+  Array one = sp::full({}, 1.0f, sp::float32), count = sp::full({}, 3, sp::int32);
+  auto jf = sp::jit(f);
+  const sp::ClosedJaxpr optimized = jf.lower_optimized(h, b, one, count);
+  EXPECT_EQ(::count(optimized.str(), "broadcast_in_dim"), 0) << optimized.str();
+  // The bias correction's own 0-d fusion, then the layer's, as generated code.
+  EXPECT_EQ(generated_loops(optimized), (std::vector<bool>{false, true}));
+  std::vector<Array> got = jf(h, b, one, count), want = f(h, b, one, count);
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_TRUE(bitwise_equal(got[k], want[k], /*any_nan=*/true)) << k;
+}
+
+}  // namespace

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "compile/passes.h"
 #include "core/array_impl.h"
+#include "ir/program.h"
+#include "prims/primitive.h"
 
 #include <string>
 #include <vector>
@@ -41,6 +44,30 @@ TEST(FoldTransposedProducts, TransposeOfAProductBecomesTheSwappedProduct) {
   Array got = jf(h, g);
   ASSERT_EQ(got.shape(), (sp::Shape{5, 3}));
   EXPECT_TRUE(sp::allclose(got, want, 1e-6, 1e-6)) << got << "\n" << want;
+}
+
+TEST(FoldTransposedProducts, SeesThroughThePsumOfADataParallelGradient) {
+  // Each device's share of a weight gradient, summed over the batch axis and transposed into
+  // the parameter's layout: the psum sums the swapped product instead, and no transpose is left.
+  const sp::Mesh mesh = sp::make_mesh({2}, {"b"});
+  auto body = [](const Array& h, const Array& g) {
+    return sp::transpose(sp::psum(sp::lax::dot_general(h, g, DN{{0}, {0}, {}, {}}), "b"), {1, 0});
+  };
+  auto f = sp::shard_map(body, mesh, {sp::P("b"), sp::P("b")}, sp::P());
+  Array h = arange_matrix(4, 3, 0.5f), g = arange_matrix(4, 5, 0.25f);
+  const sp::ClosedJaxpr traced = sp::make_jaxpr(f)(h, g);
+  ASSERT_EQ(traced.program().equations.size(), 1u);
+  const sp::Program& per_device =
+      *traced.program().equations[0].params.get<sp::ProgramRef>("jaxpr");
+  ASSERT_EQ(count(per_device.str(), "transpose"), 1) << per_device.str();
+  const std::string after =
+      sp::dead_code_elimination(sp::fold_transposed_products(per_device)).str();
+  EXPECT_EQ(count(after, "transpose"), 0) << after;
+  EXPECT_EQ(count(after, "psum"), 1) << after;
+  EXPECT_EQ(count(after, "f32[5,3] = psum"), 1) << after;  // shard_map stages psum_invariant
+  Array got = sp::jit(f)(h, g);
+  ASSERT_EQ(got.shape(), (sp::Shape{5, 3}));
+  EXPECT_TRUE(sp::allclose(got, weight_gradient_transposed(h, g), 1e-6, 1e-6)) << got;
 }
 
 TEST(FoldTransposedProducts, ProductUsedElsewhereKeepsItsTranspose) {
@@ -83,8 +110,7 @@ TEST(UnitBroadcastsToReshapes, InsertingUnitDimsSharesTheOperandsBytes) {
   auto [e, b] = jf(x);
   EXPECT_EQ(e.shape(), (sp::Shape{1, 4, 1}));
   EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{0, 2, 4, 6}));
-  EXPECT_EQ(b.to_vector<float>(),
-            (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
   auto [y, z] = sp::jit([](const Array& v) {
     Array w = v + 1.0f;
     return std::make_tuple(w, sp::expand_dims(w, {0}));

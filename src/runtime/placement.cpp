@@ -89,7 +89,8 @@ Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
   if (impl.sharded && *impl.sharded->sharding == *sharding) return x;
   auto data = make_layout(impl.aval, sharding);
   if (impl.sharded) {
-    // Shards already on the right device are reused; the rest come from the whole value.
+    // Shards already on the right device are reused; the rest are assembled from the blocks
+    // they overlap.
     const ShardedData& from = *impl.sharded;
     from.wait();
     // On several processes, when some process needs blocks that only others hold, every process
@@ -104,10 +105,14 @@ Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
         data->shards[i] = from.shards[size_t(j)];
         continue;
       }
-      const auto& whole = exchanged ? exchanged : from.gathered(impl.aval);
-      data->shards[i] = slice_for(whole->data(), impl.aval, data->layout[i]);
-      runtime::record_transfer(runtime::TransferKind::device_to_device,
-                               int64_t(data->shards[i]->nbytes()));
+      if (exchanged) {
+        data->shards[i] = slice_for(exchanged->data(), impl.aval, data->layout[i]);
+        runtime::record_transfer(runtime::TransferKind::device_to_device,
+                                 int64_t(data->shards[i]->nbytes()));
+        continue;
+      }
+      // Only the bytes of the new block, each from one copy of the blocks it overlaps.
+      data->shards[i] = assemble_block(from, impl.aval, data->layout[i]);
     }
   } else {
     // Each process places its own shards, from its own copy of the value.

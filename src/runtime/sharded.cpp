@@ -9,7 +9,9 @@
 #include <spmd/distributed.h>
 #include <spmd/error.h>
 
+#include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace spmd {
 namespace {
@@ -118,7 +120,8 @@ bool ShardedData::readable_everywhere() const {
   for (const ShardSlot& block : layout) {
     std::vector<bool> held(static_cast<size_t>(procs), false);
     for (const ShardSlot& copy : layout)
-      if (copy.index == block.index) held[size_t(runtime::process_of_device(copy.device.id))] = true;
+      if (copy.index == block.index)
+        held[size_t(runtime::process_of_device(copy.device.id))] = true;
     for (bool h : held)
       if (!h) return false;
   }
@@ -194,6 +197,54 @@ std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
   const std::vector<int64_t> strides = strides_of(aval.shape);
   const char* src = static_cast<const char*>(global) + offset_of(slot, strides) * itemsize;
   cpu::strided_copy(src, strides, out->data(), strides_of(block), block.dims(), itemsize);
+  return out;
+}
+
+std::shared_ptr<Buffer> assemble_block(const ShardedData& from, const AbstractValue& aval,
+                                       const ShardSlot& target) {
+  const int itemsize = int(spmd::itemsize(aval.dtype));
+  const Shape block = slot_shape(target);
+  const std::vector<int64_t> block_strides = strides_of(block);
+  auto out = Buffer::allocate(size_t(block.size() * itemsize));
+  std::vector<bool> done(from.layout.size(), false);  // per source block (by index)
+  for (size_t i = 0; i < from.layout.size(); ++i) {
+    if (done[i]) continue;
+    // The copies of this block: the one on the target's device if there is one, else the first
+    // this process holds.
+    int holder = -1;
+    for (size_t j = i; j < from.layout.size(); ++j) {
+      if (from.layout[j].index != from.layout[i].index) continue;
+      done[j] = true;
+      if (!from.shards[j]) continue;
+      if (holder < 0 || from.layout[j].device == target.device) holder = int(j);
+    }
+    if (holder < 0) throw std::logic_error("[device_put] a block this process needs is elsewhere");
+    const ShardSlot& src = from.layout[size_t(holder)];
+    std::vector<int64_t> extent, src_at, dst_at;
+    for (size_t d = 0; d < target.index.size(); ++d) {
+      const int64_t lo = std::max(src.index[d].start, target.index[d].start);
+      const int64_t hi = std::min(src.index[d].stop, target.index[d].stop);
+      if (hi <= lo) break;
+      extent.push_back(hi - lo);
+      src_at.push_back(lo - src.index[d].start);
+      dst_at.push_back(lo - target.index[d].start);
+    }
+    if (extent.size() != target.index.size()) continue;  // no overlap
+    const std::vector<int64_t> src_strides = strides_of(slot_shape(src));
+    int64_t src_off = 0, dst_off = 0;
+    for (size_t d = 0; d < extent.size(); ++d) {
+      src_off += src_at[d] * src_strides[d];
+      dst_off += dst_at[d] * block_strides[d];
+    }
+    cpu::strided_copy(
+        static_cast<const char*>(from.shards[size_t(holder)]->data()) + src_off * itemsize,
+        src_strides, static_cast<char*>(out->data()) + dst_off * itemsize, block_strides, extent,
+        itemsize);
+    int64_t bytes = itemsize;
+    for (int64_t e : extent) bytes *= e;
+    if (!(src.device == target.device))
+      runtime::record_transfer(runtime::TransferKind::device_to_device, bytes);
+  }
   return out;
 }
 

@@ -47,6 +47,11 @@ std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
 std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
                                   const ShardSlot& slot);
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data);
+// The block `target` of the value `from` holds, copied from the overlapping blocks of `from` (the
+// copy on the target's device when there is one). Counts the bytes that come from other devices.
+// Every block it needs must be held by this process.
+std::shared_ptr<Buffer> assemble_block(const ShardedData& from, const AbstractValue& aval,
+                                       const ShardSlot& target);
 // device_put of a concrete array (src/runtime/placement.cpp): its blocks placed as `sharding`
 // lays them out, reusing those already on the right device.
 Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding);

@@ -195,6 +195,38 @@ TEST(Placement, ReplacingWithAnotherSpecMovesDataBetweenDevices) {
   EXPECT_TRUE(arrays_equal(b, host));
 }
 
+// Between two device sets, each new block is copied from the blocks it overlaps, once: no gather
+// of the whole value through the host.
+TEST(Placement, DevicePutBetweenDeviceSetsCopiesEachElementOnce) {
+  const std::vector<sp::Device> all = sp::devices();
+  sp::Mesh first({all.begin(), all.begin() + 4}, sp::Shape{4}, {"a"});
+  sp::Mesh second({all.begin() + 4, all.end()}, sp::Shape{2, 2}, {"p", "q"});
+  sp::Array host = sp::arange(64.0f).reshape({8, 8});
+  sp::Array x = sp::device_put(host, sp::NamedSharding(first, P("a")));
+  x.block_until_ready();
+  sp::runtime::reset_transfer_stats();
+  sp::Array y = sp::device_put(x, sp::NamedSharding(second, P("q", "p")));
+  y.block_until_ready();
+  sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
+  EXPECT_EQ(stats.device_to_host_bytes, 0);
+  EXPECT_EQ(stats.host_to_device_bytes, 0);
+  EXPECT_EQ(stats.device_to_device_bytes, 64 * 4);
+  EXPECT_TRUE(arrays_equal(y, host));
+  for (const sp::Shard& s : y.addressable_shards())
+    EXPECT_TRUE(arrays_equal(s.data, sp::lax::slice(host, {s.index[0].start, s.index[1].start},
+                                                    {s.index[0].stop, s.index[1].stop})))
+        << s.device;
+
+  // Within one device set, a block already on its device is copied there without a transfer.
+  sp::runtime::reset_transfer_stats();
+  sp::Array z = sp::device_put(x, sp::NamedSharding(first, P(sp::None, "a")));
+  z.block_until_ready();
+  // Each device keeps the quarter of its new block that it held: 3/4 of the value moves.
+  EXPECT_EQ(sp::runtime::transfer_stats().device_to_device_bytes, 48 * 4);
+  EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0);
+  EXPECT_TRUE(arrays_equal(z, host));
+}
+
 // pmap takes its argument wherever it lives: blocks already on the right device stay, the
 // others move, and the values are the same.
 TEST(Placement, PmapOfArraysPlacedElsewhere) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sharding/golden_cases.h"
 #include "support/golden.h"
 
 #include <functional>
@@ -22,25 +23,7 @@ using sp::Array;
 using sp::None;
 using sp::P;
 
-// "<repr(spec)>|<shard shapes in device order>" per result leaf, as gen_cf_partition.py writes.
-std::string placed(const std::vector<Array>& leaves) {
-  std::string out;
-  for (const Array& x : leaves) {
-    if (!out.empty()) out += '\n';
-    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
-    out += (named ? named->spec().repr() : x.sharding()->repr()) + "|";
-    const std::vector<sp::Shard> shards = x.addressable_shards();
-    for (size_t i = 0; i < shards.size(); ++i) {
-      if (i) out += ';';
-      const sp::Shape& shape = shards[i].data.shape();
-      for (int d = 0; d < shape.ndim(); ++d) {
-        if (d) out += ',';
-        out += std::to_string(shape[d]);
-      }
-    }
-  }
-  return out;
-}
+using sharding_test::placed;
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;

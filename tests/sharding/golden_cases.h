@@ -2,7 +2,9 @@
 // (tests/goldens/sharding/*.txt): the meshes, spec and shape codes, and the line-oriented files.
 #pragma once
 
+#include <spmd/array.h>
 #include <spmd/error.h>
+#include <spmd/placement.h>
 #include <spmd/sharding.h>
 
 #include <gtest/gtest.h>
@@ -133,6 +135,27 @@ std::string sharding_error(F fn) {
     return e.what();
   }
   return "";
+}
+
+// "<repr(spec)>|<shard shapes in device order>" per result leaf, as gen_uneven.py and
+// gen_cf_partition.py write them.
+inline std::string placed(const std::vector<sp::Array>& leaves) {
+  std::string out;
+  for (const sp::Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
+    out += (named ? named->spec().repr() : x.sharding()->repr()) + "|";
+    const std::vector<sp::Shard> shards = x.addressable_shards();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      if (i) out += ';';
+      const sp::Shape& shape = shards[i].data.shape();
+      for (int d = 0; d < shape.ndim(); ++d) {
+        if (d) out += ',';
+        out += std::to_string(shape[d]);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace sharding_test

@@ -447,6 +447,20 @@ bool gemm_supports(DType operand, DType result) {
   return operand == result;
 }
 
+namespace {
+
+// A product with K = 1 is an outer product: each element one multiply, as XLA rewrites such a
+// dot. A GEMM would add it to a zero accumulator, which turns -0 (0 times a negative) into +0.
+// With K = 1 both operand orders have the same layout.
+template <class T>
+void outer_product(const GemmShape& s, const T* a, const T* b, T* c) {
+  for (int64_t batch = 0; batch < s.batch; ++batch, a += s.m, b += s.n)
+    for (int64_t i = 0; i < s.m; ++i, c += s.n)
+      for (int64_t j = 0; j < s.n; ++j) c[j] = a[i] * b[j];
+}
+
+}  // namespace
+
 void gemm(DType operand, DType result, const GemmShape& s, const void* a, const void* b, void* c) {
   const int64_t nc = s.batch * s.m * s.n;
   if (nc == 0) return;
@@ -454,6 +468,12 @@ void gemm(DType operand, DType result, const GemmShape& s, const void* a, const 
     std::memset(c, 0, size_t(nc * itemsize(result)));
     return;
   }
+  if (s.k == 1 && operand == result && operand == DType::float32)
+    return outer_product(s, static_cast<const float*>(a), static_cast<const float*>(b),
+                         static_cast<float*>(c));
+  if (s.k == 1 && operand == result && operand == DType::float64)
+    return outer_product(s, static_cast<const double*>(a), static_cast<const double*>(b),
+                         static_cast<double*>(c));
   switch (operand) {
     case DType::float32:
       return sgemm(s, static_cast<const float*>(a), static_cast<const float*>(b),

@@ -82,13 +82,15 @@ Mesh mesh_of(const Sharding& sharding) {
 }
 
 void add_constraints(const Program& given, std::vector<Request>& requests) {
-  // Calls inlined: a constraint inside a nested jit, or its in/out shardings, ask for devices too.
+  // Calls inlined and control-flow bodies looked into: a constraint inside a nested jit or a
+  // loop body, or a nested jit's in/out shardings, ask for devices too.
   const Program program = inline_calls(given);
   for (const Equation& e : program.equations) {
-    std::optional<Mesh> mesh = fixed_mesh(sharding_rule_of(program, e));
-    if (mesh)
+    const ShardingRule rule = sharding_rule_of(program, e);
+    if (std::optional<Mesh> mesh = fixed_mesh(rule))
       requests.push_back({std::make_shared<NamedSharding>(*mesh, PartitionSpec()),
                           "a sharding in " + e.primitive->name, true});
+    for (const ShardingRule::Body& body : rule.bodies) add_constraints(*body.program, requests);
   }
 }
 

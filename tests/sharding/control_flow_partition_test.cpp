@@ -88,6 +88,24 @@ TEST_F(ControlFlowPartition, ForiLoopOfElementwiseStepsStaysSplit) {
   EXPECT_NE(text.find("collectives: none"), std::string::npos) << text;
 }
 
+// A constraint only inside a body places a jit of uncommitted arguments on its mesh, as in JAX.
+TEST_F(ControlFlowPartition, AConstraintInsideABodyPlacesTheComputation) {
+  const sp::NamedSharding s_ab(mesh, P("a", "b"));
+  auto fori_constrained = [&](const Array& u) {
+    return lax::fori_loop(
+        0, 3,
+        [&](const Array&, const Array& c) { return sp::with_sharding_constraint(c * 2.0, s_ab); },
+        u);
+  };
+  expect_jax("fori_constrained_uncommitted", {sp::jit(fori_constrained)(x)});
+  auto cond_constrained = [&](const Array& u) {
+    return lax::cond(
+        u.sum() > 0, [&](const Array& v) { return sp::with_sharding_constraint(v * 2.0, s_ab); },
+        [](const Array& v) { return v; }, u);
+  };
+  expect_jax("cond_constrained_uncommitted", {sp::jit(cond_constrained)(x)});
+}
+
 TEST_F(ControlFlowPartition, WhileLoopWithASumPredicate) {
   Array u = put(x, P("a", "b"));
   Array r = sp::jit(while_sum_predicate)(u);

@@ -75,6 +75,19 @@ def scan_matmul_loss(wm, xs, h0):
     return h.sum() + ys.sum()
 
 
+S_AB = NamedSharding(mesh, P("a", "b"))
+
+
+def fori_constrained(u):
+    """A constraint only inside the body: it places the computation on the mesh."""
+    return lax.fori_loop(0, 3, lambda i, c: jax.lax.with_sharding_constraint(c * 2.0, S_AB), u)
+
+
+def cond_constrained(u):
+    return lax.cond(u.sum() > 0, lambda v: jax.lax.with_sharding_constraint(v * 2.0, S_AB),
+                    lambda v: v, u)
+
+
 # (case, zero-argument callable). Names match the tests.
 RESULTS = [
     ("fori_elementwise", lambda: jax.jit(fori_elementwise)(put(x, "a", "b"))),
@@ -86,6 +99,8 @@ RESULTS = [
     ("fori_centered", lambda: jax.jit(fori_centered)(put(x, "a", "b"))),
     ("scan_matmul",
      lambda: jax.jit(scan_matmul)(put(w, None, "b"), put(xs3, None, "a"), put(x / 64, "a"))),
+    ("fori_constrained_uncommitted", lambda: jax.jit(fori_constrained)(x)),
+    ("cond_constrained_uncommitted", lambda: jax.jit(cond_constrained)(x)),
     ("grad_scan_matmul",
      lambda: jax.jit(jax.grad(scan_matmul_loss))(put(w, None, "b"), put(xs3, None, "a"),
                                                  put(x / 64, "a"))),

@@ -386,7 +386,14 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
       [&](const StateDict& p, const sp::optim::State& s, const Array& x, const Array& y) {
         auto [loss, grads] = sp::value_and_grad(loss_fn)(p, x, y);
         auto [updates, next] = opt.update(grads, s, p);
-        return std::tuple{sp::optim::apply_updates(p, updates), next, loss};
+        // Each replica adds its slice of the updates and an all_gather brings the parameter
+        // back: its result is one buffer that a process's devices share, where adding the
+        // gathered updates on every replica would leave each device its own copy to read.
+        StateDict updated = sp::optim::apply_updates(p, updates);
+        for (const auto& [name, value] : p)
+          updated.insert(name, sp::with_sharding_constraint(
+                                   updated.at(name), moment_sharding(mesh, name, value.shape())));
+        return std::tuple{updated, next, loss};
       },
       step_options);
   auto evaluate = sp::jit([&](const StateDict& p, const Array& x, const Array& y) {

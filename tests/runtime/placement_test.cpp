@@ -5,6 +5,7 @@
 #include <spmd/sharding.h>
 #include <spmd/spmd.h>
 
+#include "core/array_impl.h"
 #include "support/support.h"
 
 #include <gtest/gtest.h>
@@ -225,6 +226,33 @@ TEST(Placement, DevicePutBetweenDeviceSetsCopiesEachElementOnce) {
   EXPECT_EQ(sp::runtime::transfer_stats().device_to_device_bytes, 48 * 4);
   EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0);
   EXPECT_TRUE(arrays_equal(z, host));
+}
+
+const void* buffer_of(const sp::Shard& s) {
+  return s.data.impl()->buffer.get();
+}
+
+// An all_gather's result is one buffer that the devices of a process share (past the 64 KiB per
+// device below which a collective copies its inputs, as here: 128 KiB). It is never written
+// in place: a donated elementwise update of one device's copy gets a buffer of its own, and every
+// other device still reads the old value.
+TEST(Placement, DonatingOneSharedReplicaLeavesTheOthers) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array host = sp::arange(256.0f * 1024).reshape({256, 1024});
+  sp::Array split = sp::device_put(host, sp::NamedSharding(mesh, P("i")));
+  sp::Array rep = sp::jit([&](const sp::Array& v) {
+    return sp::with_sharding_constraint(v, sp::NamedSharding(mesh, P()));
+  })(split);
+  std::vector<sp::Shard> shards = rep.addressable_shards();
+  for (const sp::Shard& s : shards) ASSERT_EQ(buffer_of(s), buffer_of(shards[0])) << s.device;
+  sp::Array mine = shards[3].data;
+  shards.clear();
+  sp::Array bumped =
+      sp::jit([](const sp::Array& v) { return v + 1.0f; }, {.donate_argnums = {0}})(mine);
+  EXPECT_TRUE(arrays_equal(bumped, host + 1.0f));
+  EXPECT_NE(bumped.impl()->buffer.get(), buffer_of(rep.addressable_shards()[0]));
+  for (const sp::Shard& s : rep.addressable_shards())
+    EXPECT_TRUE(arrays_equal(s.data, host)) << s.device;
 }
 
 // pmap takes its argument wherever it lives: blocks already on the right device stay, the

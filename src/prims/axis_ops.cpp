@@ -233,6 +233,9 @@ void define_psum_invariant(PrimitiveRegistry& r, const Primitive& psum, const Pr
   psum_invariant.batch = std::bind_front(psum_invariant_batch, std::cref(psum_invariant));
   deflinear(r, "psum_invariant", std::bind_front(psum_invariant_transpose, std::cref(pvary)));
   psum_invariant.vma_rule = psum_invariant_vma;
+  // psum's kernel hands over its result buffer (one for the group, or the one a reduction
+  // between processes made), where a buffer given to it would be a copy more.
+  psum_invariant.allocates_outputs = true;
   // Only staged by the vma rules inside shard_map: vmap never batches it for its axis name.
   psum_invariant.axis_names = nullptr;
 }

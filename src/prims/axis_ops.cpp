@@ -195,8 +195,11 @@ std::vector<AbstractValue> psum_invariant_shape(std::span<const AbstractValue> i
   return {in[0]};
 }
 
-// The all-reduce of psum, over the same axes.
+// The all-reduce of psum, over the same axes. A list of names is what psum's params hold too
+// (with no groups), so they serve as they are, rather than new params made for every call.
 void psum_invariant_kernel(const Primitive& psum, const KernelArgs& args) {
+  if (std::holds_alternative<std::vector<std::string>>(args.params.at("axes")))
+    return psum.cpu_kernel(args);
   psum.cpu_kernel(KernelArgs{args.in, args.out, psum_params(read_names(args.params, "axes"))});
 }
 
@@ -234,6 +237,9 @@ void define_psum_invariant(PrimitiveRegistry& r, const Primitive& psum, const Pr
   deflinear(r, "psum_invariant", std::bind_front(psum_invariant_transpose, std::cref(pvary)));
   psum_invariant.vma_rule = psum_invariant_vma;
   psum_invariant.per_element_across_devices = true;
+  // psum's kernel hands over its result buffer (one for the group, or the one a reduction
+  // between processes made), where a buffer given to it would be a copy more.
+  psum_invariant.allocates_outputs = true;
   // Only staged by the vma rules inside shard_map: vmap never batches it for its axis name.
   psum_invariant.axis_names = nullptr;
 }

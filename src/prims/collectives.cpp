@@ -236,12 +236,11 @@ Participants participants(const char* api, const std::vector<std::string>& names
   for (const auto& name : names)
     if (!ctx || ctx->axis_of(name) < 0) throw NameError(prefix(api) + "unbound axis name: " + name);
   runtime::Group g = runtime::group_over(*ctx, names);
-  Participants p{ctx, g.ranks, g.me};
-  if (!groups) return p;
+  if (!groups) return Participants{ctx, std::move(g.ranks), g.me};
+  Participants p{ctx, {}, 0};
   for (const auto& sub : *groups) {
     auto it = std::find(sub.begin(), sub.end(), g.me);
     if (it == sub.end()) continue;
-    p.ranks.clear();
     for (int k : sub) p.ranks.push_back(g.ranks[size_t(k)]);
     p.me = int(it - sub.begin());
     return p;
@@ -420,8 +419,27 @@ DType wire_dtype(DType t) {
   return is_bool(t) ? uint8 : t;
 }
 
+// The reduction over the named axes of `local` (the operand, already reduced over any positional
+// axes) into the kernel's output: the buffer the communicator hands over when the caller lets the
+// kernel provide it.
+void all_reduce_over(const char* api, ReduceOp op, const std::vector<std::string>& names,
+                     const KernelArgs& a, const void* local) {
+  const AbstractValue& out = *a.out[0].aval;
+  Participants p = participants(api, names, read_groups(a.params));
+  if (a.out[0].buffer)
+    *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op, wire_dtype(out.dtype),
+                                                      out.shape, local);
+  else
+    p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
+                            a.out[0].data);
+}
+
 CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op) {
   return [api, local_op, op](const KernelArgs& a) {
+    // Named axes alone, the common case, are read as they are stored (a reduction in a chain
+    // of collectives pays for every copy).
+    if (const auto* names = std::get_if<std::vector<std::string>>(&a.params.at("axes")))
+      return all_reduce_over(api, op, *names, a, a.in[0].data);
     std::vector<ReduceAxis> axes = read_axes(a.params);
     std::vector<std::string> names = named_axes(axes);
     std::vector<int64_t> positions = positional_axes(axes);
@@ -443,13 +461,7 @@ CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op)
       cpu::reduce(local_op, in.dtype, a.in[0].data, in.shape, positions, reduced.data());
       local = reduced.data();
     }
-    Participants p = participants(api, names, read_groups(a.params));
-    if (a.out[0].buffer)
-      *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op,
-                                                        wire_dtype(out.dtype), out.shape, local);
-    else
-      p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
-                              a.out[0].data);
+    all_reduce_over(api, op, names, a, local);
   };
 }
 

@@ -571,7 +571,19 @@ struct Communicator::State {
   std::vector<bool> local;  // per rank: whether this process runs it
   bool any_remote = false;  // whether some rank runs in another process
   struct Cross;
-  std::optional<Cross> cross(const char* api, std::span<const int> group, int me);
+  // What `group` needs between processes, seen from member `me`; null when the whole group is in
+  // this process.
+  const Cross* cross(const char* api, std::span<const int> group, int me);
+  // Per rank, the Cross of every group it has met in this launch: a collective on a group met
+  // before finds it here (a chain of collectives in one program) instead of making it again.
+  struct Plans {
+    std::mutex mu;  // a rank's own thread makes its collectives, so this is not contended
+    std::vector<std::unique_ptr<const Cross>> known;
+  };
+  std::unique_ptr<Plans[]> plans;
+  const Cross& plan(const char* api, std::span<const int> group, int me);
+  std::unique_ptr<const Cross> make_cross(const char* api, std::span<const int> group,
+                                          int me) const;
   // What the member that gathers makes of the blocks (in group order) for this process's members,
   // into a result of `bytes`.
   struct Finish {
@@ -823,27 +835,53 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 // blocks where all_to_all and ppermute need fewer; that is the price of one path.
 
 struct Communicator::State::Cross {
-  std::span<const int> group;
+  std::vector<int> group;
   int me = 0;
-  std::vector<int> local;  // the ranks of this process's members, in group order
-  int me_local = 0;        // `me`'s position among them
-  std::vector<int> key;    // their channel: local ranks, -1, the group
-  std::shared_ptr<mpi::GroupComm> comm;
+  std::vector<int> local;                   // the ranks of this process's members, in group order
+  int me_local = 0;                         // `me`'s position among them
+  std::vector<int> key;                     // their channel: local ranks, -1, the group
+  std::shared_ptr<mpi::GroupComm> comm;     // null when the whole group is in this process
   std::vector<std::vector<int>> positions;  // per process of the communicator: its members
+  mpi::Wait wait;                           // gives up when a member of the group failed
 };
 
-std::optional<Communicator::State::Cross> Communicator::State::cross(const char* api,
-                                                                     std::span<const int> group,
-                                                                     int me) {
-  if (!any_remote) return std::nullopt;  // one process: run() validates the group
+const Communicator::State::Cross* Communicator::State::cross(const char* api,
+                                                             std::span<const int> group, int me) {
+  if (!any_remote) return nullptr;  // one process: run() validates the group
+  const Cross& c = plan(api, group, me);
+  if (!c.comm) return nullptr;
+  if (fault::armed()) inject_fault(api, group, me);
+  return &c;
+}
+
+const Communicator::State::Cross& Communicator::State::plan(const char* api,
+                                                            std::span<const int> group, int me) {
+  const bool in_range = me >= 0 && me < int(group.size()) && group[size_t(me)] >= 0 &&
+                        group[size_t(me)] < int(device_ids.size());
+  if (in_range) {
+    Plans& mine = plans[size_t(group[size_t(me)])];
+    std::lock_guard lock(mine.mu);
+    for (const auto& c : mine.known)
+      if (c->me == me && std::equal(group.begin(), group.end(), c->group.begin(), c->group.end()))
+        return *c;
+  }
   validate_group(api, group, me);
+  std::unique_ptr<const Cross> made = make_cross(api, group, me);
+  Plans& mine = plans[size_t(group[size_t(me)])];
+  std::lock_guard lock(mine.mu);
+  mine.known.push_back(std::move(made));
+  return *mine.known.back();
+}
+
+std::unique_ptr<const Communicator::State::Cross> Communicator::State::make_cross(
+    const char* api, std::span<const int> group, int me) const {
+  auto made = std::make_unique<Cross>();
+  Cross& c = *made;
+  c.group.assign(group.begin(), group.end());
+  c.me = me;
   bool all_local = true;
   for (int r : group) all_local = all_local && local[size_t(r)];
-  if (all_local) return std::nullopt;
-  if (fault::armed()) inject_fault(api, group, me);
-  Cross c;
-  c.group = group;
-  c.me = me;
+  if (all_local) return made;
   std::vector<int> ids;
   for (size_t j = 0; j < group.size(); ++j) {
     ids.push_back(device_ids[size_t(group[j])]);
@@ -866,7 +904,8 @@ std::optional<Communicator::State::Cross> Communicator::State::cross(const char*
   c.key = c.local;
   c.key.push_back(-1);
   c.key.insert(c.key.end(), group.begin(), group.end());
-  return c;
+  c.wait = wait_of(group);
+  return made;
 }
 
 mpi::Wait Communicator::State::wait_of(std::span<const int> group) const {
@@ -922,7 +961,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
   const int n = int(c.group.size());
   std::vector<int64_t> counts;
   for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
-  const mpi::Wait wait = wait_of(c.group);
+  const mpi::Wait& wait = c.wait;
   if (one_each(c.positions)) {
     // With one member in each process, none needs a meeting here, and the blocks arrive in
     // group order (processes are numbered by their first member), so they go straight into the
@@ -994,7 +1033,7 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
 std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
                                                               const void* in) {
   const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
-  const mpi::Wait wait = wait_of(c.group);
+  const mpi::Wait& wait = c.wait;
   std::shared_ptr<Buffer> partial;
   auto across = [&](const void* from) {
     between_processes(p.api, [&] {
@@ -1051,6 +1090,7 @@ Communicator::Communicator(std::vector<int> device_ids, std::chrono::millisecond
   state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
   for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
   state_->abort_reasons.resize(n);
+  state_->plans = std::make_unique<State::Plans[]>(n);
   for (int id : state_->device_ids) {
     state_->local.push_back(is_local_device(id));
     state_->any_remote = state_->any_remote || !state_->local.back();

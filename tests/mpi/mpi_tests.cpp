@@ -188,6 +188,61 @@ TEST(Processes, ReductionsOverTheProcessAxisAroundTheGatheringSize) {
   }
 }
 
+TEST(Processes, AChainOfReductionsOverDifferentAxesInOneProgram) {
+  // One jitted body alternates the groups it reduces over (each device meets a different group in
+  // every step, and the first again at the end), above and at the gathering size, and uses each
+  // result after the next reduction: every step has its own group's values, and no result is
+  // written over by a later step. Small integers keep every sum exact in any order.
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  for (int64_t n : {int64_t(16384), int64_t(16385)}) {
+    std::vector<float> values(size_t(8 * n));
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j) values[size_t(d * n + j)] = float((j * 3 + d * 5) % 7);
+    sp::Array x =
+        sp::device_put(sp::array(values, {2, 4, n}), sp::NamedSharding(mesh, P("a", "b")));
+    auto body = [](sp::Array v) {
+      sp::Array over_a = sp::lax::psum(v, "a");
+      sp::Array over_b = sp::lax::psum(over_a + v, "b");
+      sp::Array over_all = sp::lax::psum(over_b, sp::axes("a", "b"));
+      sp::Array again = sp::lax::psum(over_all - over_a, "a");
+      return std::vector<sp::Array>{over_a, over_b, again};
+    };
+    std::vector<sp::Array> got = sp::jit(sp::shard_map(body, mesh, P("a", "b"), P("a", "b")))(x);
+    // Host values, device d = 4a + b, element j.
+    auto at = [&](const std::vector<double>& v, int64_t d, int64_t j) {
+      return v[size_t(d * n + j)];
+    };
+    std::vector<double> a(values.size()), b(values.size()), all(values.size()),
+        again(values.size());
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j)
+        a[size_t(d * n + j)] =
+            double(values[size_t((d % 4) * n + j)]) + values[size_t((4 + d % 4) * n + j)];
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t k = d / 4 * 4; k < d / 4 * 4 + 4; ++k)
+          s += at(a, k, j) + values[size_t(k * n + j)];
+        b[size_t(d * n + j)] = s;
+      }
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < 8; ++k) s += at(b, k, j);
+      for (int64_t d = 0; d < 8; ++d) all[size_t(d * n + j)] = s;
+    }
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j)
+        again[size_t(d * n + j)] =
+            at(all, d % 4, j) - at(a, d % 4, j) + at(all, 4 + d % 4, j) - at(a, 4 + d % 4, j);
+    auto as_float = [](const std::vector<double>& v) {
+      return std::vector<float>(v.begin(), v.end());
+    };
+    expect_local_blocks(got[0], as_float(a), sp::Shape({2, 4, n}));
+    expect_local_blocks(got[1], as_float(b), sp::Shape({2, 4, n}));
+    expect_local_blocks(got[2], as_float(again), sp::Shape({2, 4, n}));
+  }
+}
+
 TEST(Processes, AllGatherAllToAllAndPsumScatterAcrossProcesses) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),

@@ -88,8 +88,8 @@ Array identity_of(const Primitive& combiner, DType dtype) {
 }
 
 // Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
-// bytes: axes that move between dims go by all-to-all, axes that leave go by all-gather (minor
-// first), axes that arrive are slices of what the device already holds. A dim split unevenly
+// bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
+// all-gather, axes that arrive are slices of what the device already holds. A dim split unevenly
 // on either side is gathered whole and sliced again, since its padded blocks do not nest.
 Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
   const size_t rank = from.size();
@@ -119,13 +119,18 @@ Array reshard(Array x, Split from, const Split& to, const Shape& global, const C
       }
     }
   }
-  for (size_t d = 0; d < rank; ++d)
-    while (!is_prefix(from[d], to[d])) {
-      log("all_gather over '" + from[d].back() + "' along dim " + std::to_string(d),
-          nbytes(x) * (axis_size(from[d].back()) - 1));
-      x = all_gather(x, from[d].back(), AllGatherOptions{.axis = int(d), .tiled = true});
-      from[d].pop_back();
-    }
+  // The axes that leave a dim go in one all_gather over all of them (major to minor, as they
+  // split it): one collective, and one result buffer that the group's members share.
+  for (size_t d = 0; d < rank; ++d) {
+    size_t kept = 0;
+    while (kept < from[d].size() && kept < to[d].size() && from[d][kept] == to[d][kept]) ++kept;
+    if (kept == from[d].size()) continue;
+    const AxisList leaving(from[d].begin() + std::ptrdiff_t(kept), from[d].end());
+    log("all_gather over " + names_of(leaving).repr() + " along dim " + std::to_string(d),
+        nbytes(x) * (product(leaving) - 1));
+    x = all_gather(x, names_of(leaving), AllGatherOptions{.axis = int(d), .tiled = true});
+    from[d].resize(kept);
+  }
   for (size_t d = 0; d < rank; ++d)
     if (from[d] != to[d] && !even(global[int(d)], to[d])) {
       x = padded_block(x, int(d), to[d]);

@@ -38,6 +38,17 @@ TEST_F(Explain, AlignedOperandsNeedNoCollective) {
   EXPECT_NE(text.find("collectives: none"), std::string::npos) << text;
 }
 
+// Axes that leave one dim go in one all_gather over all of them (one collective, one shared
+// result buffer), not one all_gather per axis.
+TEST_F(Explain, AxesLeavingADimGoInOneAllGather) {
+  auto f = sp::jit([](const sp::Array& y) { return y * 2.0; },
+                   {.out_shardings = sp::NamedSharding(mesh, P())});
+  const std::string text = f.explain(put(P(sp::axes("a", "b"))));
+  EXPECT_EQ(count(text, "all_gather over"), 1u) << text;
+  EXPECT_NE(text.find("all_gather over ('a', 'b') along dim 0"), std::string::npos) << text;
+  EXPECT_TRUE(spmd_test::arrays_equal(f(put(P(sp::axes("a", "b")))), x * 2.0));
+}
+
 TEST_F(Explain, ASumOverASplitDimNamesItsPsumAndBytes) {
   const std::string text =
       sp::explain([](const sp::Array& y) { return sp::sum(y, {0}); }, put(P("a", "b")));

@@ -154,7 +154,11 @@ template <>
 struct ParamTraits<CopySemantics> {
   static constexpr std::string_view name = "copy semantics";
   static std::string str(const CopySemantics& c) { return python_repr::tuple(c.names); }
-  static size_t hash(const CopySemantics& c) { return c.names.size(); }
+  static size_t hash(const CopySemantics& c) {
+    size_t h = c.names.size();
+    for (const std::string& n : c.names) hash_combine(h, std::hash<std::string>{}(n));
+    return h;
+  }
 };
 
 namespace {

@@ -38,10 +38,6 @@ std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
                               const ShardingTree& shardings);
 std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const TreeDef& def,
                                             const ShardingTree& shardings);
-// JAX's errors for a PartitionSpec where a Sharding is needed: spmd has no mesh context
-// (jax.set_mesh) to complete it.
-[[noreturn]] void device_put_spec_without_mesh();
-[[noreturn]] void with_sharding_constraint_spec_without_mesh();
 }  // namespace placement_detail
 
 // jax.device_put on a tree: `shardings` is a prefix of `tree` (see ShardingTree); leaves under an
@@ -50,11 +46,6 @@ template <class T>
 T device_put(const T& tree, const ShardingTree& shardings) {
   auto [leaves, def] = tree_flatten(tree);
   return tree_unflatten<T>(def, placement_detail::device_put(leaves, def, shardings));
-}
-// A PartitionSpec needs a mesh in context, which spmd does not have: raises JAX's ValueError.
-template <class T>
-T device_put(const T&, const PartitionSpec&) {
-  placement_detail::device_put_spec_without_mesh();
 }
 
 // Constrains how x (an Array or a tree of them) is laid out (jax.lax.with_sharding_constraint):
@@ -66,11 +57,6 @@ template <class T>
 T with_sharding_constraint(const T& x, const ShardingTree& shardings) {
   auto [leaves, def] = tree_flatten(x);
   return tree_unflatten<T>(def, placement_detail::with_sharding_constraint(leaves, def, shardings));
-}
-// A PartitionSpec needs a mesh in context, which spmd does not have: raises JAX's RuntimeError.
-template <class T>
-T with_sharding_constraint(const T&, const PartitionSpec&) {
-  placement_detail::with_sharding_constraint_spec_without_mesh();
 }
 
 // The type of a value (jax.typeof): its shape, dtype and, on a mesh with Explicit axes, its
@@ -111,8 +97,8 @@ Array copy(const Array& x);
 // JAX's ValueError naming the axis and its type); its type then carries that sharding (traced:
 // a sharding_constraint equation, where JAX's jaxpr shows `reshard`). On a mesh
 // without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
-// the partitioner. Other shardings raise TypeError and a bare PartitionSpec (no mesh in context)
-// ValueError.
+// the partitioner. Other shardings raise TypeError. A PartitionSpec is over the mesh in context
+// (sp::use_mesh); without one it raises JAX's ValueError.
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 
@@ -125,8 +111,9 @@ Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, Axi
 Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec);
 // The axes of x's type sharding that are Explicit on `mesh`, as a spec.
 PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh);
-// The mesh of the first sharding of `shardings` (a NamedSharding), which auto_axes and
-// explicit_axes take for the context mesh; ValueError "[api] ..." without one.
+// The mesh auto_axes and explicit_axes work on, as JAX chooses it: the mesh in context, else that
+// of the NamedShardings of `shardings` (which must agree with it and with each other: JAX's
+// ValueErrors); ValueError "[api] ..." when there is neither.
 Mesh mesh_of(const ShardingTree& shardings, const char* api);
 // The sharding of each leaf of a value with tree `def`, from the prefix `shardings`, as
 // jax.sharding.reshard reads its out_shardings: JAX's ValueErrors for a prefix that does not
@@ -139,7 +126,8 @@ std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, cons
 // empty) made Auto, the Array leaves of its arguments (Arrays or trees of them) keeping their
 // split over the axes still Explicit (so f's ops need not agree on the others); the leaves of
 // its result are then resharded to out_sharding, a tree prefix of the result (one
-// NamedSharding covers all). The mesh is that of out_sharding's first sharding.
+// NamedSharding covers all). The mesh is the one in context, else out_sharding's; f runs with
+// the inner mesh in context.
 template <class F>
 auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
   return [f = std::move(f), axes = std::move(axes),
@@ -149,7 +137,10 @@ auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
     auto onto_inner = [&](const Array& x) {
       return detail::onto_mesh(x, inner, detail::explicit_spec_on(x, inner));
     };
-    auto result = f(tree_map(onto_inner, args)...);
+    auto result = [&] {
+      MeshScope scope(inner);
+      return f(tree_map(onto_inner, args)...);
+    }();
     auto [leaves, def] = tree_flatten(result);
     const std::vector<NamedSharding> shardings = detail::reshard_shardings(out, def, "auto_axes");
     for (size_t i = 0; i < leaves.size(); ++i) leaves[i] = reshard(leaves[i], shardings[i]);
@@ -161,8 +152,8 @@ auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
 // empty) made Explicit and the Array leaves of its arguments split as in_sharding says (a tree
 // prefix of the tuple of arguments; one NamedSharding covers all), so that their types carry
 // it; the leaves of the result go back to in_sharding's mesh with their split over the axes
-// Explicit there. in_sharding's mesh (that of its first sharding) stands for JAX's context
-// mesh, which spmd does not have.
+// Explicit there. The mesh is the one in context, else in_sharding's; f runs with the inner
+// mesh in context.
 template <class F>
 auto explicit_axes(F f, std::vector<std::string> axes, ShardingTree in_sharding) {
   return
@@ -175,7 +166,10 @@ auto explicit_axes(F f, std::vector<std::string> axes, ShardingTree in_sharding)
             detail::reshard_shardings(in, def, "explicit_axes");
         for (size_t i = 0; i < leaves.size(); ++i)
           leaves[i] = detail::onto_mesh(leaves[i], inner, shardings[i].spec());
-        auto out = std::apply(f, tree_unflatten<decltype(all)>(def, leaves));
+        auto out = [&] {
+          MeshScope scope(inner);
+          return std::apply(f, tree_unflatten<decltype(all)>(def, leaves));
+        }();
         return tree_map(
             [&](const Array& o) {
               return detail::onto_mesh(o, outer, detail::explicit_spec_on(o, outer));

@@ -32,8 +32,8 @@ DeviceMesh create_device_mesh(const Shape& mesh_shape);
 
 // How the sharding over a mesh axis is decided (jax.sharding.AxisType). Auto: by the
 // partitioner, from the shardings of the arguments and annotations. Explicit: by the program,
-// where shardings are part of the values' types (sp::type_of, or sp::typeof in strict C++ dialects) and each op's rule decides its
-// result's. Manual: by the user, inside shard_map.
+// where shardings are part of the values' types (sp::type_of, or sp::typeof in strict C++ dialects)
+// and each op's rule decides its result's. Manual: by the user, inside shard_map.
 enum class AxisType { Auto, Explicit, Manual };
 
 // "Auto", "Explicit", "Manual", as JAX prints an axis type inside a mesh repr.
@@ -98,6 +98,30 @@ std::ostream& operator<<(std::ostream& os, const Mesh& mesh);
 // Explicit; spmd keeps Auto, the mode its programs were written for).
 Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names,
                std::vector<AxisType> axis_types = {});
+
+// The mesh in context (jax.set_mesh). Where a Sharding is expected (device_put,
+// with_sharding_constraint, jit's in_shardings and out_shardings, reshard, auto_axes,
+// explicit_axes), a PartitionSpec then means NamedSharding(mesh, spec); without a mesh it raises
+// JAX's error for that API. set_mesh sets the mesh for every thread (an empty Mesh() unsets it);
+// use_mesh sets it for the calling thread while the returned scope lives, as
+// `with jax.set_mesh(mesh):` does, and scopes nest:
+//   auto scope = sp::use_mesh(mesh);
+//   Array y = sp::device_put(x, P("a"));  // NamedSharding(mesh, P("a"))
+void set_mesh(const Mesh& mesh);
+class [[nodiscard]] MeshScope {
+ public:
+  explicit MeshScope(const Mesh& mesh);
+  ~MeshScope();
+  MeshScope(const MeshScope&) = delete;
+  MeshScope& operator=(const MeshScope&) = delete;
+
+ private:
+  std::optional<Mesh> previous_;
+};
+MeshScope use_mesh(const Mesh& mesh);
+// The mesh in context: the calling thread's innermost use_mesh, else set_mesh's, else an empty
+// Mesh() (jax.sharding.get_mesh).
+Mesh get_mesh();
 
 // What P(...) takes for one dim: an axis name, sp::axes(...), or sp::None.
 template <class E>

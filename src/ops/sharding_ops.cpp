@@ -65,20 +65,6 @@ std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const
   return out;
 }
 
-void device_put_spec_without_mesh() {
-  throw ValueError(
-      "[device_put] Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
-      "device_put");
-}
-
-void with_sharding_constraint_spec_without_mesh() {
-  throw RuntimeError(
-      "[with_sharding_constraint] with_sharding_constraint requires a non-empty mesh in context "
-      "if you are passing `PartitionSpec`s to shardings. You can define a context mesh via "
-      "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and then the mesh "
-      "context manager is not required.");
-}
-
 }  // namespace placement_detail
 
 Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
@@ -219,14 +205,37 @@ const NamedSharding* first_named(const ShardingTree& tree) {
   return nullptr;
 }
 
+template <class F>
+void for_each_named(const ShardingTree& tree, const F& f) {
+  if (const auto* named = dynamic_cast<const NamedSharding*>(tree.sharding().get())) f(*named);
+  for (const ShardingTree& child : tree.children()) for_each_named(child, f);
+}
+
 }  // namespace
 
 Mesh mesh_of(const ShardingTree& shardings, const char* api) {
+  const Mesh context = get_mesh();
   const NamedSharding* named = first_named(shardings);
+  if (named)
+    for_each_named(shardings, [&](const NamedSharding& other) {
+      if (!(other.mesh() == named->mesh()))
+        throw ValueError(ops::prefix(api) + "Shardings passed to " + api +
+                         " should have the same mesh. Got one mesh " +
+                         abstract_mesh_str(unsplit_on(named->mesh(), 0)) + " and another " +
+                         other.mesh().str());
+    });
+  if (named && context.size() > 0 && !(named->mesh() == context))
+    throw ValueError(ops::prefix(api) + "Context mesh " +
+                     abstract_mesh_str(unsplit_on(context, 0)) +
+                     " must match the mesh passed to shardings " +
+                     abstract_mesh_str(unsplit_on(named->mesh(), 0)) +
+                     ". Recommended approach is to use `jax.set_mesh` context manager.");
+  if (context.size() > 0) return context;
   if (!named)
     throw ValueError(ops::prefix(api) +
-                     "Context mesh cannot be empty: spmd takes it from the first NamedSharding "
-                     "of the shardings given, and there is none.");
+                     "Context mesh cannot be empty. Please use `jax.set_mesh` API to enter into a "
+                     "mesh context when using `" +
+                     api + "` API.");
   return named->mesh();
 }
 
@@ -235,7 +244,7 @@ std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, cons
   const size_t n = shardings.children().size(), m = def.children().size();
   // JAX's reshard flattens its prefix against the tuple of values as against positional
   // arguments, with that wording for a tuple of the wrong length.
-  if (def.kind() == TreeDef::Kind::tuple && !shardings.is_sharding() &&
+  if (def.kind() == TreeDef::Kind::tuple && !shardings.is_sharding() && !shardings.is_spec() &&
       !shardings.is_unspecified() && n != m)
     throw ValueError(ops::prefix(api) +
                      "reshard out_shardings specification must be a tree prefix of the "
@@ -263,12 +272,9 @@ std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, cons
 
 }  // namespace detail
 
-Array reshard(const Array&, const PartitionSpec& spec) {
-  throw ValueError(
-      "[reshard] Using PartitionSpec when you are not under a mesh context is not allowed. "
-      "Please pass a NamedSharding instance or enter into a mesh context via `jax.set_mesh`. "
-      "Got " +
-      spec.repr());
+Array reshard(const Array& x, const PartitionSpec& spec) {
+  const TreeDef leaf = tree_flatten(x).second;
+  return reshard(x, detail::reshard_shardings(spec, leaf, "reshard")[0]);
 }
 
 }  // namespace spmd

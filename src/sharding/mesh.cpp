@@ -3,6 +3,8 @@
 #include <spmd/sharding.h>
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
 #include <ostream>
 #include <set>
 
@@ -130,6 +132,7 @@ std::string Mesh::repr() const {
 }
 
 std::string Mesh::str() const {
+  if (devices_.empty()) return "Mesh()";  // JAX's empty mesh, jax.sharding.get_mesh() outside any
   std::string out = "Mesh(";
   for (const auto& [name, size] : shape_)
     out += python_repr::quoted(name) + ": " + std::to_string(size) + ", ";
@@ -145,6 +148,50 @@ Mesh make_mesh(const Shape& axis_shapes, std::vector<std::string> axis_names,
   if (!axis_types.empty()) check_axis_types(axis_names, axis_types);
   return Mesh(first_devices(axis_shapes, "make_mesh"), axis_shapes, std::move(axis_names),
               std::move(axis_types));
+}
+
+// ---- the mesh in context (jax.set_mesh) ---------------------------------------------------------
+
+namespace {
+
+struct ProcessMesh {
+  std::mutex mutex;
+  Mesh mesh;
+};
+
+ProcessMesh& process_mesh() {
+  static ProcessMesh* m = new ProcessMesh;  // never destroyed: threads may read it at exit
+  return *m;
+}
+
+// The mesh of the calling thread's innermost use_mesh; nullopt outside any.
+thread_local std::optional<Mesh> thread_mesh;
+
+}  // namespace
+
+void set_mesh(const Mesh& mesh) {
+  ProcessMesh& m = process_mesh();
+  std::lock_guard lock(m.mutex);
+  m.mesh = mesh;
+}
+
+MeshScope::MeshScope(const Mesh& mesh) : previous_(thread_mesh) {
+  thread_mesh = mesh;
+}
+
+MeshScope::~MeshScope() {
+  thread_mesh = std::move(previous_);
+}
+
+MeshScope use_mesh(const Mesh& mesh) {
+  return MeshScope(mesh);
+}
+
+Mesh get_mesh() {
+  if (thread_mesh) return *thread_mesh;
+  ProcessMesh& m = process_mesh();
+  std::lock_guard lock(m.mutex);
+  return m.mesh;
 }
 
 }  // namespace spmd

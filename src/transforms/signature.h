@@ -1,7 +1,8 @@
-// The key of a trace cache (jit, shard_map): argument structure, argument types, and the named
-// axes in scope when the function is traced.
+// The key of a trace cache (jit, shard_map): argument structure, argument types, the named axes
+// in scope and the mesh in context when the function is traced.
 #pragma once
 
+#include <spmd/sharding.h>
 #include <spmd/tree.h>
 
 #include "core/array_impl.h"
@@ -17,8 +18,10 @@ struct SignatureKey {
   // The named axes in scope ("name:size:binder:vma" each): collectives traced under one axis
   // size must not be reused under another.
   std::vector<std::string> axes;
+  // PartitionSpecs the function gives (and jit's) are read over it (sp::use_mesh).
+  Mesh context = get_mesh();
   bool operator==(const SignatureKey& o) const {
-    return def == o.def && types == o.types && axes == o.axes;
+    return def == o.def && types == o.types && axes == o.axes && context == o.context;
   }
 };
 

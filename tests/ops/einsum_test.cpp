@@ -265,6 +265,18 @@ TEST(Einsum, ManyOperandsOptimizePrecisionAndMixedTypesMatchJax) {
   }
 }
 
+TEST(Einsum, GradientKeepsThePrecisionAsJax) {
+  const auto& g = multi_golden();
+  const std::vector<Array> abc = {g.at("grad_precision|0"), g.at("grad_precision|1"),
+                                  g.at("grad_precision|2")};
+  auto loss = [](const std::vector<Array>& xs) {
+    const sp::EinsumPrecision precision = {sp::lax::Precision::DEFAULT,
+                                           sp::lax::Precision::HIGHEST};
+    return sp::sum(sp::einsum("ij,jk,kl->il", xs, {.precision = precision}));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(abc).str(), block("multi_jaxprs.txt", "grad_precision"));
+}
+
 // Runs `call` and returns "<what JAX calls the error>: <message without the [einsum] prefix>".
 std::string jax_style_error(const std::function<void()>& call) {
   try {

@@ -6,7 +6,7 @@ Writes tests/goldens/einsum/:
                     "<case>|pref" (a 0-d array of preferred_element_type's dtype) when given,
                     "<case>|options" (uint8 bytes, see OPTIONS) and "<case>|out" (JAX's result).
                     Operands hold small integers, so every result is exact whatever the order
-  multi_jaxprs.txt  "=== <case>" then str(jax.make_jaxpr(...)) of each case
+  multi_jaxprs.txt  "=== <case>" then str(jax.make_jaxpr(...)) of each case and of a gradient
   multi_errors.txt  "# <case>: <code>" lines, then "=== <case>" and "<ExceptionType>: <message>"
                     (the whole message; for a KeyError its argument)
 Run: python3 tools/goldens/gen_einsum_multi.py   (needs jax 0.10.2; the tests do not)
@@ -131,6 +131,14 @@ for name, subs, shapes, dts, pref, options in CASES:
         values[f"{name}|{i}"] = o
     values[name + "|out"] = np.asarray(jnp.einsum(subs, *ops, **kw))
     jaxprs[name] = jax.make_jaxpr(lambda *xs, s=subs, k=kw: jnp.einsum(s, *xs, **k))(*ops)
+
+# The gradient of a 3-operand einsum with a precision per operand: the transposed dot_generals
+# keep it.
+A, B, C = operand((2, 3)), operand((3, 10)), operand((10, 4))
+values["grad_precision|0"], values["grad_precision|1"], values["grad_precision|2"] = A, B, C
+jaxprs["grad_precision"] = jax.make_jaxpr(jax.grad(lambda a, b, c: jnp.einsum(
+    "ij,jk,kl->il", a, b, c, precision=(Precision.DEFAULT, Precision.HIGHEST)).sum(),
+    argnums=(0, 1, 2)))(A, B, C)
 
 os.makedirs(OUT, exist_ok=True)
 np.savez(os.path.join(OUT, "multi_values.npz"), **values)

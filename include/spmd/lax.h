@@ -13,10 +13,11 @@ namespace spmd::lax {
 
 // `out_sharding` (a NamedSharding over Explicit axes only) is the result's sharding, as JAX's
 // out_sharding argument: it decides the result's type where the operands' shardings would be
-// ambiguous or conflict.
+// ambiguous or conflict. `precision` lands in the params only (see Precision).
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
                   std::optional<DType> preferred_element_type = std::nullopt,
-                  const std::optional<NamedSharding>& out_sharding = std::nullopt);
+                  const std::optional<NamedSharding>& out_sharding = std::nullopt,
+                  std::optional<DotPrecision> precision = std::nullopt);
 Array dot(const Array& lhs, const Array& rhs,
           std::optional<DType> preferred_element_type = std::nullopt,
           const std::optional<NamedSharding>& out_sharding = std::nullopt);

@@ -17,6 +17,17 @@ struct DotDimensionNumbers {
   bool operator==(const DotDimensionNumbers&) const = default;
 };
 
+// jax.lax.Precision: how precisely an accelerator computes a dot_general (the CPU kernels
+// compute every one alike, so it only travels in the params).
+enum class Precision { DEFAULT, HIGH, HIGHEST };
+
+// dot_general's precision param, one per operand, as JAX's canonicalize_precision makes it.
+struct DotPrecision {
+  Precision lhs = Precision::DEFAULT;
+  Precision rhs = Precision::DEFAULT;
+  bool operator==(const DotPrecision&) const = default;
+};
+
 // Padding config per dim: (low, high, interior). Negative low/high crop.
 struct PadConfig {
   int64_t low = 0, high = 0, interior = 0;

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/lax_types.h>
 #include <spmd/sharding.h>
 
 #include <concepts>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace spmd {
@@ -220,16 +223,49 @@ Array inner(const Array& a, const Array& b);
 Array outer(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
 
+// jnp.einsum's `optimize`: how the operands are paired, as opt_einsum's contract_path. A
+// strategy by name, in any case ("auto", "optimal", "greedy", "branch-all", "branch-2",
+// "branch-1", "eager", "opportunistic"), true ("optimal"), false (positions 0 and 1 each time,
+// JAX's unoptimized order), or a path: the positions contracted at each step, the result
+// appended at the end, as jnp.einsum_path gives it ({{1, 2}, {0, 1}}).
+struct EinsumOptimize {
+  using Path = std::vector<std::vector<int64_t>>;
+  EinsumOptimize(const char* strategy) : value(std::string(strategy)) {}
+  EinsumOptimize(std::string strategy) : value(std::move(strategy)) {}
+  EinsumOptimize(bool optimize) : value(optimize) {}
+  EinsumOptimize(std::initializer_list<std::vector<int64_t>> path) : value(Path(path)) {}
+  EinsumOptimize(Path path) : value(std::move(path)) {}
+  std::variant<std::string, bool, Path> value;
+};
+
+// jnp.einsum's `precision`, as jax.lax accepts it: none, a lax::Precision or one of its names
+// ("default", "fastest", "bfloat16", "high", "bfloat16_3x", "tensorfloat32", "highest",
+// "float32") for both operands, or a tuple of two Precisions or two names, one per operand.
+struct EinsumPrecision {
+  using Item = std::variant<lax::Precision, std::string>;
+  EinsumPrecision() = default;
+  EinsumPrecision(lax::Precision precision) : items{precision} {}
+  EinsumPrecision(const char* name) : items{std::string(name)} {}
+  EinsumPrecision(std::string name) : items{std::move(name)} {}
+  EinsumPrecision(std::initializer_list<Item> tuple) : items(tuple), is_tuple(true) {}
+  std::vector<Item> items;  // none when empty and not a tuple
+  bool is_tuple = false;
+};
+
 // jnp.einsum's keyword arguments. out_sharding (Explicit axes only) is the result's sharding,
-// as matmul's; preferred_element_type the type to accumulate in and return.
+// as matmul's; preferred_element_type the type to accumulate in and return; precision the
+// precision param of every dot_general.
 struct EinsumOptions {
   std::optional<NamedSharding> out_sharding = std::nullopt;
   std::optional<DType> preferred_element_type = std::nullopt;
+  EinsumOptimize optimize = "auto";
+  EinsumPrecision precision = {};
 };
 // Einstein summation, as jnp.einsum: "ij,jk->ik", implicit output ("ij,jk": the labels seen
 // once, sorted), `...` for broadcast dims, repeated labels for diagonals ("ii->i", "ii").
-// Three or more operands are contracted pairwise, left to right.
+// Three or more operands are contracted pairwise in the order `optimize` picks.
 //   einsum("ij,jk->ik", a, b);  einsum("ij,jk->ik", {a, b}, {.out_sharding = s});
+//   einsum("ij,jk,kl->il", {a, b, c}, {.optimize = "greedy", .precision = "highest"});
 Array einsum(std::string_view subscripts, const std::vector<Array>& operands,
              const EinsumOptions& options = {});
 template <class... Operands>

@@ -1,14 +1,16 @@
 // jnp.einsum. The subscripts are read as opt_einsum reads them (jnp.einsum calls its
 // contract_path): spaces dropped, `...` replaced by unused labels, the implicit output made of
-// the labels seen once, sorted. The operands are then contracted pairwise, left to right, and
-// each step lowers as JAX's _einsum does: labels summed out of one operand by reduce_sum,
-// repeated labels by a select against a Kronecker delta, the pair by one dot_general, then a
+// the labels seen once, sorted. The operands are then contracted in the order of the path
+// `optimize` picks (einsum_path.cpp), one or two at a time, and each step lowers as JAX's
+// _einsum does: labels summed out of one operand by reduce_sum, repeated labels by a select
+// against a Kronecker delta, the pair by one dot_general (with the precision given), then a
 // transpose into the step's label order. Only existing primitives are bound, so jaxprs,
 // gradients, vmap and sharding follow theirs.
 #include <spmd/lax.h>
 #include <spmd/ops.h>
 #include <spmd/placement.h>
 
+#include "ops/einsum_path.h"
 #include "ops/op_util.h"
 #include "prims/rule_util.h"
 
@@ -230,11 +232,69 @@ struct Term {
   Labels names;
 };
 
-// How every step computes: the result type, and the out_sharding of the last step.
+// How every step computes: the result type, the out_sharding of the last step, the precision
+// of the dot_generals.
 struct Plan {
   DType preferred;
   std::optional<NamedSharding> out_sharding;
+  EinsumPrecision precision;
 };
+
+// ---- precision (lax.canonicalize_precision, checked where JAX checks it: at a dot_general) ----
+const std::vector<std::pair<std::string, lax::Precision>>& precision_names() {
+  using P = lax::Precision;
+  static const std::vector<std::pair<std::string, P>> names = {
+      {"highest", P::HIGHEST},  {"float32", P::HIGHEST},    {"high", P::HIGH},
+      {"bfloat16_3x", P::HIGH}, {"tensorfloat32", P::HIGH}, {"default", P::DEFAULT},
+      {"bfloat16", P::DEFAULT}, {"fastest", P::DEFAULT}};
+  return names;
+}
+
+std::string precision_repr(const EinsumPrecision::Item& item, bool quote) {
+  static const char* names[] = {"Precision.DEFAULT", "Precision.HIGH", "Precision.HIGHEST"};
+  if (const auto* p = std::get_if<lax::Precision>(&item)) return names[int(*p)];
+  const std::string& s = std::get<std::string>(item);
+  return quote ? "'" + s + "'" : s;
+}
+
+// Python's str() of the value given.
+std::string precision_repr(const EinsumPrecision& p) {
+  if (!p.is_tuple) return precision_repr(p.items[0], false);
+  std::string s = "(";
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    if (i) s += ", ";
+    s += precision_repr(p.items[i], true);
+  }
+  return s + (p.items.size() == 1 ? ",)" : ")");
+}
+
+[[noreturn]] void bad_precision(const std::string& got) {
+  std::string names;
+  for (const auto& [name, value] : precision_names()) names += "'" + name + "', ";
+  fail("Precision argument must be one of:\n- None,\n- a string in [" + names +
+       "None],\n- a lax.Precision value,\n- a tuple of two lax.Precision values or strings,\n- a "
+       "lax.DotAlgorithmPreset or the name of one of these presets, or\n- a lax.DotAlgorithm "
+       "value;\nbut got " +
+       got + ".");
+}
+
+lax::Precision precision_named(const std::string& name) {
+  for (const auto& [n, value] : precision_names())
+    if (n == name) return value;
+  bad_precision(name);
+}
+
+std::optional<lax::DotPrecision> dot_precision(const EinsumPrecision& p) {
+  if (p.items.empty() && !p.is_tuple) return std::nullopt;
+  auto one = [](const EinsumPrecision::Item& item) {
+    const auto* named = std::get_if<std::string>(&item);
+    return named ? precision_named(*named) : std::get<lax::Precision>(item);
+  };
+  if (!p.is_tuple) return lax::DotPrecision{one(p.items[0]), one(p.items[0])};
+  if (p.items.size() != 2 || p.items[0].index() != p.items[1].index())
+    bad_precision(precision_repr(p));
+  return lax::DotPrecision{one(p.items[0]), one(p.items[1])};
+}
 
 int64_t index_of(const Labels& names, char32_t c) {
   return int64_t(names.find(c));
@@ -378,56 +438,112 @@ Array contract_two(Term lhs, Term rhs, const Labels& removed, const Labels& resu
   const Labels deleted = batch + contracted;
   const Labels rest_lhs = without(lhs.names, deleted), rest_rhs = without(rhs.names, deleted);
   if (batch + rest_rhs + rest_lhs == result)
-    return lax::dot_general(rhs.x, lhs.x, rl, plan.preferred, plan.out_sharding);
+    return lax::dot_general(rhs.x, lhs.x, rl, plan.preferred, plan.out_sharding,
+                            dot_precision(plan.precision));
   const Labels names = batch + rest_lhs + rest_rhs;
   std::optional<NamedSharding> out = plan.out_sharding;
   if (out && names != result) out = inverse_sharding(*out, names, result);
-  return transpose_to(lax::dot_general(lhs.x, rhs.x, lr, plan.preferred, out), names, result);
+  const Array dot =
+      lax::dot_general(lhs.x, rhs.x, lr, plan.preferred, out, dot_precision(plan.precision));
+  return transpose_to(dot, names, result);
 }
 
-// The labels of `a` and `b` that are in `keep`, ordered as in a + b (opt_einsum's order for an
-// intermediate result, which spares transposes).
-Labels intermediate_labels(const Labels& a, const Labels& b, const std::set<char32_t>& keep) {
-  Labels out;
-  for (char32_t c : a + b)
-    if (keep.count(c) && !has(out, c)) out += c;
-  return out;
-}
+// ---- the path (opt_einsum's contract_path, einsum_call=True) ----------------------------------
+// One contraction: the positions popped from the operand list (largest first, so the first is
+// the lhs), the labels summed out (sorted), each operand's labels and the result's.
+struct Step {
+  std::vector<int64_t> positions;
+  Labels removed;
+  std::vector<Labels> inputs;
+  Labels result;
+};
 
 std::set<char32_t> label_set(const Labels& labels) {
   return {labels.begin(), labels.end()};
 }
 
-// The operands contracted pairwise, left to right: each step's lhs is the next operand and its
-// rhs the result so far (for two operands, opt_einsum's order), labels kept while the output or
-// a later operand holds them.
-Array contract_all(const Parsed& p, const std::vector<Array>& operands, const Plan& plan) {
-  const size_t n = operands.size();
-  if (n == 1) {
-    Labels removed;
-    for (char32_t c : label_set(p.inputs[0]))
-      if (!has(p.output, c)) removed += c;
-    return contract_one({operands[0], p.inputs[0]}, removed, p.output, plan);
+// opt_einsum's order for an intermediate result: each label where it first appears in the
+// step's inputs, which spares transposes.
+Labels intermediate_labels(const std::vector<Labels>& inputs, const std::set<char32_t>& keep) {
+  Labels out;
+  for (const Labels& in : inputs)
+    for (char32_t c : in)
+      if (keep.count(c) && !has(out, c)) out += c;
+  return out;
+}
+
+einsum_path::Problem problem_of(const Parsed& p, const std::vector<Array>& operands) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Array& x : operands) shapes.push_back(x.shape().dims());
+  return einsum_path::make_problem(p.inputs, p.output, shapes);
+}
+
+// Python's list.pop(i) on the operands' labels, with its error.
+Labels pop(std::vector<Labels>& list, int64_t i) {
+  if (i < 0 || i >= int64_t(list.size())) throw IndexError("[einsum] pop index out of range");
+  Labels out = list[size_t(i)];
+  list.erase(list.begin() + i);
+  return out;
+}
+
+Step make_step(std::vector<int64_t> positions, std::vector<Labels>& list, const Labels& output,
+               bool last) {
+  if (positions.empty()) fail("a step of the path names no operand");
+  std::sort(positions.rbegin(), positions.rend());
+  Step step{positions, {}, {}, {}};
+  for (int64_t i : positions) step.inputs.push_back(pop(list, i));
+  std::set<char32_t> remain = label_set(output), contract;
+  for (const Labels& in : list) remain.merge(label_set(in));
+  for (const Labels& in : step.inputs) contract.merge(label_set(in));
+  std::set<char32_t> kept;
+  for (char32_t c : contract) {
+    if (remain.count(c))
+      kept.insert(c);
+    else
+      step.removed += c;
   }
-  Term acc{operands[0], p.inputs[0]};
-  for (size_t i = 1; i < n; ++i) {
-    std::set<char32_t> later = label_set(p.output);
-    for (size_t j = i + 1; j < n; ++j) later.merge(label_set(p.inputs[j]));
-    const Term next{operands[i], p.inputs[i]};
-    std::set<char32_t> keep;
-    Labels removed;
-    for (char32_t c : label_set(next.names + acc.names)) {
-      if (later.count(c))
-        keep.insert(c);
-      else
-        removed += c;
+  if (last) {
+    // find_output_shape finds no size for an output label the last step lacks.
+    for (char32_t c : output)
+      if (!kept.count(c)) throw ValueError("[einsum] max() arg is an empty sequence");
+  }
+  step.result = last ? output : intermediate_labels(step.inputs, kept);
+  list.push_back(step.result);
+  return step;
+}
+
+std::vector<Step> contractions(const Parsed& p, const std::vector<Array>& operands,
+                               const EinsumOptimize& optimize) {
+  const einsum_path::Path path = einsum_path::choose(problem_of(p, operands), optimize);
+  std::vector<Labels> list = p.inputs;
+  std::vector<Step> steps;
+  for (size_t i = 0; i < path.size(); ++i)
+    steps.push_back(make_step(path[i], list, p.output, i + 1 == path.size()));
+  if (list.size() != 1)
+    fail("the path leaves " + std::to_string(list.size()) +
+         " operands uncontracted; each step contracts one or two operands and appends the "
+         "result");
+  return steps;
+}
+
+// The steps in turn, as JAX's _einsum: each pops its operands and appends its result.
+Array contract_all(const std::vector<Step>& steps, std::vector<Array> operands, const Plan& plan) {
+  for (const Step& step : steps) {
+    if (step.positions.size() > 2)
+      throw NotImplementedError(
+          "[einsum] jax.numpy.einsum does not support simultaneous contraction of 3 or more "
+          "operands. Typically this means you've passed an unsupported path to the einsum "
+          "optimize parameter.");
+    std::vector<Term> terms;
+    for (size_t i = 0; i < step.positions.size(); ++i) {
+      terms.push_back({operands[size_t(step.positions[i])], step.inputs[i]});
+      operands.erase(operands.begin() + step.positions[i]);
     }
-    const bool last = i + 1 == n;
-    const Labels result = last ? p.output : intermediate_labels(next.names, acc.names, keep);
-    const Plan step{plan.preferred, last ? plan.out_sharding : std::nullopt};
-    acc = {contract_two(next, acc, removed, result, step), result};
+    operands.push_back(terms.size() == 1
+                           ? contract_one(terms[0], step.removed, step.result, plan)
+                           : contract_two(terms[0], terms[1], step.removed, step.result, plan));
   }
-  return acc.x;
+  return operands[0];
 }
 
 std::vector<std::string> explicit_axes_of(const Mesh& mesh) {
@@ -451,16 +567,19 @@ Array einsum(std::string_view subscripts, const std::vector<Array>& operands,
     for (size_t i = 1; i < operands.size(); ++i)
       t = promote_weak(t.dtype, t.weak, operands[i].dtype(), operands[i].weak_type());
   }
+  const std::vector<Step> steps = contractions(p, operands, options.optimize);
   // As JAX: with several contractions the out_sharding applies to the result only, the steps
   // running with the mesh's Explicit axes made Auto.
-  if (operands.size() > 2 && options.out_sharding) {
-    auto steps = [&](const std::vector<Array>& xs) {
-      return ops::convert(contract_all(p, xs, {t.dtype, std::nullopt}), t.dtype, t.weak);
+  if (steps.size() > 1 && options.out_sharding) {
+    auto run = [&](const std::vector<Array>& xs) {
+      const Plan plan{t.dtype, std::nullopt, options.precision};
+      return ops::convert(contract_all(steps, xs, plan), t.dtype, t.weak);
     };
     const Mesh& mesh = options.out_sharding->mesh();
-    return auto_axes(steps, explicit_axes_of(mesh), *options.out_sharding)(operands);
+    return auto_axes(run, explicit_axes_of(mesh), *options.out_sharding)(operands);
   }
-  return ops::convert(contract_all(p, operands, {t.dtype, options.out_sharding}), t.dtype, t.weak);
+  const Plan plan{t.dtype, options.out_sharding, options.precision};
+  return ops::convert(contract_all(steps, operands, plan), t.dtype, t.weak);
 }
 
 }  // namespace spmd

@@ -152,12 +152,25 @@ void check_matmul_operands(const Array& a, const Array& b) {
 
 }  // namespace
 
+template <>
+struct ParamTraits<lax::DotPrecision> {
+  static constexpr std::string_view name = "Precision";
+  static std::string str(const lax::DotPrecision& p) {
+    static const char* names[] = {"Precision.DEFAULT", "Precision.HIGH", "Precision.HIGHEST"};
+    return std::string("(") + names[int(p.lhs)] + ", " + names[int(p.rhs)] + ")";
+  }
+  static size_t hash(const lax::DotPrecision& p) { return size_t(p.lhs) * 3 + size_t(p.rhs); }
+};
+
 // ---- lax ----------------------------------------------------------------------------------------
 namespace lax {
 
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
                   std::optional<DType> preferred_element_type,
-                  const std::optional<NamedSharding>& out_sharding) {
+                  const std::optional<NamedSharding>& out_sharding,
+                  std::optional<DotPrecision> precision) {
+  ParamValue precision_value = NoneParam{};
+  if (precision) precision_value = object_param(*precision);
   ParamValue preferred = NoneParam{};
   if (preferred_element_type) preferred = canonicalize_dtype(*preferred_element_type);
   ParamValue out = NoneParam{};
@@ -166,7 +179,7 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers&
                                   dot_general_shape(lhs, rhs, dimension_numbers));
   Array result = ops::apply("dot_general", {lhs, rhs},
                             Params{{"dimension_numbers", dimension_numbers},
-                                   {"precision", NoneParam{}},
+                                   {"precision", precision_value},
                                    {"preferred_element_type", preferred},
                                    {"out_sharding", out}});
   return ops::with_out_sharding(result, out_sharding, {lhs, rhs});

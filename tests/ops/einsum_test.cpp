@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -172,6 +174,176 @@ TEST(Einsum, BadSubscriptsRaiseJaxsErrors) {
             "[einsum] Number of einsum subscripts, 1, must be equal to the number of operands, 0.");
   EXPECT_EQ(error_message<sp::ValueError>([&] { sp::einsum("i\xc3\xa9", a); }),
             "[einsum] subscripts must be ASCII characters, got 'i\xc3\xa9'");
+}
+
+// ---- three and more operands, optimize, precision, mixed dtypes ------------------------------
+const std::map<std::string, Array>& multi_golden() {
+  return spmd_test::load_golden("einsum/multi_values.npz");
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
+sp::lax::Precision precision_enum(const std::string& name) {
+  return name == "HIGHEST" ? sp::lax::Precision::HIGHEST
+         : name == "HIGH"  ? sp::lax::Precision::HIGH
+                           : sp::lax::Precision::DEFAULT;
+}
+
+// The options as gen_einsum_multi.py writes them ("optimize=path:2,3 0,1;precision=high").
+void read_options(const std::string& text, sp::EinsumOptions& options) {
+  for (const std::string& item : split(text, ';')) {
+    if (item.empty()) continue;
+    const std::string key = item.substr(0, item.find('=')), value = item.substr(key.size() + 1);
+    if (key == "optimize" && value.rfind("path:", 0) == 0) {
+      sp::EinsumOptimize::Path path;
+      for (const std::string& step : split(value.substr(5), ' ')) {
+        path.emplace_back();
+        for (const std::string& i : split(step, ',')) path.back().push_back(std::stoll(i));
+      }
+      options.optimize = path;
+    } else if (key == "optimize") {
+      options.optimize = value == "false" || value == "true" ? sp::EinsumOptimize(value == "true")
+                                                             : sp::EinsumOptimize(value);
+    } else if (value.rfind("enum:", 0) == 0) {
+      options.precision = precision_enum(value.substr(5));
+    } else if (value.rfind("names:", 0) == 0) {
+      const std::vector<std::string> names = split(value.substr(6), ',');
+      options.precision = {names[0], names[1]};
+    } else if (value.rfind("enums:", 0) == 0) {
+      const std::vector<std::string> names = split(value.substr(6), ',');
+      options.precision = {precision_enum(names[0]), precision_enum(names[1])};
+    } else {
+      options.precision = value;
+    }
+  }
+}
+
+std::vector<Case> multi_cases() {
+  std::vector<Case> out;
+  const auto& g = multi_golden();
+  auto text = [&](const std::string& key) {
+    std::string s;
+    for (uint8_t ch : g.at(key).to_vector<uint8_t>()) s += char(ch);
+    return s;
+  };
+  for (const auto& [key, value] : g) {
+    const size_t bar = key.find("|subscripts");
+    if (bar == std::string::npos) continue;
+    Case c;
+    c.name = key.substr(0, bar);
+    c.subscripts = text(key);
+    for (int i = 0; g.count(c.name + "|" + std::to_string(i)); ++i) {
+      c.operands.push_back(g.at(c.name + "|" + std::to_string(i)));
+      c.traced.push_back(true);
+    }
+    if (g.count(c.name + "|pref"))
+      c.options.preferred_element_type = g.at(c.name + "|pref").dtype();
+    read_options(text(c.name + "|options"), c.options);
+    out.push_back(c);
+  }
+  return out;
+}
+
+TEST(Einsum, ManyOperandsOptimizePrecisionAndMixedTypesMatchJax) {
+  const std::vector<Case> all = multi_cases();
+  EXPECT_EQ(all.size(), 40u);
+  for (const Case& c : all) {
+    const Array& expected = multi_golden().at(c.name + "|out");
+    EXPECT_TRUE(arrays_equal(sp::einsum(c.subscripts, c.operands, c.options), expected)) << c.name;
+    EXPECT_TRUE(arrays_equal(sp::jit(as_function(c))(c.operands), expected)) << c.name;
+    EXPECT_EQ(sp::make_jaxpr(as_function(c))(c.operands).str(), block("multi_jaxprs.txt", c.name))
+        << c.name;
+  }
+}
+
+TEST(Einsum, GradientKeepsThePrecisionAsJax) {
+  const auto& g = multi_golden();
+  const std::vector<Array> abc = {g.at("grad_precision|0"), g.at("grad_precision|1"),
+                                  g.at("grad_precision|2")};
+  auto loss = [](const std::vector<Array>& xs) {
+    const sp::EinsumPrecision precision = {sp::lax::Precision::DEFAULT,
+                                           sp::lax::Precision::HIGHEST};
+    return sp::sum(sp::einsum("ij,jk,kl->il", xs, {.precision = precision}));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(abc).str(), block("multi_jaxprs.txt", "grad_precision"));
+}
+
+// Runs `call` and returns "<what JAX calls the error>: <message without the [einsum] prefix>".
+std::string jax_style_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const sp::NotImplementedError& e) {
+    return std::string("NotImplementedError: ") + (e.what() + 9);
+  } catch (const sp::IndexError& e) {
+    return std::string("IndexError: ") + (e.what() + 9);
+  } catch (const sp::ValueError& e) {
+    return std::string("ValueError: ") + (e.what() + 9);
+  }
+  return "(no error)";
+}
+
+TEST(Einsum, BadPathsOptimizersAndPrecisionsRaiseJaxsErrors) {
+  const Array a = sp::ones({2, 3}), b = sp::ones({3, 4}), c = sp::ones({4, 5});
+  using sp::lax::Precision;
+  auto three = [&](sp::EinsumOptimize optimize) {
+    return [&, optimize] { sp::einsum("ij,jk,kl->il", {a, b, c}, {.optimize = optimize}); };
+  };
+  auto two = [&](sp::EinsumOptions options) {
+    return [&, options] { sp::einsum("ij,jk->ik", {a, b}, options); };
+  };
+  const std::map<std::string, std::function<void()>> calls = {
+      {"path_index_out_of_range", three({{0, 3}, {0, 1}})},
+      {"path_too_long", two({.optimize = {{0, 1}, {0, 1}}})},
+      {"path_three_at_once", three({{0, 1, 2}})},
+      {"path_incomplete", three({{0, 1}})},
+      {"precision_bad_name", two({.precision = "hihgest"})},
+      {"precision_mixed_tuple", two({.precision = {Precision::HIGH, "high"}})},
+      {"precision_three_names", two({.precision = {"high", "high", "high"}})},
+      {"precision_one_name", two({.precision = {"high"}})},
+      {"precision_bad_name_in_tuple", two({.precision = {"high", "hi"}})},
+  };
+  for (const auto& [name, call] : calls) {
+    const std::string want = block("multi_errors.txt", name);
+    EXPECT_EQ(jax_style_error(call), want) << name;
+  }
+  // opt_einsum's KeyError (a ValueError here) lists the strategies as a Python set, in an order
+  // that changes from run to run: compared as sets.
+  for (const std::string name : {"bogus", "none"}) {
+    const std::string got = jax_style_error(three(name));
+    const std::string want =
+        block("multi_errors.txt", name == "bogus" ? "unknown_optimize" : "none_optimize");
+    const size_t brace = want.find('{');
+    ASSERT_NE(brace, std::string::npos);
+    EXPECT_EQ(got.substr(0, got.find('{')), "ValueError" + want.substr(8, brace - 8));
+    auto names = [](const std::string& s) {
+      std::vector<std::string> out =
+          split(s.substr(s.find('{') + 1, s.find('}') - s.find('{') - 1), ',');
+      for (std::string& n : out) n.erase(0, n.find('\''));
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    EXPECT_EQ(names(got), names(want));
+  }
+}
+
+TEST(Einsum, OptimizeOnlyReordersTheContractions) {
+  const auto& g = multi_golden();
+  const std::vector<Array> ops = {g.at("chain_4|0"), g.at("chain_4|1"), g.at("chain_4|2"),
+                                  g.at("chain_4|3")};
+  for (sp::EinsumOptimize optimize :
+       {sp::EinsumOptimize("optimal"), sp::EinsumOptimize("greedy"), sp::EinsumOptimize(false),
+        sp::EinsumOptimize("branch-1"), sp::EinsumOptimize({{1, 2}, {1, 2}, {0, 1}})})
+    EXPECT_TRUE(arrays_equal(sp::einsum("ab,bc,cd,de->ae", ops, {.optimize = optimize}),
+                             g.at("chain_4|out")));
 }
 
 // ---- sharding -----------------------------------------------------------------------------------

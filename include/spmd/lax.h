@@ -11,16 +11,17 @@
 
 namespace spmd::lax {
 
-// `out_sharding` (a NamedSharding over Explicit axes only) is the result's sharding, as JAX's
-// out_sharding argument: it decides the result's type where the operands' shardings would be
-// ambiguous or conflict. `precision` lands in the params only (see Precision).
+// `out_sharding` (over Explicit axes only; a PartitionSpec is over the mesh in context) is the
+// result's sharding, as JAX's out_sharding argument: it decides the result's type where the
+// operands' shardings would be ambiguous or conflict. `precision` lands in the params only (see
+// Precision).
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
                   std::optional<DType> preferred_element_type = std::nullopt,
-                  const std::optional<NamedSharding>& out_sharding = std::nullopt,
+                  const OutSharding& out_sharding = {},
                   std::optional<DotPrecision> precision = std::nullopt);
 Array dot(const Array& lhs, const Array& rhs,
           std::optional<DType> preferred_element_type = std::nullopt,
-          const std::optional<NamedSharding>& out_sharding = std::nullopt);
+          const OutSharding& out_sharding = {});
 
 // iota along `dimension` of `shape` (a 1-D iota when shape has one dim).
 Array iota(DType dtype, int64_t size);
@@ -31,9 +32,8 @@ Array bitcast_convert_type(const Array& x, DType new_dtype);
 // With out_sharding (Explicit axes only, JAX's keyword), the result has that sharding.
 Array broadcast_in_dim(const Array& x, const Shape& shape,
                        const std::vector<int64_t>& broadcast_dimensions,
-                       const std::optional<NamedSharding>& out_sharding = std::nullopt);
-Array reshape(const Array& x, const Shape& new_sizes,
-              const std::optional<NamedSharding>& out_sharding = std::nullopt);
+                       const OutSharding& out_sharding = {});
+Array reshape(const Array& x, const Shape& new_sizes, const OutSharding& out_sharding = {});
 Array transpose(const Array& x, const std::vector<int64_t>& permutation);
 Array squeeze(const Array& x, const std::vector<int64_t>& dimensions);
 Array expand_dims(const Array& x, const std::vector<int64_t>& dimensions);

@@ -169,8 +169,7 @@ Array isclose(const Array& a, const Array& b, double rtol = 1e-5, double atol = 
 // ---- shape manipulation -------------------------------------------------------------------------
 // One dim may be -1. `out_sharding` as JAX's: the result's sharding (Explicit axes only), for
 // reshapes of sharded values whose result sharding JAX does not infer.
-Array reshape(const Array& x, const Shape& new_shape,
-              const std::optional<NamedSharding>& out_sharding = std::nullopt);
+Array reshape(const Array& x, const Shape& new_shape, const OutSharding& out_sharding = {});
 Array transpose(const Array& x, const Axes& axes = {});  // empty: reverse
 Array swapaxes(const Array& x, int axis1, int axis2);
 Array moveaxis(const Array& x, int source, int destination);
@@ -213,11 +212,9 @@ Array argsort(const Array& x, int axis = -1);
 // ---- linear algebra -----------------------------------------------------------------------------
 // `out_sharding` as JAX's: the product's sharding (Explicit axes only), needed where the
 // operands' shardings leave it ambiguous (contracting dims sharded on both sides).
-Array dot(const Array& a, const Array& b,
-          const std::optional<NamedSharding>& out_sharding = std::nullopt);
+Array dot(const Array& a, const Array& b, const OutSharding& out_sharding = {});
 // Batch dims broadcast.
-Array matmul(const Array& a, const Array& b,
-             const std::optional<NamedSharding>& out_sharding = std::nullopt);
+Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding = {});
 Array vdot(const Array& a, const Array& b);
 Array inner(const Array& a, const Array& b);
 Array outer(const Array& a, const Array& b);
@@ -256,7 +253,7 @@ struct EinsumPrecision {
 // as matmul's; preferred_element_type the type to accumulate in and return; precision the
 // precision param of every dot_general.
 struct EinsumOptions {
-  std::optional<NamedSharding> out_sharding = std::nullopt;
+  OutSharding out_sharding = {};
   std::optional<DType> preferred_element_type = std::nullopt;
   EinsumOptimize optimize = "auto";
   EinsumPrecision precision = {};

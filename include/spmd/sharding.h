@@ -244,6 +244,27 @@ class NamedSharding : public Sharding {
   PartitionSpec spec_;
 };
 
+// An op's out_sharding argument (JAX's keyword of dot, matmul, einsum, reshape, ...): none, a
+// NamedSharding, or a PartitionSpec over the mesh in context (sp::use_mesh), read when the op
+// runs: sp::matmul(a, b, P("x")).
+class OutSharding {
+ public:
+  OutSharding() = default;
+  OutSharding(std::nullopt_t) {}
+  OutSharding(const NamedSharding& sharding) : sharding_(sharding) {}
+  OutSharding(const std::optional<NamedSharding>& sharding) : sharding_(sharding) {}
+  OutSharding(const PartitionSpec& spec) : spec_(spec) {}
+
+  // The sharding, or nullopt for none. A PartitionSpec with no mesh in context raises JAX's
+  // ValueError "[api] Using PartitionSpec when you are not under a mesh context is not
+  // allowed. ..."; one naming axes the mesh lacks, ShardingError.
+  std::optional<NamedSharding> resolve(std::string_view api) const;
+
+ private:
+  std::optional<NamedSharding> sharding_;
+  std::optional<PartitionSpec> spec_;
+};
+
 // The whole array on one device (jax.sharding.SingleDeviceSharding).
 class SingleDeviceSharding : public Sharding {
  public:

@@ -558,7 +558,8 @@ std::vector<std::string> explicit_axes_of(const Mesh& mesh) {
 Array einsum(std::string_view subscripts, const std::vector<Array>& operands,
              const EinsumOptions& options) {
   const Parsed p = parse(subscripts, operands);
-  if (options.out_sharding) ops::require_explicit_axes("einsum", *options.out_sharding);
+  const std::optional<NamedSharding> out_sharding = options.out_sharding.resolve("einsum");
+  if (out_sharding) ops::require_explicit_axes("einsum", *out_sharding);
   PromotedType t{DType::float32, false};
   if (options.preferred_element_type) {
     t.dtype = canonicalize_dtype(*options.preferred_element_type);
@@ -570,15 +571,14 @@ Array einsum(std::string_view subscripts, const std::vector<Array>& operands,
   const std::vector<Step> steps = contractions(p, operands, options.optimize);
   // As JAX: with several contractions the out_sharding applies to the result only, the steps
   // running with the mesh's Explicit axes made Auto.
-  if (steps.size() > 1 && options.out_sharding) {
+  if (steps.size() > 1 && out_sharding) {
     auto run = [&](const std::vector<Array>& xs) {
       const Plan plan{t.dtype, std::nullopt, options.precision};
       return ops::convert(contract_all(steps, xs, plan), t.dtype, t.weak);
     };
-    const Mesh& mesh = options.out_sharding->mesh();
-    return auto_axes(run, explicit_axes_of(mesh), *options.out_sharding)(operands);
+    return auto_axes(run, explicit_axes_of(out_sharding->mesh()), *out_sharding)(operands);
   }
-  const Plan plan{t.dtype, options.out_sharding, options.precision};
+  const Plan plan{t.dtype, out_sharding, options.precision};
   return ops::convert(contract_all(steps, operands, plan), t.dtype, t.weak);
 }
 

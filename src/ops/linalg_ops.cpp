@@ -166,9 +166,9 @@ struct ParamTraits<lax::DotPrecision> {
 namespace lax {
 
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
-                  std::optional<DType> preferred_element_type,
-                  const std::optional<NamedSharding>& out_sharding,
+                  std::optional<DType> preferred_element_type, const OutSharding& out_sharding_arg,
                   std::optional<DotPrecision> precision) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("dot_general");
   ParamValue precision_value = NoneParam{};
   if (precision) precision_value = object_param(*precision);
   ParamValue preferred = NoneParam{};
@@ -186,7 +186,8 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers&
 }
 
 Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_element_type,
-          const std::optional<NamedSharding>& out_sharding) {
+          const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("dot");
   const int nl = lhs.ndim(), nr = rhs.ndim();
   if (nl < 1 || nl > 2 || nr < 1 || nr > 2 || lhs.shape()[nl - 1] != rhs.shape()[0])
     throw ShapeError("[lax.dot] expects an un-batched matrix-matrix, matrix-vector or " +
@@ -199,7 +200,8 @@ Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_ele
 }  // namespace lax
 
 // ---- jnp ----------------------------------------------------------------------------------------
-Array dot(const Array& a, const Array& b, const std::optional<NamedSharding>& out_sharding) {
+Array dot(const Array& a, const Array& b, const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("dot");
   lax::DotDimensionNumbers dims;
   if (a.ndim() > 0 && b.ndim() > 0) {
     const int64_t db = b.ndim() == 1 ? 0 : b.ndim() - 2;
@@ -211,7 +213,8 @@ Array dot(const Array& a, const Array& b, const std::optional<NamedSharding>& ou
 }
 
 // As jnp.matmul, out_sharding is the sharding of the dot_general inside.
-Array matmul(const Array& a, const Array& b, const std::optional<NamedSharding>& out_sharding) {
+Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("matmul");
   check_matmul_operands(a, b);
   const PromotedType t = result_type(a, b);
   auto [x, y] = promote_integer_operands(a, b, t);

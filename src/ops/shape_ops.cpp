@@ -51,7 +51,8 @@ namespace lax {
 
 Array broadcast_in_dim(const Array& x, const Shape& shape,
                        const std::vector<int64_t>& broadcast_dimensions,
-                       const std::optional<NamedSharding>& out_sharding) {
+                       const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("broadcast_in_dim");
   Array out = ops::apply(
       "broadcast_in_dim", {x},
       Params{{"shape", shape.dims()},
@@ -60,8 +61,8 @@ Array broadcast_in_dim(const Array& x, const Shape& shape,
   return ops::with_out_sharding(out, out_sharding, {x});
 }
 
-Array reshape(const Array& x, const Shape& new_sizes,
-              const std::optional<NamedSharding>& out_sharding) {
+Array reshape(const Array& x, const Shape& new_sizes, const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("reshape");
   if (x.ndim() > 0 && x.shape() == new_sizes && !out_sharding) return x;
   Array out =
       ops::apply("reshape", {x},
@@ -136,8 +137,8 @@ Array ops::broadcast_in_dim(const Array& x, const Shape& shape, const std::vecto
 
 // ---- jnp: reshape and transpose
 // -------------------------------------------------------------------
-Array reshape(const Array& x, const Shape& new_shape,
-              const std::optional<NamedSharding>& out_sharding) {
+Array reshape(const Array& x, const Shape& new_shape, const OutSharding& out_sharding_arg) {
+  const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("reshape");
   std::vector<int64_t> dims = new_shape.dims();
   auto fail = [&](const std::string& why) -> Array {
     throw ShapeError("[reshape] cannot reshape array of shape " + x.shape().str() + " into shape " +

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <set>
 
+#include "sharding/context_mesh.h"
 #include "sharding/python_repr.h"
 
 namespace spmd {
@@ -167,6 +168,34 @@ ProcessMesh& process_mesh() {
 // The mesh of the calling thread's innermost use_mesh; nullopt outside any.
 thread_local std::optional<Mesh> thread_mesh;
 
+// JAX's error for a PartitionSpec given to `api` with no mesh in context.
+[[noreturn]] void spec_without_mesh(const std::string& api, const std::string& what,
+                                    const PartitionSpec& spec) {
+  const std::string prefix = "[" + api + "] ";
+  if (api == "device_put")
+    throw ValueError(prefix +
+                     "Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
+                     "to device_put");
+  // jit names its arguments bare ("in_shardings"); with_sharding_constraint calls its own
+  // "shardings" there.
+  const bool jit_argument = what == "in_shardings" || what == "out_shardings";
+  if (jit_argument || api == "with_sharding_constraint") {
+    const std::string arg = jit_argument ? what : "shardings";
+    throw RuntimeError(prefix + api +
+                       " requires a non-empty mesh in context if you are passing "
+                       "`PartitionSpec`s to " +
+                       arg +
+                       ". You can define a context mesh via `jax.set_mesh(mesh)`. Alternatively, "
+                       "provide `Sharding`s to " +
+                       arg + " and then the mesh context manager is not required.");
+  }
+  throw ValueError(prefix +
+                   "Using PartitionSpec when you are not under a mesh context is not allowed. "
+                   "Please pass a NamedSharding instance or enter into a mesh context via "
+                   "`jax.set_mesh`. Got " +
+                   spec.repr());
+}
+
 }  // namespace
 
 void set_mesh(const Mesh& mesh) {
@@ -192,6 +221,19 @@ Mesh get_mesh() {
   ProcessMesh& m = process_mesh();
   std::lock_guard lock(m.mutex);
   return m.mesh;
+}
+
+NamedSharding over_context_mesh(const PartitionSpec& spec, const std::string& api,
+                                const std::string& what) {
+  const Mesh mesh = get_mesh();
+  if (mesh.size() == 0) spec_without_mesh(api, what, spec);
+  spec.check(mesh, api);
+  return NamedSharding(mesh, spec);
+}
+
+std::optional<NamedSharding> OutSharding::resolve(std::string_view api) const {
+  if (spec_) return over_context_mesh(*spec_, std::string(api), "out_sharding");
+  return sharding_;
 }
 
 }  // namespace spmd

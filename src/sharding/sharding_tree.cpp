@@ -5,6 +5,8 @@
 #include <spmd/error.h>
 #include <spmd/sharding.h>
 
+#include "sharding/context_mesh.h"
+
 #include <utility>
 
 namespace spmd {
@@ -44,34 +46,6 @@ std::string kind_name(const TreeDef& t) {
   }
 }
 
-// JAX's error for a PartitionSpec given to `api` with no mesh in context.
-[[noreturn]] void spec_without_mesh(const std::string& api, const std::string& what,
-                                    const PartitionSpec& spec) {
-  const std::string prefix = "[" + api + "] ";
-  if (api == "device_put")
-    throw ValueError(prefix +
-                     "Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
-                     "to device_put");
-  // jit names its arguments bare ("in_shardings"); with_sharding_constraint calls its own
-  // "shardings" there.
-  const bool jit_argument = what == "in_shardings" || what == "out_shardings";
-  if (jit_argument || api == "with_sharding_constraint") {
-    const std::string arg = jit_argument ? what : "shardings";
-    throw RuntimeError(prefix + api +
-                       " requires a non-empty mesh in context if you are passing "
-                       "`PartitionSpec`s to " +
-                       arg +
-                       ". You can define a context mesh via `jax.set_mesh(mesh)`. Alternatively, "
-                       "provide `Sharding`s to " +
-                       arg + " and then the mesh context manager is not required.");
-  }
-  throw ValueError(prefix +
-                   "Using PartitionSpec when you are not under a mesh context is not allowed. "
-                   "Please pass a NamedSharding instance or enter into a mesh context via "
-                   "`jax.set_mesh`. Got " +
-                   spec.repr());
-}
-
 struct Broadcast {
   const std::string& api;
   const std::string& what;
@@ -91,7 +65,9 @@ struct Broadcast {
   void add(const ShardingTree& prefix, const TreeDef& value, const std::string& key) {
     if (prefix.is_unspecified()) return fill(nullptr, value);
     if (prefix.is_sharding()) return fill(prefix.sharding(), value);
-    if (prefix.is_spec()) return fill(over_context_mesh(*prefix.spec()), value);
+    if (prefix.is_spec())
+      return fill(std::make_shared<NamedSharding>(over_context_mesh(*prefix.spec(), api, what)),
+                  value);
     const std::string kind = kind_name(value);
     if (!value.is_container())
       mismatch(key, "different types",
@@ -106,13 +82,6 @@ struct Broadcast {
                    std::to_string(children.size()) + ".");
     for (size_t i = 0; i < children.size(); ++i)
       add(prefix.children()[i], children[i], key + value.child_key(i));
-  }
-
-  std::shared_ptr<const Sharding> over_context_mesh(const PartitionSpec& spec) const {
-    const Mesh mesh = get_mesh();
-    if (mesh.size() == 0) spec_without_mesh(api, what, spec);
-    spec.check(mesh, api);
-    return std::make_shared<NamedSharding>(mesh, spec);
   }
 
   // One entry per Array leaf of `value`.

@@ -143,6 +143,21 @@ TEST_F(ContextMeshTest, ExplicitModeTypesFollowSpecs) {
   EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(prod), sp::matmul(sq, sq)));
 }
 
+TEST_F(ContextMeshTest, OutShardingArgumentsTakeSpecs) {
+  using sp::None;
+  auto scope = sp::use_mesh(emesh);
+  const sp::Array cols = sp::device_put(sq, P(None, "a")), rows = sp::device_put(sq, P("a", None));
+  sp::Array prod = sp::matmul(cols, rows, P("a"));
+  EXPECT_EQ(sp::typeof(prod).str(), golden("matmul_out_sharding"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(prod), sp::matmul(sq, sq)));
+  sp::Array e = sp::einsum("ij,jk->ik", {cols, rows}, {.out_sharding = P(None, "b")});
+  EXPECT_EQ(sp::typeof(e).str(), golden("einsum_out_sharding"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(e), sp::matmul(sq, sq)));
+  sp::Array r = sp::reshape(sp::device_put(x, P("a")), {4, 8}, P("a"));
+  EXPECT_EQ(sp::typeof(r).str(), golden("reshape_out_sharding"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), x.reshape({4, 8})));
+}
+
 TEST_F(ContextMeshTest, ExplicitAxesTakesTheMeshInContext) {
   auto scope = sp::use_mesh(mesh);
   auto sum0 = [](const sp::Array& v) { return sp::sum(v, {0}); };
@@ -159,6 +174,8 @@ TEST_F(ContextMeshTest, ErrorsAreJaxs) {
       jax_error("jit", "jit_out_without_mesh"));
   EXPECT_EQ(spmd_test::error_message([&] { sp::jit(twice, {.in_shardings = P("a")})(x); }),
             jax_error("jit", "jit_in_without_mesh"));
+  EXPECT_EQ(spmd_test::error_message([&] { sp::matmul(sq, sq, P("a")); }),
+            jax_error("matmul", "matmul_out_sharding_without_mesh"));
   {
     auto scope = sp::use_mesh(mesh);
     EXPECT_EQ(spmd_test::error_message([&] { sp::device_put(x, P("zz")); }),

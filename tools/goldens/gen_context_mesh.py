@@ -70,6 +70,13 @@ TYPES = [
     ("auto_axes_spec", lambda: under(emesh, lambda: jax.sharding.auto_axes(
         lambda u, w: u @ w, out_sharding=P("a"))(
             jax.device_put(sq, P(None, "a")), jax.device_put(sq, P("a", None))))),
+    ("matmul_out_sharding", lambda: under(emesh, lambda: jnp.matmul(
+        jax.device_put(sq, P(None, "a")), jax.device_put(sq, P("a", None)), out_sharding=P("a")))),
+    ("einsum_out_sharding", lambda: under(emesh, lambda: jnp.einsum(
+        "ij,jk->ik", jax.device_put(sq, P(None, "a")), jax.device_put(sq, P("a", None)),
+        out_sharding=P(None, "b")))),
+    ("reshape_out_sharding", lambda: under(emesh, lambda: jnp.reshape(
+        jax.device_put(x, P("a")), (4, 8), out_sharding=P("a")))),
     ("explicit_axes_spec", lambda: under(mesh, lambda: jax.jit(lambda u: jax.sharding.explicit_axes(
         lambda v: jnp.sum(v, axis=0), in_sharding=P("a", "b"))(u))(
             jax.device_put(sq, P("a", "b"))))),
@@ -85,6 +92,7 @@ ERRORS = [
     ("indivisible", lambda: under(mesh, lambda: jax.device_put(jnp.ones((3, 4)), P("a")))),
     ("jit_out_without_mesh", lambda: jax.jit(lambda v: v * 2, out_shardings=P(None, "b"))(x)),
     ("jit_in_without_mesh", lambda: jax.jit(lambda v: v * 2, in_shardings=P("a"))(x)),
+    ("matmul_out_sharding_without_mesh", lambda: jnp.matmul(sq, sq, out_sharding=P("a"))),
     ("reshard_auto_axis", lambda: under(mesh, lambda: jax.sharding.reshard(x, P("b")))),
     ("auto_axes_other_mesh", lambda: under(emesh, lambda: jax.sharding.auto_axes(
         lambda u: u * 2, out_sharding=NamedSharding(

@@ -304,43 +304,54 @@ bool packing_available() {
          dnnl::impl::cpu::sgemm_compute;
 }
 
-// B of one product shape, packed from one buffer. The entry holds a reference to the buffer:
-// its memory cannot be reused for another value, and a run writes over a buffer only when it is
-// the sole owner (a donated argument), so the packed copy stays what the buffer holds.
+// B of one product shape, packed from one buffer.
 struct PackedB {
-  std::shared_ptr<Buffer> source;
   GemmShape shape;
-  int sightings = 0;
+  int sightings = 1;
   std::once_flag once;
   std::shared_ptr<Buffer> packed;  // null when oneDNN declined to pack
+};
+
+// The packed forms of one buffer. The entry holds a reference to the buffer: its memory cannot
+// be reused for another value, and a run writes over a buffer only when it is the sole owner (a
+// donated argument), so every packed copy stays what the buffer holds.
+struct PackedSource {
+  std::shared_ptr<Buffer> buffer;
+  std::vector<std::shared_ptr<PackedB>> products;
 };
 
 class PackedCache {
  public:
   // The entry for B = `source`'s data in product `s`, or null while B has been seen only once:
-  // packing pays when a second device or a second run reads the same B.
+  // packing pays when a second device or a second run reads the same B. Only buffers that more
+  // than one array holds get an entry: a value of one run alone (an activation) is read once,
+  // and a reference from the cache would keep the run from reusing its memory.
   std::shared_ptr<PackedB> find(const std::shared_ptr<Buffer>& source, const GemmShape& s) {
     std::lock_guard lock(mu_);
-    // Entries whose buffer only the cache still holds are dead values.
-    std::erase_if(entries_, [](const auto& e) { return e->source.use_count() == 1; });
-    for (auto& e : entries_)
-      if (e->source == source && same_product(e->shape, s)) return ++e->sightings > 1 ? e : nullptr;
-    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
-    auto e = std::make_shared<PackedB>();
-    e->source = source;
-    e->shape = s;
-    e->sightings = 1;
-    entries_.push_back(std::move(e));
+    // Buffers only the cache still holds are dead values.
+    std::erase_if(sources_, [](const PackedSource& e) { return e.buffer.use_count() == 1; });
+    auto it = std::find_if(sources_.begin(), sources_.end(),
+                           [&](const PackedSource& e) { return e.buffer == source; });
+    if (it == sources_.end()) {
+      if (source.use_count() < 2) return nullptr;
+      if (sources_.size() >= kMaxSources) sources_.erase(sources_.begin());
+      it = sources_.insert(sources_.end(), PackedSource{source, {}});
+    }
+    for (auto& p : it->products)
+      if (same_product(p->shape, s)) return ++p->sightings > 1 ? p : nullptr;
+    auto p = std::make_shared<PackedB>();
+    p->shape = s;
+    it->products.push_back(std::move(p));
     return nullptr;
   }
 
  private:
-  static constexpr size_t kMaxEntries = 64;
+  static constexpr size_t kMaxSources = 32;
   static bool same_product(const GemmShape& a, const GemmShape& b) {
     return a.m == b.m && a.n == b.n && a.k == b.k && a.trans_b == b.trans_b;
   }
   std::mutex mu_;
-  std::vector<std::shared_ptr<PackedB>> entries_;
+  std::vector<PackedSource> sources_;
 };
 
 // Never destroyed: its entries hold buffers, which must not go back to the allocator's cache

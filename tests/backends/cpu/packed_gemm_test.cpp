@@ -33,10 +33,16 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
   return v;
 }
 
-std::shared_ptr<sp::Buffer> buffer_of(const std::vector<float>& v) {
+// A buffer holding `v` and a second reference to it, as the arrays of several devices (or a
+// caller's array and a run's) share one buffer: buffers one array alone holds are not packed.
+struct SharedB {
+  std::shared_ptr<sp::Buffer> buffer, other_holder;
+  const float* data() const { return static_cast<const float*>(buffer->data()); }
+};
+SharedB buffer_of(const std::vector<float>& v) {
   auto b = sp::Buffer::allocate(v.size() * sizeof(float));
   std::memcpy(b->data(), v.data(), v.size() * sizeof(float));
-  return b;
+  return {b, b};
 }
 
 std::vector<float> product(const cpu::GemmShape& s, const std::vector<float>& a, const float* b,
@@ -60,12 +66,11 @@ TEST(PackedGemm, RepeatedProductsEqualUnpackedBitForBit) {
     for (bool tb : {false, true}) {
       const cpu::GemmShape s = shape(ta, tb);
       const auto a = random_floats(size_t(s.m * s.k), 1);
-      auto b = buffer_of(random_floats(size_t(s.k * s.n), 2));
-      const float* bp = static_cast<const float*>(b->data());
-      const std::vector<float> want = product(s, a, bp);
+      const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), 2));
+      const std::vector<float> want = product(s, a, b.data());
       // The first call runs unpacked, the second packs B, the third reuses the packed copy.
       for (int call = 0; call < 3; ++call)
-        EXPECT_TRUE(bitwise_equal(product(s, a, bp, &b), want))
+        EXPECT_TRUE(bitwise_equal(product(s, a, b.data(), &b.buffer), want))
             << "ta " << ta << " tb " << tb << " call " << call;
     }
 }
@@ -77,30 +82,28 @@ TEST(PackedGemm, NewValuesInAFreedBuffersPlaceArePackedAfresh) {
   // Each B is dropped before the next is allocated, so the allocator hands their memory out
   // again (freed blocks are kept for reuse) while each holds other values.
   for (unsigned seed = 10; seed < 16; ++seed) {
-    auto b = buffer_of(random_floats(size_t(s.k * s.n), seed));
-    const float* bp = static_cast<const float*>(b->data());
-    const std::vector<float> want = product(s, a, bp);
+    const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), seed));
+    const std::vector<float> want = product(s, a, b.data());
     for (int call = 0; call < 2; ++call)
-      EXPECT_TRUE(bitwise_equal(product(s, a, bp, &b), want))
+      EXPECT_TRUE(bitwise_equal(product(s, a, b.data(), &b.buffer), want))
           << "seed " << seed << " call " << call;
   }
 }
 
 TEST(PackedGemm, DevicesSharingBGetTheUnpackedResult) {
   const cpu::GemmShape s = shape(false, true);
-  auto b = buffer_of(random_floats(size_t(s.k * s.n), 4));
-  const float* bp = static_cast<const float*>(b->data());
+  const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), 4));
   std::vector<std::vector<float>> a, got(8), want(8);
   for (unsigned d = 0; d < 8; ++d) a.push_back(random_floats(size_t(s.m * s.k), 20 + d));
   {
     OneThread one;
-    for (size_t d = 0; d < 8; ++d) want[d] = product(s, a[d], bp);
+    for (size_t d = 0; d < 8; ++d) want[d] = product(s, a[d], b.data());
   }
   std::vector<std::thread> devices;
   for (size_t d = 0; d < 8; ++d)
     devices.emplace_back([&, d] {
       OneThread one;
-      for (int step = 0; step < 3; ++step) got[d] = product(s, a[d], bp, &b);
+      for (int step = 0; step < 3; ++step) got[d] = product(s, a[d], b.data(), &b.buffer);
     });
   for (auto& t : devices) t.join();
   for (size_t d = 0; d < 8; ++d) EXPECT_TRUE(bitwise_equal(got[d], want[d])) << "device " << d;

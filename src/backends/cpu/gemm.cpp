@@ -307,7 +307,6 @@ bool packing_available() {
 // B of one product shape, packed from one buffer.
 struct PackedB {
   GemmShape shape;
-  int sightings = 1;
   std::once_flag once;
   std::shared_ptr<Buffer> packed;  // null when oneDNN declined to pack
 };
@@ -338,7 +337,8 @@ class PackedCache {
       it = sources_.insert(sources_.end(), PackedSource{source, {}});
     }
     for (auto& p : it->products)
-      if (same_product(p->shape, s)) return ++p->sightings > 1 ? p : nullptr;
+      if (same_product(p->shape, s)) return p;
+    // The first sighting only records the shape.
     auto p = std::make_shared<PackedB>();
     p->shape = s;
     it->products.push_back(std::move(p));

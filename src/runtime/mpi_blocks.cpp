@@ -132,7 +132,7 @@ void send_and_receive(const std::vector<Message>& sends, const std::vector<Messa
   for (const Message& m : receives) post(requests, m, false);
   for (const Message& m : sends) post(requests, m, true);
   mpi::wait_for(requests, mpi::Wait{default_collective_timeout(), nullptr},
-                "a device_put between processes", std::move(keep_alive));
+                "[device_put] moving blocks between processes", std::move(keep_alive));
 }
 
 #else

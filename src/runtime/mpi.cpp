@@ -210,6 +210,8 @@ void poll_failure_report() {
   throw CollectiveError(why);
 }
 
+}  // namespace
+
 // Waits for `requests`, polling: MPI makes progress inside its calls, and a blocking wait could
 // not end at a timeout or a failure. The first microseconds poll without a pause: a peer's reply
 // to a small message comes within them, and a yield there (a system call, and the core handed to
@@ -254,6 +256,8 @@ void wait_for(MPI_Request& request, const Wait& w, const char* what,
               std::shared_ptr<void> keep_alive) {
   wait_for(std::span<MPI_Request>(&request, 1), w, what, std::move(keep_alive));
 }
+
+namespace {
 
 int as_count(int64_t n, const char* what) {
   if (n > INT_MAX)
@@ -503,6 +507,10 @@ void world_allgatherv(const void* in, int64_t in_bytes, void* out,
   world.comm = state().reads;
   allgatherv(world, in, in_bytes, out, counts, std::move(keep_alive),
              Wait{default_collective_timeout(), nullptr});
+}
+
+MPI_Comm world() {
+  return state().reads;
 }
 
 void barrier(const GroupComm& g, const Wait& wait) {

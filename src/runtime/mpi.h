@@ -86,3 +86,20 @@ void report_failure(const std::string& what);
 std::optional<std::string> remote_failure();
 
 }  // namespace spmd::runtime::mpi
+
+#if SPMD_WITH_MPI
+#include <mpi.h>
+
+#include <span>
+
+namespace spmd::runtime::mpi {
+
+// For the other files that call MPI (runtime/mpi_blocks.cpp): the communicator over every
+// process that reads and moves of whole values use (each with tags of its own), and the wait
+// every call between processes ends with.
+MPI_Comm world();
+void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
+              std::shared_ptr<void> keep_alive);
+
+}  // namespace spmd::runtime::mpi
+#endif

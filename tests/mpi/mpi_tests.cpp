@@ -331,6 +331,161 @@ TEST(Processes, DevicePutMovesBlocksBetweenProcesses) {
   EXPECT_EQ(c.to_vector<float>(), iota(16));
 }
 
+// ---- device_put between processes: only the pieces a process lacks travel ---------------------
+
+// Whether this process's blocks of `x` hold element `at` (one coordinate per dim).
+bool held_here(const sp::Array& x, const std::vector<int64_t>& at) {
+  for (const sp::Shard& s : x.addressable_shards()) {
+    bool inside = true;
+    for (size_t d = 0; d < at.size(); ++d)
+      inside = inside && s.index[d].start <= at[d] && at[d] < s.index[d].stop;
+    if (inside) return true;
+  }
+  return false;
+}
+
+// The bytes of the distinct blocks of `y` on this process that no block of `x` here holds:
+// what this process must receive, once however many of its devices need it.
+int64_t bytes_lacking(const sp::Array& x, const sp::Array& y) {
+  std::vector<std::vector<sp::Slice>> seen;
+  int64_t elements = 0;
+  for (const sp::Shard& s : y.addressable_shards()) {
+    if (std::find(seen.begin(), seen.end(), s.index) != seen.end()) continue;
+    seen.push_back(s.index);
+    std::vector<int64_t> at;
+    for (const sp::Slice& d : s.index) at.push_back(d.start);
+    while (true) {
+      elements += held_here(x, at) ? 0 : 1;
+      int d = int(at.size()) - 1;
+      for (; d >= 0; --d) {
+        if (++at[size_t(d)] < s.index[size_t(d)].stop) break;
+        at[size_t(d)] = s.index[size_t(d)].start;
+      }
+      if (d < 0) break;
+    }
+  }
+  return elements * int64_t(sp::itemsize(x.dtype()));
+}
+
+// `move(x)` puts x elsewhere: every block this process holds has the value's elements (x is an
+// iota, so a misplaced piece shows), and this process received exactly the bytes it lacked.
+// Returns those bytes.
+template <class Move>
+int64_t expect_moved(const sp::Array& x, Move move) {
+  sp::runtime::reset_transfer_stats();
+  sp::Array y = move(x);
+  const int64_t received = sp::runtime::transfer_stats().between_processes_bytes;
+  EXPECT_EQ(received, bytes_lacking(x, y));
+  if (!y.addressable_shards().empty()) expect_local_blocks(y, iota(x.shape().size()), x.shape());
+  return received;
+}
+
+int64_t expect_put(const sp::Array& x, const sp::Sharding& to) {
+  return expect_moved(x, [&](const sp::Array& v) { return sp::device_put(v, to); });
+}
+
+sp::Mesh mesh_of(const std::vector<int>& ids, const sp::Shape& shape,
+                 const std::vector<std::string>& names) {
+  std::vector<sp::Device> devices;
+  for (int id : ids) devices.push_back(sp::devices()[size_t(id)]);
+  return sp::Mesh(devices, shape, names);
+}
+
+TEST(DevicePutBetweenProcesses, RowsToColumnsReceivesTheOtherProcesssRowsOfItsColumns) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  for (sp::DType dtype : {sp::float32, sp::int8}) {
+    sp::Array rows = sp::device_put(sp::arange(64).astype(dtype).reshape({8, 8}),
+                                    sp::NamedSharding(mesh, P("i")));
+    // Each process's 4 columns lack the other process's 4 rows: 16 elements.
+    EXPECT_EQ(expect_put(rows, sp::NamedSharding(mesh, P(sp::None, "i"))),
+              16 * int64_t(sp::itemsize(dtype)));
+  }
+}
+
+TEST(DevicePutBetweenProcesses, FromTheDevicesOfOneProcessToTheOther) {
+  sp::Mesh low = mesh_of({0, 1, 2, 3}, {4}, {"i"}), high = mesh_of({4, 5, 6, 7}, {4}, {"i"});
+  sp::Array x = sp::arange(32).astype(sp::float32).reshape({8, 4});
+  // Process 0 sends its four blocks (128 B), process 1 receives them and sends nothing back.
+  sp::Array on_low = sp::device_put(x, sp::NamedSharding(low, P("i")));
+  EXPECT_EQ(expect_put(on_low, sp::NamedSharding(high, P("i"))),
+            sp::process_index() == 1 ? 128 : 0);
+  sp::Array on_high = sp::device_put(x, sp::NamedSharding(high, P(sp::None, "i")));
+  EXPECT_EQ(expect_put(on_high, sp::NamedSharding(low, P("i"))),
+            sp::process_index() == 0 ? 128 : 0);
+  // To one device of the other process.
+  EXPECT_EQ(
+      expect_moved(on_low, [](const sp::Array& v) { return sp::device_put(v, sp::devices()[6]); }),
+      sp::process_index() == 1 ? 128 : 0);
+}
+
+TEST(DevicePutBetweenProcesses, ReplicatedToSplitMovesNothing) {
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P()));
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P("a", "b"))), 0);
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P(sp::axes("a", "b")))), 0);
+}
+
+TEST(DevicePutBetweenProcesses, SplitToReplicatedReceivesTheOtherHalfOnce) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32), sp::NamedSharding(mesh, P("i")));
+  // Four devices here need the other process's 8 elements: they come once.
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P())), 32);
+}
+
+TEST(DevicePutBetweenProcesses, TwoDimensionalMeshesWithTheProcessesOnEitherAxis) {
+  // make_mesh puts the processes on the first axis; the second mesh has them on the second.
+  sp::Mesh first = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Mesh second = mesh_of({0, 4, 1, 5, 2, 6, 3, 7}, {4, 2}, {"a", "b"});
+  sp::Array x = sp::arange(64).astype(sp::float32).reshape({8, 8});
+  for (const sp::Mesh& from : {first, second})
+    for (const sp::Mesh& to : {first, second}) {
+      SCOPED_TRACE(from.str() + " -> " + to.str());
+      sp::Array ab = sp::device_put(x, sp::NamedSharding(from, P("a", "b")));
+      expect_put(ab, sp::NamedSharding(to, P("b", "a")));
+      expect_put(ab, sp::NamedSharding(to, P(sp::None, "a")));
+      expect_put(ab, sp::NamedSharding(to, P("b")));
+      sp::Array a = sp::device_put(x, sp::NamedSharding(from, P("a")));
+      expect_put(a, sp::NamedSharding(to, P("a", "b")));
+      expect_put(a, sp::NamedSharding(to, P(sp::axes("b", "a"))));
+    }
+  // Columns over the processes to rows over them: each process lacks half of its half.
+  sp::Array cols = sp::device_put(x, sp::NamedSharding(second, P(sp::None, "b")));
+  EXPECT_EQ(expect_put(cols, sp::NamedSharding(first, P("a"))), 16 * 4);
+}
+
+TEST(DevicePutBetweenProcesses, BlocksThatDoNotNest) {
+  // 12 rows in blocks of 2 on devices 2-7, then in blocks of 3 on devices 1-4; 5 columns.
+  sp::Array x = sp::arange(60).astype(sp::float32).reshape({12, 5});
+  sp::Array six =
+      sp::device_put(x, sp::NamedSharding(mesh_of({2, 3, 4, 5, 6, 7}, {6}, {"i"}), P("i")));
+  expect_put(six, sp::NamedSharding(mesh_of({1, 2, 3, 4}, {4}, {"i"}), P("i")));
+  expect_put(six, sp::NamedSharding(mesh_of({7, 0}, {2}, {"i"}), P(sp::None)));
+  // An odd shape from one device to one of the other process, and back replicated.
+  sp::Array odd =
+      sp::device_put(sp::arange(21).astype(sp::float32).reshape({7, 3}), sp::devices()[1]);
+  sp::Array moved = sp::device_put(odd, sp::devices()[5]);
+  expect_put(odd, *moved.sharding());
+  expect_put(moved, sp::NamedSharding(sp::make_mesh({8}, {"i"}), P()));
+}
+
+TEST(DevicePutBetweenProcesses, ReshardAndConstraintOutsideJitTakeTheSamePath) {
+  sp::Mesh mesh =
+      sp::make_mesh({2, 4}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P("a", "b")));
+  EXPECT_EQ(expect_moved(x,
+                         [&](const sp::Array& v) {
+                           return sp::reshard(v, sp::NamedSharding(mesh, P("b", "a")));
+                         }),
+            bytes_lacking(x, sp::device_put(x, sp::NamedSharding(mesh, P("b", "a")))));
+  EXPECT_EQ(expect_moved(x,
+                         [&](const sp::Array& v) {
+                           return sp::with_sharding_constraint(v, sp::NamedSharding(mesh, P()));
+                         }),
+            32 * 4);
+}
+
 TEST(Processes, GlobalArraysFromEachProcesssPart) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   sp::NamedSharding rows(mesh, P("i"));

@@ -892,9 +892,9 @@ std::unique_ptr<const Communicator::State::Cross> Communicator::State::make_cros
   c.comm = mpi::find_group(ids);
   if (!c.comm)
     throw NotImplementedError(std::string("[") + api +
-                              "] a collective between processes runs over mesh axes; this group "
-                              "of devices " +
-                              id_list(ids) + " (axis_index_groups?) has no communicator");
+                              "] a collective between processes runs over the groups of mesh "
+                              "axes and axis_index_groups of its program; this group of devices " +
+                              id_list(ids) + " has no communicator");
   const std::vector<int>& procs = mpi::processes(*c.comm);
   c.positions.resize(procs.size());
   for (size_t j = 0; j < ids.size(); ++j) {

@@ -386,6 +386,131 @@ TEST(Processes, DataParallelGradientStepEqualsOneProcess) {
     EXPECT_NEAR(got[k], want[k], 1e-6f * (1 + std::abs(want[k])));
 }
 
+// ---- axis_index_groups whose groups cross processes ----------------------------------------
+//
+// These tests also run in one process of 8 devices (ctest's spmd_mpi_tests_one_process), which
+// checks that the host values below are what one process computes.
+
+// x[d, j] = small integers, different on every device d and column j.
+std::vector<float> device_rows(int64_t cols) {
+  std::vector<float> v(size_t(8 * cols));
+  for (int64_t d = 0; d < 8; ++d)
+    for (int64_t j = 0; j < cols; ++j) v[size_t(d * cols + j)] = float((d * 5 + j * 3) % 11 - 4);
+  return v;
+}
+
+// The group holding mesh position d, and d's place in it.
+std::pair<std::vector<int>, int> group_of(const sp::AxisIndexGroups& groups, int d) {
+  for (const std::vector<int>& g : groups)
+    for (size_t k = 0; k < g.size(); ++k)
+      if (g[k] == d) return {g, int(k)};
+  return {{}, -1};
+}
+
+// Per device d of a mesh {8}, `per_device(d)` one after another.
+template <class F>
+std::vector<float> over_devices(F per_device) {
+  std::vector<float> out;
+  for (int d = 0; d < 8; ++d) {
+    std::vector<float> block = per_device(d);
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  return out;
+}
+
+const std::vector<sp::AxisIndexGroups> kCrossingGroups = {
+    {{0, 5}, {1, 4}, {2, 7}, {3, 6}},  // every pair crosses, in a different order of devices
+    {{0, 1, 2, 5}, {3, 4, 6, 7}},      // three members in one process and one in the other
+    {{7, 0}, {1, 6}, {5, 2}, {3, 4}},  // members listed from the second process first
+};
+
+TEST(CrossingGroups, ReductionsWithinGroupsThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  // 8 columns gathers every member's block; 32768 (128 KiB) reduces within each process first.
+  for (int64_t cols : {int64_t(8), int64_t(32768)}) {
+    const std::vector<float> x = device_rows(cols);
+    sp::Array xa =
+        sp::device_put(sp::array(x, {8, cols}).astype(sp::int32), sp::NamedSharding(mesh, P("i")));
+    for (const sp::AxisIndexGroups& groups : kCrossingGroups) {
+      auto f = sp::shard_map(
+          [groups](sp::Array b) {
+            return std::vector<sp::Array>{sp::psum(b, "i", {.axis_index_groups = groups}),
+                                          sp::pmax(b, "i", {.axis_index_groups = groups}),
+                                          sp::pmin(b, "i", {.axis_index_groups = groups})};
+          },
+          mesh, P("i"), P("i"), {.check_vma = false});
+      std::vector<sp::Array> got = f(xa);
+      auto reduce = [&](auto op) {
+        return over_devices([&](int d) {
+          std::vector<int> g = group_of(groups, d).first;
+          std::vector<float> r(x.begin() + g[0] * cols, x.begin() + (g[0] + 1) * cols);
+          for (size_t k = 1; k < g.size(); ++k)
+            for (int64_t j = 0; j < cols; ++j)
+              r[size_t(j)] = op(r[size_t(j)], x[size_t(g[k] * cols + j)]);
+          return r;
+        });
+      };
+      const sp::Shape shape({8, cols});
+      expect_local_blocks(got[0], reduce([](float a, float b) { return a + b; }), shape);
+      expect_local_blocks(got[1], reduce([](float a, float b) { return std::max(a, b); }), shape);
+      expect_local_blocks(got[2], reduce([](float a, float b) { return std::min(a, b); }), shape);
+    }
+  }
+}
+
+TEST(CrossingGroups, GatherScatterAndAllToAllWithinGroupsThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 8;
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  auto row = [&](int d) {
+    return std::vector<float>(x.begin() + d * cols, x.begin() + (d + 1) * cols);
+  };
+  for (const sp::AxisIndexGroups& groups : kCrossingGroups) {
+    const int64_t n = int64_t(groups[0].size()), chunk = cols / n;
+    auto f = sp::shard_map(
+        [groups](sp::Array b) {
+          return std::vector<sp::Array>{
+              sp::all_gather(b, "i", {.tiled = true, .axis_index_groups = groups}),
+              sp::psum_scatter(
+                  b, "i", {.scatter_dimension = 1, .tiled = true, .axis_index_groups = groups}),
+              sp::all_to_all(b, "i", 1, 0, {.tiled = true, .axis_index_groups = groups})};
+        },
+        mesh, P("i"), P("i"), {.check_vma = false});
+    std::vector<sp::Array> got = f(xa);
+    // all_gather: the group's rows in group order.
+    expect_local_blocks(got[0], over_devices([&](int d) {
+                          std::vector<float> out;
+                          for (int m : group_of(groups, d).first) {
+                            std::vector<float> r = row(m);
+                            out.insert(out.end(), r.begin(), r.end());
+                          }
+                          return out;
+                        }),
+                        sp::Shape({8 * n, cols}));
+    // psum_scatter: the member's chunk of the group's sum.
+    expect_local_blocks(got[1], over_devices([&](int d) {
+                          auto [g, me] = group_of(groups, d);
+                          std::vector<float> out(size_t(chunk), 0.f);
+                          for (int m : g)
+                            for (int64_t j = 0; j < chunk; ++j)
+                              out[size_t(j)] += x[size_t(m * cols + me * chunk + j)];
+                          return out;
+                        }),
+                        sp::Shape({8, chunk}));
+    // all_to_all: the member's chunk of every member's row, stacked in group order.
+    expect_local_blocks(got[2], over_devices([&](int d) {
+                          auto [g, me] = group_of(groups, d);
+                          std::vector<float> out;
+                          for (int m : g)
+                            for (int64_t j = 0; j < chunk; ++j)
+                              out.push_back(x[size_t(m * cols + me * chunk + j)]);
+                          return out;
+                        }),
+                        sp::Shape({8 * n, chunk}));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -2,6 +2,7 @@
 // (ctest does), each process checks the blocks it holds against values computed on the host,
 // which are what one process with 8 devices computes. Every process runs the same tests in the
 // same order, as a multi-process program must.
+#include <spmd/device.h>
 #include <spmd/distributed.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
@@ -509,6 +510,83 @@ TEST(CrossingGroups, GatherScatterAndAllToAllWithinGroupsThatCrossProcesses) {
                         }),
                         sp::Shape({8 * n, chunk}));
   }
+}
+
+// ---- ppermute and all_to_all send only what crosses processes --------------------------------
+
+// The bytes this process sent to others while `run` ran (and its results were read).
+template <class F>
+int64_t bytes_sent_by(F run) {
+  sp::runtime::reset_transfer_stats();
+  run();
+  return sp::runtime::transfer_stats().between_processes_bytes;
+}
+
+TEST(CrossingGroups, PpermuteSendsOnlyTheBlocksThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 16, block_bytes = cols * 4;
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  const std::vector<std::vector<std::pair<int, int>>> perms = {
+      {{0, 1}, {1, 2}, {2, 3}, {3, 0}, {4, 6}, {6, 4}, {5, 7}},  // within processes; 5 gets zeros
+      {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 0}},  // a cycle: 3→4, 7→0 cross
+      {{0, 5}, {6, 1}, {2, 2}, {4, 3}},  // partial: three cross, one stays, four get zeros
+  };
+  for (const auto& perm : perms) {
+    auto f = sp::shard_map([perm](sp::Array b) { return sp::ppermute(b, "i", perm); }, mesh, P("i"),
+                           P("i"));
+    std::vector<float> want(x.size(), 0.f);
+    for (auto [src, dst] : perm)
+      std::copy(x.begin() + src * cols, x.begin() + (src + 1) * cols, want.begin() + dst * cols);
+    const int64_t sent = bytes_sent_by([&] {
+      expect_local_blocks(f(xa), want, sp::Shape({8, cols}));
+    });
+    // Each pair from this process's devices (0-3 or 4-7) to the other's moves one block.
+    int64_t crossing = 0;
+    for (auto [src, dst] : perm)
+      if (src / 4 == sp::process_index() && dst / 4 != src / 4) ++crossing;
+    EXPECT_EQ(sent, sp::process_count() == 1 ? 0 : crossing * block_bytes);
+  }
+}
+
+TEST(CrossingGroups, AllToAllOnEverySplitAndConcatAxisSendsOnlyTheChunksThatCross) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const std::vector<int64_t> dims = {8, 8, 8};  // each device's block
+  const int64_t per_device = 512;
+  std::vector<float> x(size_t(8 * per_device));
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float((k * 7 + k / per_device * 3) % 13);
+  sp::Array xa = sp::device_put(sp::array(x, {64, 8, 8}), sp::NamedSharding(mesh, P("i")));
+  for (int split = 0; split < 3; ++split)
+    for (int concat = 0; concat < 3; ++concat) {
+      SCOPED_TRACE("split_axis " + std::to_string(split) + ", concat_axis " +
+                   std::to_string(concat));
+      auto f = sp::shard_map(
+          [split, concat](sp::Array b) {
+            return sp::all_to_all(b, "i", split, concat, {.tiled = true});
+          },
+          mesh, P("i"), P("i"));
+      std::vector<int64_t> chunk = dims;
+      chunk[size_t(split)] /= 8;
+      std::vector<int64_t> out = chunk;
+      out[size_t(concat)] *= 8;
+      // Device i's output: chunk i (along split) of device j's block at place j (along concat).
+      std::vector<float> want;
+      for (int i = 0; i < 8; ++i)
+        for (int64_t u0 = 0; u0 < out[0]; ++u0)
+          for (int64_t u1 = 0; u1 < out[1]; ++u1)
+            for (int64_t u2 = 0; u2 < out[2]; ++u2) {
+              std::vector<int64_t> w = {u0, u1, u2};
+              const int64_t j = w[size_t(concat)] / chunk[size_t(concat)];
+              w[size_t(concat)] %= chunk[size_t(concat)];
+              w[size_t(split)] += i * chunk[size_t(split)];
+              want.push_back(x[size_t(j * per_device + (w[0] * 8 + w[1]) * 8 + w[2])]);
+            }
+      const int64_t sent = bytes_sent_by([&] {
+        expect_local_blocks(f(xa), want, sp::Shape({8 * out[0], out[1], out[2]}));
+      });
+      // Each of this process's 4 devices sends one chunk (64 floats) to each of the other's 4.
+      EXPECT_EQ(sent, sp::process_count() == 1 ? 0 : 4 * 4 * 64 * 4);
+    }
 }
 
 }  // namespace

@@ -59,9 +59,10 @@ std::vector<std::vector<int>> mesh_axis_groups(const Launchable& l) {
   return groups;
 }
 
-// The device ids of the groups of `index`: each subgroup of indices along its axes, in every
-// group of the mesh over those axes, in the order of the subgroup (a member's position).
-std::vector<std::vector<int>> index_groups(const Launchable& l,
+// The device ids of the groups of `index`: each subgroup of indices along its axes (checked when
+// the collective was traced), in every group of the mesh over those axes, in the order of the
+// subgroup (a member's position).
+std::vector<std::vector<int>> subgroup_ids(const Launchable& l,
                                            const Launchable::IndexGroups& index) {
   LaunchContext ctx;
   ctx.axis_names = l.axis_names;
@@ -75,9 +76,8 @@ std::vector<std::vector<int>> index_groups(const Launchable& l,
     const std::vector<int> ranks = group_over(ctx, index.axes).ranks;
     for (const std::vector<int>& sub : index.groups) {
       std::vector<int> ids;
-      for (int k : sub)
-        if (k >= 0 && k < int(ranks.size())) ids.push_back(l.device_ids[size_t(ranks[size_t(k)])]);
-      if (ids.size() == sub.size() && seen.insert(ids).second) groups.push_back(std::move(ids));
+      for (int k : sub) ids.push_back(l.device_ids[size_t(ranks[size_t(k)])]);
+      if (seen.insert(ids).second) groups.push_back(std::move(ids));
     }
   }
   return groups;
@@ -98,7 +98,7 @@ void prepare_groups(const Launchable& l) {
   if (done.insert(mesh).second) groups = mesh_axis_groups(l);
   for (const Launchable::IndexGroups& index : l.index_groups) {
     if (!done_index.insert({mesh, index}).second) continue;
-    for (std::vector<int>& ids : index_groups(l, index)) groups.push_back(std::move(ids));
+    for (std::vector<int>& ids : subgroup_ids(l, index)) groups.push_back(std::move(ids));
   }
   if (!groups.empty()) mpi::make_groups(groups, process_of_device);
 }

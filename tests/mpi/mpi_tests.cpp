@@ -512,6 +512,30 @@ TEST(CrossingGroups, GatherScatterAndAllToAllWithinGroupsThatCrossProcesses) {
   }
 }
 
+TEST(CrossingGroups, GroupsOfACollectiveInsideACondBranch) {
+  // The groups are found in the branch's sub-program before the launch.
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const std::vector<float> x = device_rows(4);
+  sp::Array xa = sp::device_put(sp::array(x, {8, 4}), sp::NamedSharding(mesh, P("i")));
+  const sp::AxisIndexGroups groups = {{1, 6}, {0, 7}, {3, 4}, {2, 5}};
+  auto f = sp::shard_map(
+      [groups](sp::Array b) {
+        return sp::lax::cond(
+            sp::sum(b) > -1000.f,
+            [groups](sp::Array v) { return sp::psum(v, "i", {.axis_index_groups = groups}); },
+            [](sp::Array v) { return v; }, b);
+      },
+      mesh, P("i"), P("i"), {.check_vma = false});
+  expect_local_blocks(f(xa), over_devices([&](int d) {
+                        std::vector<int> g = group_of(groups, d).first;
+                        std::vector<float> r(4);
+                        for (int64_t j = 0; j < 4; ++j)
+                          r[size_t(j)] = x[size_t(g[0] * 4 + j)] + x[size_t(g[1] * 4 + j)];
+                        return r;
+                      }),
+                      sp::Shape({8, 4}));
+}
+
 // ---- ppermute and all_to_all send only what crosses processes --------------------------------
 
 // The bytes this process sent to others while `run` ran (and its results were read).

@@ -28,7 +28,7 @@ void record_transfer(TransferKind kind, int64_t bytes) {
 }
 
 TransferStats transfer_stats() {
-  return TransferStats{g_h2d.load(), g_d2h.load(), g_d2d.load(), g_procs.load(), g_count.load()};
+  return TransferStats{g_h2d.load(), g_d2h.load(), g_d2d.load(), g_count.load(), g_procs.load()};
 }
 
 void reset_transfer_stats() {

@@ -51,7 +51,11 @@ struct TransferStats {
   int64_t host_to_device_bytes = 0;
   int64_t device_to_host_bytes = 0;
   int64_t device_to_device_bytes = 0;
-  int64_t transfers = 0;  // number of copies
+  int64_t transfers = 0;  // number of copies (and of messages from other processes)
+  // Bytes this process received from other processes (device_put, collectives and gathers
+  // between processes, counted by the receiver). Not part of total_bytes, which counts copies
+  // within this process.
+  int64_t between_processes_bytes = 0;
   int64_t total_bytes() const {
     return host_to_device_bytes + device_to_host_bytes + device_to_device_bytes;
   }

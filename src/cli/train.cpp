@@ -45,10 +45,11 @@ const std::vector<std::string> kResumeKeys = {"seed", "batch",    "optimizer",
 // of the cross-entropy.
 class MlpImpl : public sp::nn::Module {
  public:
-  // `first_hidden`: where the first layer's outputs live (none: where the partitioner puts them).
+  // `outputs[i]`: where layer i's outputs live (none, or past the end: where the partitioner
+  // puts them).
   MlpImpl(const std::vector<int64_t>& sizes, const Array& key,
-          std::optional<sp::NamedSharding> first_hidden = std::nullopt)
-      : first_hidden_(std::move(first_hidden)) {
+          std::vector<std::optional<sp::NamedSharding>> outputs = {})
+      : outputs_(std::move(outputs)) {
     Array keys = sp::random::split(key, int64_t(sizes.size()) - 1);
     for (size_t i = 0; i + 1 < sizes.size(); ++i)
       layers->push_back(sp::nn::Linear(sizes[i], sizes[i + 1], keys[int64_t(i)]));
@@ -58,7 +59,7 @@ class MlpImpl : public sp::nn::Module {
   Array forward(Array x) const override {
     for (size_t i = 0; i < layers.size(); ++i) {
       x = layers[int64_t(i)](x);
-      if (i == 0 && first_hidden_) x = sp::with_sharding_constraint(x, *first_hidden_);
+      if (i < outputs_.size() && outputs_[i]) x = sp::with_sharding_constraint(x, *outputs_[i]);
       if (i + 1 < layers.size()) x = sp::maximum(x, 0);
     }
     return x;
@@ -67,7 +68,7 @@ class MlpImpl : public sp::nn::Module {
   sp::nn::ModuleList layers;
 
  private:
-  std::optional<sp::NamedSharding> first_hidden_;
+  std::vector<std::optional<sp::NamedSharding>> outputs_;
 };
 
 std::string mesh_text(const std::vector<int64_t>& mesh) {
@@ -96,13 +97,17 @@ sp::NamedSharding parameter_sharding(const sp::Mesh& mesh, const std::string& na
   return sp::NamedSharding(mesh, P());
 }
 
-// Where the first layer's outputs live. On "batch" x "model", split over "model" too: the first
-// layer's weight is replicated over "model", so without this every "model" shard would compute
+// Where the layers' outputs live. On "batch" x "model", the first layer's are split over "model"
+// too: its weight is replicated over "model", so without this every "model" shard would compute
 // the same outputs (and the same weight gradient); split, each computes its half and the
-// column-parallel layer 1 all-gathers them.
-std::optional<sp::NamedSharding> first_hidden_sharding(const sp::Mesh& mesh) {
-  if (mesh.axis_names().size() != 2) return std::nullopt;
-  return sp::NamedSharding(mesh, P("batch", "model"));
+// column-parallel layer 1 all-gathers them. The row-parallel layer 2's are replicated over
+// "model": each shard multiplies its half of the features by its half of the weight and a psum
+// adds the halves, where the partitioner would otherwise all-gather the activations and bring
+// the weight to a column split with an all_to_all every step.
+std::vector<std::optional<sp::NamedSharding>> layer_output_shardings(const sp::Mesh& mesh) {
+  if (mesh.axis_names().size() != 2) return {};
+  return {sp::NamedSharding(mesh, P("batch", "model")), std::nullopt,
+          sp::NamedSharding(mesh, P("batch"))};
 }
 
 // Where a parameter's optimizer moments live: the parameter's sharding with the first dim that
@@ -353,7 +358,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
 
   Array keys = sp::random::split(sp::random::key(o.seed));
   Array model_key = keys[0], data_key = keys[1];
-  MlpImpl model(kLayerSizes, model_key, first_hidden_sharding(mesh));
+  MlpImpl model(kLayerSizes, model_key, layer_output_shardings(mesh));
   StateDict params = place_parameters(model.state_dict(), mesh);
   sp::optim::State state = opt.init(params);
 

@@ -9,9 +9,12 @@
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <variant>
 
 namespace spmd {
 namespace {
@@ -45,6 +48,23 @@ Mesh mesh_of_type(const Mesh& mesh, const AbstractValue& t) {
   return Mesh(mesh.devices(), mesh.devices_shape(), mesh.axis_names(), std::move(types));
 }
 
+// The axis_index_groups of the collectives of `program` and of its sub-programs, once each.
+void collect_index_groups(const Program& program,
+                          std::vector<runtime::Launchable::IndexGroups>& out) {
+  for (const Equation& eq : program.equations) {
+    if (eq.primitive->axis_names)
+      if (std::optional<AxisIndexGroups> groups = collectives::read_groups(eq.params)) {
+        runtime::Launchable::IndexGroups entry{eq.primitive->axis_names(eq.params), *groups};
+        if (std::find(out.begin(), out.end(), entry) == out.end()) out.push_back(std::move(entry));
+      }
+    for (const auto& [name, value] : eq.params.items()) {
+      if (const auto* body = std::get_if<ProgramRef>(&value)) collect_index_groups(**body, out);
+      if (const auto* bodies = std::get_if<std::vector<ProgramRef>>(&value))
+        for (const ProgramRef& b : *bodies) collect_index_groups(*b, out);
+    }
+  }
+}
+
 }  // namespace
 
 Compiled::Compiled(const Program& program, bool optimize)
@@ -69,6 +89,7 @@ Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const Partit
                   out_specs.subspan(k, 1))
             .front());
   launchable_.out_types.assign(out_types.begin(), out_types.end());
+  collect_index_groups(executable_->program(), launchable_.index_groups);
 }
 
 std::vector<Array> Compiled::run(std::span<const Array> args) const {

@@ -137,8 +137,10 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
     } else {
       operands.clear();
       results.clear();
-      for (const Array& x : ins)
-        operands.push_back({host_data(x, prim.name.c_str()), &x.impl()->aval});
+      for (const Array& x : ins) {
+        const std::shared_ptr<Buffer>& buffer = concrete_buffer(x, prim.name.c_str());
+        operands.push_back({buffer->data(), &x.impl()->aval, &buffer});
+      }
       for (int v : e.outputs) {
         const AbstractValue& type = p.types[size_t(v)];
         if (prim.allocates_outputs) {

@@ -27,6 +27,8 @@ struct Primitive;
 struct Operand {
   const void* data;
   const AbstractValue* aval;
+  // The buffer holding `data`, when the caller has it (kernels may keep derived data per buffer).
+  const std::shared_ptr<Buffer>* buffer = nullptr;
   template <class T>
   const T* as() const {
     return static_cast<const T*>(data);

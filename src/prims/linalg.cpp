@@ -156,7 +156,7 @@ void dot_general_kernel(const KernelArgs& a) {
   const Operand &lhs = a.in[0], &rhs = a.in[1];
   cpu::dot_general(lhs.data, lhs.aval->dtype, lhs.aval->shape, rhs.data, rhs.aval->dtype,
                    rhs.aval->shape, a.params.get<DotDimensionNumbers>("dimension_numbers"),
-                   a.out[0].data, a.out[0].aval->dtype);
+                   a.out[0].data, a.out[0].aval->dtype, rhs.buffer);
 }
 
 // ---- transformation rules ----------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 
 #include <spmd/config.h>
@@ -594,6 +595,11 @@ struct Communicator::State {
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
   std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in);
+  // The blocks a collective moves from member to member, where each member's output needs only
+  // some blocks of the others (ppermute, all_to_all): see cross_exchange.
+  struct Route;
+  void cross_exchange(const Params& p, const Cross& c, const void* in, void* out,
+                      const Route& route);
   mpi::Wait wait_of(std::span<const int> group) const;
   // `work` over `group` in this process, or, when the group spans processes, the caller's output
   // computed from every member's `in_bytes` of input gathered here.
@@ -828,11 +834,11 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 //
 // Reductions of more than the staging size reduce locally first, then across processes (their
 // floats are associated differently from one process's left-to-right order, as any hierarchical
-// reduction is). Everything else gathers every member's input on every process and computes its
-// output from them exactly as one process would (a small reduction once per process, by the
-// member that gathers): small reductions therefore give the bits of a single process, and
-// all_gather, reduce_scatter, all_to_all and ppermute need no code of their own. The gather moves n
-// blocks where all_to_all and ppermute need fewer; that is the price of one path.
+// reduction is). ppermute and all_to_all send only the blocks whose source and destination are in
+// different processes (cross_exchange). Everything else gathers every member's input on every
+// process and computes its output from them exactly as one process would (a small reduction once
+// per process, by the member that gathers): small reductions therefore give the bits of a single
+// process, and all_gather and reduce_scatter need no code of their own.
 
 struct Communicator::State::Cross {
   std::vector<int> group;
@@ -892,9 +898,9 @@ std::unique_ptr<const Communicator::State::Cross> Communicator::State::make_cros
   c.comm = mpi::find_group(ids);
   if (!c.comm)
     throw NotImplementedError(std::string("[") + api +
-                              "] a collective between processes runs over mesh axes; this group "
-                              "of devices " +
-                              id_list(ids) + " (axis_index_groups?) has no communicator");
+                              "] a collective between processes runs over the groups of mesh "
+                              "axes and axis_index_groups of its program; this group of devices " +
+                              id_list(ids) + " has no communicator");
   const std::vector<int>& procs = mpi::processes(*c.comm);
   c.positions.resize(procs.size());
   for (size_t j = 0; j < ids.size(); ++j) {
@@ -1056,6 +1062,91 @@ std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, c
   q.kind = Kind::barrier;
   run(q, c.local, c.me_local, partial->data(), nullptr, work, nullptr, 0, c.key);
   return partial;
+}
+
+// The blocks of `block` bytes a collective moves, each (from, to) in `moves` taking a block of
+// member `from`'s input (group positions) into member `to`'s output, listed alike on every
+// process. `pack` copies a move's block from its source's input into contiguous bytes, `unpack`
+// from those into its destination's output, and `move` does both at once within this process.
+// `fill`, when set, writes the output of a member no move reaches (ppermute's zeros).
+struct Communicator::State::Route {
+  int64_t block = 0;
+  std::vector<std::pair<int, int>> moves;
+  std::function<void(const Byte* in, int from, int to, Byte* packed)> pack;
+  std::function<void(const Byte* packed, int from, int to, Byte* out)> unpack;
+  std::function<void(const Byte* in, int from, int to, Byte* out)> move;
+  std::function<void(int to, Byte* out)> fill;
+};
+
+// Only the blocks whose source and destination are in different processes cross, one message
+// per pair of processes that has any (mpi::alltoallv); the moves within this process copy from
+// the members' buffers. This process's members meet first, and whichever claims the step's one
+// piece makes the exchange and writes every local member's output; a member alone in its
+// process does it without meeting. MPI reads and writes buffers of the step's own, which
+// outlive a wait given up.
+void Communicator::State::cross_exchange(const Params& p, const Cross& c, const void* in, void* out,
+                                         const Route& route) {
+  const size_t procs = c.positions.size();
+  std::vector<int> process_of(c.group.size());
+  for (size_t r = 0; r < procs; ++r)
+    for (int pos : c.positions[r]) process_of[size_t(pos)] = int(r);
+  const int mine = process_of[size_t(c.me)];
+  const std::vector<int>& here = c.positions[size_t(mine)];  // in the order of c.local
+  auto local_index = [&](int pos) {
+    return size_t(std::find(here.begin(), here.end(), pos) - here.begin());
+  };
+  std::vector<std::vector<std::pair<int, int>>> sends(procs), receives(procs);
+  std::vector<std::pair<int, int>> within;
+  std::vector<bool> reached(c.group.size(), false);
+  for (const auto& m : route.moves) {
+    const int from = process_of[size_t(m.first)], to = process_of[size_t(m.second)];
+    reached[size_t(m.second)] = true;
+    if (from == mine && to == mine)
+      within.push_back(m);
+    else if (from == mine)
+      sends[size_t(to)].push_back(m);
+    else if (to == mine)
+      receives[size_t(from)].push_back(m);
+  }
+  std::vector<int64_t> send_counts(procs), recv_counts(procs);
+  for (size_t r = 0; r < procs; ++r) {
+    send_counts[r] = int64_t(sends[r].size()) * route.block;
+    recv_counts[r] = int64_t(receives[r].size()) * route.block;
+  }
+  auto total = [](const std::vector<int64_t>& v) {
+    return std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0)));
+  };
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins& ins, const Outs& outs) {
+    auto send = Buffer::allocate(size_t(total(send_counts)));
+    auto recv = Buffer::allocate(size_t(total(recv_counts)));
+    Byte* at = static_cast<Byte*>(send->data());
+    for (const auto& moves : sends)
+      for (auto [from, to] : moves) {
+        route.pack(ins[local_index(from)], from, to, at);
+        at += route.block;
+      }
+    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
+        std::vector<std::shared_ptr<Buffer>>{send, recv});
+    between_processes(p.api, [&] {
+      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+    });
+    for (auto [from, to] : within)
+      route.move(ins[local_index(from)], from, to, outs[local_index(to)]);
+    if (route.fill)
+      for (size_t k = 0; k < here.size(); ++k)
+        if (!reached[size_t(here[k])]) route.fill(here[k], outs[k]);
+    const Byte* got = static_cast<const Byte*>(recv->data());
+    for (const auto& moves : receives)
+      for (auto [from, to] : moves) {
+        route.unpack(got, from, to, outs[local_index(to)]);
+        got += route.block;
+      }
+  };
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Params q = p;
+  q.api += " (exchange between processes)";
+  run(q, c.local, c.me_local, in, out, work, nullptr, 0, c.key);
 }
 
 namespace {
@@ -1262,12 +1353,37 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
                outs[i] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
                item, may_stream);
   };
+  if (auto c = state_->cross(api, group, me)) {
+    // Between processes a chunk travels alone, packed: row-major in the chunk's own shape.
+    const auto packed_strides = byte_strides(chunk, item);
+    State::Route route;
+    route.block = item;
+    for (int64_t d : chunk) route.block *= d;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) route.moves.emplace_back(j, i);
+    route.pack = [&](const Byte* from_in, int, int to, Byte* packed) {
+      copy_block(from_in + to * chunk[split_axis] * src_strides[split_axis], src_strides, packed,
+                 packed_strides, chunk, item, false);
+    };
+    route.unpack = [&](const Byte* packed, int from, int, Byte* to_out) {
+      copy_block(packed, packed_strides,
+                 to_out + from * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
+                 item, false);
+    };
+    route.move = [&](const Byte* from_in, int from, int to, Byte* to_out) {
+      copy_block(from_in + to * chunk[split_axis] * src_strides[split_axis], src_strides,
+                 to_out + from * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
+                 item, may_stream);
+    };
+    state_->cross_exchange(p, *c, in, out, route);
+    return;
+  }
   Work work{int64_t(n) * n,
             [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
             [=](const Ins& ins, const Outs& outs) {
               for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
             }};
-  state_->run_anywhere(p, group, me, in, out, work, shape.size() * item);
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,
@@ -1297,8 +1413,25 @@ void Communicator::permute(const char* api, std::span<const int> group, int me,
     else if (outs[i] != ins[s])
       std::memcpy(outs[i], ins[s], bytes);
   };
+  if (auto c = state_->cross(api, group, me)) {
+    State::Route route;
+    route.block = int64_t(bytes);
+    route.moves.assign(perm.begin(), perm.end());
+    route.pack = [&](const Byte* from_in, int, int, Byte* packed) {
+      std::memcpy(packed, from_in, bytes);
+    };
+    route.unpack = [&](const Byte* packed, int, int, Byte* to_out) {
+      std::memcpy(to_out, packed, bytes);
+    };
+    route.move = [&](const Byte* from_in, int, int, Byte* to_out) {
+      if (to_out != from_in) std::memcpy(to_out, from_in, bytes);
+    };
+    route.fill = [&](int, Byte* to_out) { std::memset(to_out, 0, bytes); };
+    state_->cross_exchange(p, *c, in, out, route);
+    return;
+  }
   Work work{n, fill, [=](const Ins& ins, const Outs& outs) { fill(ins, outs, me); }};
-  state_->run_anywhere(p, group, me, in, out, work, int64_t(bytes));
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::barrier(const char* api, std::span<const int> group, int me) {

@@ -42,15 +42,8 @@ std::vector<std::vector<std::string>> axis_subsets(const std::vector<std::string
   return out;
 }
 
-// Between processes, each group a collective of this launch can run over needs its MPI
-// communicator, which every process makes at the same point of the program: here, before the
-// launch, on the launching thread. Meshes already seen are skipped.
-void prepare_groups(const Launchable& l) {
-  static std::mutex mu;
-  static std::set<std::tuple<std::vector<int>, std::vector<std::string>, std::vector<int64_t>>>
-      done;
-  std::lock_guard lock(mu);
-  if (!done.insert({l.device_ids, l.axis_names, l.axis_sizes}).second) return;
+// The device ids of every group a collective over the mesh axes can run over.
+std::vector<std::vector<int>> mesh_axis_groups(const Launchable& l) {
   LaunchContext ctx;
   ctx.axis_names = l.axis_names;
   ctx.axis_sizes = l.axis_sizes;
@@ -63,7 +56,51 @@ void prepare_groups(const Launchable& l) {
       for (int g : group_over(ctx, names).ranks) ids.push_back(l.device_ids[size_t(g)]);
       if (seen.insert(ids).second) groups.push_back(std::move(ids));
     }
-  mpi::make_groups(groups, process_of_device);
+  return groups;
+}
+
+// The device ids of the groups of `index`: each subgroup of indices along its axes (checked when
+// the collective was traced), in every group of the mesh over those axes, in the order of the
+// subgroup (a member's position).
+std::vector<std::vector<int>> subgroup_ids(const Launchable& l,
+                                           const Launchable::IndexGroups& index) {
+  LaunchContext ctx;
+  ctx.axis_names = l.axis_names;
+  ctx.axis_sizes = l.axis_sizes;
+  for (const std::string& name : index.axes)
+    if (ctx.axis_of(name) < 0) return {};  // an axis of vmap, not of the mesh
+  std::vector<std::vector<int>> groups;
+  std::set<std::vector<int>> seen;
+  for (int r = 0; r < int(l.device_ids.size()); ++r) {
+    ctx.rank = r;
+    const std::vector<int> ranks = group_over(ctx, index.axes).ranks;
+    for (const std::vector<int>& sub : index.groups) {
+      std::vector<int> ids;
+      for (int k : sub) ids.push_back(l.device_ids[size_t(ranks[size_t(k)])]);
+      if (seen.insert(ids).second) groups.push_back(std::move(ids));
+    }
+  }
+  return groups;
+}
+
+// Between processes, each group a collective of this launch can run over needs its MPI
+// communicator, which every process makes at the same point of the program: here, before the
+// launch, on the launching thread. Meshes, and axis_index_groups on a mesh, already seen are
+// skipped.
+void prepare_groups(const Launchable& l) {
+  using MeshKey = std::tuple<std::vector<int>, std::vector<std::string>, std::vector<int64_t>>;
+  static std::mutex mu;
+  static std::set<MeshKey> done;
+  static std::set<std::pair<MeshKey, Launchable::IndexGroups>> done_index;
+  std::lock_guard lock(mu);
+  const MeshKey mesh{l.device_ids, l.axis_names, l.axis_sizes};
+  std::vector<std::vector<int>> groups;
+  if (done.insert(mesh).second) groups = mesh_axis_groups(l);
+  for (const Launchable::IndexGroups& index : l.index_groups) {
+    if (!done_index.insert({mesh, index}).second) continue;
+    for (std::vector<int>& ids : subgroup_ids(l, index)) groups.push_back(std::move(ids));
+  }
+  if (!groups.empty()) mpi::make_groups(groups, process_of_device);
 }
 
 std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args) {

@@ -7,6 +7,7 @@
 
 #include "core/array_impl.h"
 
+#include <compare>
 #include <functional>
 #include <memory>
 #include <span>
@@ -30,6 +31,15 @@ struct Launchable {
   std::vector<std::shared_ptr<const Sharding>> in_shardings;
   std::vector<AbstractValue> out_types;
   std::vector<std::shared_ptr<const Sharding>> out_shardings;
+  // The axis_index_groups of the program's collectives, each with the mesh axes it splits: a
+  // group that spans processes needs an MPI communicator, which every process makes before the
+  // launch.
+  struct IndexGroups {
+    std::vector<std::string> axes;
+    std::vector<std::vector<int>> groups;
+    auto operator<=>(const IndexGroups&) const = default;
+  };
+  std::vector<IndexGroups> index_groups;
 
   bool on_mesh() const { return !device_ids.empty(); }
 };

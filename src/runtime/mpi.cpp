@@ -3,6 +3,7 @@
 #include <spmd/error.h>
 
 #include "core/buffer.h"
+#include "runtime/transfer.h"
 
 #include <stdexcept>
 
@@ -59,6 +60,10 @@ void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
 void barrier(const GroupComm&, const Wait&) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
+void alltoallv(const GroupComm&, const void*, const std::vector<int64_t>&, void*,
+               const std::vector<int64_t>&, std::shared_ptr<void>, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
 void world_allgatherv(const void*, int64_t, void*, const std::vector<int64_t>&,
@@ -210,6 +215,8 @@ void poll_failure_report() {
   throw CollectiveError(why);
 }
 
+}  // namespace
+
 // Waits for `requests`, polling: MPI makes progress inside its calls, and a blocking wait could
 // not end at a timeout or a failure. The first microseconds poll without a pause: a peer's reply
 // to a small message comes within them, and a yield there (a system call, and the core handed to
@@ -253,6 +260,13 @@ void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
 void wait_for(MPI_Request& request, const Wait& w, const char* what,
               std::shared_ptr<void> keep_alive) {
   wait_for(std::span<MPI_Request>(&request, 1), w, what, std::move(keep_alive));
+}
+
+namespace {
+
+// The bytes this process receives from others, for runtime::transfer_stats.
+void count_received(int64_t bytes) {
+  if (bytes > 0) record_transfer(TransferKind::between_processes, bytes);
 }
 
 int as_count(int64_t n, const char* what) {
@@ -391,6 +405,7 @@ void swap_with(const GroupComm& g, int peer, DType dtype, const void* send, int 
         "MPI_Irecv");
   check(MPI_Isend(send, send_count, datatype(dtype), peer, kExchangeTag, g.comm, &requests[1]),
         "MPI_Isend");
+  count_received(int64_t(recv_count) * itemsize(dtype));
   wait_for(requests, wait, "a reduction between processes", keep);
 }
 
@@ -458,6 +473,7 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, voi
     return;
   }
   if (in != data) std::memcpy(data, in, size_t(count * itemsize(dtype)));
+  count_received(count * itemsize(dtype));  // what MPI moves is its own choice: the buffer once
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, n, datatype(dtype), operation(op, dtype), g.comm,
                        &request),
@@ -485,6 +501,7 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
         requests.emplace_back();
         check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
               "MPI_Irecv");
+        count_received(n);
       }
       if (sent > 0) {
         requests.emplace_back();
@@ -497,12 +514,46 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
   wait_for(requests, wait, "a gather between processes", std::move(keep_alive));
 }
 
+void alltoallv(const GroupComm& g, const void* send, const std::vector<int64_t>& send_counts,
+               void* recv, const std::vector<int64_t>& recv_counts,
+               std::shared_ptr<void> keep_alive, const Wait& wait) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(g.comm, &rank);
+  MPI_Comm_size(g.comm, &size);
+  std::vector<MPI_Request> requests;
+  requests.reserve(size_t(2 * size));
+  const auto* from = static_cast<const std::byte*>(send);
+  auto* to = static_cast<std::byte*>(recv);
+  int64_t received = 0;
+  for (int r = 0; r < size; ++r) {
+    const int out = as_count(send_counts[size_t(r)], "an exchange");
+    const int in = as_count(recv_counts[size_t(r)], "an exchange");
+    if (r != rank && in > 0) {
+      requests.emplace_back();
+      check(MPI_Irecv(to, in, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()), "MPI_Irecv");
+      received += in;
+    }
+    if (r != rank && out > 0) {
+      requests.emplace_back();
+      check(MPI_Isend(from, out, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()), "MPI_Isend");
+    }
+    from += out;
+    to += in;
+  }
+  count_received(received);
+  wait_for(requests, wait, "an exchange between processes", std::move(keep_alive));
+}
+
 void world_allgatherv(const void* in, int64_t in_bytes, void* out,
                       const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive) {
   GroupComm world;
   world.comm = state().reads;
   allgatherv(world, in, in_bytes, out, counts, std::move(keep_alive),
              Wait{default_collective_timeout(), nullptr});
+}
+
+MPI_Comm world() {
+  return state().reads;
 }
 
 void barrier(const GroupComm& g, const Wait& wait) {

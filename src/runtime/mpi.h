@@ -74,6 +74,13 @@ void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait);
 void barrier(const GroupComm& g, const Wait& wait);
+// What MPI_Alltoallv does, with messages only where there are bytes: send_counts[r] bytes of
+// `send` (the ranks' parts one after another) go to rank r, and recv_counts[r] bytes from rank
+// r into `recv` (likewise); this process's own parts are skipped. Used where each process needs
+// only some blocks of the others (ppermute, all_to_all).
+void alltoallv(const GroupComm& g, const void* send, const std::vector<int64_t>& send_counts,
+               void* recv, const std::vector<int64_t>& recv_counts,
+               std::shared_ptr<void> keep_alive, const Wait& wait);
 
 // Every process's `in` (counts[p] bytes from process p) one after another in `out`, over all
 // processes of the job: a collective every process makes at the same point of its program.
@@ -86,3 +93,20 @@ void report_failure(const std::string& what);
 std::optional<std::string> remote_failure();
 
 }  // namespace spmd::runtime::mpi
+
+#if SPMD_WITH_MPI
+#include <mpi.h>
+
+#include <span>
+
+namespace spmd::runtime::mpi {
+
+// For the other files that call MPI (runtime/mpi_blocks.cpp): the communicator over every
+// process that reads and moves of whole values use (each with tags of its own), and the wait
+// every call between processes ends with.
+MPI_Comm world();
+void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
+              std::shared_ptr<void> keep_alive);
+
+}  // namespace spmd::runtime::mpi
+#endif

@@ -24,28 +24,6 @@ const ArrayImpl& concrete_impl(const Array& x, const char* api) {
   return *x.impl();
 }
 
-// Whether a process needs, for a block of `to` that it cannot reuse from `from` on the same
-// device, the whole value, which it does not hold all of.
-bool needs_exchange(const ShardedData& from, const ShardedData& to) {
-  const int procs = process_count();
-  std::vector<bool> holds_all(static_cast<size_t>(procs), true);
-  for (const ShardSlot& block : from.layout)
-    for (int p = 0; p < procs; ++p) {
-      bool held = false;
-      for (const ShardSlot& copy : from.layout)
-        held =
-            held || (copy.index == block.index && runtime::process_of_device(copy.device.id) == p);
-      if (!held) holds_all[size_t(p)] = false;
-    }
-  for (const ShardSlot& t : to.layout) {
-    const int p = runtime::process_of_device(t.device.id);
-    const int j = from.slot_of(t.device.id);
-    const bool reused = j >= 0 && from.layout[size_t(j)].index == t.index;
-    if (!reused && !holds_all[size_t(p)]) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::shared_ptr<const Sharding> Array::sharding() const {
@@ -89,31 +67,8 @@ Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
   if (impl.sharded && *impl.sharded->sharding == *sharding) return x;
   auto data = make_layout(impl.aval, sharding);
   if (impl.sharded) {
-    // Shards already on the right device are reused; the rest are assembled from the blocks
-    // they overlap.
-    const ShardedData& from = *impl.sharded;
-    from.wait();
-    // On several processes, when some process needs blocks that only others hold, every process
-    // (the layouts tell each the same) joins one gather of the whole value.
-    std::shared_ptr<Buffer> exchanged;
-    if (process_count() > 1 && needs_exchange(from, *data))
-      exchanged = from.gather_from_processes(impl.aval);
-    for (size_t i = 0; i < data->layout.size(); ++i) {
-      if (!runtime::is_local_device(data->layout[i].device.id)) continue;
-      int j = from.slot_of(data->layout[i].device.id);
-      if (j >= 0 && from.layout[size_t(j)].index == data->layout[i].index) {
-        data->shards[i] = from.shards[size_t(j)];
-        continue;
-      }
-      if (exchanged) {
-        data->shards[i] = slice_for(exchanged->data(), impl.aval, data->layout[i]);
-        runtime::record_transfer(runtime::TransferKind::device_to_device,
-                                 int64_t(data->shards[i]->nbytes()));
-        continue;
-      }
-      // Only the bytes of the new block, each from one copy of the blocks it overlaps.
-      data->shards[i] = assemble_block(from, impl.aval, data->layout[i]);
-    }
+    impl.sharded->wait();
+    place_blocks(*impl.sharded, impl.aval, *data);
   } else {
     // Each process places its own shards, from its own copy of the value.
     for (size_t i = 0; i < data->layout.size(); ++i) {

@@ -3,6 +3,7 @@
 #include "backends/cpu/copy.h"
 #include "runtime/devices.h"
 #include "runtime/mpi.h"
+#include "runtime/mpi_blocks.h"
 #include "runtime/transfer.h"
 #include "sharding/type_sharding.h"
 
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 
 namespace spmd {
 namespace {
@@ -37,10 +37,48 @@ bool covers_all(const ShardSlot& slot, const Shape& shape) {
 
 }  // namespace
 
-Shape slot_shape(const ShardSlot& slot) {
+Shape region_shape(const std::vector<Slice>& region) {
   std::vector<int64_t> dims;
-  for (const Slice& s : slot.index) dims.push_back(s.stop - s.start);
+  for (const Slice& s : region) dims.push_back(s.stop - s.start);
   return Shape(dims);
+}
+
+Shape slot_shape(const ShardSlot& slot) {
+  return region_shape(slot.index);
+}
+
+std::optional<std::vector<Slice>> overlap(const std::vector<Slice>& a,
+                                          const std::vector<Slice>& b) {
+  std::vector<Slice> both;
+  for (size_t d = 0; d < a.size(); ++d) {
+    const Slice s{std::max(a[d].start, b[d].start), std::min(a[d].stop, b[d].stop)};
+    if (s.stop <= s.start) return std::nullopt;
+    both.push_back(s);
+  }
+  return both;
+}
+
+int64_t copy_region(const std::vector<Slice>& part, const void* src,
+                    const std::vector<Slice>& src_region, void* dst,
+                    const std::vector<Slice>& dst_region, int itemsize) {
+  const std::vector<int64_t> src_strides = strides_of(region_shape(src_region));
+  const std::vector<int64_t> dst_strides = strides_of(region_shape(dst_region));
+  std::vector<int64_t> extent;
+  int64_t src_off = 0, dst_off = 0, bytes = itemsize;
+  for (size_t d = 0; d < part.size(); ++d) {
+    extent.push_back(part[d].stop - part[d].start);
+    src_off += (part[d].start - src_region[d].start) * src_strides[d];
+    dst_off += (part[d].start - dst_region[d].start) * dst_strides[d];
+    bytes *= extent.back();
+  }
+  cpu::strided_copy(static_cast<const char*>(src) + src_off * itemsize, src_strides,
+                    static_cast<char*>(dst) + dst_off * itemsize, dst_strides, extent, itemsize);
+  return bytes;
+}
+
+bool reuses_block(const ShardedData& from, const ShardSlot& target) {
+  const int j = from.slot_of(target.device.id);
+  return j >= 0 && from.layout[size_t(j)].index == target.index;
 }
 
 void ShardedData::wait() const {
@@ -200,52 +238,58 @@ std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
   return out;
 }
 
-std::shared_ptr<Buffer> assemble_block(const ShardedData& from, const AbstractValue& aval,
-                                       const ShardSlot& target) {
-  const int itemsize = int(spmd::itemsize(aval.dtype));
-  const Shape block = slot_shape(target);
-  const std::vector<int64_t> block_strides = strides_of(block);
-  auto out = Buffer::allocate(size_t(block.size() * itemsize));
-  std::vector<bool> done(from.layout.size(), false);  // per source block (by index)
+namespace {
+
+// The copy of the block at `first` (its first slot) that this process holds, the one on `device`
+// when there is one, or -1; marks every copy in `seen`.
+int local_copy(const ShardedData& from, size_t first, const Device& device,
+               std::vector<bool>& seen) {
+  int holder = -1;
+  for (size_t j = first; j < from.layout.size(); ++j) {
+    if (from.layout[j].index != from.layout[first].index) continue;
+    seen[j] = true;
+    if (!from.shards[j]) continue;
+    if (holder < 0 || from.layout[j].device == device) holder = int(j);
+  }
+  return holder;
+}
+
+std::shared_ptr<Buffer> assemble_block(const ShardedData& from, int itemsize,
+                                       const ShardSlot& target,
+                                       const std::vector<runtime::Piece>& received) {
+  auto out = Buffer::allocate(size_t(slot_shape(target).size() * itemsize));
+  std::vector<bool> seen(from.layout.size(), false);
   for (size_t i = 0; i < from.layout.size(); ++i) {
-    if (done[i]) continue;
-    // The copies of this block: the one on the target's device if there is one, else the first
-    // this process holds.
-    int holder = -1;
-    for (size_t j = i; j < from.layout.size(); ++j) {
-      if (from.layout[j].index != from.layout[i].index) continue;
-      done[j] = true;
-      if (!from.shards[j]) continue;
-      if (holder < 0 || from.layout[j].device == target.device) holder = int(j);
-    }
-    if (holder < 0) throw std::logic_error("[device_put] a block this process needs is elsewhere");
+    if (seen[i]) continue;
+    const int holder = local_copy(from, i, target.device, seen);
+    if (holder < 0) continue;  // held by other processes only: among the received pieces
     const ShardSlot& src = from.layout[size_t(holder)];
-    std::vector<int64_t> extent, src_at, dst_at;
-    for (size_t d = 0; d < target.index.size(); ++d) {
-      const int64_t lo = std::max(src.index[d].start, target.index[d].start);
-      const int64_t hi = std::min(src.index[d].stop, target.index[d].stop);
-      if (hi <= lo) break;
-      extent.push_back(hi - lo);
-      src_at.push_back(lo - src.index[d].start);
-      dst_at.push_back(lo - target.index[d].start);
-    }
-    if (extent.size() != target.index.size()) continue;  // no overlap
-    const std::vector<int64_t> src_strides = strides_of(slot_shape(src));
-    int64_t src_off = 0, dst_off = 0;
-    for (size_t d = 0; d < extent.size(); ++d) {
-      src_off += src_at[d] * src_strides[d];
-      dst_off += dst_at[d] * block_strides[d];
-    }
-    cpu::strided_copy(
-        static_cast<const char*>(from.shards[size_t(holder)]->data()) + src_off * itemsize,
-        src_strides, static_cast<char*>(out->data()) + dst_off * itemsize, block_strides, extent,
-        itemsize);
-    int64_t bytes = itemsize;
-    for (int64_t e : extent) bytes *= e;
+    const std::optional<std::vector<Slice>> part = overlap(src.index, target.index);
+    if (!part) continue;
+    const int64_t bytes = copy_region(*part, from.shards[size_t(holder)]->data(), src.index,
+                                      out->data(), target.index, itemsize);
     if (!(src.device == target.device))
       runtime::record_transfer(runtime::TransferKind::device_to_device, bytes);
   }
+  for (const runtime::Piece& piece : received)
+    if (const auto part = overlap(piece.region, target.index))
+      copy_region(*part, piece.data, piece.region, out->data(), target.index, itemsize);
   return out;
+}
+
+}  // namespace
+
+void place_blocks(const ShardedData& from, const AbstractValue& aval, ShardedData& to) {
+  const int itemsize = int(spmd::itemsize(aval.dtype));
+  const runtime::ReceivedPieces received = runtime::exchange_blocks(from, to.layout, itemsize);
+  for (size_t i = 0; i < to.layout.size(); ++i) {
+    const ShardSlot& target = to.layout[i];
+    if (!runtime::is_local_device(target.device.id)) continue;
+    if (reuses_block(from, target))
+      to.shards[i] = from.shards[size_t(from.slot_of(target.device.id))];
+    else
+      to.shards[i] = assemble_block(from, itemsize, target, received.pieces);
+  }
 }
 
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {

@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace spmd {
@@ -38,8 +39,18 @@ struct ShardedData {
   mutable std::shared_ptr<Buffer> gathered_;
 };
 
-// Shard shape of a layout slot.
+// Shape of a region of a value (one Slice per dim), and of a layout slot's block.
+Shape region_shape(const std::vector<Slice>& region);
 Shape slot_shape(const ShardSlot& slot);
+// The region both `a` and `b` cover, or nothing when they do not overlap.
+std::optional<std::vector<Slice>> overlap(const std::vector<Slice>& a, const std::vector<Slice>& b);
+// Copies `part` (inside both regions) from the row-major block `src` of region `src_region` into
+// the row-major block `dst` of region `dst_region`; returns the bytes copied.
+int64_t copy_region(const std::vector<Slice>& part, const void* src,
+                    const std::vector<Slice>& src_region, void* dst,
+                    const std::vector<Slice>& dst_region, int itemsize);
+// Whether `target` is the block `from` holds on the same device, which is then used as it is.
+bool reuses_block(const ShardedData& from, const ShardSlot& target);
 // Empty sharded data for `aval` laid out by `sharding` (buffers not yet allocated).
 std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
                                          std::shared_ptr<const Sharding> sharding);
@@ -47,11 +58,12 @@ std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
 std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
                                   const ShardSlot& slot);
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data);
-// The block `target` of the value `from` holds, copied from the overlapping blocks of `from` (the
-// copy on the target's device when there is one). Counts the bytes that come from other devices.
-// Every block it needs must be held by this process.
-std::shared_ptr<Buffer> assemble_block(const ShardedData& from, const AbstractValue& aval,
-                                       const ShardSlot& target);
+// Fills the blocks of `to` on this process's devices with the value `from` holds. A block already
+// on its device is reused; the others are built from the blocks of `from` they overlap, each
+// byte from one copy: the one on the target's device, else another of this process, else a piece
+// received from the process that sends it (runtime/mpi_blocks.h). Every process of the job calls
+// it at the same point. Counts the bytes that come from other devices and other processes.
+void place_blocks(const ShardedData& from, const AbstractValue& aval, ShardedData& to);
 // device_put of a concrete array (src/runtime/placement.cpp): its blocks placed as `sharding`
 // lays them out, reusing those already on the right device.
 Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding);

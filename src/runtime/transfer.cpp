@@ -6,7 +6,7 @@
 
 namespace spmd::runtime {
 namespace {
-std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_count{0};
+std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_procs{0}, g_count{0};
 }  // namespace
 
 void record_transfer(TransferKind kind, int64_t bytes) {
@@ -20,18 +20,22 @@ void record_transfer(TransferKind kind, int64_t bytes) {
     case TransferKind::device_to_device:
       g_d2d += bytes;
       break;
+    case TransferKind::between_processes:
+      g_procs += bytes;
+      break;
   }
   ++g_count;
 }
 
 TransferStats transfer_stats() {
-  return TransferStats{g_h2d.load(), g_d2h.load(), g_d2d.load(), g_count.load()};
+  return TransferStats{g_h2d.load(), g_d2h.load(), g_d2d.load(), g_count.load(), g_procs.load()};
 }
 
 void reset_transfer_stats() {
   g_h2d = 0;
   g_d2h = 0;
   g_d2d = 0;
+  g_procs = 0;
   g_count = 0;
 }
 

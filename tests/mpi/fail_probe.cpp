@@ -1,21 +1,46 @@
 // A two-process program whose device 5 (in process 1) fails inside a shard_map body, at its psum
 // (SPMD_FAULT='device=5,at=psum,action=throw', set by tests/mpi/failure_test.sh). Each process
 // prints the error it gets and exits with status 1; the test checks that both do, promptly.
+// With the argument `device_put`, process 0 instead moves a value onto its own devices while
+// process 1, which holds half of it, stays away: process 0 gives up after the collective timeout.
 #include <spmd/distributed.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
 #include <spmd/shard_map.h>
 #include <spmd/spmd.h>
 
+#include <chrono>
 #include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace sp = spmd;
 
-int main() {
+int device_put_without_process_1(const sp::Array& x) {
+  if (sp::process_index() == 1) {
+    std::cout << "process 1: stays away" << std::endl;
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    return 1;
+  }
+  std::vector<sp::Device> all = sp::devices();
+  sp::Mesh low(std::vector<sp::Device>(all.begin(), all.begin() + 4), {4}, {"i"});
+  try {
+    sp::device_put(x, sp::NamedSharding(low, sp::P())).block_until_ready();
+    std::cout << "process 0: no error" << std::endl;
+    return 0;
+  } catch (const sp::Error& e) {
+    std::cout << "process 0 caught: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+int main(int argc, char** argv) {
   sp::distributed::initialize();
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32).reshape({8, 2}),
                                sp::NamedSharding(mesh, sp::P("i")));
+  if (argc > 1 && std::string(argv[1]) == "device_put") return device_put_without_process_1(x);
   try {
     sp::Array y = sp::shard_map([](sp::Array b) { return sp::lax::psum(b * 2, "i"); }, mesh,
                                 sp::P("i"), sp::P("i"))(x);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A device that fails in one process fails the job everywhere, soon: both processes print an
 # error naming the failed device, and mpirun ends with a non-zero status well before the
-# collective timeout. A device that stalls instead makes the others time out.
+# collective timeout. A device that stalls instead makes the others time out, as does a process
+# that stays away from a device_put needing its blocks.
 # Usage: failure_test.sh MPIRUN PROBE
 set -u
 mpirun=$1
@@ -13,12 +14,13 @@ fail() {
   exit 1
 }
 
-# run FAULT TIMEOUT_MS: runs the probe on 2 processes of 4 devices; sets status and elapsed.
+# run FAULT TIMEOUT_MS [ARG]: runs the probe on 2 processes of 4 devices; sets status and elapsed.
 run() {
-  local start
+  local start fault=()
+  [ -z "$1" ] || fault=("SPMD_FAULT=$1")
   start=$(date +%s)
-  SPMD_FAULT=$1 SPMD_COLLECTIVE_TIMEOUT_MS=$2 SPMD_CPU_DEVICES=4 \
-    timeout 120 "$mpirun" -np 2 --oversubscribe --bind-to none "$probe" >"$out" 2>&1
+  env "${fault[@]}" SPMD_COLLECTIVE_TIMEOUT_MS="$2" SPMD_CPU_DEVICES=4 \
+    timeout 120 "$mpirun" -np 2 --oversubscribe --bind-to none "$probe" ${3:-} >"$out" 2>&1
   status=$?
   elapsed=$(($(date +%s) - start))
   cat "$out"
@@ -42,3 +44,11 @@ grep -q "process 0 caught: .*timed out" "$out" || fail "process 0 did not time o
 grep -q "process 1 caught: .*timed out.*waiting for devices \[5\]" "$out" ||
   fail "process 1 did not name the stalled device"
 echo "OK: a stall timed out on both processes in ${elapsed} s, mpirun status ${status}"
+
+# A device_put that needs process 1's blocks while process 1 stays away: process 0 gives up after
+# its 1 s timeout instead of waiting for ever.
+run '' 1000 device_put
+[ "$elapsed" -lt 15 ] || fail "the device_put took ${elapsed} s to give up"
+grep -q "process 0 caught: \[device_put\] moving blocks between processes timed out after 1000 ms" "$out" ||
+  fail "process 0 did not time out in its device_put"
+echo "OK: a device_put left alone timed out in ${elapsed} s, mpirun status ${status}"

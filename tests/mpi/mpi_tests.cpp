@@ -2,6 +2,7 @@
 // (ctest does), each process checks the blocks it holds against values computed on the host,
 // which are what one process with 8 devices computes. Every process runs the same tests in the
 // same order, as a multi-process program must.
+#include <spmd/device.h>
 #include <spmd/distributed.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
@@ -331,6 +332,161 @@ TEST(Processes, DevicePutMovesBlocksBetweenProcesses) {
   EXPECT_EQ(c.to_vector<float>(), iota(16));
 }
 
+// ---- device_put between processes: only the pieces a process lacks travel ---------------------
+
+// Whether this process's blocks of `x` hold element `at` (one coordinate per dim).
+bool held_here(const sp::Array& x, const std::vector<int64_t>& at) {
+  for (const sp::Shard& s : x.addressable_shards()) {
+    bool inside = true;
+    for (size_t d = 0; d < at.size(); ++d)
+      inside = inside && s.index[d].start <= at[d] && at[d] < s.index[d].stop;
+    if (inside) return true;
+  }
+  return false;
+}
+
+// The bytes of the distinct blocks of `y` on this process that no block of `x` here holds:
+// what this process must receive, once however many of its devices need it.
+int64_t bytes_lacking(const sp::Array& x, const sp::Array& y) {
+  std::vector<std::vector<sp::Slice>> seen;
+  int64_t elements = 0;
+  for (const sp::Shard& s : y.addressable_shards()) {
+    if (std::find(seen.begin(), seen.end(), s.index) != seen.end()) continue;
+    seen.push_back(s.index);
+    std::vector<int64_t> at;
+    for (const sp::Slice& d : s.index) at.push_back(d.start);
+    while (true) {
+      elements += held_here(x, at) ? 0 : 1;
+      int d = int(at.size()) - 1;
+      for (; d >= 0; --d) {
+        if (++at[size_t(d)] < s.index[size_t(d)].stop) break;
+        at[size_t(d)] = s.index[size_t(d)].start;
+      }
+      if (d < 0) break;
+    }
+  }
+  return elements * int64_t(sp::itemsize(x.dtype()));
+}
+
+// `move(x)` puts x elsewhere: every block this process holds has the value's elements (x is an
+// iota, so a misplaced piece shows), and this process received exactly the bytes it lacked.
+// Returns those bytes.
+template <class Move>
+int64_t expect_moved(const sp::Array& x, Move move) {
+  sp::runtime::reset_transfer_stats();
+  sp::Array y = move(x);
+  const int64_t received = sp::runtime::transfer_stats().between_processes_bytes;
+  EXPECT_EQ(received, bytes_lacking(x, y));
+  if (!y.addressable_shards().empty()) expect_local_blocks(y, iota(x.shape().size()), x.shape());
+  return received;
+}
+
+int64_t expect_put(const sp::Array& x, const sp::Sharding& to) {
+  return expect_moved(x, [&](const sp::Array& v) { return sp::device_put(v, to); });
+}
+
+sp::Mesh mesh_of(const std::vector<int>& ids, const sp::Shape& shape,
+                 const std::vector<std::string>& names) {
+  std::vector<sp::Device> devices;
+  for (int id : ids) devices.push_back(sp::devices()[size_t(id)]);
+  return sp::Mesh(devices, shape, names);
+}
+
+TEST(DevicePutBetweenProcesses, RowsToColumnsReceivesTheOtherProcesssRowsOfItsColumns) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  for (sp::DType dtype : {sp::float32, sp::int8}) {
+    sp::Array rows = sp::device_put(sp::arange(64).astype(dtype).reshape({8, 8}),
+                                    sp::NamedSharding(mesh, P("i")));
+    // Each process's 4 columns lack the other process's 4 rows: 16 elements.
+    EXPECT_EQ(expect_put(rows, sp::NamedSharding(mesh, P(sp::None, "i"))),
+              16 * int64_t(sp::itemsize(dtype)));
+  }
+}
+
+TEST(DevicePutBetweenProcesses, FromTheDevicesOfOneProcessToTheOther) {
+  sp::Mesh low = mesh_of({0, 1, 2, 3}, {4}, {"i"}), high = mesh_of({4, 5, 6, 7}, {4}, {"i"});
+  sp::Array x = sp::arange(32).astype(sp::float32).reshape({8, 4});
+  // Process 0 sends its four blocks (128 B), process 1 receives them and sends nothing back.
+  sp::Array on_low = sp::device_put(x, sp::NamedSharding(low, P("i")));
+  EXPECT_EQ(expect_put(on_low, sp::NamedSharding(high, P("i"))),
+            sp::process_index() == 1 ? 128 : 0);
+  sp::Array on_high = sp::device_put(x, sp::NamedSharding(high, P(sp::None, "i")));
+  EXPECT_EQ(expect_put(on_high, sp::NamedSharding(low, P("i"))),
+            sp::process_index() == 0 ? 128 : 0);
+  // To one device of the other process.
+  EXPECT_EQ(
+      expect_moved(on_low, [](const sp::Array& v) { return sp::device_put(v, sp::devices()[6]); }),
+      sp::process_index() == 1 ? 128 : 0);
+}
+
+TEST(DevicePutBetweenProcesses, ReplicatedToSplitMovesNothing) {
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P()));
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P("a", "b"))), 0);
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P(sp::axes("a", "b")))), 0);
+}
+
+TEST(DevicePutBetweenProcesses, SplitToReplicatedReceivesTheOtherHalfOnce) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32), sp::NamedSharding(mesh, P("i")));
+  // Four devices here need the other process's 8 elements: they come once.
+  EXPECT_EQ(expect_put(x, sp::NamedSharding(mesh, P())), 32);
+}
+
+TEST(DevicePutBetweenProcesses, TwoDimensionalMeshesWithTheProcessesOnEitherAxis) {
+  // make_mesh puts the processes on the first axis; the second mesh has them on the second.
+  sp::Mesh first = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Mesh second = mesh_of({0, 4, 1, 5, 2, 6, 3, 7}, {4, 2}, {"a", "b"});
+  sp::Array x = sp::arange(64).astype(sp::float32).reshape({8, 8});
+  for (const sp::Mesh& from : {first, second})
+    for (const sp::Mesh& to : {first, second}) {
+      SCOPED_TRACE(from.str() + " -> " + to.str());
+      sp::Array ab = sp::device_put(x, sp::NamedSharding(from, P("a", "b")));
+      expect_put(ab, sp::NamedSharding(to, P("b", "a")));
+      expect_put(ab, sp::NamedSharding(to, P(sp::None, "a")));
+      expect_put(ab, sp::NamedSharding(to, P("b")));
+      sp::Array a = sp::device_put(x, sp::NamedSharding(from, P("a")));
+      expect_put(a, sp::NamedSharding(to, P("a", "b")));
+      expect_put(a, sp::NamedSharding(to, P(sp::axes("b", "a"))));
+    }
+  // Columns over the processes to rows over them: each process lacks half of its half.
+  sp::Array cols = sp::device_put(x, sp::NamedSharding(second, P(sp::None, "b")));
+  EXPECT_EQ(expect_put(cols, sp::NamedSharding(first, P("a"))), 16 * 4);
+}
+
+TEST(DevicePutBetweenProcesses, BlocksThatDoNotNest) {
+  // 12 rows in blocks of 2 on devices 2-7, then in blocks of 3 on devices 1-4; 5 columns.
+  sp::Array x = sp::arange(60).astype(sp::float32).reshape({12, 5});
+  sp::Array six =
+      sp::device_put(x, sp::NamedSharding(mesh_of({2, 3, 4, 5, 6, 7}, {6}, {"i"}), P("i")));
+  expect_put(six, sp::NamedSharding(mesh_of({1, 2, 3, 4}, {4}, {"i"}), P("i")));
+  expect_put(six, sp::NamedSharding(mesh_of({7, 0}, {2}, {"i"}), P(sp::None)));
+  // An odd shape from one device to one of the other process, and back replicated.
+  sp::Array odd =
+      sp::device_put(sp::arange(21).astype(sp::float32).reshape({7, 3}), sp::devices()[1]);
+  sp::Array moved = sp::device_put(odd, sp::devices()[5]);
+  expect_put(odd, *moved.sharding());
+  expect_put(moved, sp::NamedSharding(sp::make_mesh({8}, {"i"}), P()));
+}
+
+TEST(DevicePutBetweenProcesses, ReshardAndConstraintOutsideJitTakeTheSamePath) {
+  sp::Mesh mesh =
+      sp::make_mesh({2, 4}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  sp::Array x = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),
+                               sp::NamedSharding(mesh, P("a", "b")));
+  EXPECT_EQ(expect_moved(x,
+                         [&](const sp::Array& v) {
+                           return sp::reshard(v, sp::NamedSharding(mesh, P("b", "a")));
+                         }),
+            bytes_lacking(x, sp::device_put(x, sp::NamedSharding(mesh, P("b", "a")))));
+  EXPECT_EQ(expect_moved(x,
+                         [&](const sp::Array& v) {
+                           return sp::with_sharding_constraint(v, sp::NamedSharding(mesh, P()));
+                         }),
+            32 * 4);
+}
+
 TEST(Processes, GlobalArraysFromEachProcesssPart) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   sp::NamedSharding rows(mesh, P("i"));
@@ -384,6 +540,232 @@ TEST(Processes, DataParallelGradientStepEqualsOneProcess) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k)
     EXPECT_NEAR(got[k], want[k], 1e-6f * (1 + std::abs(want[k])));
+}
+
+// ---- axis_index_groups whose groups cross processes ----------------------------------------
+//
+// These tests also run in one process of 8 devices (ctest's spmd_mpi_tests_one_process), which
+// checks that the host values below are what one process computes.
+
+// x[d, j] = small integers, different on every device d and column j.
+std::vector<float> device_rows(int64_t cols) {
+  std::vector<float> v(size_t(8 * cols));
+  for (int64_t d = 0; d < 8; ++d)
+    for (int64_t j = 0; j < cols; ++j) v[size_t(d * cols + j)] = float((d * 5 + j * 3) % 11 - 4);
+  return v;
+}
+
+// The group holding mesh position d, and d's place in it.
+std::pair<std::vector<int>, int> group_of(const sp::AxisIndexGroups& groups, int d) {
+  for (const std::vector<int>& g : groups)
+    for (size_t k = 0; k < g.size(); ++k)
+      if (g[k] == d) return {g, int(k)};
+  return {{}, -1};
+}
+
+// Per device d of a mesh {8}, `per_device(d)` one after another.
+template <class F>
+std::vector<float> over_devices(F per_device) {
+  std::vector<float> out;
+  for (int d = 0; d < 8; ++d) {
+    std::vector<float> block = per_device(d);
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  return out;
+}
+
+const std::vector<sp::AxisIndexGroups> kCrossingGroups = {
+    {{0, 5}, {1, 4}, {2, 7}, {3, 6}},  // every pair crosses, in a different order of devices
+    {{0, 1, 2, 5}, {3, 4, 6, 7}},      // three members in one process and one in the other
+    {{7, 0}, {1, 6}, {5, 2}, {3, 4}},  // members listed from the second process first
+};
+
+TEST(CrossingGroups, ReductionsWithinGroupsThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  // 8 columns gathers every member's block; 32768 (128 KiB) reduces within each process first.
+  for (int64_t cols : {int64_t(8), int64_t(32768)}) {
+    const std::vector<float> x = device_rows(cols);
+    sp::Array xa =
+        sp::device_put(sp::array(x, {8, cols}).astype(sp::int32), sp::NamedSharding(mesh, P("i")));
+    for (const sp::AxisIndexGroups& groups : kCrossingGroups) {
+      auto f = sp::shard_map(
+          [groups](sp::Array b) {
+            return std::vector<sp::Array>{sp::psum(b, "i", {.axis_index_groups = groups}),
+                                          sp::pmax(b, "i", {.axis_index_groups = groups}),
+                                          sp::pmin(b, "i", {.axis_index_groups = groups})};
+          },
+          mesh, P("i"), P("i"), {.check_vma = false});
+      std::vector<sp::Array> got = f(xa);
+      auto reduce = [&](auto op) {
+        return over_devices([&](int d) {
+          std::vector<int> g = group_of(groups, d).first;
+          std::vector<float> r(x.begin() + g[0] * cols, x.begin() + (g[0] + 1) * cols);
+          for (size_t k = 1; k < g.size(); ++k)
+            for (int64_t j = 0; j < cols; ++j)
+              r[size_t(j)] = op(r[size_t(j)], x[size_t(g[k] * cols + j)]);
+          return r;
+        });
+      };
+      const sp::Shape shape({8, cols});
+      expect_local_blocks(got[0], reduce([](float a, float b) { return a + b; }), shape);
+      expect_local_blocks(got[1], reduce([](float a, float b) { return std::max(a, b); }), shape);
+      expect_local_blocks(got[2], reduce([](float a, float b) { return std::min(a, b); }), shape);
+    }
+  }
+}
+
+TEST(CrossingGroups, GatherScatterAndAllToAllWithinGroupsThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 8;
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  auto row = [&](int d) {
+    return std::vector<float>(x.begin() + d * cols, x.begin() + (d + 1) * cols);
+  };
+  for (const sp::AxisIndexGroups& groups : kCrossingGroups) {
+    const int64_t n = int64_t(groups[0].size()), chunk = cols / n;
+    auto f = sp::shard_map(
+        [groups](sp::Array b) {
+          return std::vector<sp::Array>{
+              sp::all_gather(b, "i", {.tiled = true, .axis_index_groups = groups}),
+              sp::psum_scatter(
+                  b, "i", {.scatter_dimension = 1, .tiled = true, .axis_index_groups = groups}),
+              sp::all_to_all(b, "i", 1, 0, {.tiled = true, .axis_index_groups = groups})};
+        },
+        mesh, P("i"), P("i"), {.check_vma = false});
+    std::vector<sp::Array> got = f(xa);
+    // all_gather: the group's rows in group order.
+    expect_local_blocks(got[0], over_devices([&](int d) {
+                          std::vector<float> out;
+                          for (int m : group_of(groups, d).first) {
+                            std::vector<float> r = row(m);
+                            out.insert(out.end(), r.begin(), r.end());
+                          }
+                          return out;
+                        }),
+                        sp::Shape({8 * n, cols}));
+    // psum_scatter: the member's chunk of the group's sum.
+    expect_local_blocks(got[1], over_devices([&](int d) {
+                          auto [g, me] = group_of(groups, d);
+                          std::vector<float> out(size_t(chunk), 0.f);
+                          for (int m : g)
+                            for (int64_t j = 0; j < chunk; ++j)
+                              out[size_t(j)] += x[size_t(m * cols + me * chunk + j)];
+                          return out;
+                        }),
+                        sp::Shape({8, chunk}));
+    // all_to_all: the member's chunk of every member's row, stacked in group order.
+    expect_local_blocks(got[2], over_devices([&](int d) {
+                          auto [g, me] = group_of(groups, d);
+                          std::vector<float> out;
+                          for (int m : g)
+                            for (int64_t j = 0; j < chunk; ++j)
+                              out.push_back(x[size_t(m * cols + me * chunk + j)]);
+                          return out;
+                        }),
+                        sp::Shape({8 * n, chunk}));
+  }
+}
+
+TEST(CrossingGroups, GroupsOfACollectiveInsideACondBranch) {
+  // The groups are found in the branch's sub-program before the launch.
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const std::vector<float> x = device_rows(4);
+  sp::Array xa = sp::device_put(sp::array(x, {8, 4}), sp::NamedSharding(mesh, P("i")));
+  const sp::AxisIndexGroups groups = {{1, 6}, {0, 7}, {3, 4}, {2, 5}};
+  auto f = sp::shard_map(
+      [groups](sp::Array b) {
+        return sp::lax::cond(
+            sp::sum(b) > -1000.f,
+            [groups](sp::Array v) { return sp::psum(v, "i", {.axis_index_groups = groups}); },
+            [](sp::Array v) { return v; }, b);
+      },
+      mesh, P("i"), P("i"), {.check_vma = false});
+  expect_local_blocks(f(xa), over_devices([&](int d) {
+                        std::vector<int> g = group_of(groups, d).first;
+                        std::vector<float> r(4);
+                        for (int64_t j = 0; j < 4; ++j)
+                          r[size_t(j)] = x[size_t(g[0] * 4 + j)] + x[size_t(g[1] * 4 + j)];
+                        return r;
+                      }),
+                      sp::Shape({8, 4}));
+}
+
+// ---- ppermute and all_to_all send only what crosses processes --------------------------------
+
+// The bytes this process received from others while `run` ran (and its results were read).
+template <class F>
+int64_t bytes_received_by(F run) {
+  sp::runtime::reset_transfer_stats();
+  run();
+  return sp::runtime::transfer_stats().between_processes_bytes;
+}
+
+TEST(CrossingGroups, PpermuteSendsOnlyTheBlocksThatCrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 16, block_bytes = cols * 4;
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  const std::vector<std::vector<std::pair<int, int>>> perms = {
+      {{0, 1}, {1, 2}, {2, 3}, {3, 0}, {4, 6}, {6, 4}, {5, 7}},  // within processes; 5 gets zeros
+      {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 0}},  // a cycle: 3→4, 7→0 cross
+      {{0, 5}, {6, 1}, {2, 2}, {4, 3}},  // partial: three cross, one stays, four get zeros
+  };
+  for (const auto& perm : perms) {
+    auto f = sp::shard_map([perm](sp::Array b) { return sp::ppermute(b, "i", perm); }, mesh, P("i"),
+                           P("i"));
+    std::vector<float> want(x.size(), 0.f);
+    for (auto [src, dst] : perm)
+      std::copy(x.begin() + src * cols, x.begin() + (src + 1) * cols, want.begin() + dst * cols);
+    const int64_t received = bytes_received_by([&] {
+      expect_local_blocks(f(xa), want, sp::Shape({8, cols}));
+    });
+    // Each pair from the other process's devices to this one's (0-3 or 4-7) moves one block.
+    int64_t crossing = 0;
+    for (auto [src, dst] : perm)
+      if (dst / 4 == sp::process_index() && dst / 4 != src / 4) ++crossing;
+    EXPECT_EQ(received, sp::process_count() == 1 ? 0 : crossing * block_bytes);
+  }
+}
+
+TEST(CrossingGroups, AllToAllOnEverySplitAndConcatAxisSendsOnlyTheChunksThatCross) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const std::vector<int64_t> dims = {8, 8, 8};  // each device's block
+  const int64_t per_device = 512;
+  std::vector<float> x(size_t(8 * per_device));
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float((k * 7 + k / per_device * 3) % 13);
+  sp::Array xa = sp::device_put(sp::array(x, {64, 8, 8}), sp::NamedSharding(mesh, P("i")));
+  for (int split = 0; split < 3; ++split)
+    for (int concat = 0; concat < 3; ++concat) {
+      SCOPED_TRACE("split_axis " + std::to_string(split) + ", concat_axis " +
+                   std::to_string(concat));
+      auto f = sp::shard_map(
+          [split, concat](sp::Array b) {
+            return sp::all_to_all(b, "i", split, concat, {.tiled = true});
+          },
+          mesh, P("i"), P("i"));
+      std::vector<int64_t> chunk = dims;
+      chunk[size_t(split)] /= 8;
+      std::vector<int64_t> out = chunk;
+      out[size_t(concat)] *= 8;
+      // Device i's output: chunk i (along split) of device j's block at place j (along concat).
+      std::vector<float> want;
+      for (int i = 0; i < 8; ++i)
+        for (int64_t u0 = 0; u0 < out[0]; ++u0)
+          for (int64_t u1 = 0; u1 < out[1]; ++u1)
+            for (int64_t u2 = 0; u2 < out[2]; ++u2) {
+              std::vector<int64_t> w = {u0, u1, u2};
+              const int64_t j = w[size_t(concat)] / chunk[size_t(concat)];
+              w[size_t(concat)] %= chunk[size_t(concat)];
+              w[size_t(split)] += i * chunk[size_t(split)];
+              want.push_back(x[size_t(j * per_device + (w[0] * 8 + w[1]) * 8 + w[2])]);
+            }
+      const int64_t received = bytes_received_by([&] {
+        expect_local_blocks(f(xa), want, sp::Shape({8 * out[0], out[1], out[2]}));
+      });
+      // Each of this process's 4 devices sends one chunk (64 floats) to each of the other's 4.
+      EXPECT_EQ(received, sp::process_count() == 1 ? 0 : 4 * 4 * 64 * 4);
+    }
 }
 
 }  // namespace

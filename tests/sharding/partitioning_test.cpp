@@ -57,6 +57,16 @@ std::string placed(const T& tree) {
   return out;
 }
 
+// JAX's line for an uncommitted value, which lives on the process's first device (device 0 when
+// there is one process).
+std::string on_first_local_device(const std::string& line) {
+  const std::string id = std::to_string(sp::local_devices().front().id);
+  std::string out = line;
+  out.replace(out.find("id=0)"), 5, "id=" + id + ")");
+  out.replace(out.rfind("[0]"), 3, "[" + id + "]");
+  return out;
+}
+
 // The error `f` raises as a ValueError. spmd starts its own messages with the API in brackets;
 // a JAX text it reuses may come with one, so `api`'s prefix is taken off before comparing.
 template <class F>
@@ -191,14 +201,17 @@ TEST_F(PartitioningTest, UncommittedOperandsMoveToTheCommittedDevices) {
 }
 
 TEST_F(PartitioningTest, UncommittedOperandsGiveAnUncommittedResult) {
-  EXPECT_EQ(placed(sp::sin(x)), jax_placed("eager_uncommitted"));
+  EXPECT_EQ(placed(sp::sin(x)), on_first_local_device(jax_placed("eager_uncommitted")));
 }
 
 TEST_F(PartitioningTest, AnArrayCommittedToOneDeviceIsComputedThere) {
   Counted r = counted([&] { return sp::sin(on3); });
   EXPECT_EQ(r.bytes, 0);
   EXPECT_EQ(placed(r.result), jax_placed("eager_single_device"));
-  EXPECT_EQ(r.result.addressable_shards().at(0).device.id, 3);
+  // On several processes, the others hold no block of it.
+  if (sp::is_addressable(sp::devices()[3])) {
+    EXPECT_EQ(r.result.addressable_shards().at(0).device.id, 3);
+  }
   EXPECT_TRUE(arrays_close_ulp(r.result, sp::sin(x), 1));
   Array sum = on3 + x;
   EXPECT_EQ(placed(sum), jax_placed("eager_single_device_plus_uncommitted"));
@@ -327,7 +340,7 @@ TEST_F(PartitioningTest, JitOfCommittedArgumentsIsPartitioned) {
 
 TEST_F(PartitioningTest, JitOfUncommittedArgumentsIsUncommitted) {
   Array r = sp::jit([](const Array& u) { return u * 2; })(x);
-  EXPECT_EQ(placed(r), jax_placed("jit_uncommitted"));
+  EXPECT_EQ(placed(r), on_first_local_device(jax_placed("jit_uncommitted")));
   EXPECT_TRUE(arrays_equal(r, x * 2));
 }
 

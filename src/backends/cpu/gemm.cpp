@@ -260,12 +260,165 @@ bool onednn_gemm(DType operand, DType result, const GemmShape& s, const void* a,
   return true;
 }
 
+// ---- packed B operands --------------------------------------------------------------------------
+// dnnl_sgemm copies B into panels on every call, which costs 10–20 % of a one-thread product at
+// 128 rows (more for a transposed B). The devices of a process often multiply by the same
+// buffer (a weight replicated over the batch axis is one buffer they share), and a program run
+// in a loop multiplies by the same weights every time, so B is packed once for all of them.
+// oneDNN 2.6 exports its packed-GEMM entry points without declaring them in a public header;
+// they are declared weak so that a oneDNN without them makes every product take dnnl_sgemm.
+// The library is column-major: our row-major C = op(A)·op(B) is its Cᵀ = op(B)ᵀ·op(A)ᵀ, so our
+// B is its "A". On one thread the packed product is dnnl_sgemm's bit for bit for M ≥ 16; below
+// that its transposed-B path fails, and at M = 1 dnnl_sgemm takes a matrix-vector kernel.
+}  // namespace
+}  // namespace spmd::cpu
+
+namespace dnnl::impl::cpu {
+[[gnu::weak]] dnnl_status_t sgemm_pack_get_size(const char* identifier, const char* transa,
+                                                const char* transb, const dnnl_dim_t* M,
+                                                const dnnl_dim_t* N, const dnnl_dim_t* K,
+                                                const dnnl_dim_t* lda, const dnnl_dim_t* ldb,
+                                                size_t* size, bool* pack);
+[[gnu::weak]] dnnl_status_t sgemm_pack(const char* identifier, const char* transa,
+                                       const char* transb, const dnnl_dim_t* M, const dnnl_dim_t* N,
+                                       const dnnl_dim_t* K, const dnnl_dim_t* lda,
+                                       const dnnl_dim_t* ldb, const float* src, float* dst);
+[[gnu::weak]] dnnl_status_t sgemm_compute(const char* transa, const char* transb,
+                                          const dnnl_dim_t* M, const dnnl_dim_t* N,
+                                          const dnnl_dim_t* K, const float* A,
+                                          const dnnl_dim_t* lda, const float* B,
+                                          const dnnl_dim_t* ldb, const float* beta, float* C,
+                                          const dnnl_dim_t* ldc);
+}  // namespace dnnl::impl::cpu
+
+namespace spmd::cpu {
+namespace {
+
+// Rows below which the packed product is not used (see above), and the B elements below which
+// packing saves too little to be worth a cache entry.
+constexpr int64_t kPackedMinRows = 64;
+constexpr int64_t kPackedMinElements = int64_t(1) << 16;
+
+bool packing_available() {
+  return dnnl::impl::cpu::sgemm_pack_get_size && dnnl::impl::cpu::sgemm_pack &&
+         dnnl::impl::cpu::sgemm_compute;
+}
+
+// B of one product shape, packed from one buffer.
+struct PackedB {
+  GemmShape shape;
+  std::once_flag once;
+  std::shared_ptr<Buffer> packed;  // null when oneDNN declined to pack
+};
+
+// The packed forms of one buffer. The entry holds a reference to the buffer: its memory cannot
+// be reused for another value, and a run writes over a buffer only when it is the sole owner (a
+// donated argument), so every packed copy stays what the buffer holds.
+struct PackedSource {
+  std::shared_ptr<Buffer> buffer;
+  std::vector<std::shared_ptr<PackedB>> products;
+};
+
+class PackedCache {
+ public:
+  // The entry for B = `source`'s data in product `s`, or null while B has been seen only once:
+  // packing pays when a second device or a second run reads the same B. Only buffers that more
+  // than one array holds get an entry: a value of one run alone (an activation) is read once,
+  // and a reference from the cache would keep the run from reusing its memory.
+  std::shared_ptr<PackedB> find(const std::shared_ptr<Buffer>& source, const GemmShape& s) {
+    std::lock_guard lock(mu_);
+    // Buffers only the cache still holds are dead values.
+    std::erase_if(sources_, [](const PackedSource& e) { return e.buffer.use_count() == 1; });
+    auto it = std::find_if(sources_.begin(), sources_.end(),
+                           [&](const PackedSource& e) { return e.buffer == source; });
+    if (it == sources_.end()) {
+      if (source.use_count() < 2) return nullptr;
+      if (sources_.size() >= kMaxSources) sources_.erase(sources_.begin());
+      it = sources_.insert(sources_.end(), PackedSource{source, {}});
+    }
+    for (auto& p : it->products)
+      if (same_product(p->shape, s)) return p;
+    // The first sighting only records the shape.
+    auto p = std::make_shared<PackedB>();
+    p->shape = s;
+    it->products.push_back(std::move(p));
+    return nullptr;
+  }
+
+ private:
+  static constexpr size_t kMaxSources = 32;
+  static bool same_product(const GemmShape& a, const GemmShape& b) {
+    return a.m == b.m && a.n == b.n && a.k == b.k && a.trans_b == b.trans_b;
+  }
+  std::mutex mu_;
+  std::vector<PackedSource> sources_;
+};
+
+// Never destroyed: its entries hold buffers, which must not go back to the allocator's cache
+// after that is gone at exit.
+PackedCache& packed_cache() {
+  static PackedCache& cache = *new PackedCache;
+  return cache;
+}
+
+// Our B (K×N, or N×K when transposed) in the library's terms: its "A", N×K column-major.
+struct LibraryDims {
+  dnnl_dim_t m, n, k, ld_b, ld_a, ld_c;
+  char trans_b, trans_a;
+};
+LibraryDims library_dims(const GemmShape& s) {
+  return {s.n,
+          s.m,
+          s.k,
+          s.trans_b ? s.k : s.n,
+          s.trans_a ? s.m : s.k,
+          s.n,
+          s.trans_b ? 'T' : 'N',
+          s.trans_a ? 'T' : 'N'};
+}
+
+void pack_b(PackedB& e, const float* b) {
+  namespace lib = dnnl::impl::cpu;
+  const LibraryDims d = library_dims(e.shape);
+  size_t bytes = 0;
+  bool pack = false;
+  if (lib::sgemm_pack_get_size("A", &d.trans_b, &d.trans_a, &d.m, &d.n, &d.k, &d.ld_b, &d.ld_a,
+                               &bytes, &pack) != dnnl_success ||
+      !pack)
+    return;
+  auto packed = Buffer::allocate(bytes);
+  if (lib::sgemm_pack("A", &d.trans_b, &d.trans_a, &d.m, &d.n, &d.k, &d.ld_b, &d.ld_a, b,
+                      static_cast<float*>(packed->data())) == dnnl_success)
+    e.packed = std::move(packed);
+}
+
+// Runs the product on a packed copy of B when B is `b_buffer`'s data and has been seen before;
+// false when the caller should run it on dnnl_sgemm.
+bool packed_sgemm(const GemmShape& s, const float* a, const float* b, float* c,
+                  const std::shared_ptr<Buffer>* b_buffer) {
+  if (!b_buffer || !*b_buffer || (*b_buffer)->data() != b || s.batch != 1 || s.m < kPackedMinRows ||
+      s.n * s.k < kPackedMinElements || gemm_threads(s) != 1 || !packing_available())
+    return false;
+  std::shared_ptr<PackedB> e = packed_cache().find(*b_buffer, s);
+  if (!e) return false;
+  std::call_once(e->once, [&] { pack_b(*e, b); });
+  if (!e->packed) return false;
+  const LibraryDims d = library_dims(s);
+  const char packed = 'P';
+  const float beta = 0.0f;
+  return dnnl::impl::cpu::sgemm_compute(&packed, &d.trans_a, &d.m, &d.n, &d.k,
+                                        static_cast<const float*>(e->packed->data()), &d.ld_b, a,
+                                        &d.ld_a, &beta, c, &d.ld_c) == dnnl_success;
+}
+
 // float32 GEMM. One product runs on dnnl_sgemm (faster than the matmul primitive for large
-// square products on one thread, and cheaper to call); a batch runs on the matmul primitive,
-// which spreads the batch across threads.
-void sgemm(const GemmShape& s, const float* a, const float* b, float* c) {
+// square products on one thread, and cheaper to call), or on a packed B shared with earlier
+// products; a batch runs on the matmul primitive, which spreads the batch across threads.
+void sgemm(const GemmShape& s, const float* a, const float* b, float* c,
+           const std::shared_ptr<Buffer>* b_buffer = nullptr) {
   if (is_small(s)) return float_loop_gemm<float, float, float>(s, a, b, c);
   use_omp_threads(gemm_threads(s));
+  if (packed_sgemm(s, a, b, c, b_buffer)) return;
   if (s.batch > 1 && onednn_gemm(DType::float32, DType::float32, s, a, b, c)) return;
   for (int64_t i = 0; i < s.batch; ++i)
     dnnl_sgemm(s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a + i * s.m * s.k,
@@ -461,7 +614,8 @@ void outer_product(const GemmShape& s, const T* a, const T* b, T* c) {
 
 }  // namespace
 
-void gemm(DType operand, DType result, const GemmShape& s, const void* a, const void* b, void* c) {
+void gemm(DType operand, DType result, const GemmShape& s, const void* a, const void* b, void* c,
+          const std::shared_ptr<Buffer>* b_buffer) {
   const int64_t nc = s.batch * s.m * s.n;
   if (nc == 0) return;
   if (s.k == 0) {
@@ -477,7 +631,7 @@ void gemm(DType operand, DType result, const GemmShape& s, const void* a, const 
   switch (operand) {
     case DType::float32:
       return sgemm(s, static_cast<const float*>(a), static_cast<const float*>(b),
-                   static_cast<float*>(c));
+                   static_cast<float*>(c), b_buffer);
     case DType::float64:
       return dgemm(s, static_cast<const double*>(a), static_cast<const double*>(b),
                    static_cast<double*>(c));
@@ -500,7 +654,7 @@ void gemm(DType operand, DType result, const GemmShape& s, const void* a, const 
 
 void dot_general(const void* lhs, DType lhs_dtype, const Shape& lhs_shape, const void* rhs,
                  DType rhs_dtype, const Shape& rhs_shape, const lax::DotDimensionNumbers& dims,
-                 void* out, DType out_dtype) {
+                 void* out, DType out_dtype, const std::shared_ptr<Buffer>* rhs_buffer) {
   const auto lhs_free = free_dims(lhs_shape.ndim(), dims.lhs_contracting, dims.lhs_batch);
   const auto rhs_free = free_dims(rhs_shape.ndim(), dims.rhs_contracting, dims.rhs_batch);
   GemmShape s;
@@ -533,9 +687,11 @@ void dot_general(const void* lhs, DType lhs_dtype, const Shape& lhs_shape, const
   s.trans_a = a.transposed;
   s.trans_b = b.transposed;
 
-  if (ct.result == out_dtype) return gemm(ct.operand, ct.result, s, a.data, b.data, out);
+  // A packed or converted B is this call's own copy, not the buffer's data.
+  const std::shared_ptr<Buffer>* b_buffer = b.storage ? nullptr : rhs_buffer;
+  if (ct.result == out_dtype) return gemm(ct.operand, ct.result, s, a.data, b.data, out, b_buffer);
   auto result = Buffer::allocate(size_t(n_out * itemsize(ct.result)));
-  gemm(ct.operand, ct.result, s, a.data, b.data, result->data());
+  gemm(ct.operand, ct.result, s, a.data, b.data, result->data(), b_buffer);
   convert(result->data(), ct.result, out, out_dtype, n_out);
 }
 

@@ -8,6 +8,11 @@
 #include <spmd/shape.h>
 
 #include <cstdint>
+#include <memory>
+
+namespace spmd {
+class Buffer;
+}
 
 namespace spmd::cpu {
 
@@ -21,8 +26,10 @@ struct GemmShape {
 // Supported (operand, result) dtype pairs: (float32, float32), (bfloat16, float32),
 // (bfloat16, bfloat16), (float64, float64), (bool, bool) and (t, t) for every integer t.
 // Integer products and sums wrap around; bool is the or of ands. K = 0 gives zeros.
+// `b_buffer`, when given, is the buffer whose data `b` is: float32 products that read the same
+// buffer again (other devices, later runs) then share one packed copy of B.
 void gemm(DType operand, DType result, const GemmShape& shape, const void* a, const void* b,
-          void* c);
+          void* c, const std::shared_ptr<Buffer>* b_buffer = nullptr);
 bool gemm_supports(DType operand, DType result);
 
 // XLA's DotGeneral on row-major buffers. The output holds the batch dims (in lhs_batch order),
@@ -30,9 +37,9 @@ bool gemm_supports(DType operand, DType result);
 // integer operands of a float or wider result) are first converted to the output dtype; floats
 // then accumulate in float32 (float64 when either side is float64) and integers compute in the
 // output type with wrap-around. The dimension numbers must already be valid (the primitive's
-// shape rule checks them).
+// shape rule checks them). `rhs_buffer` is as gemm's `b_buffer`.
 void dot_general(const void* lhs, DType lhs_dtype, const Shape& lhs_shape, const void* rhs,
                  DType rhs_dtype, const Shape& rhs_shape, const lax::DotDimensionNumbers& dims,
-                 void* out, DType out_dtype);
+                 void* out, DType out_dtype, const std::shared_ptr<Buffer>* rhs_buffer = nullptr);
 
 }  // namespace spmd::cpu

@@ -1,0 +1,112 @@
+// Products that read the same B buffer again share one packed copy of B (gemm's b_buffer):
+// their results must be dnnl_sgemm's bit for bit, and a packed copy must never outlive the
+// values it was packed from.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/parallel.h"
+#include "core/buffer.h"
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace sp = spmd;
+namespace cpu = spmd::cpu;
+
+namespace {
+
+// Runs the calling thread's kernels on one thread (as device threads sharing the cores do),
+// which is where packed products apply.
+struct OneThread {
+  OneThread() { cpu::set_thread_limit(1); }
+  ~OneThread() { cpu::set_thread_limit(0); }
+};
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// A buffer holding `v` and a second reference to it, as the arrays of several devices (or a
+// caller's array and a run's) share one buffer: buffers one array alone holds are not packed.
+struct SharedB {
+  std::shared_ptr<sp::Buffer> buffer, other_holder;
+  const float* data() const { return static_cast<const float*>(buffer->data()); }
+};
+SharedB buffer_of(const std::vector<float>& v) {
+  auto b = sp::Buffer::allocate(v.size() * sizeof(float));
+  std::memcpy(b->data(), v.data(), v.size() * sizeof(float));
+  return {b, b};
+}
+
+std::vector<float> product(const cpu::GemmShape& s, const std::vector<float>& a, const float* b,
+                           const std::shared_ptr<sp::Buffer>* b_buffer = nullptr) {
+  std::vector<float> c(size_t(s.m * s.n));
+  cpu::gemm(sp::DType::float32, sp::DType::float32, s, a.data(), b, c.data(), b_buffer);
+  return c;
+}
+
+bool bitwise_equal(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+cpu::GemmShape shape(bool trans_a, bool trans_b) {
+  return {.batch = 1, .m = 96, .n = 320, .k = 288, .trans_a = trans_a, .trans_b = trans_b};
+}
+
+TEST(PackedGemm, RepeatedProductsEqualUnpackedBitForBit) {
+  OneThread one;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const cpu::GemmShape s = shape(ta, tb);
+      const auto a = random_floats(size_t(s.m * s.k), 1);
+      const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), 2));
+      const std::vector<float> want = product(s, a, b.data());
+      // The first call runs unpacked, the second packs B, the third reuses the packed copy.
+      for (int call = 0; call < 3; ++call)
+        EXPECT_TRUE(bitwise_equal(product(s, a, b.data(), &b.buffer), want))
+            << "ta " << ta << " tb " << tb << " call " << call;
+    }
+}
+
+TEST(PackedGemm, NewValuesInAFreedBuffersPlaceArePackedAfresh) {
+  OneThread one;
+  const cpu::GemmShape s = shape(false, true);
+  const auto a = random_floats(size_t(s.m * s.k), 3);
+  // Each B is dropped before the next is allocated, so the allocator hands their memory out
+  // again (freed blocks are kept for reuse) while each holds other values.
+  for (unsigned seed = 10; seed < 16; ++seed) {
+    const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), seed));
+    const std::vector<float> want = product(s, a, b.data());
+    for (int call = 0; call < 2; ++call)
+      EXPECT_TRUE(bitwise_equal(product(s, a, b.data(), &b.buffer), want))
+          << "seed " << seed << " call " << call;
+  }
+}
+
+TEST(PackedGemm, DevicesSharingBGetTheUnpackedResult) {
+  const cpu::GemmShape s = shape(false, true);
+  const SharedB b = buffer_of(random_floats(size_t(s.k * s.n), 4));
+  std::vector<std::vector<float>> a, got(8), want(8);
+  for (unsigned d = 0; d < 8; ++d) a.push_back(random_floats(size_t(s.m * s.k), 20 + d));
+  {
+    OneThread one;
+    for (size_t d = 0; d < 8; ++d) want[d] = product(s, a[d], b.data());
+  }
+  std::vector<std::thread> devices;
+  for (size_t d = 0; d < 8; ++d)
+    devices.emplace_back([&, d] {
+      OneThread one;
+      for (int step = 0; step < 3; ++step) got[d] = product(s, a[d], b.data(), &b.buffer);
+    });
+  for (auto& t : devices) t.join();
+  for (size_t d = 0; d < 8; ++d) EXPECT_TRUE(bitwise_equal(got[d], want[d])) << "device " << d;
+}
+
+}  // namespace

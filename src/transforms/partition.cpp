@@ -235,13 +235,12 @@ class Partitioner {
   std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
-    const bool pads = runs_padded(e, rule);
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
         for (int factor : dims[d]) {
           const size_t k = size_t(factor);
-          AxisList mine = take_factor(axes, rule.factor_sizes[k], pads && rule.whole_dim(factor));
+          AxisList mine = take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
@@ -264,16 +263,6 @@ class Partitioner {
         f[k].clear();
     make_consistent(rule, f);
     return f;
-  }
-
-  // Whether `e` may run on padded blocks of its whole-dim factors: elementwise ops and reducers
-  // compute each element of a block from the same elements of the operands' blocks (padding
-  // stays in the padding), and the padding of reduced dims is masked for the combiner. Others
-  // (gathers with indices in the padding, windows) run on even splits only.
-  static bool runs_padded(const Equation& e, const ShardingRule& rule) {
-    const PrimitiveKind kind = e.primitive->kind;
-    return kind == PrimitiveKind::unary || kind == PrimitiveKind::broadcasting ||
-           kind == PrimitiveKind::reducer || rule.combiner;
   }
 
   // The leading axes of `axes` whose product divides `size` (all of them when `uneven`),

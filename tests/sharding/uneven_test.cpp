@@ -1,7 +1,8 @@
 // Uneven splits inside jit, against JAX 0.10.2 (tools/goldens/gen_uneven.py): a constraint that
 // splits a dim not divisible by its mesh axes is computed on padded blocks of the ceil size, the
 // padding kept out of sums, maxima, minima and dots, and results leave jit split as JAX splits
-// them (uneven dims gathered). Uneven in_shardings and out_shardings raise JAX's error.
+// them (uneven dims gathered). Shape ops that keep the padded layout run on the padded blocks
+// too, with no gather. Uneven in_shardings and out_shardings raise JAX's error.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -24,7 +25,7 @@ using sp::P;
 using sharding_test::placed;
 
 class UnevenTest : public ::testing::Test {
- protected:
+ public:
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
   sp::Mesh mesh8 = sp::make_mesh({8}, {"x"});
   Array x = sp::arange(60.0f).reshape({10, 6});
@@ -33,6 +34,7 @@ class UnevenTest : public ::testing::Test {
   Array z = sp::arange(12.0f).reshape({12, 1}) * sp::ones({1, 4});
   Array r10 = sp::arange(10.0f);
   Array i10 = sp::arange(40).reshape({10, 4}) - 100;
+  Array x3 = sp::arange(60.0f).reshape({10, 1, 6}) - 40;
 
   sp::NamedSharding S(sp::PartitionSpec spec) const { return sp::NamedSharding(mesh, spec); }
   Array wsc(const Array& u, sp::PartitionSpec spec) const {
@@ -42,13 +44,17 @@ class UnevenTest : public ::testing::Test {
     return sp::with_sharding_constraint(u, sp::NamedSharding(mesh8, P("x")));
   }
 
-  // Compares the leaves of a case with JAX's: where they are and their values.
-  static void expect_jax(const std::string& name, const std::vector<Array>& leaves) {
-    static const auto* blocks =
-        new std::map<std::string, std::string>(spmd_test::golden_blocks("uneven/results.txt"));
-    ASSERT_TRUE(blocks->count(name)) << "no golden case " << name;
-    EXPECT_EQ(placed(leaves), blocks->at(name)) << name;
-    const auto& values = spmd_test::load_golden("uneven/values.npz");
+  // Compares the leaves of a case with JAX's: where they are and their values. `group` is the
+  // prefix of the golden files ("shape_" for uneven/shape_results.txt and shape_values.npz).
+  static void expect_jax(const std::string& name, const std::vector<Array>& leaves,
+                         const std::string& group = "") {
+    static auto* groups = new std::map<std::string, std::map<std::string, std::string>>();
+    if (!groups->count(group))
+      (*groups)[group] = spmd_test::golden_blocks("uneven/" + group + "results.txt");
+    const auto& blocks = groups->at(group);
+    ASSERT_TRUE(blocks.count(name)) << "no golden case " << name;
+    EXPECT_EQ(placed(leaves), blocks.at(name)) << name;
+    const auto& values = spmd_test::load_golden("uneven/" + group + "values.npz");
     for (size_t i = 0; i < leaves.size(); ++i)
       EXPECT_TRUE(
           spmd_test::arrays_close(leaves[i], values.at(name + "/" + std::to_string(i)), 2e-6, 1e-5))
@@ -60,6 +66,18 @@ struct Case {
   std::string name;
   std::function<std::vector<Array>()> run;
 };
+
+// Runs each case and compares it with JAX's. The padded blocks stay on the devices: nothing is
+// gathered to the host.
+void run_cases(const std::vector<Case>& cases, const std::string& group) {
+  for (const Case& c : cases) {
+    sp::runtime::reset_transfer_stats();
+    std::vector<Array> leaves = c.run();
+    for (const Array& leaf : leaves) leaf.block_until_ready();
+    EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0) << c.name;
+    UnevenTest::expect_jax(c.name, leaves, group);
+  }
+}
 
 TEST_F(UnevenTest, ResultsAndSplitsAreJaxs) {
   auto jit1 = [](auto f, const Array& a) { return std::vector<Array>{sp::jit(f)(a)}; };
@@ -119,14 +137,7 @@ TEST_F(UnevenTest, ResultsAndSplitsAreJaxs) {
       {"empty_blocks_output",
        [&] { return jit1([&](const Array& u) { return wsc8(u + 1) * 2; }, r10); }},
   };
-  for (const Case& c : cases) {
-    sp::runtime::reset_transfer_stats();
-    std::vector<Array> leaves = c.run();
-    for (const Array& leaf : leaves) leaf.block_until_ready();
-    // The padded blocks stay on the devices: nothing is gathered to the host.
-    EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0) << c.name;
-    expect_jax(c.name, leaves);
-  }
+  run_cases(cases, "");
 }
 
 TEST_F(UnevenTest, AChainInOneJitIsJaxs) {
@@ -151,6 +162,119 @@ TEST_F(UnevenTest, DevicesComputeOnPaddedBlocks) {
   EXPECT_NE(text.find("f32[3,3]"), std::string::npos) << text;
   EXPECT_EQ(text.find("whole operands"), std::string::npos) << text;
   EXPECT_NE(text.find("psum over 'a'"), std::string::npos) << text;
+}
+
+std::vector<Array> padded_chain(const UnevenTest& t, const Array& u) {
+  const Array b = sp::broadcast_to(sp::expand_dims(t.wsc(-u - 1, P("a")).T(), {0}), {2, 6, 10}) * 2;
+  return {b.max({0, 2}), sp::squeeze(sp::lax::slice_in_dim(b, 0, 1), {0}).min({1})};
+}
+
+// Reductions over the padded dim after each shape op see negative values: padding that reached
+// them unmasked would win a max.
+TEST_F(UnevenTest, ShapeOpsKeepPaddedBlocks) {
+  auto jit1 = [](auto f, const Array& a) { return std::vector<Array>{sp::jit(f)(a)}; };
+  const std::vector<Case> cases = {
+      {"transpose_max_padded",
+       [&] { return jit1([&](const Array& u) { return wsc(-u - 1, P("a")).T().max({1}); }, x); }},
+      {"transpose_min_other",
+       [&] {
+         return jit1([&](const Array& u) { return (wsc(u + 1, P("a", "b")).T() * 2).min({0}); }, x);
+       }},
+      {"transpose_output",
+       [&] { return jit1([&](const Array& u) { return wsc(u * 2, P("a", "b")).T() + 1; }, x); }},
+      {"broadcast_expand",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::broadcast_to(sp::expand_dims(wsc(u - 30, P("a")), {1}), {10, 4, 6})
+                   .max({1, 2});
+             },
+             x);
+       }},
+      {"broadcast_padded_max",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::broadcast_to(wsc(-u - 1, P("a")), {3, 10, 6}).max({0, 1});
+             },
+             x);
+       }},
+      {"squeeze",
+       [&] {
+         return jit1([&](const Array& u) { return sp::squeeze(wsc(u, P("a")), {1}).max({0}); }, x3);
+       }},
+      {"reshape_whole_dim",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return wsc(-u, P("a")).reshape({10, 2, 3}).max({0, 2});
+             },
+             x);
+       }},
+      {"convert_max",
+       [&] {
+         return jit1(
+             [&](const Array& u) { return sp::astype(wsc(-u - 1, P("a")), sp::int32).max({0}); },
+             x);
+       }},
+      {"concatenate_other",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::concatenate({wsc(-u - 1, P("a")), u - 70}, 1).max({0});
+             },
+             x);
+       }},
+      {"pad_other",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::pad(wsc(-u - 1, P("a")), {{0, 0}, {1, 2}}, Array(-100.0f)).max({0});
+             },
+             x);
+       }},
+      {"slice_other",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::lax::slice_in_dim(wsc(-u - 1, P("a")), 1, 4, 1, 1).max({0});
+             },
+             x);
+       }},
+      {"cumsum_other",
+       [&] {
+         return jit1([&](const Array& u) { return sp::cumsum(wsc(-u, P("a")), 1).max({0}); }, x);
+       }},
+      {"dynamic_slice_whole",
+       [&] {
+         return std::vector<Array>{sp::jit([&](const Array& u, const Array& i) {
+           return sp::lax::dynamic_slice(wsc(-u - 1, P("a")), {i, i}, {10, 3}).max({0});
+         })(x, Array(2))};
+       }},
+      {"device_put_inside",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::device_put(wsc(-u - 1, P("a")), sp::devices()[0]).max({0});
+             },
+             x);
+       }},
+      {"empty_blocks_transpose",
+       [&] { return jit1([&](const Array& u) { return wsc8(-u - 1).T().max({1}); }, x); }},
+      {"padded_chain",
+       [&] { return sp::jit([&](const Array& u) { return padded_chain(*this, u); })(x); }},
+  };
+  run_cases(cases, "shape_");
+}
+
+// The padded dim moves through the transpose, the broadcast, the slice and the squeeze: each
+// device keeps its block of 3 rows (now the minor dim) and nothing is gathered.
+TEST_F(UnevenTest, ShapeOpsDoNotGatherThePaddedDim) {
+  auto f = sp::jit([&](const Array& u) { return padded_chain(*this, u); });
+  const std::string text = f.explain(x);
+  EXPECT_NE(text.find("f32[2,6,3]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  EXPECT_EQ(text.find("whole operands"), std::string::npos) << text;
 }
 
 TEST_F(UnevenTest, UnevenJitShardingsRaiseJaxsError) {

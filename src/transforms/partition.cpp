@@ -160,7 +160,50 @@ struct OutputSplit {
 
 PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
-                                      const std::vector<std::optional<ValueSplit>>& out);
+                                      const std::vector<std::optional<ValueSplit>>& out,
+                                      bool padded_boundary);
+
+// Whether every equation of `program`, its inputs and outputs split as given, runs on the padded
+// blocks of the dims split unevenly in it, as the partitioner decides for each equation: such a
+// dim is one factor that the rule pads (passed through, or reduced by the combiner), or a
+// constraint's operand already split as the constraint says. An equation with bodies holding
+// such a dim counts as gathering it.
+bool keeps_padding(const Program& program0, const Mesh& mesh,
+                   const std::vector<std::optional<ValueSplit>>& in,
+                   const std::vector<std::optional<ValueSplit>>& out) {
+  const Program program = inline_calls(program0);
+  const std::vector<ValueSplit> splits = propagate_shardings(program, mesh, in, out);
+  auto keeps = [&](const ShardingRule& rule, int var, const ShardingRule::Tensor* dims,
+                   const Split* fixed) {
+    const Split& split = splits[size_t(var)].dims;
+    for (size_t d = 0; d < split.size(); ++d) {
+      if (even(program.types[size_t(var)].shape[int(d)], split[d])) continue;
+      if (fixed) {
+        if (d >= fixed->size() || (*fixed)[d] != split[d]) return false;
+        continue;
+      }
+      if (!rule.bodies.empty() || !dims || d >= dims->size() || (*dims)[d].size() != 1)
+        return false;
+      const int f = (*dims)[d][0];
+      const FactorKind kind = rule.factor_kinds[size_t(f)];
+      if (!rule.pads(f) ||
+          !(kind == FactorKind::pass_through || (kind == FactorKind::reduction && rule.combiner)))
+        return false;
+    }
+    return true;
+  };
+  for (const Equation& e : program.equations) {
+    const ShardingRule rule = sharding_rule_of(program, e);
+    auto at = [](const auto& v, size_t i) { return i < v.size() ? &v[i] : nullptr; };
+    for (size_t k = 0; k < e.inputs.size(); ++k)
+      if (!e.inputs[k].is_literal() &&
+          !keeps(rule, e.inputs[k].var, at(rule.operands, k), at(rule.fixed_operands, k)))
+        return false;
+    for (size_t r = 0; r < e.outputs.size(); ++r)
+      if (!keeps(rule, e.outputs[r], at(rule.results, r), at(rule.fixed_results, r))) return false;
+  }
+  return true;
+}
 
 class Partitioner {
  public:
@@ -475,9 +518,9 @@ class Partitioner {
   // The split (in the body's rank) of one value an equation shares with its bodies: its
   // propagated split as a result, else as an operand, without the leading dims the body does
   // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
-  // must then hold whole. Even, as the body's boundary is.
+  // must then hold whole. Dims split unevenly are kept when `padded`, else gathered.
   Split body_value_split(const Equation& e, const ShardingRule& rule,
-                         const std::vector<ShardingRule::Member>& value) const {
+                         const std::vector<ShardingRule::Member>& value, bool padded) const {
     const ShardingRule::Member* outer = nullptr;
     bool in_body = false;
     for (const ShardingRule::Member& m : value) {
@@ -493,7 +536,7 @@ class Partitioner {
     Split split(whole.begin() + outer->lead, whole.end());
     Shape shape = global_.types[size_t(var)].shape;
     shape = Shape(shape.begin() + outer->lead, shape.end());
-    return even_split(split, shape, mesh_);
+    return padded ? split : even_split(split, shape, mesh_);
   }
 
   // The splits of an equation with bodies: of its operands and results (whole rank), and the
@@ -503,14 +546,14 @@ class Partitioner {
     std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
   };
 
-  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule, bool padded) const {
     BodySplits s{std::vector<Split>(e.inputs.size()), std::vector<Split>(e.outputs.size()), {}, {}};
     for (const ShardingRule::Body& body : rule.bodies) {
       s.body_in.emplace_back(body.inputs.size());
       s.body_out.emplace_back(body.outputs.size());
     }
     for (const auto& value : rule.body_values()) {
-      const Split split = body_value_split(e, rule, value);
+      const Split split = body_value_split(e, rule, value, padded);
       for (const ShardingRule::Member& m : value) {
         if (m.body >= 0) {
           const ValueSplit closed{split, std::vector<bool>(split.size(), true)};
@@ -525,6 +568,18 @@ class Partitioner {
     return s;
   }
 
+  // The splits of the values an equation shares with its bodies: padded blocks of the dims
+  // split unevenly where every body keeps them padded (values in the padding then stay there
+  // from step to step, and reductions mask them as outside), else those dims gathered, once
+  // rather than in every step.
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+    BodySplits padded = body_splits(e, rule, true);
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      if (!keeps_padding(*rule.bodies[b].program, mesh_, padded.body_in[b], padded.body_out[b]))
+        return body_splits(e, rule, false);
+    return padded;
+  }
+
   // An equation with bodies (control flow) runs them on blocks: each value it shares with its
   // bodies gets one split, the operands move to it, each body is partitioned for it (with the
   // collectives it needs inside, such as the psum completing a sum over a split dim), and the
@@ -534,8 +589,8 @@ class Partitioner {
     const BodySplits s = body_splits(e, rule);
     std::vector<ProgramRef> local;
     for (size_t b = 0; b < rule.bodies.size(); ++b) {
-      PartitionedProgram part =
-          partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b], s.body_out[b]);
+      PartitionedProgram part = partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b],
+                                                   s.body_out[b], /*padded_boundary=*/true);
       for (InsertedCollective& c : part.collectives) {
         c.cause =
             "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " + c.cause;
@@ -610,17 +665,21 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
 
 // partition_program with the mesh axes already in scope: for the program and, recursively, the
 // bodies of its control flow.
+// A body's boundary may be padded (`padded_boundary`): its inputs arrive and its outputs leave
+// as the blocks of the equation that runs it.
 PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
-                                      const std::vector<std::optional<ValueSplit>>& out) {
+                                      const std::vector<std::optional<ValueSplit>>& out,
+                                      bool padded_boundary) {
   const Program global = inline_calls(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
   std::vector<AbstractValue> block_types;
   for (int v : global.invars) {
-    // Arguments arrive in even blocks; uneven dims are sliced from them where they are used.
+    // A jit's arguments arrive in even blocks; uneven dims are sliced from them where they are
+    // used. A body's arrive in the (padded) blocks of its equation.
     std::vector<AxisList>& dims = splits[size_t(v)].dims;
-    dims = even_split(dims, global.types[size_t(v)].shape, mesh);
+    if (!padded_boundary) dims = even_split(dims, global.types[size_t(v)].shape, mesh);
     AbstractValue t = global.types[size_t(v)];
     t.shape = block_shape(t.shape, splits[size_t(v)].dims, mesh);
     t.sharding.reset();
@@ -628,7 +687,7 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
     result.in_specs.push_back(splits[size_t(v)].spec());
   }
   // Arrays hold even blocks only: as JAX does, a result split unevenly inside leaves with those
-  // dims gathered (out_shardings are even, place checks them).
+  // dims gathered (out_shardings are even, place checks them). A body's results stay padded.
   std::vector<std::optional<OutputSplit>> asked(global.outputs.size());
   for (size_t i = 0; i < asked.size(); ++i) {
     const Atom& a = global.outputs[i];
@@ -638,7 +697,8 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
     }
     const bool given = i < out.size() && out[i];
     const Split& inside = splits[size_t(a.var)].dims;
-    Split want = even_split(given ? out[i]->dims : inside, global.type_of(a).shape, mesh);
+    Split want = given ? out[i]->dims : inside;
+    if (!padded_boundary) want = even_split(want, global.type_of(a).shape, mesh);
     result.out_specs.push_back(ValueSplit{want, {}}.spec());
     if (given || want != inside)
       asked[i] = OutputSplit{std::move(want),
@@ -660,7 +720,7 @@ PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
                                      const std::vector<std::optional<ValueSplit>>& in,
                                      const std::vector<std::optional<ValueSplit>>& out) {
   AxisEnvScope axes(frames_of(mesh));
-  return partition_in_scope(global, mesh, in, out);
+  return partition_in_scope(global, mesh, in, out, /*padded_boundary=*/false);
 }
 
 }  // namespace spmd

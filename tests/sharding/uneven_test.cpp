@@ -2,7 +2,8 @@
 // splits a dim not divisible by its mesh axes is computed on padded blocks of the ceil size, the
 // padding kept out of sums, maxima, minima and dots, and results leave jit split as JAX splits
 // them (uneven dims gathered). Shape ops that keep the padded layout run on the padded blocks
-// too, with no gather. Uneven in_shardings and out_shardings raise JAX's error.
+// too, with no gather, and so do loop and cond bodies whose carries are split unevenly. Uneven
+// in_shardings and out_shardings raise JAX's error.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -35,6 +36,7 @@ class UnevenTest : public ::testing::Test {
   Array r10 = sp::arange(10.0f);
   Array i10 = sp::arange(40).reshape({10, 4}) - 100;
   Array x3 = sp::arange(60.0f).reshape({10, 1, 6}) - 40;
+  Array xs = sp::arange(120.0f).reshape({4, 10, 3}) / 10 - 5;
 
   sp::NamedSharding S(sp::PartitionSpec spec) const { return sp::NamedSharding(mesh, spec); }
   Array wsc(const Array& u, sp::PartitionSpec spec) const {
@@ -275,6 +277,96 @@ TEST_F(UnevenTest, ShapeOpsDoNotGatherThePaddedDim) {
   EXPECT_NE(text.find("f32[2,6,3]"), std::string::npos) << text;
   EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
   EXPECT_EQ(text.find("whole operands"), std::string::npos) << text;
+}
+
+Array fori_body(const Array& i, const Array& c) {
+  return sp::sin(c) + c.max({0}) * 0.5f - i;
+}
+
+// Moves data along the padded dim: each step would gather it.
+Array rolled_body(const Array&, const Array& c) {
+  return sp::roll(c, 1, 0) * 0.5f + c.max({0});
+}
+
+// Each device runs the loops on its padded block of the carry: the maxima inside the bodies and
+// the while's predicate mask the padding (the values are negative, so padding would win).
+TEST_F(UnevenTest, LoopCarriesKeepPaddedBlocks) {
+  auto jit1 = [](auto f, const Array& a) { return std::vector<Array>{sp::jit(f)(a)}; };
+  auto fori = [&](const Array& u, sp::PartitionSpec spec, int64_t steps, const sp::Mesh& on) {
+    return sp::lax::fori_loop(0, steps, fori_body,
+                              sp::with_sharding_constraint(-u - 1, sp::NamedSharding(on, spec)));
+  };
+  auto cond = [&](const Array& u, const Array& p) {
+    return sp::lax::cond(
+        p, [](const Array& c) { return (-c).max({0}); },
+        [](const Array& c) { return (c.T() * 2).T().min({0}); }, wsc(u + 1, P("a")));
+  };
+  const std::vector<Case> cases = {
+      {"fori_padded_carry",
+       [&] { return jit1([&](const Array& u) { return fori(u, P("a"), 3, mesh); }, x); }},
+      {"fori_padded_carry_max",
+       [&] { return jit1([&](const Array& u) { return fori(u, P("a"), 3, mesh).max({0}); }, x); }},
+      {"while_padded_predicate",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::lax::while_loop([](const Array& c) { return c.max() > -50; },
+                                          [](const Array& c) { return c * 2 - 1; },
+                                          wsc(-u - 1, P("a")));
+             },
+             x);
+       }},
+      {"scan_padded_xs",
+       [&] {
+         auto [c, ys] = sp::jit([&](const Array& u) {
+           return sp::lax::scan(
+               [](const Array& c, const Array& r) {
+                 const Array next = c + r;
+                 return std::make_pair(next, next - next.max({0}));
+               },
+               wsc(u[0] * 0 - 1, P("a")), wsc(u, P(None, "a")));
+         })(xs);
+         return std::vector<Array>{c, ys};
+       }},
+      {"cond_padded_true", [&] { return std::vector<Array>{sp::jit(cond)(x, Array(true))}; }},
+      {"cond_padded_false", [&] { return std::vector<Array>{sp::jit(cond)(x, Array(false))}; }},
+      {"fori_rolled_carry",
+       [&] {
+         return jit1(
+             [&](const Array& u) {
+               return sp::lax::fori_loop(0, 3, rolled_body, wsc(-u - 1, P("a"))).max({0});
+             },
+             x);
+       }},
+      {"fori_empty_blocks",
+       [&] { return jit1([&](const Array& u) { return fori(u, P("x"), 2, mesh8).max({0}); }, x); }},
+  };
+  run_cases(cases, "loop_");
+}
+
+// The carry enters the loop as the padded blocks of 3 rows it already is and leaves it so:
+// no all_gather before, in or after the loop; the max in the body is completed by a pmax in
+// each step, and the one after it by a pmax too.
+TEST_F(UnevenTest, LoopsDoNotGatherAPaddedCarry) {
+  auto f = sp::jit([&](const Array& u) {
+    return sp::lax::fori_loop(0, 3, fori_body, wsc(-u - 1, P("a"))).max({0});
+  });
+  const std::string text = f.explain(x);
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  EXPECT_NE(text.find("b:f32[3,6]. let"), std::string::npos) << text;
+  EXPECT_NE(text.find("each step: pmax completes"), std::string::npos) << text;
+}
+
+// A body that moves data along the padded dim gets the carry gathered once, before the loop,
+// rather than in every step.
+TEST_F(UnevenTest, ALoopThatMovesThePaddedDimGathersItOnce) {
+  auto f = sp::jit([&](const Array& u) {
+    return sp::lax::fori_loop(0, 3, rolled_body, wsc(-u - 1, P("a"))).max({0});
+  });
+  const std::string text = f.explain(x);
+  EXPECT_NE(text.find("all_gather over 'a' along dim 0: operand 1 of scan"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("each step: all_gather"), std::string::npos) << text;
 }
 
 TEST_F(UnevenTest, UnevenJitShardingsRaiseJaxsError) {

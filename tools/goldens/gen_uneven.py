@@ -145,7 +145,8 @@ def cond(u, p):
                         wsc(u + 1, S("a")))
 
 
-# Loops whose carries are split unevenly: each device runs the body on its padded block.
+# Loops whose carries are split unevenly: each device runs the body on its padded block, unless
+# the body moves data along the padded dim (a roll), which then enters the loop gathered.
 LOOP_RESULTS = [
     ("fori_padded_carry",
      lambda: jax.jit(lambda u: jax.lax.fori_loop(0, 3, fori_body, wsc(-u - 1, S("a"))))(x)),
@@ -155,6 +156,9 @@ LOOP_RESULTS = [
     ("scan_padded_xs", lambda: jax.jit(scan)(xs)),
     ("cond_padded_true", lambda: jax.jit(cond)(x, True)),
     ("cond_padded_false", lambda: jax.jit(cond)(x, False)),
+    ("fori_rolled_carry",
+     lambda: jax.jit(lambda u: jax.lax.fori_loop(
+         0, 3, lambda i, c: jnp.roll(c, 1, 0) * 0.5 + c.max(0), wsc(-u - 1, S("a"))).max(0))(x)),
     ("fori_empty_blocks",
      lambda: jax.jit(lambda u: jax.lax.fori_loop(0, 2, fori_body, wsc(-u - 1, X("x"))).max(0))(x)),
 ]

@@ -573,10 +573,11 @@ class Partitioner {
   // from step to step, and reductions mask them as outside), else those dims gathered, once
   // rather than in every step.
   BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
-    BodySplits padded = body_splits(e, rule, true);
+    BodySplits even = body_splits(e, rule, false), padded = body_splits(e, rule, true);
+    if (padded.in == even.in && padded.out == even.out) return even;
     for (size_t b = 0; b < rule.bodies.size(); ++b)
       if (!keeps_padding(*rule.bodies[b].program, mesh_, padded.body_in[b], padded.body_out[b]))
-        return body_splits(e, rule, false);
+        return even;
     return padded;
   }
 

@@ -69,9 +69,11 @@ struct ShardingRule {
   // An equation holding sub-programs (control flow) runs them on blocks: each input and output
   // of a body is one value with an operand or result of the equation, which it sees less `lead`
   // leading dims (a scan's iteration dim, never split). Index -1 ties a body output to nothing:
-  // a predicate, which must be the same on every device. When `bodies` is set, propagation and
-  // the partitioner use them and ignore the factors above (the replicated rule, for whatever
-  // reads factors only).
+  // a predicate, which must be the same on every device; with `lead` > 0, a batched predicate
+  // (vmap of a while) whose dims are the leading `lead` dims of every carry: each device holds
+  // its lanes, and the loop runs while any lane on any device is active. When `bodies` is set,
+  // propagation and the partitioner use them and ignore the factors above (the replicated rule, for
+  // whatever reads factors only).
   struct Link {
     int index = -1;
     int lead = 0;

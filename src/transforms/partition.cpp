@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <utility>
 
 namespace spmd {
@@ -539,6 +540,68 @@ class Partitioner {
     return padded ? split : even_split(split, shape, mesh_);
   }
 
+  // A batched predicate's lanes (ShardingRule::Link): the body and output it is, and how many
+  // leading dims of the carries it holds; nothing when the predicate is whole.
+  struct Lanes {
+    int body = -1, output = -1, dims = 0;
+  };
+
+  static Lanes lanes_of(const ShardingRule& rule) {
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      for (size_t o = 0; o < rule.bodies[b].outputs.size(); ++o) {
+        const ShardingRule::Link& link = rule.bodies[b].outputs[o];
+        if (link.index < 0 && link.lead > 0) return {int(b), int(o), link.lead};
+      }
+    return {};
+  }
+
+  // The input of body `b` that is operand `operand`, or -1.
+  static int input_of(const ShardingRule& rule, size_t b, int operand) {
+    const auto& inputs = rule.bodies[b].inputs;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].index == operand) return int(i);
+    return -1;
+  }
+
+  // Whether every other body sees all the inputs of the predicate's body, to compute the
+  // predicate again where it selects the lanes that advance.
+  static bool lanes_recomputable(const ShardingRule& rule, const Lanes& lanes) {
+    const auto& inputs = rule.bodies[size_t(lanes.body)].inputs;
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      for (const ShardingRule::Link& link : inputs)
+        if (int(b) != lanes.body && input_of(rule, b, link.index) < 0) return false;
+    return true;
+  }
+
+  // A batched predicate is split as the leading dims of the carries (the values that are
+  // results) when they all agree and the predicate can be computed again in the other bodies;
+  // otherwise those dims stay whole, so that every device holds every lane.
+  static void share_lanes(const ShardingRule& rule,
+                          const std::vector<std::vector<ShardingRule::Member>>& values,
+                          std::vector<Split>& splits) {
+    const Lanes lanes = lanes_of(rule);
+    if (lanes.dims == 0) return;
+    auto is_carry = [](const std::vector<ShardingRule::Member>& value) {
+      return std::any_of(value.begin(), value.end(),
+                         [](const ShardingRule::Member& m) { return m.body < 0 && m.output; });
+    };
+    const auto k = std::ptrdiff_t(lanes.dims);
+    std::optional<Split> lane;
+    bool agree = lanes_recomputable(rule, lanes);
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (!is_carry(values[v])) continue;
+      const Split leading(splits[v].begin(), splits[v].begin() + k);
+      if (!lane) lane = leading;
+      agree = agree && *lane == leading;
+    }
+    if (!lane || !agree) lane = Split(size_t(k));
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (is_carry(values[v])) std::copy(lane->begin(), lane->end(), splits[v].begin());
+      for (const ShardingRule::Member& m : values[v])
+        if (m.body == lanes.body && m.output && m.index == lanes.output) splits[v] = *lane;
+    }
+  }
+
   // The splits of an equation with bodies: of its operands and results (whole rank), and the
   // closed splits of each body's inputs and outputs.
   struct BodySplits {
@@ -552,9 +615,13 @@ class Partitioner {
       s.body_in.emplace_back(body.inputs.size());
       s.body_out.emplace_back(body.outputs.size());
     }
-    for (const auto& value : rule.body_values()) {
-      const Split split = body_value_split(e, rule, value, padded);
-      for (const ShardingRule::Member& m : value) {
+    const std::vector<std::vector<ShardingRule::Member>> values = rule.body_values();
+    std::vector<Split> splits;
+    for (const auto& value : values) splits.push_back(body_value_split(e, rule, value, padded));
+    share_lanes(rule, values, splits);
+    for (size_t v = 0; v < values.size(); ++v) {
+      const Split& split = splits[v];
+      for (const ShardingRule::Member& m : values[v]) {
         if (m.body >= 0) {
           const ValueSplit closed{split, std::vector<bool>(split.size(), true)};
           (m.output ? s.body_out : s.body_in)[size_t(m.body)][size_t(m.index)] = closed;
@@ -599,6 +666,7 @@ class Partitioner {
       }
       local.push_back(std::make_shared<const Program>(std::move(part.body)));
     }
+    split_lanes(e, rule, s, local);
     std::vector<Array> args;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
@@ -611,6 +679,83 @@ class Partitioner {
     }
     store_results(e, spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local))),
                   s.out);
+  }
+
+  // A batched predicate split over devices: each device holds its lanes, but all must run the
+  // same number of steps (the bodies may hold collectives), so the predicate body gives every
+  // lane the or of all lanes on all devices (a pmax; lanes in the padding do not count), and
+  // each other body computes the local predicate again to advance only its active lanes, as
+  // JAX's batched while does.
+  void split_lanes(const Equation& e, const ShardingRule& rule, const BodySplits& s,
+                   std::vector<ProgramRef>& local) {
+    const Lanes lanes = lanes_of(rule);
+    if (lanes.dims == 0) return;
+    const Split& lane = s.body_out[size_t(lanes.body)][size_t(lanes.output)]->dims;
+    AxisList axes;
+    for (const AxisList& d : lane) axes.insert(axes.end(), d.begin(), d.end());
+    if (axes.empty()) return;
+    const ShardingRule::Body& cond = rule.bodies[size_t(lanes.body)];
+    const Shape global = cond.program->out_types()[size_t(lanes.output)].shape;
+    const ProgramRef local_cond = local[size_t(lanes.body)];
+    const size_t output = size_t(lanes.output);
+    auto any_lane = [=](std::span<const Array> args) {
+      std::vector<Array> outs = eval_program(*local_cond, args);
+      Array pred = outs[output];
+      for (size_t d = 0; d < lane.size(); ++d) {
+        if (even(global[int(d)], lane[d])) continue;
+        const Array start = axis_index(names_of(lane[d])) * Array(int(pred.shape()[int(d)]));
+        const Array index = lax::broadcasted_iota(int32, pred.shape(), int(d)) + start;
+        pred = lax::bitwise_and(pred, lax::lt(index, Array(int(global[int(d)]))));
+      }
+      std::vector<int64_t> all(size_t(pred.ndim()));
+      std::iota(all.begin(), all.end(), 0);
+      const Array any = lax::convert_element_type(lax::reduce_or(pred, all), int32);
+      outs[output] =
+          lax::broadcast_in_dim(lax::gt(pmax(any, names_of(axes)), Array(0)), pred.shape(), {});
+      return outs;
+    };
+    collectives_.push_back({"pmax over " + names_of(axes).repr(),
+                            "in " + cond.name + " of " + equation_name(e) +
+                                ", each step: the or of the batched predicate over the devices "
+                                "holding its lanes",
+                            2 * 4 * (product(axes) - 1) / product(axes), false});
+    const std::vector<AbstractValue> cond_types = local_cond->in_types();
+    local[size_t(lanes.body)] =
+        std::make_shared<const Program>(trace_to_program(any_lane, cond_types, "partitioner"));
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      if (int(b) != lanes.body)
+        local[b] = advancing_active_lanes(rule, b, lanes, local_cond, local[b]);
+  }
+
+  // Body `b` of a batched while, advancing only the lanes whose predicate holds on this device.
+  static ProgramRef advancing_active_lanes(const ShardingRule& rule, size_t b, const Lanes& lanes,
+                                           const ProgramRef& local_cond, const ProgramRef& body) {
+    std::vector<int> cond_inputs, carry_inputs;
+    for (const ShardingRule::Link& link : rule.bodies[size_t(lanes.body)].inputs)
+      cond_inputs.push_back(input_of(rule, b, link.index));
+    for (const ShardingRule::Link& link : rule.bodies[b].outputs) {
+      int carried = -1;
+      for (auto [operand, result] : rule.carries)
+        if (result == link.index) carried = input_of(rule, b, operand);
+      carry_inputs.push_back(carried);
+    }
+    const size_t output = size_t(lanes.output);
+    auto step = [=](std::span<const Array> args) {
+      std::vector<Array> cond_args;
+      for (int i : cond_inputs) cond_args.push_back(args[size_t(i)]);
+      const Array pred = eval_program(*local_cond, cond_args)[output];
+      std::vector<Array> outs = eval_program(*body, args);
+      std::vector<int64_t> dims(size_t(pred.ndim()));
+      std::iota(dims.begin(), dims.end(), 0);
+      for (size_t r = 0; r < outs.size(); ++r) {
+        if (carry_inputs[r] < 0) continue;
+        const Array which = lax::broadcast_in_dim(pred, outs[r].shape(), dims);
+        outs[r] = lax::select_n(which, {args[size_t(carry_inputs[r])], outs[r]});
+      }
+      return outs;
+    };
+    const std::vector<AbstractValue> types = body->in_types();
+    return std::make_shared<const Program>(trace_to_program(step, types, "partitioner"));
   }
 
   // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:

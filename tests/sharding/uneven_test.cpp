@@ -2,8 +2,9 @@
 // splits a dim not divisible by its mesh axes is computed on padded blocks of the ceil size, the
 // padding kept out of sums, maxima, minima and dots, and results leave jit split as JAX splits
 // them (uneven dims gathered). Shape ops that keep the padded layout run on the padded blocks
-// too, with no gather, and so do loop and cond bodies whose carries are split unevenly. Uneven
-// in_shardings and out_shardings raise JAX's error.
+// too, with no gather, and so do loop and cond bodies whose carries are split unevenly; vmap of a
+// while_loop keeps its rows split, its predicate an or over the devices. Uneven in_shardings and
+// out_shardings raise JAX's error.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -367,6 +368,46 @@ TEST_F(UnevenTest, ALoopThatMovesThePaddedDimGathersItOnce) {
   EXPECT_NE(text.find("all_gather over 'a' along dim 0: operand 1 of scan"), std::string::npos)
       << text;
   EXPECT_EQ(text.find("each step: all_gather"), std::string::npos) << text;
+}
+
+Array rows_until(const Array& c) {
+  return sp::lax::while_loop([](const Array& r) { return r.sum() < 100; },
+                             [](const Array& r) { return r * 2 + 1; }, c);
+}
+
+// vmap of a while_loop with a per-row predicate keeps its rows split: every device runs until
+// the last row anywhere is done, finished rows kept, and padding rows do not keep it running.
+TEST_F(UnevenTest, BatchedWhileKeepsItsRowsSplit) {
+  const Array x8 = sp::lax::slice_in_dim(x, 0, 8) / 10;
+  const std::vector<Case> cases = {
+      {"batched_while_even",
+       [&] {
+         return std::vector<Array>{sp::jit(sp::vmap(rows_until))(sp::device_put(x8, S(P("a"))))};
+       }},
+      {"batched_while_tuple_axes",
+       [&] {
+         return std::vector<Array>{
+             sp::jit(sp::vmap(rows_until))(sp::device_put(x8, S(P(sp::axes("a", "b")))))};
+       }},
+      {"batched_while_padded",
+       [&] {
+         return std::vector<Array>{sp::jit([&](const Array& u) {
+           return sp::vmap(rows_until)(wsc(u / 10, P("a"))).sum({1});
+         })(x)};
+       }},
+  };
+  run_cases(cases, "lane_");
+}
+
+// Each device loops on its 2 rows; the predicate is an or over the devices in each step (a
+// pmax), nothing is gathered.
+TEST_F(UnevenTest, BatchedWhileReducesItsPredicateOverDevices) {
+  const Array x8 = sp::device_put(sp::lax::slice_in_dim(x, 0, 8) / 10, S(P("a")));
+  const std::string text = sp::jit(sp::vmap(rows_until)).explain(x8);
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  EXPECT_NE(text.find("f32[2,6]"), std::string::npos) << text;
+  EXPECT_NE(text.find("pmax[axes=('a',)"), std::string::npos) << text;
+  EXPECT_NE(text.find("pmax over 'a': in cond_jaxpr of while"), std::string::npos) << text;
 }
 
 TEST_F(UnevenTest, UnevenJitShardingsRaiseJaxsError) {

@@ -12,6 +12,7 @@ Writes tests/goldens/uneven/:
   values.npz   the result leaves, as "<case>/<leaf index>"
   shape_results.txt, shape_values.npz   the same for SHAPE_RESULTS (shape ops)
   loop_results.txt, loop_values.npz     the same for LOOP_RESULTS (control flow)
+  lane_results.txt, lane_values.npz     the same for LANE_RESULTS (vmap of while_loop)
   errors.txt   "=== <case>" followed by "<ExceptionType>: <message>" (uneven in/out_shardings,
                which JAX refuses at the boundary of a jit)
 Run: python3 tools/goldens/gen_uneven.py   (needs jax 0.10.2; the tests do not)
@@ -163,6 +164,22 @@ LOOP_RESULTS = [
      lambda: jax.jit(lambda u: jax.lax.fori_loop(0, 2, fori_body, wsc(-u - 1, X("x"))).max(0))(x)),
 ]
 
+def rows_until(c):
+    return jax.lax.while_loop(lambda r: r.sum() < 100, lambda r: r * 2 + 1, c)
+
+
+# vmap of a while_loop with a per-row predicate, rows split: every device runs until the last
+# row anywhere is done (an or of the predicate over the devices), finished rows kept. Padding
+# rows (10 over 4 devices) must not keep the loop running.
+LANE_RESULTS = [
+    ("batched_while_even",
+     lambda: jax.jit(jax.vmap(rows_until))(jax.device_put(x[:8] / 10, S("a")))),
+    ("batched_while_tuple_axes",
+     lambda: jax.jit(jax.vmap(rows_until))(jax.device_put(x[:8] / 10, S(("a", "b"))))),
+    ("batched_while_padded",
+     lambda: jax.jit(lambda u: jax.vmap(rows_until)(wsc(u / 10, S("a"))).sum(1))(x)),
+]
+
 # (case, source of a zero-argument callable that raises)
 ERRORS = [
     ("out_shardings_uneven", "lambda: jax.jit(lambda u: u * 2, out_shardings=S('a'))(x)"),
@@ -191,6 +208,7 @@ def main():
     record(RESULTS, "results.txt", "values.npz")
     record(SHAPE_RESULTS, "shape_results.txt", "shape_values.npz")
     record(LOOP_RESULTS, "loop_results.txt", "loop_values.npz")
+    record(LANE_RESULTS, "lane_results.txt", "lane_values.npz")
     blocks = []
     for name, source in ERRORS:
         try:

@@ -377,6 +377,7 @@ Array rows_until(const Array& c) {
 
 // vmap of a while_loop with a per-row predicate keeps its rows split: every device runs until
 // the last row anywhere is done, finished rows kept, and padding rows do not keep it running.
+// A predicate reading per-row limits the body does not see runs with every row on every device.
 TEST_F(UnevenTest, BatchedWhileKeepsItsRowsSplit) {
   const Array x8 = sp::lax::slice_in_dim(x, 0, 8) / 10;
   const std::vector<Case> cases = {
@@ -388,6 +389,15 @@ TEST_F(UnevenTest, BatchedWhileKeepsItsRowsSplit) {
        [&] {
          return std::vector<Array>{
              sp::jit(sp::vmap(rows_until))(sp::device_put(x8, S(P(sp::axes("a", "b")))))};
+       }},
+      {"batched_while_row_limits",
+       [&] {
+         auto f = [](const Array& r, const Array& t) {
+           return sp::lax::while_loop([&t](const Array& c) { return c.sum() < t; },
+                                      [](const Array& c) { return c * 2 + 1; }, r);
+         };
+         return std::vector<Array>{
+             sp::jit(sp::vmap(f))(sp::device_put(x8, S(P("a"))), sp::arange(8.0f) * 40)};
        }},
       {"batched_while_padded",
        [&] {
@@ -408,6 +418,14 @@ TEST_F(UnevenTest, BatchedWhileReducesItsPredicateOverDevices) {
   EXPECT_NE(text.find("f32[2,6]"), std::string::npos) << text;
   EXPECT_NE(text.find("pmax[axes=('a',)"), std::string::npos) << text;
   EXPECT_NE(text.find("pmax over 'a': in cond_jaxpr of while"), std::string::npos) << text;
+  // Per-row limits read by the predicate only: every device holds every row in the loop.
+  auto limited = [](const Array& r, const Array& t) {
+    return sp::lax::while_loop([&t](const Array& c) { return c.sum() < t; },
+                               [](const Array& c) { return c * 2 + 1; }, r);
+  };
+  const std::string whole = sp::jit(sp::vmap(limited)).explain(x8, sp::arange(8.0f) * 40);
+  EXPECT_EQ(whole.find("pmax"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("f32[8,6]"), std::string::npos) << whole;
 }
 
 TEST_F(UnevenTest, UnevenJitShardingsRaiseJaxsError) {

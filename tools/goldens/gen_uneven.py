@@ -170,12 +170,17 @@ def rows_until(c):
 
 # vmap of a while_loop with a per-row predicate, rows split: every device runs until the last
 # row anywhere is done (an or of the predicate over the devices), finished rows kept. Padding
-# rows (10 over 4 devices) must not keep the loop running.
+# rows (10 over 4 devices) must not keep the loop running. A predicate that reads a per-row
+# limit the body does not see runs with every row on every device.
 LANE_RESULTS = [
     ("batched_while_even",
      lambda: jax.jit(jax.vmap(rows_until))(jax.device_put(x[:8] / 10, S("a")))),
     ("batched_while_tuple_axes",
      lambda: jax.jit(jax.vmap(rows_until))(jax.device_put(x[:8] / 10, S(("a", "b"))))),
+    ("batched_while_row_limits",
+     lambda: jax.jit(jax.vmap(lambda r, t: jax.lax.while_loop(
+         lambda c: c.sum() < t, lambda c: c * 2 + 1, r)))(
+             jax.device_put(x[:8] / 10, S("a")), jnp.arange(8.0, dtype=jnp.float32) * 40)),
     ("batched_while_padded",
      lambda: jax.jit(lambda u: jax.vmap(rows_until)(wsc(u / 10, S("a"))).sum(1))(x)),
 ]

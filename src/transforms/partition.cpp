@@ -810,9 +810,8 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
 }
 
 // partition_program with the mesh axes already in scope: for the program and, recursively, the
-// bodies of its control flow.
-// A body's boundary may be padded (`padded_boundary`): its inputs arrive and its outputs leave
-// as the blocks of the equation that runs it.
+// bodies of its control flow, whose boundary may be padded (`padded_boundary`): their inputs
+// arrive and their outputs leave as the blocks of the equation that runs them.
 PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
                                       const std::vector<std::optional<ValueSplit>>& out,

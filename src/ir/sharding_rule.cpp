@@ -42,7 +42,12 @@ std::string factors_of_kind(const ShardingRule& rule, FactorKind kind, const cha
 int ShardingRule::add_factor(int64_t size, FactorKind kind) {
   factor_sizes.push_back(size);
   factor_kinds.push_back(kind);
+  factor_pads.push_back(false);
   return num_factors() - 1;
+}
+
+void ShardingRule::pad_all() {
+  factor_pads.assign(factor_sizes.size(), true);
 }
 
 bool ShardingRule::whole_dim(int f) const {
@@ -119,6 +124,7 @@ ShardingRule elementwise_sharding_rule(std::span<const AbstractValue> in,
     rule.operands.push_back(std::move(operand));
   }
   rule.results.assign(out.size(), dims);
+  rule.pad_all();
   return rule;
 }
 

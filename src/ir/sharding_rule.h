@@ -48,6 +48,12 @@ struct ShardingRule {
   std::vector<Tensor> results;
   std::vector<int64_t> factor_sizes;
   std::vector<FactorKind> factor_kinds;
+  // Per factor: whether the primitive computes each block along it from the same blocks of its
+  // operands (an element from the elements at its own index along the factor, or a partial
+  // reduction the combiner completes), so that padding at the end of a block stays in the
+  // padding of the results. Such a factor may run on padded blocks when it is split unevenly;
+  // others are gathered whole around the equation. Rules set it (pad_all); add_factor does not.
+  std::vector<bool> factor_pads;
   // The reduction collective (psum for sums and dots, pmax, pmin) that completes the partial
   // results of reduction factors over their axes; null makes reduction factors need
   // replication.
@@ -63,9 +69,11 @@ struct ShardingRule {
   // An equation holding sub-programs (control flow) runs them on blocks: each input and output
   // of a body is one value with an operand or result of the equation, which it sees less `lead`
   // leading dims (a scan's iteration dim, never split). Index -1 ties a body output to nothing:
-  // a predicate, which must be the same on every device. When `bodies` is set, propagation and
-  // the partitioner use them and ignore the factors above (the replicated rule, for whatever
-  // reads factors only).
+  // a predicate, which must be the same on every device; with `lead` > 0, a batched predicate
+  // (vmap of a while) whose dims are the leading `lead` dims of every carry: each device holds
+  // its lanes, and the loop runs while any lane on any device is active. When `bodies` is set,
+  // propagation and the partitioner use them and ignore the factors above (the replicated rule, for
+  // whatever reads factors only).
   struct Link {
     int index = -1;
     int lead = 0;
@@ -95,10 +103,16 @@ struct ShardingRule {
   // Adds a factor and returns its index.
   int add_factor(int64_t size, FactorKind kind = FactorKind::pass_through);
   int num_factors() const { return int(factor_sizes.size()); }
+  // Marks every factor as running on padded blocks: the rule of a primitive whose every block
+  // maps to blocks (factors that need replication are never split, so marking them is moot).
+  void pad_all();
   // Whether factor f is the only factor of every dim holding it. Such a factor may be split
   // unevenly: its blocks are padded to the ceil size at the end of the dim, where no other
   // factor's elements live (a reshape's compound dim would interleave them).
   bool whole_dim(int f) const;
+  // Whether an uneven split of factor f runs on padded blocks: a whole-dim factor the rule
+  // marks as keeping padding in place.
+  bool pads(int f) const { return factor_pads[size_t(f)] && whole_dim(f); }
   // Shardy's text: "([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k}", with
   // need_replication={...} when there are such factors and "[]" for a dim without factors.
   std::string str() const;

@@ -482,6 +482,7 @@ ShardingRule dynamic_slice_sharding(std::span<const AbstractValue> in,
   rule.operands.push_back(std::move(operand));
   add_start_indices(rule, x.ndim());
   rule.results.push_back(std::move(result));
+  rule.pad_all();
   return rule;
 }
 
@@ -509,6 +510,7 @@ ShardingRule dynamic_update_slice_sharding(std::span<const AbstractValue> in,
   rule.operands = {operand, update};
   add_start_indices(rule, x.ndim());
   rule.results.push_back(std::move(operand));
+  rule.pad_all();
   return rule;
 }
 
@@ -537,6 +539,9 @@ ShardingRule gather_sharding(std::span<const AbstractValue> in, std::span<const 
                          : indices[size_t(b++)]);
   rule.operands = {std::move(operand), std::move(indices)};
   rule.results.push_back(std::move(result));
+  // The batch dims run on padded blocks: the kernel clamps every index (or fills), so indices
+  // in the padding, whatever they hold, read inside the operand.
+  rule.pad_all();
   return rule;
 }
 

@@ -107,6 +107,7 @@ ShardingRule cumulative_sharding(std::span<const AbstractValue> in, std::span<co
         shape[d], d == axis ? FactorKind::need_replication : FactorKind::pass_through)});
   rule.operands.push_back(dims);
   rule.results.push_back(dims);
+  rule.pad_all();
   return rule;
 }
 
@@ -145,6 +146,7 @@ ShardingRule reducer_sharding(std::span<const AbstractValue> in, std::span<const
   }
   rule.operands.push_back(std::move(operand));
   rule.results.push_back(std::move(result));
+  rule.pad_all();
   return rule;
 }
 

@@ -193,6 +193,7 @@ ShardingRule dot_general_sharding(std::span<const AbstractValue> in,
   rule.operands = {std::move(l), std::move(r)};
   rule.results = {std::move(result)};
   if (summed) rule.combiner = &collectives::psum_primitive();
+  rule.pad_all();
   return rule;
 }
 

@@ -140,6 +140,7 @@ ShardingRule dimwise_sharding(std::span<const AbstractValue> in, std::span<const
   }
   rule.operands.assign(tensors.begin(), tensors.begin() + long(in.size()));
   rule.results.assign(tensors.begin() + long(in.size()), tensors.end());
+  rule.pad_all();
   return rule;
 }
 
@@ -220,6 +221,7 @@ ShardingRule broadcast_in_dim_sharding(std::span<const AbstractValue> in,
     if (x[i] == y[int(dims[size_t(i)])]) operand[size_t(i)] = result[size_t(dims[size_t(i)])];
   rule.operands = {std::move(operand)};
   rule.results = {std::move(result)};
+  rule.pad_all();
   return rule;
 }
 
@@ -335,6 +337,7 @@ ShardingRule reshape_sharding(std::span<const AbstractValue> in, std::span<const
   }
   rule.operands = {std::move(a.dims)};
   rule.results = {std::move(b.dims)};
+  rule.pad_all();
   return rule;
 }
 
@@ -510,6 +513,7 @@ ShardingRule squeeze_sharding(std::span<const AbstractValue> in, std::span<const
   }
   rule.operands = {std::move(operand)};
   rule.results = {std::move(result)};
+  rule.pad_all();
   return rule;
 }
 
@@ -588,6 +592,7 @@ ShardingRule transpose_sharding(std::span<const AbstractValue>, std::span<const 
   }
   rule.operands = {std::move(operand)};
   rule.results = {std::move(result)};
+  rule.pad_all();
   return rule;
 }
 
@@ -985,6 +990,7 @@ ShardingRule stacked_sharding(const AbstractValue& stacked, size_t pieces, const
   std::vector<Factors> many(pieces, piece);
   rule.operands = stacking ? many : std::vector<Factors>{whole};
   rule.results = stacking ? std::vector<Factors>{whole} : many;
+  rule.pad_all();
   return rule;
 }
 
@@ -1169,6 +1175,7 @@ ShardingRule tile_sharding(std::span<const AbstractValue> in, std::span<const Ab
   }
   rule.operands = {std::move(operand)};
   rule.results = {std::move(result)};
+  rule.pad_all();
   return rule;
 }
 

@@ -242,6 +242,7 @@ ShardingRule device_put_sharding(std::span<const AbstractValue> in, std::span<co
     rule.operands.push_back(tensor);
     rule.results.push_back(tensor);
   }
+  rule.pad_all();
   for (const auto& target : targets_of(p).items)
     if (auto* named = dynamic_cast<const NamedSharding*>(target.get())) {
       rule.fixed_on = object_param(named->mesh());

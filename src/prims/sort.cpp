@@ -110,6 +110,7 @@ ShardingRule sort_sharding(std::span<const AbstractValue> in, std::span<const Ab
         shape[d], d == dimension ? FactorKind::need_replication : FactorKind::pass_through)});
   rule.operands.assign(in.size(), dims);
   rule.results.assign(out.size(), dims);
+  rule.pad_all();
   return rule;
 }
 

@@ -294,7 +294,8 @@ class Propagation {
   // An equation with bodies: each value it shares with its bodies (a carry, an operand a body
   // reads, a result it gives) takes the splits its places agree on, then the bodies propagate
   // inside, and what they found comes back out. A conflict leaves the places apart; the
-  // partitioner then reshards at the body's boundary.
+  // partitioner then reshards at the body's boundary. Uneven splits go through too: the
+  // partitioner pads them inside the bodies or gathers them at the boundary.
   bool step_bodies(size_t i) {
     bool changed = false;
     for (const auto& value : values_[i]) changed |= unify(i, value);
@@ -347,7 +348,7 @@ class Propagation {
     for (const Place& p : places) {
       std::vector<AxisList> full(size_t(p.lead));
       full.insert(full.end(), want.begin(), want.end());
-      changed |= p.owner->refine(p.var, full, std::vector<bool>(full.size(), false));
+      changed |= p.owner->refine(p.var, full, std::vector<bool>(full.size(), true));
     }
     return changed;
   }

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <utility>
 
 namespace spmd {
@@ -160,7 +161,50 @@ struct OutputSplit {
 
 PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
-                                      const std::vector<std::optional<ValueSplit>>& out);
+                                      const std::vector<std::optional<ValueSplit>>& out,
+                                      bool padded_boundary);
+
+// Whether every equation of `program`, its inputs and outputs split as given, runs on the padded
+// blocks of the dims split unevenly in it, as the partitioner decides for each equation: such a
+// dim is one factor that the rule pads (passed through, or reduced by the combiner), or a
+// constraint's operand already split as the constraint says. An equation with bodies holding
+// such a dim counts as gathering it.
+bool keeps_padding(const Program& program0, const Mesh& mesh,
+                   const std::vector<std::optional<ValueSplit>>& in,
+                   const std::vector<std::optional<ValueSplit>>& out) {
+  const Program program = inline_calls(program0);
+  const std::vector<ValueSplit> splits = propagate_shardings(program, mesh, in, out);
+  auto keeps = [&](const ShardingRule& rule, int var, const ShardingRule::Tensor* dims,
+                   const Split* fixed) {
+    const Split& split = splits[size_t(var)].dims;
+    for (size_t d = 0; d < split.size(); ++d) {
+      if (even(program.types[size_t(var)].shape[int(d)], split[d])) continue;
+      if (fixed) {
+        if (d >= fixed->size() || (*fixed)[d] != split[d]) return false;
+        continue;
+      }
+      if (!rule.bodies.empty() || !dims || d >= dims->size() || (*dims)[d].size() != 1)
+        return false;
+      const int f = (*dims)[d][0];
+      const FactorKind kind = rule.factor_kinds[size_t(f)];
+      if (!rule.pads(f) ||
+          !(kind == FactorKind::pass_through || (kind == FactorKind::reduction && rule.combiner)))
+        return false;
+    }
+    return true;
+  };
+  for (const Equation& e : program.equations) {
+    const ShardingRule rule = sharding_rule_of(program, e);
+    auto at = [](const auto& v, size_t i) { return i < v.size() ? &v[i] : nullptr; };
+    for (size_t k = 0; k < e.inputs.size(); ++k)
+      if (!e.inputs[k].is_literal() &&
+          !keeps(rule, e.inputs[k].var, at(rule.operands, k), at(rule.fixed_operands, k)))
+        return false;
+    for (size_t r = 0; r < e.outputs.size(); ++r)
+      if (!keeps(rule, e.outputs[r], at(rule.results, r), at(rule.fixed_results, r))) return false;
+  }
+  return true;
+}
 
 class Partitioner {
  public:
@@ -235,13 +279,12 @@ class Partitioner {
   std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
-    const bool pads = runs_padded(e, rule);
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
         for (int factor : dims[d]) {
           const size_t k = size_t(factor);
-          AxisList mine = take_factor(axes, rule.factor_sizes[k], pads && rule.whole_dim(factor));
+          AxisList mine = take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
@@ -264,16 +307,6 @@ class Partitioner {
         f[k].clear();
     make_consistent(rule, f);
     return f;
-  }
-
-  // Whether `e` may run on padded blocks of its whole-dim factors: elementwise ops and reducers
-  // compute each element of a block from the same elements of the operands' blocks (padding
-  // stays in the padding), and the padding of reduced dims is masked for the combiner. Others
-  // (gathers with indices in the padding, windows) run on even splits only.
-  static bool runs_padded(const Equation& e, const ShardingRule& rule) {
-    const PrimitiveKind kind = e.primitive->kind;
-    return kind == PrimitiveKind::unary || kind == PrimitiveKind::broadcasting ||
-           kind == PrimitiveKind::reducer || rule.combiner;
   }
 
   // The leading axes of `axes` whose product divides `size` (all of them when `uneven`),
@@ -486,9 +519,9 @@ class Partitioner {
   // The split (in the body's rank) of one value an equation shares with its bodies: its
   // propagated split as a result, else as an operand, without the leading dims the body does
   // not see; unsplit when no body holds it (a cond's index, a predicate), which every device
-  // must then hold whole. Even, as the body's boundary is.
+  // must then hold whole. Dims split unevenly are kept when `padded`, else gathered.
   Split body_value_split(const Equation& e, const ShardingRule& rule,
-                         const std::vector<ShardingRule::Member>& value) const {
+                         const std::vector<ShardingRule::Member>& value, bool padded) const {
     const ShardingRule::Member* outer = nullptr;
     bool in_body = false;
     for (const ShardingRule::Member& m : value) {
@@ -504,7 +537,69 @@ class Partitioner {
     Split split(whole.begin() + outer->lead, whole.end());
     Shape shape = global_.types[size_t(var)].shape;
     shape = Shape(shape.begin() + outer->lead, shape.end());
-    return even_split(split, shape, mesh_);
+    return padded ? split : even_split(split, shape, mesh_);
+  }
+
+  // A batched predicate's lanes (ShardingRule::Link): the body and output it is, and how many
+  // leading dims of the carries it holds; nothing when the predicate is whole.
+  struct Lanes {
+    int body = -1, output = -1, dims = 0;
+  };
+
+  static Lanes lanes_of(const ShardingRule& rule) {
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      for (size_t o = 0; o < rule.bodies[b].outputs.size(); ++o) {
+        const ShardingRule::Link& link = rule.bodies[b].outputs[o];
+        if (link.index < 0 && link.lead > 0) return {int(b), int(o), link.lead};
+      }
+    return {};
+  }
+
+  // The input of body `b` that is operand `operand`, or -1.
+  static int input_of(const ShardingRule& rule, size_t b, int operand) {
+    const auto& inputs = rule.bodies[b].inputs;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].index == operand) return int(i);
+    return -1;
+  }
+
+  // Whether every other body sees all the inputs of the predicate's body, to compute the
+  // predicate again where it selects the lanes that advance.
+  static bool lanes_recomputable(const ShardingRule& rule, const Lanes& lanes) {
+    const auto& inputs = rule.bodies[size_t(lanes.body)].inputs;
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      for (const ShardingRule::Link& link : inputs)
+        if (int(b) != lanes.body && input_of(rule, b, link.index) < 0) return false;
+    return true;
+  }
+
+  // A batched predicate is split as the leading dims of the carries (the values that are
+  // results) when they all agree and the predicate can be computed again in the other bodies;
+  // otherwise those dims stay whole, so that every device holds every lane.
+  static void share_lanes(const ShardingRule& rule,
+                          const std::vector<std::vector<ShardingRule::Member>>& values,
+                          std::vector<Split>& splits) {
+    const Lanes lanes = lanes_of(rule);
+    if (lanes.dims == 0) return;
+    auto is_carry = [](const std::vector<ShardingRule::Member>& value) {
+      return std::any_of(value.begin(), value.end(),
+                         [](const ShardingRule::Member& m) { return m.body < 0 && m.output; });
+    };
+    const auto k = std::ptrdiff_t(lanes.dims);
+    std::optional<Split> lane;
+    bool agree = lanes_recomputable(rule, lanes);
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (!is_carry(values[v])) continue;
+      const Split leading(splits[v].begin(), splits[v].begin() + k);
+      if (!lane) lane = leading;
+      agree = agree && *lane == leading;
+    }
+    if (!lane || !agree) lane = Split(size_t(k));
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (is_carry(values[v])) std::copy(lane->begin(), lane->end(), splits[v].begin());
+      for (const ShardingRule::Member& m : values[v])
+        if (m.body == lanes.body && m.output && m.index == lanes.output) splits[v] = *lane;
+    }
   }
 
   // The splits of an equation with bodies: of its operands and results (whole rank), and the
@@ -514,15 +609,19 @@ class Partitioner {
     std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
   };
 
-  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule, bool padded) const {
     BodySplits s{std::vector<Split>(e.inputs.size()), std::vector<Split>(e.outputs.size()), {}, {}};
     for (const ShardingRule::Body& body : rule.bodies) {
       s.body_in.emplace_back(body.inputs.size());
       s.body_out.emplace_back(body.outputs.size());
     }
-    for (const auto& value : rule.body_values()) {
-      const Split split = body_value_split(e, rule, value);
-      for (const ShardingRule::Member& m : value) {
+    const std::vector<std::vector<ShardingRule::Member>> values = rule.body_values();
+    std::vector<Split> splits;
+    for (const auto& value : values) splits.push_back(body_value_split(e, rule, value, padded));
+    share_lanes(rule, values, splits);
+    for (size_t v = 0; v < values.size(); ++v) {
+      const Split& split = splits[v];
+      for (const ShardingRule::Member& m : values[v]) {
         if (m.body >= 0) {
           const ValueSplit closed{split, std::vector<bool>(split.size(), true)};
           (m.output ? s.body_out : s.body_in)[size_t(m.body)][size_t(m.index)] = closed;
@@ -536,6 +635,19 @@ class Partitioner {
     return s;
   }
 
+  // The splits of the values an equation shares with its bodies: padded blocks of the dims
+  // split unevenly where every body keeps them padded (values in the padding then stay there
+  // from step to step, and reductions mask them as outside), else those dims gathered, once
+  // rather than in every step.
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+    BodySplits even = body_splits(e, rule, false), padded = body_splits(e, rule, true);
+    if (padded.in == even.in && padded.out == even.out) return even;
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      if (!keeps_padding(*rule.bodies[b].program, mesh_, padded.body_in[b], padded.body_out[b]))
+        return even;
+    return padded;
+  }
+
   // An equation with bodies (control flow) runs them on blocks: each value it shares with its
   // bodies gets one split, the operands move to it, each body is partitioned for it (with the
   // collectives it needs inside, such as the psum completing a sum over a split dim), and the
@@ -545,8 +657,8 @@ class Partitioner {
     const BodySplits s = body_splits(e, rule);
     std::vector<ProgramRef> local;
     for (size_t b = 0; b < rule.bodies.size(); ++b) {
-      PartitionedProgram part =
-          partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b], s.body_out[b]);
+      PartitionedProgram part = partition_in_scope(*rule.bodies[b].program, mesh_, s.body_in[b],
+                                                   s.body_out[b], /*padded_boundary=*/true);
       for (InsertedCollective& c : part.collectives) {
         c.cause =
             "in " + rule.bodies[b].name + " of " + equation_name(e) + ", each step: " + c.cause;
@@ -554,6 +666,7 @@ class Partitioner {
       }
       local.push_back(std::make_shared<const Program>(std::move(part.body)));
     }
+    split_lanes(e, rule, s, local);
     std::vector<Array> args;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
@@ -566,6 +679,83 @@ class Partitioner {
     }
     store_results(e, spmd::bind(*e.primitive, args, rule.with_bodies(e.params, std::move(local))),
                   s.out);
+  }
+
+  // A batched predicate split over devices: each device holds its lanes, but all must run the
+  // same number of steps (the bodies may hold collectives), so the predicate body gives every
+  // lane the or of all lanes on all devices (a pmax; lanes in the padding do not count), and
+  // each other body computes the local predicate again to advance only its active lanes, as
+  // JAX's batched while does.
+  void split_lanes(const Equation& e, const ShardingRule& rule, const BodySplits& s,
+                   std::vector<ProgramRef>& local) {
+    const Lanes lanes = lanes_of(rule);
+    if (lanes.dims == 0) return;
+    const Split& lane = s.body_out[size_t(lanes.body)][size_t(lanes.output)]->dims;
+    AxisList axes;
+    for (const AxisList& d : lane) axes.insert(axes.end(), d.begin(), d.end());
+    if (axes.empty()) return;
+    const ShardingRule::Body& cond = rule.bodies[size_t(lanes.body)];
+    const Shape global = cond.program->out_types()[size_t(lanes.output)].shape;
+    const ProgramRef local_cond = local[size_t(lanes.body)];
+    const size_t output = size_t(lanes.output);
+    auto any_lane = [=](std::span<const Array> args) {
+      std::vector<Array> outs = eval_program(*local_cond, args);
+      Array pred = outs[output];
+      for (size_t d = 0; d < lane.size(); ++d) {
+        if (even(global[int(d)], lane[d])) continue;
+        const Array start = axis_index(names_of(lane[d])) * Array(int(pred.shape()[int(d)]));
+        const Array index = lax::broadcasted_iota(int32, pred.shape(), int(d)) + start;
+        pred = lax::bitwise_and(pred, lax::lt(index, Array(int(global[int(d)]))));
+      }
+      std::vector<int64_t> all(size_t(pred.ndim()));
+      std::iota(all.begin(), all.end(), 0);
+      const Array any = lax::convert_element_type(lax::reduce_or(pred, all), int32);
+      outs[output] =
+          lax::broadcast_in_dim(lax::gt(pmax(any, names_of(axes)), Array(0)), pred.shape(), {});
+      return outs;
+    };
+    collectives_.push_back({"pmax over " + names_of(axes).repr(),
+                            "in " + cond.name + " of " + equation_name(e) +
+                                ", each step: the or of the batched predicate over the devices "
+                                "holding its lanes",
+                            2 * 4 * (product(axes) - 1) / product(axes), false});
+    const std::vector<AbstractValue> cond_types = local_cond->in_types();
+    local[size_t(lanes.body)] =
+        std::make_shared<const Program>(trace_to_program(any_lane, cond_types, "partitioner"));
+    for (size_t b = 0; b < rule.bodies.size(); ++b)
+      if (int(b) != lanes.body)
+        local[b] = advancing_active_lanes(rule, b, lanes, local_cond, local[b]);
+  }
+
+  // Body `b` of a batched while, advancing only the lanes whose predicate holds on this device.
+  static ProgramRef advancing_active_lanes(const ShardingRule& rule, size_t b, const Lanes& lanes,
+                                           const ProgramRef& local_cond, const ProgramRef& body) {
+    std::vector<int> cond_inputs, carry_inputs;
+    for (const ShardingRule::Link& link : rule.bodies[size_t(lanes.body)].inputs)
+      cond_inputs.push_back(input_of(rule, b, link.index));
+    for (const ShardingRule::Link& link : rule.bodies[b].outputs) {
+      int carried = -1;
+      for (auto [operand, result] : rule.carries)
+        if (result == link.index) carried = input_of(rule, b, operand);
+      carry_inputs.push_back(carried);
+    }
+    const size_t output = size_t(lanes.output);
+    auto step = [=](std::span<const Array> args) {
+      std::vector<Array> cond_args;
+      for (int i : cond_inputs) cond_args.push_back(args[size_t(i)]);
+      const Array pred = eval_program(*local_cond, cond_args)[output];
+      std::vector<Array> outs = eval_program(*body, args);
+      std::vector<int64_t> dims(size_t(pred.ndim()));
+      std::iota(dims.begin(), dims.end(), 0);
+      for (size_t r = 0; r < outs.size(); ++r) {
+        if (carry_inputs[r] < 0) continue;
+        const Array which = lax::broadcast_in_dim(pred, outs[r].shape(), dims);
+        outs[r] = lax::select_n(which, {args[size_t(carry_inputs[r])], outs[r]});
+      }
+      return outs;
+    };
+    const std::vector<AbstractValue> types = body->in_types();
+    return std::make_shared<const Program>(trace_to_program(step, types, "partitioner"));
   }
 
   // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:
@@ -620,18 +810,21 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
 }
 
 // partition_program with the mesh axes already in scope: for the program and, recursively, the
-// bodies of its control flow.
+// bodies of its control flow, whose boundary may be padded (`padded_boundary`): their inputs
+// arrive and their outputs leave as the blocks of the equation that runs them.
 PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
-                                      const std::vector<std::optional<ValueSplit>>& out) {
+                                      const std::vector<std::optional<ValueSplit>>& out,
+                                      bool padded_boundary) {
   const Program global = inline_calls(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
   std::vector<AbstractValue> block_types;
   for (int v : global.invars) {
-    // Arguments arrive in even blocks; uneven dims are sliced from them where they are used.
+    // A jit's arguments arrive in even blocks; uneven dims are sliced from them where they are
+    // used. A body's arrive in the (padded) blocks of its equation.
     std::vector<AxisList>& dims = splits[size_t(v)].dims;
-    dims = even_split(dims, global.types[size_t(v)].shape, mesh);
+    if (!padded_boundary) dims = even_split(dims, global.types[size_t(v)].shape, mesh);
     AbstractValue t = global.types[size_t(v)];
     t.shape = block_shape(t.shape, splits[size_t(v)].dims, mesh);
     t.sharding.reset();
@@ -639,7 +832,7 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
     result.in_specs.push_back(splits[size_t(v)].spec());
   }
   // Arrays hold even blocks only: as JAX does, a result split unevenly inside leaves with those
-  // dims gathered (out_shardings are even, place checks them).
+  // dims gathered (out_shardings are even, place checks them). A body's results stay padded.
   std::vector<std::optional<OutputSplit>> asked(global.outputs.size());
   for (size_t i = 0; i < asked.size(); ++i) {
     const Atom& a = global.outputs[i];
@@ -649,7 +842,8 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
     }
     const bool given = i < out.size() && out[i];
     const Split& inside = splits[size_t(a.var)].dims;
-    Split want = even_split(given ? out[i]->dims : inside, global.type_of(a).shape, mesh);
+    Split want = given ? out[i]->dims : inside;
+    if (!padded_boundary) want = even_split(want, global.type_of(a).shape, mesh);
     result.out_specs.push_back(ValueSplit{want, {}}.spec());
     if (given || want != inside)
       asked[i] = OutputSplit{std::move(want),
@@ -671,7 +865,7 @@ PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
                                      const std::vector<std::optional<ValueSplit>>& in,
                                      const std::vector<std::optional<ValueSplit>>& out) {
   AxisEnvScope axes(frames_of(mesh));
-  return partition_in_scope(global, mesh, in, out);
+  return partition_in_scope(global, mesh, in, out, /*padded_boundary=*/false);
 }
 
 }  // namespace spmd

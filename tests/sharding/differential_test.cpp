@@ -4,8 +4,12 @@
 // too). Both must agree up to float reassociation, and the partitioned results must be committed
 // to the mesh.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300); SPMD_DIFFERENTIAL_SEED=S runs
-// only seed S. A failure prints the seed, the mesh, the input shardings and the jaxpr.
+// A second run starts each program with a sharding constraint that splits dims their mesh axes
+// do not divide (padded blocks inside the partitioner), and lets later constraints do so too.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, and 100 with uneven splits);
+// SPMD_DIFFERENTIAL_SEED=S runs only seed S. A failure prints the seed, the mesh, the input
+// shardings and the jaxpr.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -89,13 +93,15 @@ struct Program {
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed) : rng_(seed) {}
+  // `uneven`: constraints may split dims unevenly, and the first op is such a constraint.
+  Generator(uint64_t seed, bool uneven) : rng_(seed), uneven_(uneven) {}
 
   Program program() {
     p_.mesh = random_mesh();
     p_.integer = coin(0.15);
     int steps = coin(0.15) ? 1 : 2 + pick(5);
     int x = fresh_input(random_shape());
+    if (uneven_) x = constrained(x, uneven_spec(shape(x)));
     for (int done = 0, tries = 0; done < steps && tries < 100; ++tries) {
       std::optional<int> y = apply_random_op(coin(0.7) ? x : pick_value());
       if (!y) continue;
@@ -177,6 +183,32 @@ class Generator {
       dims[size_t(d)].push_back(name);
       left[size_t(d)] /= size;
     }
+    return spec_of(dims);
+  }
+
+  // A spec whose mesh axes (in random order) split dims of size > 1, preferring dims they do
+  // not divide, whose blocks are then padded (ceil-sized, the last ones short or empty).
+  P uneven_spec(const Shape& shape) {
+    std::vector<std::vector<std::string>> dims(size_t(shape.ndim()));
+    std::vector<int64_t> left = shape.dims();
+    std::vector<std::pair<std::string, int64_t>> axes = p_.mesh.shape();
+    std::shuffle(axes.begin(), axes.end(), rng_);
+    for (const auto& [name, size] : axes) {
+      std::vector<int> any, uneven;
+      for (int d = 0; d < shape.ndim(); ++d) {
+        if (left[size_t(d)] < 2) continue;
+        any.push_back(d);
+        if (left[size_t(d)] % size != 0) uneven.push_back(d);
+      }
+      if (any.empty() || coin(0.2)) continue;
+      int d = uneven.empty() ? pick_of(any) : pick_of(uneven);
+      dims[size_t(d)].push_back(name);
+      left[size_t(d)] = (left[size_t(d)] + size - 1) / size;
+    }
+    return spec_of(dims);
+  }
+
+  P spec_of(const std::vector<std::vector<std::string>>& dims) {
     std::vector<P::Entry> entries;
     for (const auto& names : dims) {
       if (names.empty())
@@ -667,7 +699,10 @@ class Generator {
 
   // with_sharding_constraint to a random spec (only where the program runs on a mesh).
   std::optional<int> constraint(int x) {
-    P spec = random_spec(shape(x));
+    return constrained(x, uneven_ && coin(0.5) ? uneven_spec(shape(x)) : random_spec(shape(x)));
+  }
+
+  int constrained(int x, const P& spec) {
     return add(shape(x), [=](const Env& e, const Ctx& ctx) {
       const Array& v = e[size_t(x)];
       return ctx.mesh ? sp::with_sharding_constraint(v, sp::NamedSharding(*ctx.mesh, spec)) : v;
@@ -675,6 +710,7 @@ class Generator {
   }
 
   std::mt19937_64 rng_;
+  bool uneven_;
   Program p_;
   bool has_while_ = false;
 };
@@ -790,8 +826,8 @@ std::string compare(const std::vector<Array>& want, const std::vector<Array>& go
 
 // Runs one program: the reference, the jit'ed partitioned run and, for one-op programs, the eager
 // run. Returns a description of the failure, or an empty string.
-std::string check_program(uint64_t seed) {
-  Program p = Generator(seed).program();
+std::string check_program(uint64_t seed, bool uneven) {
+  Program p = Generator(seed, uneven).program();
   std::vector<Array> args = random_arguments(p, seed);
   std::vector<Array> committed = committed_arguments(p, args);
   std::vector<Array> want;
@@ -830,20 +866,20 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v ? std::atoll(v) : fallback;
 }
 
-TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
-  if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+// Checks the programs of the seeds the environment asks for (`programs` of them by default).
+void check_programs(bool uneven, int64_t programs) {
   std::vector<uint64_t> seeds;
   if (int64_t s = env_int("SPMD_DIFFERENTIAL_SEED", -1); s >= 0) {
     seeds.push_back(uint64_t(s));
   } else {
-    for (int64_t i = 0; i < env_int("SPMD_DIFFERENTIAL_PROGRAMS", 300); ++i)
+    for (int64_t i = 0; i < env_int("SPMD_DIFFERENTIAL_PROGRAMS", programs); ++i)
       seeds.push_back(uint64_t(i));
   }
   // The first failures in full, the rest as one line each (seed and what differed).
   int failures = 0;
   std::string rest;
   for (uint64_t seed : seeds) {
-    std::string failure = check_program(seed);
+    std::string failure = check_program(seed, uneven);
     if (failure.empty()) continue;
     if (++failures <= 20)
       ADD_FAILURE() << failure;
@@ -851,6 +887,16 @@ TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
       rest += "seed " + std::to_string(seed) + ": " + failure.substr(0, failure.find('\n')) + "\n";
   }
   EXPECT_EQ(failures, 0) << "of " << seeds.size() << " programs\n" << rest;
+}
+
+TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
+  if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  check_programs(/*uneven=*/false, 300);
+}
+
+TEST(Differential, RandomProgramsWithUnevenSplitsAgreeWithUnshardedResults) {
+  if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  check_programs(/*uneven=*/true, 100);
 }
 
 }  // namespace

@@ -1065,18 +1065,17 @@ ShardingRule cond_sharding(std::span<const AbstractValue> in, std::span<const Ab
 }
 
 // A while's carries are one value in cond_fun, body_fun and the results; its predicate stays
-// whole. A predicate with dims (a batched loop selecting lanes) keeps the replicated rule.
+// whole, or, with dims (a batched loop selecting lanes), has the lanes of the carries.
 ShardingRule while_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                             const Params& p) {
   ShardingRule rule = replicated_sharding_rule(in, out);
   const ProgramRef& cond = p.get<ProgramRef>("cond_jaxpr");
-  if (!cond->out_types()[0].shape.empty()) return rule;
   const size_t cn = size_t(p.get_int("cond_nconsts")), bn = size_t(p.get_int("body_nconsts"));
   const size_t nc = out.size();
   ShardingRule::Body c = body_of("cond_jaxpr", cond);
   link_inputs(c, 0, cn, 0);
   link_inputs(c, cn, nc, int(cn + bn));
-  c.outputs.push_back({-1, 0});
+  c.outputs.push_back({-1, cond->out_types()[0].shape.ndim()});
   ShardingRule::Body b = body_of("body_jaxpr", p.get<ProgramRef>("body_jaxpr"));
   link_inputs(b, 0, bn, int(cn));
   link_inputs(b, bn, nc, int(cn + bn));

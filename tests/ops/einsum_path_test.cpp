@@ -16,17 +16,6 @@ namespace {
 
 namespace path = spmd::einsum_path;
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep)
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
-
 std::u32string labels(const std::string& s) {
   return std::u32string(s.begin(), s.end());
 }
@@ -38,15 +27,17 @@ struct Line {
 };
 
 Line parse(const std::string& text) {
-  const std::vector<std::string> f = split(text, ';');
+  const std::vector<std::string> f = spmd_test::split_fields(text, ';');
   const size_t arrow = f[1].find("->");
   std::vector<std::u32string> inputs;
-  for (const std::string& term : split(f[1].substr(0, arrow), ',')) inputs.push_back(labels(term));
+  for (const std::string& term : spmd_test::split_fields(f[1].substr(0, arrow), ','))
+    inputs.push_back(labels(term));
   std::vector<std::vector<int64_t>> shapes;
-  for (const std::string& shape : split(f[2], '|')) {
+  for (const std::string& shape : spmd_test::split_fields(f[2], '|')) {
     shapes.emplace_back();
     if (!shape.empty())
-      for (const std::string& d : split(shape, 'x')) shapes.back().push_back(std::stoll(d));
+      for (const std::string& d : spmd_test::split_fields(shape, 'x'))
+        shapes.back().push_back(std::stoll(d));
   }
   return {f[0], f[3], f[4], path::make_problem(inputs, labels(f[1].substr(arrow + 2)), shapes)};
 }

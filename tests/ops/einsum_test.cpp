@@ -181,17 +181,6 @@ const std::map<std::string, Array>& multi_golden() {
   return spmd_test::load_golden("einsum/multi_values.npz");
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep)
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
-
 sp::lax::Precision precision_enum(const std::string& name) {
   return name == "HIGHEST" ? sp::lax::Precision::HIGHEST
          : name == "HIGH"  ? sp::lax::Precision::HIGH
@@ -200,14 +189,15 @@ sp::lax::Precision precision_enum(const std::string& name) {
 
 // The options as gen_einsum_multi.py writes them ("optimize=path:2,3 0,1;precision=high").
 void read_options(const std::string& text, sp::EinsumOptions& options) {
-  for (const std::string& item : split(text, ';')) {
+  for (const std::string& item : spmd_test::split_fields(text, ';')) {
     if (item.empty()) continue;
     const std::string key = item.substr(0, item.find('=')), value = item.substr(key.size() + 1);
     if (key == "optimize" && value.rfind("path:", 0) == 0) {
       sp::EinsumOptimize::Path path;
-      for (const std::string& step : split(value.substr(5), ' ')) {
+      for (const std::string& step : spmd_test::split_fields(value.substr(5), ' ')) {
         path.emplace_back();
-        for (const std::string& i : split(step, ',')) path.back().push_back(std::stoll(i));
+        for (const std::string& i : spmd_test::split_fields(step, ','))
+          path.back().push_back(std::stoll(i));
       }
       options.optimize = path;
     } else if (key == "optimize") {
@@ -216,10 +206,10 @@ void read_options(const std::string& text, sp::EinsumOptions& options) {
     } else if (value.rfind("enum:", 0) == 0) {
       options.precision = precision_enum(value.substr(5));
     } else if (value.rfind("names:", 0) == 0) {
-      const std::vector<std::string> names = split(value.substr(6), ',');
+      const std::vector<std::string> names = spmd_test::split_fields(value.substr(6), ',');
       options.precision = {names[0], names[1]};
     } else if (value.rfind("enums:", 0) == 0) {
-      const std::vector<std::string> names = split(value.substr(6), ',');
+      const std::vector<std::string> names = spmd_test::split_fields(value.substr(6), ',');
       options.precision = {precision_enum(names[0]), precision_enum(names[1])};
     } else {
       options.precision = value;
@@ -326,7 +316,7 @@ TEST(Einsum, BadPathsOptimizersAndPrecisionsRaiseJaxsErrors) {
     EXPECT_EQ(got.substr(0, got.find('{')), "ValueError" + want.substr(8, brace - 8));
     auto names = [](const std::string& s) {
       std::vector<std::string> out =
-          split(s.substr(s.find('{') + 1, s.find('}') - s.find('{') - 1), ',');
+          spmd_test::split_fields(s.substr(s.find('{') + 1, s.find('}') - s.find('{') - 1), ',');
       for (std::string& n : out) n.erase(0, n.find('\''));
       std::sort(out.begin(), out.end());
       return out;

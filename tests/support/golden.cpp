@@ -229,6 +229,17 @@ std::string jax_error(std::string_view relative, std::string_view name) {
   return colon == std::string::npos ? text : text.substr(colon + 2);
 }
 
+std::vector<std::string> split_fields(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
 std::string golden_path(std::string_view relative) {
   std::string root = SPMD_GOLDEN_DIR;
   if (!root.empty() && root.back() != '/') root += '/';

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spmd_test {
 
@@ -27,6 +28,9 @@ std::string jax_error(std::string_view relative, std::string_view name);
 // Every case of a golden in that block format: the lines after each `=== <case>` up to the next,
 // by case.
 std::map<std::string, std::string> golden_blocks(std::string_view relative);
+// The fields of one line of a text golden between separators, empty ones included ("a,,b" has
+// three; "" has one).
+std::vector<std::string> split_fields(const std::string& s, char sep);
 
 // The what() of the E that f() throws, or "(no error)"; another exception escapes to the test.
 template <class E = spmd::Error, class F>

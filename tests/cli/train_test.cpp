@@ -3,6 +3,7 @@
 // 4x2 data and tensor parallel) agree; a resumed run continues exactly; checkpoints, history and
 // the plot are written; bad options and a missing data set raise clear errors.
 #include "cli/train.h"
+#include "data/idx_files.h"
 
 #include "support/support.h"
 
@@ -31,8 +32,11 @@ bool have_data() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
+// A directory per test process (runs of the suite in other builds share the temp dir), removed
+// at exit, with one fresh subdirectory per run.
 fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("spmd_train_test_" + name);
+  static const spmd_test::TempDir process_dir;
+  fs::path dir = fs::path(process_dir.path()) / name;
   fs::remove_all(dir);
   return dir;
 }

@@ -3,6 +3,7 @@
 #include <spmd/sharding.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -158,6 +159,9 @@ namespace {
 struct ProcessMesh {
   std::mutex mutex;
   Mesh mesh;
+  // Whether `mesh` has devices: every jit call reads the mesh in context for its cache key, and
+  // without a mesh that read takes no lock.
+  std::atomic<bool> set{false};
 };
 
 ProcessMesh& process_mesh() {
@@ -202,6 +206,7 @@ void set_mesh(const Mesh& mesh) {
   ProcessMesh& m = process_mesh();
   std::lock_guard lock(m.mutex);
   m.mesh = mesh;
+  m.set = mesh.size() > 0;
 }
 
 MeshScope::MeshScope(const Mesh& mesh) : previous_(thread_mesh) {
@@ -219,6 +224,7 @@ MeshScope use_mesh(const Mesh& mesh) {
 Mesh get_mesh() {
   if (thread_mesh) return *thread_mesh;
   ProcessMesh& m = process_mesh();
+  if (!m.set) return Mesh();
   std::lock_guard lock(m.mutex);
   return m.mesh;
 }

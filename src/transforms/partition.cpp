@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <utility>
 
@@ -332,9 +333,19 @@ class Partitioner {
     return n;
   }
 
+  // An axis that two factors ask for goes to the first; the reduced factors of a sum come
+  // first, since a result wanted split over their axes is then a reduce-scatter of the partial
+  // results, where splitting the result instead gathers the operands the reduced axes split.
   void make_consistent(const ShardingRule& rule, std::vector<AxisList>& f) const {
+    std::vector<size_t> order(f.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (rule.combiner == &collectives::psum_primitive())
+      std::stable_partition(order.begin(), order.end(), [&](size_t k) {
+        return rule.factor_kinds[k] == FactorKind::reduction;
+      });
     AxisList used;
-    for (AxisList& axes : f) {
+    for (size_t k : order) {
+      AxisList& axes = f[k];
       auto clash = std::find_if(axes.begin(), axes.end(), [&](const std::string& a) {
         return std::find(used.begin(), used.end(), a) != used.end();
       });
@@ -461,27 +472,7 @@ class Partitioner {
       std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
         return mesh_.axis_position(a) < mesh_.axis_position(b);
       });
-      for (size_t i = 0; i < results.size(); ++i) {
-        Array& r = results[i];
-        const int64_t n = product(partial);
-        const std::optional<int> d = scatter_dim(rule, r, out[i], e.outputs[i], partial);
-        if (d) {
-          // The sum is wanted split over the reduced axes: each device keeps only its block,
-          // so the reduction scatters (half an all-reduce's bytes) instead of a psum + slice.
-          collectives_.push_back({"psum_scatter over " + names_of(partial).repr(),
-                                  "psum_scatter completes the partial results of " +
-                                      equation_name(e) + " where its result is split over them",
-                                  nbytes(r) * (n - 1) / n, false});
-          r = psum_scatter(r, AxisNames(partial), {.scatter_dimension = *d, .tiled = true});
-          out[i] = splits_[size_t(e.outputs[i])].dims;
-          continue;
-        }
-        collectives_.push_back({rule.combiner->name + " over " + names_of(partial).repr(),
-                                rule.combiner->name + " completes the partial results of " +
-                                    equation_name(e) + " over its reduced dims",
-                                2 * nbytes(r) * (n - 1) / n, false});
-        r = collectives::reduce_over(*rule.combiner, r, partial);
-      }
+      for (size_t i = 0; i < results.size(); ++i) complete(e, rule, i, partial, results[i], out[i]);
     }
     store_results(e, results, out);
   }
@@ -758,25 +749,112 @@ class Partitioner {
     return std::make_shared<const Program>(trace_to_program(step, types, "partitioner"));
   }
 
-  // The dim along which a psum of `r` (local split `have`) over `partial` can scatter instead:
-  // the one dim whose wanted split is `have`'s plus exactly the partial axes, in mesh order, as
-  // its minor axes, every other dim's split unchanged, and the block divisible among them.
-  std::optional<int> scatter_dim(const ShardingRule& rule, const Array& r, const Split& have,
-                                 int var, const AxisList& partial) const {
+  // Completes result `i` of `e`, partial over the axes `partial` and a block split as `have`,
+  // by the rule's combiner: as a reduce-scatter where its wanted split holds reduced axes, else
+  // all of it on every device (a psum, then slices of the wanted split).
+  void complete(const Equation& e, const ShardingRule& rule, size_t i, const AxisList& partial,
+                Array& r, Split& have) {
+    if (std::optional<Array> kept = scattered(e, rule, i, partial, r, have)) {
+      r = std::move(*kept);
+      have = splits_[size_t(e.outputs[i])].dims;
+      return;
+    }
+    reduce(e, rule, partial, r);
+  }
+
+  void reduce(const Equation& e, const ShardingRule& rule, const AxisList& axes, Array& r) {
+    const int64_t n = product(axes);
+    collectives_.push_back({rule.combiner->name + " over " + names_of(axes).repr(),
+                            rule.combiner->name + " completes the partial results of " +
+                                equation_name(e) + " over its reduced dims",
+                            2 * nbytes(r) * (n - 1) / n, false});
+    r = collectives::reduce_over(*rule.combiner, r, axes);
+  }
+
+  // A sum `r` of partial results (a block split as `have`) completed where result `i` of `e` is
+  // wanted split over some of the reduced axes `partial`, with `have`'s axes leading each dim:
+  // a reduce-scatter over them, so each device receives only the block it keeps (half an
+  // all-reduce's bytes). The wanted axes that are not reduced are slices of `r` taken first,
+  // a local transpose orders the blocks as the reduced axes scatter them when they split several
+  // dims or other axes come between, and the reduced axes the result is not split over are
+  // summed afterwards on the smaller block. Nothing when the wanted split does not extend
+  // `have` or holds no reduced axis.
+  std::optional<Array> scattered(const Equation& e, const ShardingRule& rule, size_t i,
+                                 const AxisList& partial, const Array& r, const Split& have) {
     if (rule.combiner != &collectives::psum_primitive()) return std::nullopt;
+    const int var = e.outputs[i];
     const Split& want = splits_[size_t(var)].dims;
     if (want.size() != have.size()) return std::nullopt;
-    std::optional<int> found;
+    auto reduced = [&](const std::string& a) {
+      return std::find(partial.begin(), partial.end(), a) != partial.end();
+    };
+    Split extra(want.size());
+    AxisList scatter;
     for (size_t d = 0; d < want.size(); ++d) {
-      if (want[d] == have[d]) continue;
-      AxisList expected = have[d];
-      expected.insert(expected.end(), partial.begin(), partial.end());
-      if (found || want[d] != expected || r.shape()[int(d)] % product(partial) != 0 ||
-          !even(global_.types[size_t(var)].shape[int(d)], want[d]))
+      if (!is_prefix(have[d], want[d])) return std::nullopt;
+      extra[d].assign(want[d].begin() + std::ptrdiff_t(have[d].size()), want[d].end());
+      if (extra[d].empty()) continue;
+      if (!even(global_.types[size_t(var)].shape[int(d)], want[d]) ||
+          r.shape()[int(d)] % product(extra[d]) != 0)
         return std::nullopt;
-      found = int(d);
+      std::copy_if(extra[d].begin(), extra[d].end(), std::back_inserter(scatter), reduced);
     }
-    return found;
+    if (scatter.empty()) return std::nullopt;
+    Array x = scattered_blocks(e, r, extra, scatter);
+    AxisList rest;
+    std::copy_if(partial.begin(), partial.end(), std::back_inserter(rest),
+                 [&](const std::string& a) {
+                   return std::find(scatter.begin(), scatter.end(), a) == scatter.end();
+                 });
+    if (!rest.empty()) reduce(e, rule, rest, x);
+    return x;
+  }
+
+  // The reduce-scatter of `r` over `scatter` into the blocks that split each dim d further by
+  // `extra[d]` (major to minor; the axes not in `scatter` are slices of `r`).
+  Array scattered_blocks(const Equation& e, const Array& r, const Split& extra,
+                         const AxisList& scatter) {
+    const int64_t n = product(scatter);
+    const std::string cause = "psum_scatter completes the partial results of " + equation_name(e) +
+                              " where its result is split over them";
+    const auto d =
+        std::find_if(extra.begin(), extra.end(), [](const AxisList& a) { return !a.empty(); });
+    if (*d == scatter && std::count_if(extra.begin(), extra.end(),
+                                       [](const AxisList& a) { return !a.empty(); }) == 1) {
+      collectives_.push_back(
+          {"psum_scatter over " + names_of(scatter).repr(), cause, nbytes(r) * (n - 1) / n, false});
+      return psum_scatter(r, names_of(scatter),
+                          {.scatter_dimension = int(d - extra.begin()), .tiled = true});
+    }
+    // r viewed with a dim per axis of `extra` before each dim's block: the axes not reduced are
+    // sliced to this device's index, the reduced ones moved to the front in `scatter`'s order.
+    std::vector<int64_t> sizes, block;
+    std::vector<std::string> labels;
+    for (size_t k = 0; k < extra.size(); ++k) {
+      for (const std::string& a : extra[k]) {
+        sizes.push_back(mesh_.axis_size(a));
+        labels.push_back(a);
+      }
+      block.push_back(r.shape()[int(k)] / product(extra[k]));
+      sizes.push_back(block.back());
+      labels.emplace_back();
+    }
+    Array x = lax::reshape(r, Shape(sizes));
+    std::vector<int64_t> perm;
+    for (const std::string& a : scatter)
+      perm.push_back(std::find(labels.begin(), labels.end(), a) - labels.begin());
+    std::vector<int64_t> front{n};
+    for (size_t j = 0; j < labels.size(); ++j) {
+      if (std::find(scatter.begin(), scatter.end(), labels[j]) != scatter.end()) continue;
+      if (!labels[j].empty()) x = lax::dynamic_slice_in_dim(x, axis_index(labels[j]), 1, int(j));
+      perm.push_back(int64_t(j));
+      front.push_back(x.shape()[int(j)]);
+    }
+    if (!std::is_sorted(perm.begin(), perm.end())) x = lax::transpose(x, perm);
+    x = lax::reshape(x, Shape(front));
+    collectives_.push_back(
+        {"psum_scatter over " + names_of(scatter).repr(), cause, nbytes(x) * (n - 1) / n, false});
+    return lax::reshape(psum_scatter(x, names_of(scatter), {.scatter_dimension = 0}), Shape(block));
   }
 
   std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) {

@@ -1,0 +1,137 @@
+// Partitioning against JAX 0.10.2 (tools/goldens/gen_partition_gaps.py) where the partitioner
+// moves fewer bytes than a plain reading of the splits would: a reduction wanted split over its
+// reduced axes is a reduce-scatter (over several dims, in another axis order, beside axes that
+// are slices, with the reduced axes it is not split over summed after), control flow keeps
+// padded blocks per value, and reshards between meshes on the same devices are collectives.
+// Results have JAX's splits and values; sp::explain lists every collective with its bytes.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "sharding/golden_cases.h"
+#include "support/golden.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::Array;
+using sp::None;
+using sp::P;
+
+using sharding_test::placed;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class PartitionGaps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices";
+  }
+
+  sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
+  sp::Mesh mesh3 = sp::make_mesh({2, 2, 2}, {"a", "b", "c"});
+  Array x16 = sp::arange(256.0f).reshape({16, 16});
+  Array w16 = sp::arange(128.0f).reshape({16, 8}) / 16;
+  Array x3 = sp::arange(1024.0f).reshape({8, 8, 16});
+
+  static Array put(const sp::Mesh& m, const Array& v, sp::PartitionSpec spec) {
+    Array r = sp::device_put(v, sp::NamedSharding(m, spec));
+    r.block_until_ready();
+    return r;
+  }
+
+  // Compares the leaves of a case with JAX's: where they are and their values.
+  static void expect_jax(const std::string& name, const std::vector<Array>& leaves) {
+    static const auto* blocks = new std::map<std::string, std::string>(
+        spmd_test::golden_blocks("partitioning/gaps_results.txt"));
+    ASSERT_TRUE(blocks->count(name)) << "no golden case " << name;
+    EXPECT_EQ(placed(leaves), blocks->at(name)) << name;
+    const auto& values = spmd_test::load_golden("partitioning/gaps_values.npz");
+    for (size_t i = 0; i < leaves.size(); ++i)
+      EXPECT_TRUE(
+          spmd_test::arrays_close(leaves[i], values.at(name + "/" + std::to_string(i)), 2e-6, 1e-5))
+          << name << " leaf " << i;
+  }
+};
+
+Array matmul(const Array& u, const Array& v) {
+  return sp::matmul(u, v);
+}
+
+Array sum0(const Array& u) {
+  return sp::sum(u, {0});
+}
+
+// XLA's CPU pipeline completes these reductions with an all-reduce and a dynamic-slice
+// (gaps_xla.txt); its GPU pipeline, and spmd, with a reduce-scatter, which sends half the bytes.
+TEST_F(PartitionGaps, AReductionSplitOverTwoDimsScatters) {
+  auto f = sp::jit(matmul, {.out_shardings = sp::NamedSharding(mesh, P("a", "b"))});
+  const Array l = put(mesh, sp::lax::slice(x16, {0, 0}, {8, 16}), P(None, sp::axes("a", "b")));
+  const Array r = put(mesh, w16, P(sp::axes("a", "b"), None));
+  const std::string text = f.explain(l, r);
+  // Each device's partial product is f32[8,8] (256 bytes); a reduce-scatter over 8 devices sends
+  // 256 · 7/8 bytes, after a local transpose that orders the f32[2,4] blocks as they scatter.
+  EXPECT_NE(text.find("1. psum_scatter over ('a', 'b'): psum_scatter completes the partial "
+                      "results of dot_general (equation 0) where its result is split over them; "
+                      "each device sends 224 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum over"), 0u) << text;
+  EXPECT_EQ(count(text, "transpose"), 1u) << text;
+  expect_jax("scatter_two_dims", {f(l, r)});
+}
+
+TEST_F(PartitionGaps, AReductionScattersInTheWantedAxisOrder) {
+  auto f = sp::jit(sum0, {.out_shardings = sp::NamedSharding(mesh, P(sp::axes("b", "a")))});
+  const Array u = put(mesh, x16, P(sp::axes("a", "b"), None));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("1. psum_scatter over ('b', 'a'): psum_scatter completes the partial "
+                      "results of reduce_sum (equation 0) where its result is split over them; "
+                      "each device sends 56 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum over"), 0u) << text;
+  expect_jax("scatter_other_order", {f(u)});
+}
+
+TEST_F(PartitionGaps, AReductionScattersBesideAnAxisItSlices) {
+  auto f = sp::jit(sum0, {.out_shardings = sp::NamedSharding(mesh3, P(sp::axes("b", "c"), "a"))});
+  const Array u = put(mesh3, x3, P("a", "b", None));
+  const std::string text = f.explain(u);
+  // The f32[4,16] partial sum is sliced over 'c' first (free), then its f32[2,16] (128 bytes)
+  // reduce-scattered over 'a': 128 · 1/2 bytes.
+  EXPECT_NE(text.find("1. psum_scatter over 'a': psum_scatter completes the partial results of "
+                      "reduce_sum (equation 0) where its result is split over them; each device "
+                      "sends 64 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum over"), 0u) << text;
+  EXPECT_EQ(count(text, "all_to_all"), 0u) << text;
+  expect_jax("scatter_beside_a_slice", {f(u)});
+}
+
+TEST_F(PartitionGaps, AReductionScattersThenSumsTheAxesItIsNotSplitOver) {
+  auto f = sp::jit(sum0, {.out_shardings = sp::NamedSharding(mesh3, P("b", "a"))});
+  const Array u = put(mesh3, x3, P(sp::axes("a", "c"), "b", None));
+  const std::string text = f.explain(u);
+  // f32[4,16] partial sums (256 bytes): a reduce-scatter over 'a' sends 128 bytes, then a psum
+  // over 'c' of the f32[4,8] half sends 2 · 128 · 1/2; a psum over both would send 384.
+  EXPECT_NE(text.find("1. psum_scatter over 'a': psum_scatter completes the partial results of "
+                      "reduce_sum (equation 0) where its result is split over them; each device "
+                      "sends 128 bytes\n"
+                      "  2. psum over 'c': psum completes the partial results of reduce_sum "
+                      "(equation 0) over its reduced dims; each device sends 128 bytes\n"),
+            std::string::npos)
+      << text;
+  expect_jax("scatter_then_psum", {f(u)});
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+"""Records what JAX gives where spmd's partitioner used to fall short of XLA's, for
+tests/sharding/partition_gaps_test.cpp: reductions wanted split over their reduced axes (over
+several dims, in another order, with other axes beside them), control flow holding padded
+blocks, and reshards between meshes on the same devices.
+
+Writes tests/goldens/partitioning/:
+  gaps_results.txt  "=== <case>" followed by one line per result leaf, in flattening order:
+                    "<repr(spec)>|<shard shapes in device order, ';'-separated, dims ','-separated>"
+  gaps_values.npz   the result leaves, as "<case>/<leaf index>"
+  gaps_xla.txt      "=== <case>" followed by the collectives in XLA's compiled CPU program, one
+                    per line, in program order (for the record: XLA's CPU pipeline completes a
+                    reduction wanted split as an all-reduce then a dynamic-slice, where its GPU
+                    pipeline makes it a reduce-scatter, which is what spmd inserts)
+Run: python3 tools/goldens/gen_partition_gaps.py   (needs jax 0.10.2; the tests do not)
+"""
+import os
+import re
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", 8)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import mesh_utils  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
+                   "partitioning")
+
+# Auto axes, as spmd's meshes.
+mesh = Mesh(mesh_utils.create_device_mesh((4, 2)), ("a", "b"))
+mesh3 = Mesh(mesh_utils.create_device_mesh((2, 2, 2)), ("a", "b", "c"))
+lax = jax.lax
+
+
+def S(m, *spec):
+    return NamedSharding(m, P(*spec))
+
+
+def put(m, v, *spec):
+    return jax.device_put(v, S(m, *spec))
+
+
+x16 = jnp.arange(256.0, dtype=jnp.float32).reshape(16, 16)
+w16 = jnp.arange(128.0, dtype=jnp.float32).reshape(16, 8) / 16
+x3 = jnp.arange(1024.0, dtype=jnp.float32).reshape(8, 8, 16)
+
+
+def matmul(u, v):
+    return u @ v
+
+
+def sum0(u):
+    return u.sum(0)
+
+
+# (case, function, arguments, out_shardings). Names match the tests.
+CASES = [
+    ("scatter_two_dims", matmul,
+     (put(mesh, x16[:8], None, ("a", "b")), put(mesh, w16, ("a", "b"), None)),
+     S(mesh, "a", "b")),
+    ("scatter_other_order", sum0, (put(mesh, x16, ("a", "b"), None),), S(mesh, ("b", "a"))),
+    ("scatter_beside_a_slice", sum0, (put(mesh3, x3, "a", "b", None),),
+     S(mesh3, ("b", "c"), "a")),
+    ("scatter_then_psum", sum0, (put(mesh3, x3, ("a", "c"), "b", None),), S(mesh3, "b", "a")),
+]
+
+COLLECTIVE = re.compile(
+    r"= \S+ (all-reduce|reduce-scatter|all-gather|all-to-all|collective-permute)(?:-start)?\(")
+
+
+def leaf_line(leaf):
+    shapes = ";".join(",".join(str(d) for d in s.data.shape) for s in leaf.addressable_shards)
+    return f"{leaf.sharding.spec!r}|{shapes}"
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    values = {}
+    with open(os.path.join(OUT, "gaps_results.txt"), "w") as out, \
+            open(os.path.join(OUT, "gaps_xla.txt"), "w") as xla:
+        for name, fn, args, out_sharding in CASES:
+            f = jax.jit(fn, out_shardings=out_sharding)
+            out.write(f"=== {name}\n")
+            for i, leaf in enumerate(jax.tree.leaves(f(*args))):
+                out.write(leaf_line(leaf) + "\n")
+                values[f"{name}/{i}"] = np.asarray(leaf)
+            xla.write(f"=== {name}\n")
+            for op in COLLECTIVE.findall(f.lower(*args).compile().as_text()):
+                xla.write(op + "\n")
+    np.savez(os.path.join(OUT, "gaps_values.npz"), **values)
+
+
+if __name__ == "__main__":
+    main()

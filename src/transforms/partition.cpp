@@ -165,11 +165,17 @@ PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& out,
                                       bool padded_boundary);
 
+// Whether the partitioner runs `e`, an equation of `program` with bodies and its values split as
+// `splits`, on the padded blocks of the dims its operands and results split unevenly.
+bool bodies_keep_padding(const Program& program, const Mesh& mesh,
+                         const std::vector<ValueSplit>& splits, const Equation& e,
+                         const ShardingRule& rule);
+
 // Whether every equation of `program`, its inputs and outputs split as given, runs on the padded
 // blocks of the dims split unevenly in it, as the partitioner decides for each equation: such a
-// dim is one factor that the rule pads (passed through, or reduced by the combiner), or a
-// constraint's operand already split as the constraint says. An equation with bodies holding
-// such a dim counts as gathering it.
+// dim is one factor that the rule pads (passed through, or reduced by the combiner), a
+// constraint's operand already split as the constraint says, or a value of control flow whose
+// bodies keep it padded.
 bool keeps_padding(const Program& program0, const Mesh& mesh,
                    const std::vector<std::optional<ValueSplit>>& in,
                    const std::vector<std::optional<ValueSplit>>& out) {
@@ -184,8 +190,7 @@ bool keeps_padding(const Program& program0, const Mesh& mesh,
         if (d >= fixed->size() || (*fixed)[d] != split[d]) return false;
         continue;
       }
-      if (!rule.bodies.empty() || !dims || d >= dims->size() || (*dims)[d].size() != 1)
-        return false;
+      if (!dims || d >= dims->size() || (*dims)[d].size() != 1) return false;
       const int f = (*dims)[d][0];
       const FactorKind kind = rule.factor_kinds[size_t(f)];
       if (!rule.pads(f) ||
@@ -196,6 +201,10 @@ bool keeps_padding(const Program& program0, const Mesh& mesh,
   };
   for (const Equation& e : program.equations) {
     const ShardingRule rule = sharding_rule_of(program, e);
+    if (!rule.bodies.empty()) {
+      if (!bodies_keep_padding(program, mesh, splits, e, rule)) return false;
+      continue;
+    }
     auto at = [](const auto& v, size_t i) { return i < v.size() ? &v[i] : nullptr; };
     for (size_t k = 0; k < e.inputs.size(); ++k)
       if (!e.inputs[k].is_literal() &&
@@ -217,6 +226,32 @@ class Partitioner {
       : global_(global), mesh_(mesh), splits_(std::move(splits)), out_(std::move(out)) {}
 
   std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
+
+  // The splits of an equation with bodies: of its operands and results (whole rank), and the
+  // closed splits of each body's inputs and outputs.
+  struct BodySplits {
+    std::vector<Split> in, out;
+    std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
+  };
+
+  // The splits of the values an equation shares with its bodies: padded blocks of the dims
+  // split unevenly for each value that every body keeps padded (values in the padding then stay
+  // there from step to step, and reductions mask them as outside), given the values taken
+  // before it; those dims gathered for the others, once rather than in every step.
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
+    std::vector<bool> padded(rule.body_values().size(), false);
+    BodySplits chosen = body_splits(e, rule, padded);
+    for (size_t v = 0; v < padded.size(); ++v) {
+      padded[v] = true;
+      BodySplits tried = body_splits(e, rule, padded);
+      if (tried.in == chosen.in && tried.out == chosen.out) continue;
+      if (keep_padding(rule, tried))
+        chosen = std::move(tried);
+      else
+        padded[v] = false;
+    }
+    return chosen;
+  }
 
   std::vector<Array> run(std::span<const Array> args) {
     env_.assign(global_.types.size(), {});
@@ -593,14 +628,10 @@ class Partitioner {
     }
   }
 
-  // The splits of an equation with bodies: of its operands and results (whole rank), and the
-  // closed splits of each body's inputs and outputs.
-  struct BodySplits {
-    std::vector<Split> in, out;
-    std::vector<std::vector<std::optional<ValueSplit>>> body_in, body_out;
-  };
-
-  BodySplits body_splits(const Equation& e, const ShardingRule& rule, bool padded) const {
+  // The splits of the values `e` shares with its bodies, with the dims split unevenly kept for
+  // the values marked `padded`, gathered for the others.
+  BodySplits body_splits(const Equation& e, const ShardingRule& rule,
+                         const std::vector<bool>& padded) const {
     BodySplits s{std::vector<Split>(e.inputs.size()), std::vector<Split>(e.outputs.size()), {}, {}};
     for (const ShardingRule::Body& body : rule.bodies) {
       s.body_in.emplace_back(body.inputs.size());
@@ -608,7 +639,8 @@ class Partitioner {
     }
     const std::vector<std::vector<ShardingRule::Member>> values = rule.body_values();
     std::vector<Split> splits;
-    for (const auto& value : values) splits.push_back(body_value_split(e, rule, value, padded));
+    for (size_t v = 0; v < values.size(); ++v)
+      splits.push_back(body_value_split(e, rule, values[v], padded[v]));
     share_lanes(rule, values, splits);
     for (size_t v = 0; v < values.size(); ++v) {
       const Split& split = splits[v];
@@ -626,17 +658,10 @@ class Partitioner {
     return s;
   }
 
-  // The splits of the values an equation shares with its bodies: padded blocks of the dims
-  // split unevenly where every body keeps them padded (values in the padding then stay there
-  // from step to step, and reductions mask them as outside), else those dims gathered, once
-  // rather than in every step.
-  BodySplits body_splits(const Equation& e, const ShardingRule& rule) const {
-    BodySplits even = body_splits(e, rule, false), padded = body_splits(e, rule, true);
-    if (padded.in == even.in && padded.out == even.out) return even;
+  bool keep_padding(const ShardingRule& rule, const BodySplits& s) const {
     for (size_t b = 0; b < rule.bodies.size(); ++b)
-      if (!keeps_padding(*rule.bodies[b].program, mesh_, padded.body_in[b], padded.body_out[b]))
-        return even;
-    return padded;
+      if (!keeps_padding(*rule.bodies[b].program, mesh_, s.body_in[b], s.body_out[b])) return false;
+    return true;
   }
 
   // An equation with bodies (control flow) runs them on blocks: each value it shares with its
@@ -879,6 +904,24 @@ class Partitioner {
   std::vector<InsertedCollective> collectives_;
   std::vector<std::optional<OutputSplit>> out_;
 };
+
+bool bodies_keep_padding(const Program& program, const Mesh& mesh,
+                         const std::vector<ValueSplit>& splits, const Equation& e,
+                         const ShardingRule& rule) {
+  const Partitioner::BodySplits s = Partitioner(program, mesh, splits, {}).body_splits(e, rule);
+  auto kept = [&](int var, const Split& chosen) {
+    const Split& split = splits[size_t(var)].dims;
+    for (size_t d = 0; d < split.size(); ++d)
+      if (!even(program.types[size_t(var)].shape[int(d)], split[d]) && chosen[d] != split[d])
+        return false;
+    return true;
+  };
+  for (size_t k = 0; k < e.inputs.size(); ++k)
+    if (!e.inputs[k].is_literal() && !kept(e.inputs[k].var, s.in[k])) return false;
+  for (size_t r = 0; r < e.outputs.size(); ++r)
+    if (!kept(e.outputs[r], s.out[r])) return false;
+  return true;
+}
 
 std::vector<AxisFrame> frames_of(const Mesh& mesh) {
   std::vector<AxisFrame> frames;

@@ -134,4 +134,52 @@ TEST_F(PartitionGaps, AReductionScattersThenSumsTheAxesItIsNotSplitOver) {
   expect_jax("scatter_then_psum", {f(u)});
 }
 
+Array fori_body(const Array& i, const Array& c) {
+  return sp::sin(c) + c.max({0}) * 0.5f - i;
+}
+
+// Moves data along the padded dim: each step would gather it.
+Array rolled_body(const Array&, const Array& c) {
+  return sp::roll(c, 1, 0) * 0.5f + c.max({0});
+}
+
+Array on_a(const sp::Mesh& m, const Array& v) {
+  return sp::with_sharding_constraint(v, sp::NamedSharding(m, P("a")));
+}
+
+// Two carries split unevenly (10 rows over 4 devices): the one whose body keeps its padded
+// blocks stays padded; only the one whose body rolls it is gathered, once, before the loop.
+TEST_F(PartitionGaps, ALoopGathersOnlyTheCarriesItsBodyGathers) {
+  auto f = sp::jit([&](const Array& u) {
+    auto body = [](const Array& i, const std::vector<Array>& cs) {
+      return std::vector<Array>{fori_body(i, cs[0]), rolled_body(i, cs[1])};
+    };
+    const std::vector<Array> cs =
+        sp::lax::fori_loop(0, 3, body, std::vector<Array>{on_a(mesh, -u - 1), on_a(mesh, -u - 2)});
+    return std::vector<Array>{cs[0].max({0}), cs[1].max({0})};
+  });
+  const Array x10 = sp::arange(60.0f).reshape({10, 6});
+  const std::string text = f.explain(x10);
+  EXPECT_EQ(count(text, "all_gather over"), 1u) << text;
+  EXPECT_NE(text.find("all_gather over 'a' along dim 0: operand 2 of scan"), std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "each step: all_gather"), 0u) << text;
+  expect_jax("fori_padded_and_rolled", f(x10));
+}
+
+// A loop in a loop body that keeps the padded carry keeps it too: nothing is gathered.
+TEST_F(PartitionGaps, ANestedLoopKeepingPaddedBlocksKeepsThem) {
+  auto f = sp::jit([&](const Array& u) {
+    auto outer = [](const Array&, const Array& c) {
+      return sp::lax::fori_loop(0, 2, fori_body, c) * 0.5f;
+    };
+    return sp::lax::fori_loop(0, 2, outer, on_a(mesh, -u - 1)).max({0});
+  });
+  const Array x10 = sp::arange(60.0f).reshape({10, 6});
+  const std::string text = f.explain(x10);
+  EXPECT_EQ(count(text, "all_gather over"), 0u) << text;
+  EXPECT_NE(text.find("f32[3,6]"), std::string::npos) << text;
+  expect_jax("fori_nested_padded", {f(x10)});
+}
+
 }  // namespace

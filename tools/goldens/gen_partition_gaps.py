@@ -45,6 +45,8 @@ def put(m, v, *spec):
 x16 = jnp.arange(256.0, dtype=jnp.float32).reshape(16, 16)
 w16 = jnp.arange(128.0, dtype=jnp.float32).reshape(16, 8) / 16
 x3 = jnp.arange(1024.0, dtype=jnp.float32).reshape(8, 8, 16)
+x10 = jnp.arange(60.0, dtype=jnp.float32).reshape(10, 6)
+wsc = jax.lax.with_sharding_constraint
 
 
 def matmul(u, v):
@@ -53,6 +55,30 @@ def matmul(u, v):
 
 def sum0(u):
     return u.sum(0)
+
+
+def fori_body(i, c):
+    return jnp.sin(c) + c.max(0) * 0.5 - i
+
+
+def rolled_body(i, c):
+    """Moves data along the padded dim: each step would gather it."""
+    return jnp.roll(c, 1, 0) * 0.5 + c.max(0)
+
+
+def padded_and_rolled(u):
+    """Two carries split unevenly (10 rows over 4 devices): one body keeps padded, one not."""
+    def body(i, cs):
+        return fori_body(i, cs[0]), rolled_body(i, cs[1])
+
+    c1, c2 = lax.fori_loop(0, 3, body, (wsc(-u - 1, S(mesh, "a")), wsc(-u - 2, S(mesh, "a"))))
+    return c1.max(0), c2.max(0)
+
+
+def nested_padded(u):
+    """A loop in a loop body, keeping the padded carry."""
+    return lax.fori_loop(0, 2, lambda i, c: lax.fori_loop(0, 2, fori_body, c) * 0.5,
+                         wsc(-u - 1, S(mesh, "a"))).max(0)
 
 
 # (case, function, arguments, out_shardings). Names match the tests.
@@ -64,6 +90,8 @@ CASES = [
     ("scatter_beside_a_slice", sum0, (put(mesh3, x3, "a", "b", None),),
      S(mesh3, ("b", "c"), "a")),
     ("scatter_then_psum", sum0, (put(mesh3, x3, ("a", "c"), "b", None),), S(mesh3, "b", "a")),
+    ("fori_padded_and_rolled", padded_and_rolled, (x10,), None),
+    ("fori_nested_padded", nested_padded, (x10,), None),
 ]
 
 COLLECTIVE = re.compile(

@@ -36,6 +36,11 @@ class Compiled {
   // sp::explain's account of the collectives the partitioner inserted without an annotation
   // asking for them; run() applies config::implicit_resharding to it when it is not empty.
   void set_implicit_resharding(std::string account) { implicit_resharding_ = std::move(account); }
+  // Operand i arrives laid out by `sharding` over the mesh's devices (its blocks where they are)
+  // rather than by its spec.
+  void hold_argument(size_t i, std::shared_ptr<const Sharding> sharding) {
+    launchable_.in_shardings.at(i) = std::move(sharding);
+  }
 
  private:
   // Raises or warns (once) as config::implicit_resharding says, if the program reshards.

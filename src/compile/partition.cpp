@@ -7,6 +7,8 @@
 #include "ir/primitive.h"
 #include "sharding/param_traits.h"
 
+#include <algorithm>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -116,6 +118,119 @@ void check_even(const Program& program,
     if (out_shardings[i]) check_even(*out_shardings[i], out_types[i].shape);
 }
 
+using Split = std::vector<std::vector<std::string>>;
+
+bool same_device_set(std::vector<Device> a, std::vector<Device> b) {
+  auto by_id = [](const Device& x, const Device& y) { return x.id < y.id; };
+  std::sort(a.begin(), a.end(), by_id);
+  std::sort(b.begin(), b.end(), by_id);
+  return a == b;
+}
+
+// The index of each device's block under `sharding`, by device id.
+std::map<int, std::vector<Slice>> blocks_by_device(const Sharding& sharding, const Shape& shape) {
+  std::map<int, std::vector<Slice>> out;
+  for (const ShardSlot& slot : sharding.layout(shape)) out[slot.device.id] = slot.index;
+  return out;
+}
+
+// For each position of the mesh's devices, a position whose device holds (under `from`) the
+// block that `split` puts there, each position the source of one: the positions that hold
+// their block first. Nullopt when `from` does not hold every block `split` asks for as often.
+std::optional<std::vector<int>> sources(const Sharding& from, const Mesh& mesh, const Split& split,
+                                        const Shape& shape) {
+  const std::map<int, std::vector<Slice>> have = blocks_by_device(from, shape);
+  const std::vector<ShardSlot> want =
+      NamedSharding(mesh, ValueSplit{split, {}}.spec()).layout(shape);
+  const std::vector<Device>& devices = mesh.devices();
+  std::vector<int> source(devices.size(), -1);
+  std::vector<bool> used(devices.size(), false);
+  auto holds = [&](size_t q, size_t p) {
+    auto it = have.find(devices[q].id);
+    return it != have.end() && it->second == want[p].index;
+  };
+  for (size_t p = 0; p < devices.size(); ++p)
+    if (holds(p, p)) source[p] = int(p), used[p] = true;
+  for (size_t p = 0; p < devices.size(); ++p) {
+    if (source[p] >= 0) continue;
+    size_t q = 0;
+    while (q < devices.size() && (used[q] || !holds(q, p))) ++q;
+    if (q == devices.size()) return std::nullopt;
+    source[p] = int(q);
+    used[q] = true;
+  }
+  return source;
+}
+
+// Every split of a `shape` value over the axes of `mesh` from `axis` on: each axis on one dim
+// (in any order among the dim's axes) or on none, the axes of a dim dividing it.
+void splits_over(const Mesh& mesh, const Shape& shape, size_t axis, Split& split,
+                 std::vector<Split>& out) {
+  if (axis == mesh.axis_names().size()) {
+    out.push_back(split);
+    return;
+  }
+  splits_over(mesh, shape, axis + 1, split, out);
+  const std::string& name = mesh.axis_names()[axis];
+  for (size_t d = 0; d < split.size(); ++d)
+    for (size_t at = 0; at <= split[d].size(); ++at) {
+      split[d].insert(split[d].begin() + std::ptrdiff_t(at), name);
+      int64_t n = 1;
+      for (const std::string& a : split[d]) n *= mesh.axis_size(a);
+      if (shape[int(d)] % n == 0) splits_over(mesh, shape, axis + 1, split, out);
+      split[d].erase(split[d].begin() + std::ptrdiff_t(at));
+    }
+}
+
+size_t moves(const std::vector<int>& source) {
+  size_t n = 0;
+  for (size_t p = 0; p < source.size(); ++p) n += source[p] != int(p);
+  return n;
+}
+
+// The split of an argument on the mesh when its sharding (or its in_sharding, `given`) is over
+// the mesh's devices in another order or arrangement: the split that lays the blocks out as
+// the in_sharding does, else the one that moves the fewest of the argument's blocks. Arguments
+// whose blocks are not all where the split puts them are held where they are and moved by the
+// program's first ppermute, which explain lists and implicit_resharding governs.
+void arrange(Placement& p, size_t i, const Array& arg, const Sharding* given) {
+  const Sharding& from = *arg.sharding();
+  const Shape& shape = arg.shape();
+  if (!same_device_set(from.device_list(), p.mesh.devices())) return;
+  std::vector<Split> candidates;
+  Split none(size_t(shape.ndim()));
+  if (p.in[i])
+    candidates.push_back(p.in[i]->dims);
+  else
+    splits_over(p.mesh, shape, 0, none, candidates);
+  std::optional<Split> best;
+  std::vector<int> best_source;
+  for (const Split& split : candidates) {
+    if (given && !p.in[i] && !sources(*given, p.mesh, split, shape)) continue;
+    if (given && !p.in[i] && moves(*sources(*given, p.mesh, split, shape)) != 0) continue;
+    std::optional<std::vector<int>> source = sources(from, p.mesh, split, shape);
+    if (source && (!best || moves(*source) < moves(best_source))) {
+      best = split;
+      best_source = std::move(*source);
+    }
+  }
+  if (!best) return;
+  p.in[i] = ValueSplit{*best, std::vector<bool>(best->size(), true)};
+  if (moves(best_source) != 0) p.held[i] = HeldArgument{arg.sharding(), best_source, !given};
+}
+
+// An argument moved by device_put to an in_sharding on other devices, before the program: its
+// block copies, in explain's account.
+InsertedCollective copy_of(const Array& arg, const Sharding& given, size_t i) {
+  AbstractValue block = aval_of(arg);
+  block.shape = given.shard_shape(block.shape);
+  return {"device_put block copies",
+          "argument " + std::to_string(i) + " moves from the devices " +
+              ids_text(arg.sharding()->device_list()) + " to those of its in_sharding " +
+              ids_text(given.device_list()) + " (different device sets)",
+          block.nbytes(), false};
+}
+
 }  // namespace
 
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
@@ -156,15 +271,21 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
       first = &r;
       break;
     }
-  Placement p{mesh_of(*first->sharding), false, {}, {}};
+  Placement p{mesh_of(*first->sharding), false, {}, {}, {}, {}};
   p.single_device = p.mesh.axis_names().empty();
   const std::vector<AbstractValue> in_types = program.in_types();
   p.in.resize(in_types.size());
+  p.held.resize(in_types.size());
   for (size_t i = 0; i < args.size() && i < in_types.size(); ++i) {
-    const Sharding* s = i < in_shardings.size() && in_shardings[i] ? in_shardings[i].get()
-                        : binds(i)                                 ? args[i].sharding().get()
-                                                                   : nullptr;
+    const Sharding* given = i < in_shardings.size() ? in_shardings[i].get() : nullptr;
+    const Sharding* s = given ? given : binds(i) ? args[i].sharding().get() : nullptr;
     if (s) p.in[i] = split_on(*s, p.mesh, in_types[i].shape.ndim());
+    if (!binds(i) || p.single_device || (given ? *given == *args[i].sharding() : bool(p.in[i])))
+      continue;
+    if (given && !same_device_set(given->device_list(), args[i].sharding()->device_list()))
+      p.copies.push_back(copy_of(args[i], *given, i));
+    else
+      arrange(p, i, args[i], given);
   }
   const std::vector<AbstractValue> out_types = program.out_types();
   p.out.resize(out_types.size());
@@ -188,14 +309,64 @@ bool same_splits(const std::vector<std::optional<ValueSplit>>& a,
   return true;
 }
 
+bool same_held(const std::vector<std::optional<HeldArgument>>& a,
+               const std::vector<std::optional<HeldArgument>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].has_value() != b[i].has_value() ||
+        (a[i] && (!(*a[i]->held == *b[i]->held) || a[i]->source != b[i]->source ||
+                  a[i]->implicit != b[i]->implicit)))
+      return false;
+  return true;
+}
+
+bool same_copies(const std::vector<InsertedCollective>& a,
+                 const std::vector<InsertedCollective>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.cause == y.cause && x.bytes_sent == y.bytes_sent;
+  });
+}
+
 struct PartitionKeyEqual {
   bool operator()(const PartitionKey& a, const PartitionKey& b) const {
     return (a.program == b.program || *a.program == *b.program) &&
            a.placement.mesh == b.placement.mesh &&
            a.placement.single_device == b.placement.single_device &&
            same_splits(a.placement.in, b.placement.in) &&
-           same_splits(a.placement.out, b.placement.out);
+           same_splits(a.placement.out, b.placement.out) &&
+           same_held(a.placement.held, b.placement.held) &&
+           same_copies(a.placement.copies, b.placement.copies);
   }
+};
+
+// The blocks of an argument held where they are (HeldArgument), for the launch: each device of
+// the mesh, in the mesh's order, with the block it holds under the argument's own sharding.
+class HeldSharding : public Sharding {
+ public:
+  HeldSharding(std::vector<Device> devices, std::shared_ptr<const Sharding> held)
+      : devices_(std::move(devices)), held_(std::move(held)) {}
+
+  const std::vector<Device>& device_list() const override { return devices_; }
+  std::vector<ShardSlot> layout(const Shape& global) const override {
+    std::map<int, ShardSlot> by_id;
+    for (ShardSlot& slot : held_->layout(global)) by_id[slot.device.id] = std::move(slot);
+    std::vector<ShardSlot> out;
+    for (const Device& d : devices_) out.push_back(by_id.at(d.id));
+    return out;
+  }
+  bool is_fully_replicated() const override { return held_->is_fully_replicated(); }
+  std::string repr() const override { return held_->repr(); }
+  bool equals(const Sharding& other) const override {
+    const auto* o = dynamic_cast<const HeldSharding*>(&other);
+    return o && o->devices_ == devices_ && *o->held_ == *held_;
+  }
+
+ protected:
+  std::optional<std::string> shape_error(const Shape&) const override { return std::nullopt; }
+
+ private:
+  std::vector<Device> devices_;
+  std::shared_ptr<const Sharding> held_;
 };
 
 struct PartitionKeyHash {
@@ -205,6 +376,8 @@ struct PartitionKeyHash {
     for (const auto* splits : {&k.placement.in, &k.placement.out})
       for (const std::optional<ValueSplit>& s : *splits)
         hash_combine(h, s ? hash_spec(s->spec()) + 1 : 0);
+    for (const std::optional<HeldArgument>& held : k.placement.held)
+      hash_combine(h, held ? held->source.size() + 1 : 0);
     return h;
   }
 };
@@ -245,6 +418,13 @@ std::string resharding_account(const PartitionedProgram& p, const Mesh& mesh) {
 
 }  // namespace
 
+PartitionedProgram partition_program(const Program& global, const Placement& placement) {
+  PartitionedProgram p =
+      partition_program(global, placement.mesh, placement.in, placement.out, placement.held);
+  p.collectives.insert(p.collectives.begin(), placement.copies.begin(), placement.copies.end());
+  return p;
+}
+
 const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement) {
   program->hash();  // memoized outside the lock
   static std::mutex mu;
@@ -253,11 +433,14 @@ const Compiled& compile_partitioned(const ProgramRef& program, const Placement& 
   std::lock_guard<std::mutex> lock(mu);
   std::unique_ptr<Compiled>& slot = (*cache)[PartitionKey{program, placement}];
   if (!slot) {
-    PartitionedProgram parts =
-        partition_program(*program, placement.mesh, placement.in, placement.out);
+    PartitionedProgram parts = partition_program(*program, placement);
     const std::vector<AbstractValue> out_types = program->out_types();
     slot = std::make_unique<Compiled>(parts.body, placement.mesh, parts.in_specs, parts.out_specs,
                                       out_types);
+    for (size_t i = 0; i < placement.held.size(); ++i)
+      if (placement.held[i])
+        slot->hold_argument(
+            i, std::make_shared<HeldSharding>(placement.mesh.devices(), placement.held[i]->held));
     slot->set_implicit_resharding(resharding_account(parts, placement.mesh));
   }
   return *slot;

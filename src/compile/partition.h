@@ -40,12 +40,24 @@ struct PartitionedProgram {
 // outputs, the program each device runs and every inserted collective with its cause and bytes.
 std::string explain(const PartitionedProgram& p, const Mesh& mesh);
 
+// An argument whose blocks are on the devices of the mesh in another order or arrangement: it
+// arrives as it is (`held`, each device's block where it already is) and the program moves the
+// blocks to its split with one ppermute over the whole mesh.
+struct HeldArgument {
+  std::shared_ptr<const Sharding> held;
+  // For each position of the mesh's devices, the position whose block it takes.
+  std::vector<int> source;
+  bool implicit = true;  // no in_sharding asked for the move
+};
+
 // The program each device of `mesh` runs for `global`, with the given splits of its inputs and
-// outputs closed (nullopt: chosen by propagation). Defined by the partitioner, which emits
-// collectives through the ops above this layer.
+// outputs closed (nullopt: chosen by propagation); the inputs in `held` (by index, when given)
+// arrive as they are and are moved to their split first. Defined by the partitioner, which
+// emits collectives through the ops above this layer.
 PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
                                      const std::vector<std::optional<ValueSplit>>& in,
-                                     const std::vector<std::optional<ValueSplit>>& out);
+                                     const std::vector<std::optional<ValueSplit>>& out,
+                                     const std::vector<std::optional<HeldArgument>>& held = {});
 
 // Where a computation runs and how its arguments and results are split, as decided from the
 // committed arguments, in_shardings, out_shardings and the constraints in the program. `mesh`
@@ -54,7 +66,15 @@ struct Placement {
   Mesh mesh;
   bool single_device = false;
   std::vector<std::optional<ValueSplit>> in, out;
+  // Per argument: held where it is and moved inside the program (same devices, other order).
+  std::vector<std::optional<HeldArgument>> held;
+  // The block copies that move arguments to in_shardings on other devices, before the program
+  // runs: what explain's account lists for them.
+  std::vector<InsertedCollective> copies;
 };
+
+// The partitioned program of a placement, with its arguments' copies in its account.
+PartitionedProgram partition_program(const Program& global, const Placement& placement);
 
 // The placement of `program` applied to `args`, or nullopt when nothing places it (no committed
 // argument, no sharding given or in the program): it then runs on the default device. Raises

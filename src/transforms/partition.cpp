@@ -163,7 +163,8 @@ struct OutputSplit {
 PartitionedProgram partition_in_scope(const Program& global, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
                                       const std::vector<std::optional<ValueSplit>>& out,
-                                      bool padded_boundary);
+                                      bool padded_boundary,
+                                      const std::vector<std::optional<HeldArgument>>& held = {});
 
 // Whether the partitioner runs `e`, an equation of `program` with bodies and its values split as
 // `splits`, on the padded blocks of the dims its operands and results split unevenly.
@@ -222,8 +223,13 @@ class Partitioner {
   // out_shardings win over the propagated splits (a constraint on a returned value included),
   // and uneven dims leave gathered.
   Partitioner(const Program& global, const Mesh& mesh, std::vector<ValueSplit> splits,
-              std::vector<std::optional<OutputSplit>> out)
-      : global_(global), mesh_(mesh), splits_(std::move(splits)), out_(std::move(out)) {}
+              std::vector<std::optional<OutputSplit>> out,
+              std::vector<std::optional<HeldArgument>> held = {})
+      : global_(global),
+        mesh_(mesh),
+        splits_(std::move(splits)),
+        out_(std::move(out)),
+        held_(std::move(held)) {}
 
   std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
 
@@ -256,7 +262,9 @@ class Partitioner {
   std::vector<Array> run(std::span<const Array> args) {
     env_.assign(global_.types.size(), {});
     for (size_t i = 0; i < global_.invars.size(); ++i)
-      env_[size_t(global_.invars[i])] = Local{args[i], splits_[size_t(global_.invars[i])].dims};
+      env_[size_t(global_.invars[i])] =
+          Local{i < held_.size() && held_[i] ? arranged(args[i], *held_[i], i) : args[i],
+                splits_[size_t(global_.invars[i])].dims};
     for (size_t i = 0; i < global_.constvars.size(); ++i) {
       const int v = global_.constvars[i];
       const Split whole(size_t(global_.types[size_t(v)].shape.ndim()));
@@ -284,6 +292,19 @@ class Partitioner {
 
  private:
   const Array& value(const Atom& a) const { return env_[size_t(a.var)].value; }
+
+  // Argument i, held on each device as its own sharding puts it, moved to its split on the mesh:
+  // one ppermute over all the mesh's axes, whose linear index is the device's position.
+  Array arranged(const Array& x, const HeldArgument& held, size_t i) {
+    std::vector<std::pair<int, int>> perm;
+    for (size_t p = 0; p < held.source.size(); ++p) perm.emplace_back(held.source[p], int(p));
+    const AxisList all = mesh_.axis_names();
+    collectives_.push_back({"ppermute over " + names_of(all).repr(),
+                            "argument " + std::to_string(i) + " is on the mesh's devices in " +
+                                "another order (" + held.held->repr() + ")",
+                            nbytes(x), held.implicit});
+    return ppermute(x, names_of(all), std::move(perm));
+  }
 
   // reshard, recording each collective it inserts with its cause.
   Array moved(const Array& x, const Split& from, const Split& to, const Shape& global,
@@ -903,6 +924,7 @@ class Partitioner {
   std::vector<Local> env_;
   std::vector<InsertedCollective> collectives_;
   std::vector<std::optional<OutputSplit>> out_;
+  std::vector<std::optional<HeldArgument>> held_;
 };
 
 bool bodies_keep_padding(const Program& program, const Mesh& mesh,
@@ -936,7 +958,8 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh) {
 PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& in,
                                       const std::vector<std::optional<ValueSplit>>& out,
-                                      bool padded_boundary) {
+                                      bool padded_boundary,
+                                      const std::vector<std::optional<HeldArgument>>& held) {
   const Program global = inline_calls(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
@@ -972,7 +995,7 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                  (given ? " goes to its out_sharding"
                                         : " leaves with the dims split unevenly inside gathered")};
   }
-  Partitioner partitioner(global, mesh, std::move(splits), std::move(asked));
+  Partitioner partitioner(global, mesh, std::move(splits), std::move(asked), held);
   result.body = trace_to_program(
       [&partitioner](std::span<const Array> args) { return partitioner.run(args); }, block_types,
       "partitioner");
@@ -984,9 +1007,10 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
 
 PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
                                      const std::vector<std::optional<ValueSplit>>& in,
-                                     const std::vector<std::optional<ValueSplit>>& out) {
+                                     const std::vector<std::optional<ValueSplit>>& out,
+                                     const std::vector<std::optional<HeldArgument>>& held) {
   AxisEnvScope axes(frames_of(mesh));
-  return partition_in_scope(global, mesh, in, out, /*padded_boundary=*/false);
+  return partition_in_scope(global, mesh, in, out, /*padded_boundary=*/false, held);
 }
 
 }  // namespace spmd

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "sharding/golden_cases.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <map>
@@ -22,7 +23,22 @@ using sp::Array;
 using sp::None;
 using sp::P;
 
-using sharding_test::placed;
+// sharding_test::placed, and the device ids of each leaf's mesh after a '|'.
+std::string placed(const std::vector<Array>& leaves) {
+  std::string out;
+  for (const Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    out += sharding_test::placed({x}) + "|";
+    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
+    const std::vector<sp::Device>& devices =
+        named ? named->mesh().devices() : x.sharding()->device_list();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (i) out += ',';
+      out += std::to_string(devices[i].id);
+    }
+  }
+  return out;
+}
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -180,6 +196,86 @@ TEST_F(PartitionGaps, ANestedLoopKeepingPaddedBlocksKeepsThem) {
   EXPECT_EQ(count(text, "all_gather over"), 0u) << text;
   EXPECT_NE(text.find("f32[3,6]"), std::string::npos) << text;
   expect_jax("fori_nested_padded", {f(x10)});
+}
+
+sp::Mesh mesh_on(const std::vector<int>& ids, sp::Shape shape, std::vector<std::string> names) {
+  std::vector<sp::Device> devices;
+  for (int id : ids) devices.push_back(sp::devices()[size_t(id)]);
+  return sp::Mesh(devices, std::move(shape), std::move(names));
+}
+
+const Array x8 = sp::arange(64.0f).reshape({8, 8});
+
+// An in_sharding over the same devices in the reverse order: the argument arrives where it is
+// and one ppermute inside the program moves each device's f32[2,4] block (32 bytes) to its
+// place; the in_sharding asked for it, so it is no implicit resharding.
+TEST_F(PartitionGaps, AnInShardingOnReorderedDevicesIsAPpermute) {
+  const sp::Mesh rev = mesh_on({7, 6, 5, 4, 3, 2, 1, 0}, sp::Shape{4, 2}, {"a", "b"});
+  spmd_test::ImplicitReshardingScope refuse(sp::config::ImplicitResharding::error);
+  auto f = sp::jit([](const Array& u) { return u * 2.0f; },
+                   {.in_shardings = sp::NamedSharding(rev, P("a", "b"))});
+  const Array u = put(mesh, x8, P("a", "b"));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("1. ppermute over ('a', 'b'): argument 0 is on the mesh's devices in another "
+                      "order (NamedSharding(mesh=Mesh('a': 4, 'b': 2, axis_types=(Auto, Auto)), "
+                      "spec=P('a', 'b'), memory_kind=device)); each device sends 32 bytes\n"),
+            std::string::npos)
+      << text;
+  expect_jax("held_reversed_in_shardings", {f(u)});
+}
+
+// The same devices in the same order under other axes: the argument's blocks already are where
+// P(('a', 'b')) puts them, so it enters the program with that split, and the move to the
+// constraint's split is an all_to_all inside the program, in explain's account, not a copy
+// before it.
+TEST_F(PartitionGaps, AnArgumentUnderOtherAxesEntersWithTheSplitOfItsBlocks) {
+  const sp::Mesh line = sp::make_mesh({8}, {"x"});
+  auto f = sp::jit([&](const Array& u) {
+    return sp::with_sharding_constraint(u * 2.0f + 1.0f, sp::NamedSharding(mesh, P("a", "b")));
+  });
+  const Array u = put(line, x8, P("x"));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("inputs: P(('a', 'b'),)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_to_all over 'b' from dim 0 to dim 1"), std::string::npos) << text;
+  expect_jax("relabelled_arrangement", {f(u)});
+}
+
+// Blocks that no split over the program's mesh puts where they are (the 'y' blocks of a
+// (2, 4) mesh, on a (4, 2) one) are moved by one ppermute into the split that moves fewest of
+// them; no resharding was asked for, so it is implicit. (JAX 0.10.2 raises an IndivisibleError
+// for this program's result; the values are the unsplit computation's.)
+TEST_F(PartitionGaps, AnArgumentInAnotherArrangementIsPermutedIntoASplit) {
+  const sp::Mesh grid = sp::make_mesh({2, 4}, {"x", "y"});
+  auto f = sp::jit([&](const Array& u) {
+    return sp::with_sharding_constraint(u * 2.0f + 1.0f, sp::NamedSharding(mesh, P("a")));
+  });
+  const Array u = put(grid, x8, P("y"));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("1. ppermute over ('a', 'b'): argument 0 is on the mesh's devices in another "
+                      "order"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(implicit resharding)"), std::string::npos) << text;
+  const Array got = f(u);
+  EXPECT_EQ(got.sharding()->repr(), sp::NamedSharding(mesh, P("a")).repr());
+  EXPECT_TRUE(spmd_test::arrays_equal(got, x8 * 2.0f + 1.0f));
+}
+
+// An in_sharding on other devices: the argument is copied block by block before the program
+// runs, as JAX does, and explain's account lists the copies (f32[2,8] blocks, 64 bytes).
+TEST_F(PartitionGaps, AnInShardingOnOtherDevicesListsItsBlockCopies) {
+  const sp::Mesh low = mesh_on({0, 1, 2, 3}, sp::Shape{4}, {"x"});
+  const sp::Mesh high = mesh_on({4, 5, 6, 7}, sp::Shape{4}, {"x"});
+  auto f = sp::jit([](const Array& u) { return u * 2.0f; },
+                   {.in_shardings = sp::NamedSharding(high, P("x"))});
+  const Array u = put(low, x8, P("x"));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("1. device_put block copies: argument 0 moves from the devices [0, 1, 2, 3] "
+                      "to those of its in_sharding [4, 5, 6, 7] (different device sets); each "
+                      "device sends 64 bytes\n"),
+            std::string::npos)
+      << text;
+  expect_jax("copied_device_sets", {f(u)});
 }
 
 }  // namespace

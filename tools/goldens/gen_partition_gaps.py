@@ -5,7 +5,8 @@ blocks, and reshards between meshes on the same devices.
 
 Writes tests/goldens/partitioning/:
   gaps_results.txt  "=== <case>" followed by one line per result leaf, in flattening order:
-                    "<repr(spec)>|<shard shapes in device order, ';'-separated, dims ','-separated>"
+                    "<repr(spec)>|<shard shapes in device order, ';'-separated, dims ','-separated>
+                    |<the mesh's device ids, ','-separated>"
   gaps_values.npz   the result leaves, as "<case>/<leaf index>"
   gaps_xla.txt      "=== <case>" followed by the collectives in XLA's compiled CPU program, one
                     per line, in program order (for the record: XLA's CPU pipeline completes a
@@ -81,7 +82,24 @@ def nested_padded(u):
                          wsc(-u - 1, S(mesh, "a"))).max(0)
 
 
-# (case, function, arguments, out_shardings). Names match the tests.
+D = jax.devices()
+m_fwd = Mesh(np.array(D).reshape(4, 2), ("a", "b"))
+m_rev = Mesh(np.array(D[::-1]).reshape(4, 2), ("a", "b"))
+m_x = Mesh(np.array(D), ("x",))
+m_low = Mesh(np.array(D[:4]), ("x",))
+m_high = Mesh(np.array(D[4:]), ("x",))
+x8 = jnp.arange(64.0, dtype=jnp.float32).reshape(8, 8)
+
+
+def jit_in(sharding):
+    return jax.jit(lambda u: u * 2, in_shardings=sharding)
+
+
+def constrained(sharding):
+    return lambda u: wsc(u * 2 + 1, sharding)
+
+
+# (case, function, arguments, out_shardings). Names match the tests. Names match the tests.
 CASES = [
     ("scatter_two_dims", matmul,
      (put(mesh, x16[:8], None, ("a", "b")), put(mesh, w16, ("a", "b"), None)),
@@ -92,6 +110,14 @@ CASES = [
     ("scatter_then_psum", sum0, (put(mesh3, x3, ("a", "c"), "b", None),), S(mesh3, "b", "a")),
     ("fori_padded_and_rolled", padded_and_rolled, (x10,), None),
     ("fori_nested_padded", nested_padded, (x10,), None),
+    # Reshards between meshes: the same devices in another order, under other axes, or others.
+    # (An argument split as P('y') over Mesh(devices (2, 4), ('x', 'y')) constrained to P('a')
+    # over Mesh(the same devices (4, 2), ('a', 'b')) makes JAX 0.10.2 raise an IndivisibleError
+    # for its own result; the test checks that case's values against the unsplit computation.)
+    ("held_reversed_in_shardings", jit_in(S(m_rev, "a", "b")), (put(m_fwd, x8, "a", "b"),),
+     None),
+    ("relabelled_arrangement", constrained(S(m_fwd, "a", "b")), (put(m_x, x8, "x"),), None),
+    ("copied_device_sets", jit_in(S(m_high, "x")), (put(m_low, x8, "x"),), None),
 ]
 
 COLLECTIVE = re.compile(
@@ -100,7 +126,8 @@ COLLECTIVE = re.compile(
 
 def leaf_line(leaf):
     shapes = ";".join(",".join(str(d) for d in s.data.shape) for s in leaf.addressable_shards)
-    return f"{leaf.sharding.spec!r}|{shapes}"
+    ids = ",".join(str(d.id) for d in leaf.sharding.mesh.devices.flat)
+    return f"{leaf.sharding.spec!r}|{shapes}|{ids}"
 
 
 def main():
@@ -109,7 +136,8 @@ def main():
     with open(os.path.join(OUT, "gaps_results.txt"), "w") as out, \
             open(os.path.join(OUT, "gaps_xla.txt"), "w") as xla:
         for name, fn, args, out_sharding in CASES:
-            f = jax.jit(fn, out_shardings=out_sharding)
+            f = (fn if hasattr(fn, "lower") else jax.jit(fn) if out_sharding is None
+                 else jax.jit(fn, out_shardings=out_sharding))
             out.write(f"=== {name}\n")
             for i, leaf in enumerate(jax.tree.leaves(f(*args))):
                 out.write(leaf_line(leaf) + "\n")

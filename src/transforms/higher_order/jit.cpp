@@ -437,9 +437,7 @@ std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def
     return "no argument is committed and no sharding is given: the program runs whole on the "
            "default device\n" +
            entry.program->str() + "\n";
-  PartitionedProgram parts =
-      partition_program(*entry.program, placement->mesh, placement->in, placement->out);
-  return explain(parts, placement->mesh);
+  return explain(partition_program(*entry.program, *placement), placement->mesh);
 }
 
 ClosedJaxpr jit_lower(JitState&, const FlatFn& fn, std::span<const Array> leaves, bool optimized) {

@@ -206,8 +206,10 @@ void arrange(Placement& p, size_t i, const Array& arg, const Sharding* given) {
   std::optional<Split> best;
   std::vector<int> best_source;
   for (const Split& split : candidates) {
-    if (given && !p.in[i] && !sources(*given, p.mesh, split, shape)) continue;
-    if (given && !p.in[i] && moves(*sources(*given, p.mesh, split, shape)) != 0) continue;
+    if (given && !p.in[i]) {
+      const std::optional<std::vector<int>> as_given = sources(*given, p.mesh, split, shape);
+      if (!as_given || moves(*as_given) != 0) continue;
+    }
     std::optional<std::vector<int>> source = sources(from, p.mesh, split, shape);
     if (source && (!best || moves(*source) < moves(best_source))) {
       best = split;

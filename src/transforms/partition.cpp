@@ -300,8 +300,9 @@ class Partitioner {
     for (size_t p = 0; p < held.source.size(); ++p) perm.emplace_back(held.source[p], int(p));
     const AxisList all = mesh_.axis_names();
     collectives_.push_back({"ppermute over " + names_of(all).repr(),
-                            "argument " + std::to_string(i) + " is on the mesh's devices in " +
-                                "another order (" + held.held->repr() + ")",
+                            "argument " + std::to_string(i) +
+                                " is on the mesh's devices in another order or arrangement (" +
+                                held.held->repr() + ")",
                             nbytes(x), held.implicit});
     return ppermute(x, names_of(all), std::move(perm));
   }

@@ -221,16 +221,25 @@ void arrange(Placement& p, size_t i, const Array& arg, const Sharding* given) {
   if (moves(best_source) != 0) p.held[i] = HeldArgument{arg.sharding(), best_source, !given};
 }
 
-// An argument moved by device_put to an in_sharding on other devices, before the program: its
-// block copies, in explain's account.
-InsertedCollective copy_of(const Array& arg, const Sharding& given, size_t i) {
-  AbstractValue block = aval_of(arg);
-  block.shape = given.shard_shape(block.shape);
-  return {"device_put block copies",
-          "argument " + std::to_string(i) + " moves from the devices " +
-              ids_text(arg.sharding()->device_list()) + " to those of its in_sharding " +
-              ids_text(given.device_list()) + " (different device sets)",
-          block.nbytes(), false};
+// The elements of `a` that `b` holds too.
+int64_t overlap(const std::vector<Slice>& a, const std::vector<Slice>& b) {
+  int64_t n = 1;
+  for (size_t d = 0; d < a.size(); ++d)
+    n *= std::max<int64_t>(0, std::min(a[d].stop, b[d].stop) - std::max(a[d].start, b[d].start));
+  return n;
+}
+
+// The most bytes a device receives when the blocks of a `t` value laid out by `from` are copied
+// to those of `to`: the part of its new block that it does not hold already.
+int64_t copied_bytes(const Sharding& from, const Sharding& to, const AbstractValue& t) {
+  const std::map<int, std::vector<Slice>> have = blocks_by_device(from, t.shape);
+  int64_t most = 0;
+  for (const ShardSlot& slot : to.layout(t.shape)) {
+    auto it = have.find(slot.device.id);
+    const int64_t held = it == have.end() ? 0 : overlap(slot.index, it->second);
+    most = std::max(most, overlap(slot.index, slot.index) - held);
+  }
+  return most * int64_t(itemsize(t.dtype));
 }
 
 }  // namespace
@@ -278,16 +287,15 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
   const std::vector<AbstractValue> in_types = program.in_types();
   p.in.resize(in_types.size());
   p.held.resize(in_types.size());
+  p.arrives.resize(in_types.size());
   for (size_t i = 0; i < args.size() && i < in_types.size(); ++i) {
     const Sharding* given = i < in_shardings.size() ? in_shardings[i].get() : nullptr;
     const Sharding* s = given ? given : binds(i) ? args[i].sharding().get() : nullptr;
     if (s) p.in[i] = split_on(*s, p.mesh, in_types[i].shape.ndim());
-    if (!binds(i) || p.single_device || (given ? *given == *args[i].sharding() : bool(p.in[i])))
-      continue;
-    if (given && !same_device_set(given->device_list(), args[i].sharding()->device_list()))
-      p.copies.push_back(copy_of(args[i], *given, i));
-    else
+    if (!binds(i)) continue;
+    if (!p.single_device && !(given ? *given == *args[i].sharding() : bool(p.in[i])))
       arrange(p, i, args[i], given);
+    if (!p.held[i]) p.arrives[i] = args[i].sharding();
   }
   const std::vector<AbstractValue> out_types = program.out_types();
   p.out.resize(out_types.size());
@@ -322,11 +330,10 @@ bool same_held(const std::vector<std::optional<HeldArgument>>& a,
   return true;
 }
 
-bool same_copies(const std::vector<InsertedCollective>& a,
-                 const std::vector<InsertedCollective>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
-    return x.cause == y.cause && x.bytes_sent == y.bytes_sent;
-  });
+bool same_arrivals(const std::vector<std::shared_ptr<const Sharding>>& a,
+                   const std::vector<std::shared_ptr<const Sharding>>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const auto& x, const auto& y) { return x == y || (x && y && *x == *y); });
 }
 
 struct PartitionKeyEqual {
@@ -337,7 +344,7 @@ struct PartitionKeyEqual {
            same_splits(a.placement.in, b.placement.in) &&
            same_splits(a.placement.out, b.placement.out) &&
            same_held(a.placement.held, b.placement.held) &&
-           same_copies(a.placement.copies, b.placement.copies);
+           same_arrivals(a.placement.arrives, b.placement.arrives);
   }
 };
 
@@ -423,7 +430,27 @@ std::string resharding_account(const PartitionedProgram& p, const Mesh& mesh) {
 PartitionedProgram partition_program(const Program& global, const Placement& placement) {
   PartitionedProgram p =
       partition_program(global, placement.mesh, placement.in, placement.out, placement.held);
-  p.collectives.insert(p.collectives.begin(), placement.copies.begin(), placement.copies.end());
+  const std::vector<AbstractValue> in_types = global.in_types();
+  std::vector<InsertedCollective> copies;
+  for (size_t i = 0; i < placement.arrives.size(); ++i) {
+    const std::shared_ptr<const Sharding>& from = placement.arrives[i];
+    if (!from) continue;
+    const std::shared_ptr<const Sharding> to =
+        placement.single_device
+            ? std::shared_ptr<const Sharding>(
+                  std::make_shared<SingleDeviceSharding>(placement.mesh.devices().front()))
+            : std::make_shared<NamedSharding>(placement.mesh, p.in_specs[i]);
+    if (*from == *to) continue;
+    const int64_t bytes = copied_bytes(*from, *to, in_types[i]);
+    if (bytes == 0) continue;
+    copies.push_back({"device_put block copies",
+                      "argument " + std::to_string(i) + " moves from the devices " +
+                          ids_text(from->device_list()) + " to its blocks of " +
+                          p.in_specs[i].repr() + " on the devices " +
+                          ids_text(placement.mesh.devices()) + ", before the program runs",
+                      bytes, false});
+  }
+  p.collectives.insert(p.collectives.begin(), copies.begin(), copies.end());
   return p;
 }
 

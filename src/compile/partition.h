@@ -68,12 +68,14 @@ struct Placement {
   std::vector<std::optional<ValueSplit>> in, out;
   // Per argument: held where it is and moved inside the program (same devices, other order).
   std::vector<std::optional<HeldArgument>> held;
-  // The block copies that move arguments to in_shardings on other devices, before the program
-  // runs: what explain's account lists for them.
-  std::vector<InsertedCollective> copies;
+  // Per argument: the sharding of a committed argument that is not held, whose blocks the launch
+  // copies to its split before the program runs where they differ (an in_sharding on other
+  // devices, an arrangement no split or ppermute reaches).
+  std::vector<std::shared_ptr<const Sharding>> arrives;
 };
 
-// The partitioned program of a placement, with its arguments' copies in its account.
+// The partitioned program of a placement, with the block copies of its arguments first in its
+// account.
 PartitionedProgram partition_program(const Program& global, const Placement& placement);
 
 // The placement of `program` applied to `args`, or nullopt when nothing places it (no committed

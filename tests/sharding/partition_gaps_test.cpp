@@ -272,11 +272,30 @@ TEST_F(PartitionGaps, AnInShardingOnOtherDevicesListsItsBlockCopies) {
   const Array u = put(low, x8, P("x"));
   const std::string text = f.explain(u);
   EXPECT_NE(text.find("1. device_put block copies: argument 0 moves from the devices [0, 1, 2, 3] "
-                      "to those of its in_sharding [4, 5, 6, 7] (different device sets); each "
-                      "device sends 64 bytes\n"),
+                      "to its blocks of P('x',) on the devices [4, 5, 6, 7], before the program "
+                      "runs; each device sends 64 bytes\n"),
             std::string::npos)
       << text;
   expect_jax("copied_device_sets", {f(u)});
+}
+
+// A constraint inside jit on a mesh over the same devices in the same order, for an argument
+// whose f32[2,4] blocks no split of that mesh holds: the launch copies it to the rows P('x')
+// puts on each device first (each device holds half of its row already: 16 bytes come from
+// another), and explain's account lists the copies.
+TEST_F(PartitionGaps, AnArgumentNoSplitOfTheMeshHoldsListsItsBlockCopies) {
+  const sp::Mesh line = sp::make_mesh({8}, {"x"});
+  auto f = sp::jit([&](const Array& u) {
+    return sp::with_sharding_constraint(u * 2.0f + 1.0f, sp::NamedSharding(line, P("x")));
+  });
+  const Array u = put(mesh, x8, P("a", "b"));
+  const std::string text = f.explain(u);
+  EXPECT_NE(text.find("1. device_put block copies: argument 0 moves from the devices [0, 1, 2, 3, "
+                      "4, 5, 6, 7] to its blocks of P('x',) on the devices [0, 1, 2, 3, 4, 5, "
+                      "6, 7], before the program runs; each device sends 16 bytes\n"),
+            std::string::npos)
+      << text;
+  expect_jax("copied_arrangement", {f(u)});
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ CASES = [
      None),
     ("relabelled_arrangement", constrained(S(m_fwd, "a", "b")), (put(m_x, x8, "x"),), None),
     ("copied_device_sets", jit_in(S(m_high, "x")), (put(m_low, x8, "x"),), None),
+    ("copied_arrangement", constrained(S(m_x, "x")), (put(m_fwd, x8, "a", "b"),), None),
 ]
 
 COLLECTIVE = re.compile(

@@ -4,13 +4,107 @@
 #include "backends/cpu/parallel.h"
 #include "compile/fusion.h"
 #include "compile/passes.h"
+#include "core/env.h"
 #include "prims/primitive.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
 namespace spmd {
+
+namespace {
+
+struct ProfileTable {
+  std::atomic<bool> on{false};
+  std::mutex mu;
+  std::map<std::string, EquationProfileEntry> entries;
+};
+
+void print_equation_profile() {
+  const std::vector<EquationProfileEntry> entries = equation_profile();
+  double cpu = 0, wall = 0;
+  for (const EquationProfileEntry& e : entries) {
+    cpu += e.cpu_seconds;
+    wall += e.wall_seconds;
+  }
+  std::fprintf(stderr, "equation profile: %.3f s CPU, %.3f s wall\n", cpu, wall);
+  for (const EquationProfileEntry& e : entries)
+    std::fprintf(stderr, "%9lld  %8.3f s CPU %5.1f %%  %8.3f s wall  %s\n",
+                 static_cast<long long>(e.count), e.cpu_seconds,
+                 cpu > 0 ? 100 * e.cpu_seconds / cpu : 0.0, e.wall_seconds, e.equation.c_str());
+}
+
+// Never destroyed: the table is printed at exit, when the device threads may still record.
+ProfileTable& profile_table() {
+  static ProfileTable* table = [] {
+    auto* made = new ProfileTable();
+    if (env_int("SPMD_PROFILE_EQUATIONS", 0, 1).value_or(0) == 1) {
+      made->on = true;
+      std::atexit(print_equation_profile);
+    }
+    return made;
+  }();
+  return *table;
+}
+
+// The calling thread's CPU time and the wall time, when an equation starts.
+struct ProfileStart {
+  double cpu, wall;
+  static ProfileStart now() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    const auto wall = std::chrono::steady_clock::now().time_since_epoch();
+    return {double(t.tv_sec) + 1e-9 * double(t.tv_nsec),
+            std::chrono::duration<double>(wall).count()};
+  }
+};
+
+void record_equation(const Program& p, const Equation& e, const ProfileStart& start) {
+  const ProfileStart end = ProfileStart::now();
+  std::string key = e.primitive->name;
+  for (int v : e.outputs) {
+    key += ' ';
+    key += p.types[size_t(v)].str();
+  }
+  ProfileTable& table = profile_table();
+  std::lock_guard lock(table.mu);
+  EquationProfileEntry& entry = table.entries[key];
+  entry.equation = key;
+  ++entry.count;
+  entry.cpu_seconds += end.cpu - start.cpu;
+  entry.wall_seconds += end.wall - start.wall;
+}
+
+}  // namespace
+
+void set_equation_profiling(bool on) {
+  profile_table().on.store(on, std::memory_order_relaxed);
+}
+
+std::vector<EquationProfileEntry> equation_profile() {
+  ProfileTable& table = profile_table();
+  std::vector<EquationProfileEntry> out;
+  {
+    std::lock_guard lock(table.mu);
+    for (const auto& [key, entry] : table.entries) out.push_back(entry);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.cpu_seconds > b.cpu_seconds; });
+  return out;
+}
+
+void clear_equation_profile() {
+  ProfileTable& table = profile_table();
+  std::lock_guard lock(table.mu);
+  table.entries.clear();
+}
 
 Executable::Executable(const Program& program, bool optimized)
     : program_(optimized ? optimize(program) : program) {
@@ -119,9 +213,11 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
   cpu::DenormalsAreZero ftz;
   static const Primitive* const fusion = &primitive("fusion");
+  const bool profiling = profile_table().on.load(std::memory_order_relaxed);
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
     const Primitive& prim = *e.primitive;
+    const ProfileStart start = profiling ? ProfileStart::now() : ProfileStart{};
     // Decided before `ins` takes its own references to the operands.
     ins.clear();
     int donor = prim.elementwise || &prim == fusion
@@ -159,6 +255,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
       prim.cpu_kernel(KernelArgs{operands, results, e.params});
     }
     for (int v : release_after_[i]) env[size_t(v)] = Array();
+    if (profiling) record_equation(p, e, start);
   }
   std::vector<Array> outputs;
   outputs.reserve(p.outputs.size());

@@ -6,8 +6,10 @@
 
 #include "ir/program.h"
 
+#include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace spmd {
@@ -31,5 +33,22 @@ class Executable {
   Program program_;
   std::vector<std::vector<int>> release_after_;  // per equation: variables last used there
 };
+
+// The equation profile: for every Executable run in the process while it is on, per primitive and
+// result types, how many equations ran and the CPU and wall time they took on the thread that
+// ran them (a kernel's helper threads are not counted). It finds where a step's time goes: the
+// difference between wall and CPU is time spent waiting, for a peer in a collective or for a
+// core. Off unless set_equation_profiling(true) or the environment variable
+// SPMD_PROFILE_EQUATIONS=1, which also prints the table to stderr at exit.
+struct EquationProfileEntry {
+  std::string equation;  // the primitive and its result types: "dot_general f32[128,1024]"
+  int64_t count = 0;
+  double cpu_seconds = 0;
+  double wall_seconds = 0;
+};
+void set_equation_profiling(bool on);
+// The entries recorded so far, the most CPU first.
+std::vector<EquationProfileEntry> equation_profile();
+void clear_equation_profile();
 
 }  // namespace spmd

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "compile/executable.h"
 #include "core/array_impl.h"
 
 #include <cmath>
@@ -221,6 +222,34 @@ TEST(Donation, UnderGradAndVmapValuesAreKept) {
   got = gy.to_vector<float>();
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f);
   EXPECT_TRUE(y.is_deleted());
+}
+
+// The equation profile counts every equation of every run made while it is on, under its
+// primitive and result types, and nothing while it is off.
+TEST(EquationProfile, CountsTheEquationsOfTheRunsMadeWhileOn) {
+  auto f = sp::jit([](const Array& a, const Array& b) { return sp::matmul(a, b) + 1.0f; });
+  const Array a = sp::ones({4, 3}), b = sp::ones({3, 5});
+  EXPECT_EQ(f(a, b).to_vector<float>(), std::vector<float>(20, 4.0f));  // compiled and run
+  sp::clear_equation_profile();
+  sp::set_equation_profiling(true);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(f(a, b).to_vector<float>()[0], 4.0f);
+  }
+  sp::set_equation_profiling(false);
+  EXPECT_EQ(f(a, b).to_vector<float>()[0], 4.0f);
+  const std::vector<sp::EquationProfileEntry> profile = sp::equation_profile();
+  sp::clear_equation_profile();
+  int64_t products = 0;
+  for (size_t i = 0; i < profile.size(); ++i) {
+    if (profile[i].equation == "dot_general f32[4,5]") products += profile[i].count;
+    EXPECT_GE(profile[i].cpu_seconds, 0.0) << profile[i].equation;
+    EXPECT_GE(profile[i].wall_seconds, 0.0) << profile[i].equation;
+    if (i > 0) {
+      EXPECT_LE(profile[i].cpu_seconds, profile[i - 1].cpu_seconds);
+    }
+  }
+  EXPECT_EQ(products, 3);
+  EXPECT_TRUE(sp::equation_profile().empty());
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+// Explicit sharding mode against JAX 0.10.2, continued: traced *_like ops and autodiff's zeros
+// and placeholders keep their operand's type (goldens in tests/goldens/explicit/*3.*, recorded by
+// tools/goldens/gen_explicit3.py; the cases use its names).
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/golden.h"
+
+namespace {
+
+namespace sp = spmd;
+using sp::None;
+using sp::P;
+using spmd_test::golden_blocks;
+
+constexpr sp::AxisType kE = sp::AxisType::Explicit;
+
+class Explicit3Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  }
+  static std::string block(const std::string& file, const std::string& name) {
+    const auto blocks = golden_blocks("explicit/" + file);
+    auto it = blocks.find(name);
+    return it == blocks.end() ? "(missing golden " + name + ")" : it->second;
+  }
+  static std::string text(const std::string& name) { return block("texts3.txt", name); }
+  static std::string error(const std::string& name) {
+    return spmd_test::jax_error("explicit/errors3.txt", name);
+  }
+  static const sp::Array& value(const std::string& name) {
+    return spmd_test::load_golden("explicit/values3.npz").at(name);
+  }
+  // Per leaf, its sharding's spec or "uncommitted", as specs3.txt has them.
+  static std::string specs_of(const std::vector<sp::Array>& leaves) {
+    std::string out;
+    for (const sp::Array& v : leaves) {
+      if (!out.empty()) out += '\n';
+      const auto* named = dynamic_cast<const sp::NamedSharding*>(v.sharding().get());
+      out += !v.committed() ? "uncommitted" : named ? named->spec().repr() : v.sharding()->repr();
+    }
+    return out;
+  }
+  // The leaves' types, specs and values against case `name`.
+  static void check(const std::string& name, const std::vector<sp::Array>& leaves) {
+    std::string types;
+    for (const sp::Array& v : leaves) {
+      if (!types.empty()) types += ' ';
+      types += sp::type_of(v).str();
+    }
+    EXPECT_EQ(types, block("types3.txt", name)) << name;
+    EXPECT_EQ(specs_of(leaves), block("specs3.txt", name)) << name;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const std::string key = leaves.size() == 1 ? name : name + "." + std::to_string(i);
+      EXPECT_TRUE(spmd_test::arrays_close(sp::device_get(leaves[i]), value(key))) << key;
+    }
+  }
+  sp::Array put(const sp::Array& v, const sp::PartitionSpec& spec) const {
+    return sp::device_put(v, S(spec));
+  }
+  sp::NamedSharding S(const sp::PartitionSpec& spec) const { return sp::NamedSharding(m, spec); }
+
+  sp::Mesh m = sp::make_mesh({4, 2}, {"a", "b"}, {kE, kE});
+  sp::Array X = sp::arange(256.0f).reshape({16, 16});
+};
+
+using Unary = std::function<sp::Array(const sp::Array&)>;
+
+// Traced, a *_like has its operand's type; a jit returning it lays it out so.
+TEST_F(Explicit3Test, TracedLikesHaveTheirOperandsType) {
+  struct Case {
+    Unary f;
+    sp::Array x;
+  };
+  const std::map<std::string, Case> cases = {
+      {"zeros_like", {[](const sp::Array& v) { return sp::zeros_like(v); }, put(X, P("a", "b"))}},
+      {"ones_like", {[](const sp::Array& v) { return sp::ones_like(v); }, put(X, P("a", "b"))}},
+      {"full_like",
+       {[](const sp::Array& v) { return sp::full_like(v, sp::Array(3.0f)); },
+        put(X, P(None, "a"))}},
+      {"zeros_like_int",
+       {[](const sp::Array& v) { return sp::zeros_like(v, sp::int32); }, put(X, P("b", "a"))}},
+      {"ones_like_plus",
+       {[](const sp::Array& v) {
+          sp::Array twice = v * 2.0f;
+          return twice + sp::ones_like(v);
+        },
+        put(X, P("a", None))}},
+  };
+  auto scope = sp::use_mesh(m);
+  for (const auto& [name, c] : cases) {
+    EXPECT_EQ(sp::make_jaxpr(c.f)(c.x).str(), text("jaxpr_" + name)) << name;
+    check(name, {sp::jit(c.f)(c.x)});
+  }
+}
+
+// The placeholders cond's linearization returns for residuals one branch lacks (JAX's
+// empty_like_aval) have the residual's type.
+TEST_F(Explicit3Test, CondResidualPlaceholdersHaveTheirType) {
+  auto f = [](const sp::Array& v, const sp::Array& p) {
+    return sp::sum(sp::lax::cond(
+        p, [](const sp::Array& w) { return sp::sin(w); },
+        [](const sp::Array& w) { return w * 3.0f; }, v));
+  };
+  const sp::Array x = put(X, P("a", "b"));
+  auto scope = sp::use_mesh(m);
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(x, sp::Array(true)).str(),
+            text("jaxpr_grad_cond_residuals"));
+  check("grad_cond_residuals", {sp::grad(f)(x, sp::Array(true))});
+}
+
+}  // namespace

@@ -1,5 +1,6 @@
 // Explicit sharding mode against JAX 0.10.2, continued: traced *_like ops and autodiff's zeros
-// and placeholders keep their operand's type (goldens in tests/goldens/explicit/*3.*, recorded by
+// and placeholders keep their operand's type, and the transposes of broadcasting ops and tile
+// give the cotangent its primal's sharding (goldens in tests/goldens/explicit/*3.*, recorded by
 // tools/goldens/gen_explicit3.py; the cases use its names).
 #include <spmd/spmd.h>
 
@@ -114,6 +115,53 @@ TEST_F(Explicit3Test, CondResidualPlaceholdersHaveTheirType) {
   EXPECT_EQ(sp::make_jaxpr(sp::grad(f))(x, sp::Array(true)).str(),
             text("jaxpr_grad_cond_residuals"));
   check("grad_cond_residuals", {sp::grad(f)(x, sp::Array(true))});
+}
+
+using Binary = std::function<sp::Array(const sp::Array&, const sp::Array&)>;
+
+// The grads' jaxprs (JAX's seed `reshard` folded into the literal by the generator), types and
+// values: the reshapes and sums of the transposes carry the primal's sharding as JAX's do.
+TEST_F(Explicit3Test, TransposesGiveTheCotangentItsPrimalsSharding) {
+  struct Case {
+    Binary f;
+    sp::Array u, v;
+  };
+  const sp::Array x = put(X, P("a", "b"));
+  const std::map<std::string, Case> cases = {
+      {"grad_convert",
+       {[](const sp::Array& u, const sp::Array&) {
+          return sp::sum(sp::astype(u, sp::float32) * 2.0f);
+        },
+        put(sp::astype(X, sp::bfloat16), P("a", "b")), x}},
+      {"grad_mul_unbroadcast",
+       {[](const sp::Array& u, const sp::Array& v) { return sp::sum(u * v); },
+        put(sp::lax::slice(X, {0, 0}, {16, 1}), P("a", None)), x}},
+      {"grad_add_unbroadcast",
+       {[](const sp::Array& u, const sp::Array& v) { return sp::sum(sp::sin(u + v)); },
+        put(sp::lax::slice(X, {0, 0}, {1, 16}), P(None, "b")), x}},
+      {"grad_tile",
+       {[](const sp::Array& u, const sp::Array&) {
+          return sp::sum(sp::sin(sp::tile(u, {1, 2})));
+        },
+        put(X, P("a", None)), x}},
+  };
+  auto scope = sp::use_mesh(m);
+  for (const auto& [name, c] : cases) {
+    check(name, {sp::grad(c.f)(c.u, c.v)});
+    // The one-argument cases take x as an unused second argument, which their jaxprs lack.
+    const bool two = name == "grad_mul_unbroadcast" || name == "grad_add_unbroadcast";
+    const std::string jaxpr =
+        two ? sp::make_jaxpr(sp::grad(c.f))(c.u, c.v).str()
+            : sp::make_jaxpr(sp::grad([&](const sp::Array& u) { return c.f(u, x); }))(c.u).str();
+    EXPECT_EQ(jaxpr, text("jaxpr_" + name)) << name;
+  }
+}
+
+// tile repeats only unsplit dims, as JAX's type rule allows.
+TEST_F(Explicit3Test, TileRepeatsUnsplitDimsOnly) {
+  check("tile_unsplit_reps", {sp::tile(put(X, P("a", None)), {1, 2})});
+  const std::string what = spmd_test::error_message([&] { sp::tile(put(X, P("a", "b")), {2, 3}); });
+  EXPECT_EQ(what, "[tile] " + error("tile_split"));
 }
 
 }  // namespace

@@ -157,11 +157,74 @@ TEST_F(Explicit3Test, TransposesGiveTheCotangentItsPrimalsSharding) {
   }
 }
 
+// An out_sharding given to an op prints as it was written (P('a',) for a [16, 16] result),
+// where the shardings the transposes pass on print in full (P('a', None) above), as in JAX.
+TEST_F(Explicit3Test, GivenOutShardingsPrintAsWritten) {
+  auto f = [&](const sp::Array& v) { return sp::reshape(v, {16, 16}, S(P("a"))); };
+  EXPECT_EQ(sp::make_jaxpr(f)(put(sp::arange(256.0f), P("b"))).str(),
+            text("jaxpr_reshape_given_spec"));
+}
+
 // tile repeats only unsplit dims, as JAX's type rule allows.
 TEST_F(Explicit3Test, TileRepeatsUnsplitDimsOnly) {
   check("tile_unsplit_reps", {sp::tile(put(X, P("a", None)), {1, 2})});
   const std::string what = spmd_test::error_message([&] { sp::tile(put(X, P("a", "b")), {2, 3}); });
   EXPECT_EQ(what, "[tile] " + error("tile_split"));
+}
+
+// jit's out_shardings given as PartitionSpecs are read over the mesh in context, an Explicit
+// one as an Auto one: the results have the types the specs give them.
+TEST_F(Explicit3Test, JitOutShardingsTakeSpecsOverTheMeshInContext) {
+  auto twice = [](const sp::Array& v) { return v * 2.0f; };
+  const sp::Array x = put(X, P("a", "b"));
+  const std::string no_mesh =
+      spmd_test::error_message([&] { sp::jit(twice, {.out_shardings = P("a")})(x); });
+  EXPECT_EQ(no_mesh, "[jit] " + error("out_spec_no_mesh"));
+  auto scope = sp::use_mesh(m);
+  check("out_spec_swapped", {sp::jit(twice, {.out_shardings = P("b", "a")})(x)});
+  check("out_spec_columns", {sp::jit(twice, {.out_shardings = P(None, "a")})(x)});
+  check("out_spec_replicated", {sp::jit(twice, {.out_shardings = P()})(x)});
+  auto pair = sp::jit(
+      [](const sp::Array& v) {
+        return std::pair{v * 2.0f, sp::sum(v)};
+      },
+      {.out_shardings = {P("b"), P()}});
+  auto [doubled, total] = pair(x);
+  check("out_spec_tuple", {doubled, total});
+  check("out_spec_uncommitted_arg", {sp::jit(twice, {.out_shardings = P("a", "b")})(X)});
+}
+
+// A vjp pullback run eagerly on an uncommitted cotangent gives what JAX's gives: a result
+// computed with a committed residual is laid out as it (sin's cos), the others stay
+// uncommitted. A cotangent typed with another sharding than its output raises JAX's error (as
+// jnp.ones made under JAX's mesh context does, committed and unsplit).
+TEST_F(Explicit3Test, EagerPullbacksOfUncommittedCotangents) {
+  auto pullback = [](const Unary& f, const sp::Array& x, std::optional<sp::NamedSharding> ct) {
+    auto [y, pull] = sp::vjp(f, x);
+    const sp::Array ones = sp::ones(y.shape(), y.dtype());
+    return std::get<0>(pull(ct ? sp::device_put(ones, *ct) : ones));
+  };
+  struct Case {
+    Unary f;
+    sp::Array x;
+  };
+  const sp::Array column = sp::lax::slice(X, {0, 0}, {16, 1});
+  const std::map<std::string, Case> cases = {
+      {"sin", {[](const sp::Array& v) { return sp::sin(v); }, put(X, P("a", "b"))}},
+      {"reshape", {[](const sp::Array& v) { return sp::reshape(v, {256}); }, put(X, P("a", None))}},
+      {"mul_unbroadcast", {[&](const sp::Array& v) { return v * X; }, put(column, P("a", None))}},
+      {"neg", {[](const sp::Array& v) { return -v; }, put(X, P("a", "b"))}},
+  };
+  for (const auto& [name, c] : cases) {
+    check("pullback_" + name, {pullback(c.f, c.x, std::nullopt)});
+    const std::string what = spmd_test::error_message([&] { pullback(c.f, c.x, S(P())); });
+    EXPECT_EQ(what, "[vjp] " + error("pullback_" + name + "_in_mesh")) << name;
+  }
+  const Unary sine = [](const sp::Array& v) { return sp::sin(v); };
+  const sp::Array x = put(X, P("a", "b"));
+  check("pullback_sin_ct_typed", {pullback(sine, x, S(P("a", "b")))});
+  EXPECT_EQ(spmd_test::error_message([&] { pullback(sine, x, S(P("a"))); }),
+            "[vjp] " + error("pullback_sin_ct_rows"));
 }
 
 }  // namespace

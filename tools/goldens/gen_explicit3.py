@@ -88,7 +88,8 @@ OUT_SHARDINGS = {
     "out_spec_uncommitted_arg": lambda: jax.jit(lambda v: v * 2.0, out_shardings=P('a', 'b'))(X),
 }
 
-# vjp pullbacks run eagerly on an uncommitted cotangent of ones, outside and inside the mesh.
+# vjp pullbacks run eagerly on an uncommitted cotangent of ones, outside and inside the mesh
+# (where jnp.ones is committed, unsplit, on the mesh).
 PULLBACKS = {
     "sin": (jnp.sin, lambda: put(X, 'a', 'b')),
     "reshape": (lambda v: jnp.reshape(v, (256,)), lambda: put(X, 'a', None)),
@@ -126,9 +127,11 @@ def attempt(name, f, types, specs, values, errors):
         errors.append(f"=== {name}\n{message(e)}\n")
 
 
-def pullback(f, x):
+def pullback(f, x, *ct_spec):
+    """f's pullback at x of ones: uncommitted, or put with ct_spec when given."""
     y, pull = jax.vjp(f, x)
-    return pull(jnp.ones(y.shape, y.dtype))[0]
+    ones = jnp.ones(y.shape, y.dtype)
+    return pull(put(ones, *ct_spec) if ct_spec else ones)[0]
 
 
 def main():
@@ -140,6 +143,10 @@ def main():
     for name, (f, args) in GRADS.items():
         attempt(name, lambda: in_mesh(lambda: jax.grad(f)(*args())), types, specs, values, errors)
         texts.append(f"=== jaxpr_{name}\n{fold_seed(jax.make_jaxpr(jax.grad(f))(*args()))}\n")
+    # A spec given to an op prints as written; the types' shardings above print in full.
+    short = jax.make_jaxpr(lambda v: jnp.reshape(v, (16, 16), out_sharding=S('a')))(
+        put(jnp.arange(256.0, dtype=jnp.float32), 'b'))
+    texts.append(f"=== jaxpr_reshape_given_spec\n{short}\n")
     attempt("tile_split", lambda: jnp.tile(put(X, 'a', 'b'), (2, 3)), types, specs, values, errors)
     attempt("tile_unsplit_reps", lambda: jnp.tile(put(X, 'a', None), (1, 2)), types, specs,
             values, errors)
@@ -151,6 +158,10 @@ def main():
         attempt(f"pullback_{name}", lambda: pullback(f, arg()), types, specs, values, errors)
         attempt(f"pullback_{name}_in_mesh", lambda: in_mesh(lambda: pullback(f, arg())), types,
                 specs, values, errors)
+    attempt("pullback_sin_ct_rows", lambda: pullback(jnp.sin, put(X, 'a', 'b'), 'a'), types,
+            specs, values, errors)
+    attempt("pullback_sin_ct_typed", lambda: pullback(jnp.sin, put(X, 'a', 'b'), 'a', 'b'), types,
+            specs, values, errors)
     files = {"types3.txt": types, "specs3.txt": specs, "texts3.txt": texts,
              "errors3.txt": ["# JAX 0.10.2 on 8 CPU devices; see gen_explicit3.py\n"] + errors}
     for file, blocks in files.items():

@@ -539,11 +539,7 @@ BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims
   Params p = params;
   p.set("new_sizes", prepend(x.shape()[0], params.get_ints("new_sizes")));
   // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
-  if (const TypeSharding* given = out_sharding_param(params, "sharding")) {
-    TypeSharding batched = *given;
-    batched.dims.insert(batched.dims.begin(), AxisList{});
-    p.set("sharding", object_param(std::move(batched)));
-  }
+  p.set("sharding", batched_out_sharding(params, "sharding", 0));
   return result_at(bind1(primitive("reshape"), {x}, p), 0);
 }
 

@@ -273,6 +273,21 @@ const TypeSharding* out_sharding_param(const Params& params, std::string_view ke
   return given ? &given->value().sharding : nullptr;
 }
 
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d) {
+  const auto* object = std::get_if<ObjectParam>(&params.at(key));
+  auto insert_unsplit = [d](TypeSharding t) {
+    t.dims.insert(t.dims.begin() + d, std::vector<std::string>{});
+    return t;
+  };
+  if (!object) return params.at(key);
+  if (auto* given = dynamic_cast<const TypedParam<GivenOutSharding>*>(object->object.get()))
+    return object_param(GivenOutSharding{insert_unsplit(given->value().sharding),
+                                         std::max(given->value().spec_length, size_t(d)) + 1});
+  if (auto* typed = dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()))
+    return object_param(insert_unsplit(typed->value()));
+  return params.at(key);
+}
+
 const TypeSharding* given_out_sharding(const Params& params) {
   const TypeSharding* given = out_sharding_param(params, "out_sharding");
   return given ? given : out_sharding_param(params, "sharding");

@@ -40,6 +40,10 @@ struct GivenOutSharding {
 // TypeSharding or a GivenOutSharding) fixes for the result, or null when the param is None or
 // of another kind (a sharding constraint's).
 const TypeSharding* out_sharding_param(const Params& params, std::string_view key);
+// The out_sharding param `key` with an unsplit dim inserted at `d`, as JAX's
+// get_sharding_for_vmap gives a batched equation (a given spec keeps its written entries, and
+// one more); None stays None.
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d);
 // The out_sharding param of an equation with these params, whichever its name; null if none.
 const TypeSharding* given_out_sharding(const Params& params);
 

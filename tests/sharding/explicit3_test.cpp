@@ -163,6 +163,9 @@ TEST_F(Explicit3Test, GivenOutShardingsPrintAsWritten) {
   auto f = [&](const sp::Array& v) { return sp::reshape(v, {16, 16}, S(P("a"))); };
   EXPECT_EQ(sp::make_jaxpr(f)(put(sp::arange(256.0f), P("b"))).str(),
             text("jaxpr_reshape_given_spec"));
+  // vmap adds an unsplit entry for the batch dim to the spec as written.
+  const sp::Array rows = put(sp::arange(512.0f).reshape({2, 256}), P(None, "b"));
+  EXPECT_EQ(sp::make_jaxpr(sp::vmap(f))(rows).str(), text("jaxpr_vmap_reshape_given_spec"));
 }
 
 // tile repeats only unsplit dims, as JAX's type rule allows.

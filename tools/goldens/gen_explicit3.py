@@ -147,6 +147,9 @@ def main():
     short = jax.make_jaxpr(lambda v: jnp.reshape(v, (16, 16), out_sharding=S('a')))(
         put(jnp.arange(256.0, dtype=jnp.float32), 'b'))
     texts.append(f"=== jaxpr_reshape_given_spec\n{short}\n")
+    rows = put(jnp.arange(512.0, dtype=jnp.float32).reshape(2, 256), None, 'b')
+    batched = jax.make_jaxpr(jax.vmap(lambda w: jnp.reshape(w, (16, 16), out_sharding=S('a'))))
+    texts.append(f"=== jaxpr_vmap_reshape_given_spec\n{batched(rows)}\n")
     attempt("tile_split", lambda: jnp.tile(put(X, 'a', 'b'), (2, 3)), types, specs, values, errors)
     attempt("tile_unsplit_reps", lambda: jnp.tile(put(X, 'a', None), (1, 2)), types, specs,
             values, errors)

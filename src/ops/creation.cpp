@@ -129,9 +129,15 @@ Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dty
 }
 namespace {
 
-// As JAX's full_like: the result of a committed array's *_like is laid out as that array (on
-// Auto and Explicit meshes alike); an uncommitted array's is uncommitted.
-Array laid_out_like(const Array& x, const Array& filled) {
+// As JAX's full_like: a traced value's *_like has the value's type, sharding included (Explicit
+// axes); a committed array's is laid out as that array (on Auto and Explicit meshes alike); an
+// uncommitted array's is uncommitted.
+Array fill_like(const char* api, const Array& x, const Array& value, DType dtype) {
+  const std::optional<TypeSharding>& typed = aval_of(x).sharding;
+  if (!is_concrete(x) && typed && x.ndim() > 0)
+    return ops::broadcast_in_dim(ops::convert(value, canonicalize_dtype(dtype)), x.shape(), {},
+                                 typed);
+  Array filled = fill(api, x.shape(), value, dtype);
   if (!is_concrete(x) || !x.committed()) return filled;
   return device_put(filled, x.sharding());
 }
@@ -139,13 +145,13 @@ Array laid_out_like(const Array& x, const Array& filled) {
 }  // namespace
 
 Array zeros_like(const Array& x, std::optional<DType> dtype) {
-  return laid_out_like(x, zeros(x.shape(), dtype.value_or(x.dtype())));
+  return fill_like("zeros_like", x, 0, dtype.value_or(x.dtype()));
 }
 Array ones_like(const Array& x, std::optional<DType> dtype) {
-  return laid_out_like(x, ones(x.shape(), dtype.value_or(x.dtype())));
+  return fill_like("ones_like", x, 1, dtype.value_or(x.dtype()));
 }
 Array full_like(const Array& x, const Array& fill_value, std::optional<DType> dtype) {
-  return laid_out_like(x, full(x.shape(), fill_value, dtype.value_or(x.dtype())));
+  return fill_like("full_like", x, fill_value, dtype.value_or(x.dtype()));
 }
 
 Array arange(int stop) {

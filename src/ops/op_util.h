@@ -36,6 +36,11 @@ Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sh
 // none infers it from the operand.
 Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int64_t>& dims,
                        const std::optional<TypeSharding>& sharding);
+// lax.reshape and lax.reduce_sum with their out_sharding given as a type's sharding, as the
+// transposes pass it; none infers it from the operand.
+Array reshape(const Array& x, const Shape& new_sizes, const std::optional<TypeSharding>& sharding);
+Array reduce_sum(const Array& x, const std::vector<int64_t>& axes,
+                 const std::optional<TypeSharding>& sharding);
 
 // convert_element_type(x, t); a no-op when the dtype and weak type already match.
 Array convert(const Array& x, DType t, bool weak_type = false);

@@ -5,6 +5,7 @@
 #include <spmd/ops.h>
 
 #include "ops/op_util.h"
+#include "sharding/type_sharding.h"
 
 #include <cmath>
 #include <string>
@@ -255,6 +256,13 @@ bool array_equal(const Array& a, const Array& b, bool equal_nan) {
   Array eq = equal(a, b);
   if (equal_nan) eq = logical_or(eq, logical_and(isnan(a), isnan(b)));
   return all(eq).item<bool>();
+}
+
+Array ops::reduce_sum(const Array& x, const std::vector<int64_t>& axes,
+                      const std::optional<TypeSharding>& sharding) {
+  Params p = reduce_params("reduce_sum", axes);
+  if (sharding) p.set("out_sharding", object_param(*sharding));
+  return ops::apply("reduce_sum", {x}, p);
 }
 
 // ---- lax ----------------------------------------------------------------------------------------

@@ -135,6 +135,15 @@ Array ops::broadcast_in_dim(const Array& x, const Shape& shape, const std::vecto
           {"shape", shape.dims()}, {"broadcast_dimensions", dims}, {"sharding", std::move(given)}});
 }
 
+Array ops::reshape(const Array& x, const Shape& new_sizes,
+                   const std::optional<TypeSharding>& sharding) {
+  if (!sharding) return lax::reshape(x, new_sizes);
+  return ops::apply("reshape", {x},
+                    Params{{"new_sizes", new_sizes.dims()},
+                           {"dimensions", NoneParam{}},
+                           {"sharding", object_param(*sharding)}});
+}
+
 // ---- jnp: reshape and transpose
 // -------------------------------------------------------------------
 Array reshape(const Array& x, const Shape& new_shape, const OutSharding& out_sharding_arg) {

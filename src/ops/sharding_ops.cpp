@@ -129,7 +129,7 @@ ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding
   sharding->check_shape(shape, api);
   std::optional<TypeSharding> t = type_sharding_of(*sharding, shape.ndim());
   if (!t) return NoneParam{};
-  return object_param(std::move(*t));
+  return object_param(GivenOutSharding{std::move(*t), sharding->spec().entries().size()});
 }
 
 Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding,

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/convert.h"
 #include "backends/cpu/elementwise.h"
+#include "ops/op_util.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -199,7 +200,8 @@ Array replace_zero(const Array& x) {
 }
 
 // JAX's _unbroadcast: the cotangent of an operand the primitive broadcast (0-d, or size-1 dims)
-// is the output cotangent summed over the broadcast dims, then reshaped to the operand's shape.
+// is the output cotangent summed over the broadcast dims, then reshaped to the operand's shape
+// and sharding.
 Array unbroadcast(const AbstractValue& aval, const Array& ct) {
   const Shape& s = ct.shape();
   if (s == aval.shape) return ct;
@@ -208,7 +210,7 @@ Array unbroadcast(const AbstractValue& aval, const Array& ct) {
     if (aval.shape.ndim() == 0 || s[i] != aval.shape[i]) dims.push_back(i);
   if (aval.shape.ndim() == 0) return lax::reduce_sum(ct, dims);
   Array summed = dims.empty() ? ct : lax::reduce_sum(ct, dims);
-  return lax::reshape(summed, aval.shape);
+  return ops::reshape(summed, aval.shape, aval.sharding);
 }
 
 // The tangent rule of one operand of a two-operand primitive.

@@ -283,11 +283,7 @@ BatchResult dot_general_batch(const Primitive& self, std::span<const Array> args
   Params p = params;
   p.set("dimension_numbers", d);
   // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
-  if (const TypeSharding* given = out_sharding_param(params, "out_sharding")) {
-    TypeSharding batched = *given;
-    batched.dims.insert(batched.dims.begin() + result_dim, {});
-    p.set("out_sharding", object_param(std::move(batched)));
-  }
+  p.set("out_sharding", batched_out_sharding(params, "out_sharding", result_dim));
   return result_at(bind1(self, {args[0], args[1]}, p), result_dim);
 }
 

@@ -30,7 +30,7 @@ Array empty_like_aval(const AbstractValue& aval) {
   // Inside shard_map the placeholder varies over the same mesh axes as the value it stands for.
   if (!aval.vma.empty()) empty = collectives::pvary_cast(empty, aval.vma);
   if (aval.shape.ndim() == 0) return empty;
-  return lax::broadcast_in_dim(empty, aval.shape, {});
+  return ops::broadcast_in_dim(empty, aval.shape, {}, aval.sharding);
 }
 
 Array instantiate_zero(const Array& tangent, const AbstractValue& aval) {

@@ -192,19 +192,23 @@ void broadcast_in_dim_kernel(const KernelArgs& a) {
   cpu::strided_copy(in0(a).data, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
 }
 
-// JAX's _broadcast_in_dim_transpose_rule: sum over the broadcast dims, then restore the operand's
-// size-1 dims.
+// JAX's _broadcast_in_dim_transpose_rule: sum over the broadcast dims into the operand's
+// sharding less its size-1 dims, then restore those.
 Array broadcast_in_dim_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
   const Ints& dims = p.get_ints("broadcast_dimensions");
   Ints unit_dims, kept;
+  std::optional<TypeSharding> summed_sharding = operand.sharding;
+  if (summed_sharding) summed_sharding->dims.clear();
   for (int i = 0; i < operand.shape.ndim(); ++i) {
-    if (operand.shape[i] == 1)
+    if (operand.shape[i] == 1) {
       unit_dims.push_back(i);
-    else
-      kept.push_back(dims[size_t(i)]);
+      continue;
+    }
+    kept.push_back(dims[size_t(i)]);
+    if (summed_sharding) summed_sharding->dims.push_back(operand.sharding->dims[size_t(i)]);
   }
   const Ints axes = remaining(ct.ndim(), kept);
-  Array summed = lax::reduce_sum(ct, axes);
+  Array summed = ops::reduce_sum(ct, axes, summed_sharding);
   return expand_dims_or_forward(summed, unit_dims);
 }
 
@@ -535,11 +539,7 @@ BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims
   Params p = params;
   p.set("new_sizes", prepend(x.shape()[0], params.get_ints("new_sizes")));
   // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
-  if (const TypeSharding* given = out_sharding_param(params, "sharding")) {
-    TypeSharding batched = *given;
-    batched.dims.insert(batched.dims.begin(), AxisList{});
-    p.set("sharding", object_param(std::move(batched)));
-  }
+  p.set("sharding", batched_out_sharding(params, "sharding", 0));
   return result_at(bind1(primitive("reshape"), {x}, p), 0);
 }
 
@@ -1141,6 +1141,11 @@ std::vector<AbstractValue> tile_rule(std::span<const AbstractValue> in, const Pa
   for (int d = 0; d < s.ndim(); ++d) {
     if (reps[size_t(d)] < 0)
       throw ValueError("[tile] reps must be nonnegative, got " + ints_str(reps));
+    // JAX's rule: the repetitions of a split dim would each need the whole dim.
+    if (reps[size_t(d)] != 1 && in[0].sharding && !in[0].sharding->dims[size_t(d)].empty())
+      throw ShardingError("[tile] Operand cannot be sharded on dimension " + std::to_string(d) +
+                          " when the tiling is non-trivial. Got input type: " + in[0].typeof_str() +
+                          " with reps: " + ints_str(reps));
     dims.push_back(s[d] * reps[size_t(d)]);
   }
   return one(Shape(dims), in[0], in[0].weak_type);
@@ -1193,17 +1198,22 @@ LocalizeFn localize_tile(const Primitive& tile) {
   };
 }
 
-// JAX's _tile_transpose_rule: the cotangent seen as (reps_0, n_0, reps_1, n_1, …), summed over
-// the repetitions.
+// JAX's _tile_transpose_rule: the cotangent seen as (reps_0, n_0, reps_1, n_1, …), each n_i
+// split as the operand's dim i, summed over the repetitions.
 Array tile_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
   const Ints& reps = p.get_ints("reps");
   std::vector<int64_t> split_shape;
   Ints axes;
+  std::optional<TypeSharding> split_sharding = operand.sharding;
+  if (split_sharding) split_sharding->dims.clear();
   for (int i = 0; i < operand.shape.ndim(); ++i) {
     split_shape.insert(split_shape.end(), {reps[size_t(i)], operand.shape[i]});
     axes.push_back(2 * i);
+    if (split_sharding)
+      split_sharding->dims.insert(split_sharding->dims.end(),
+                                  {{}, operand.sharding->dims[size_t(i)]});
   }
-  Array reshaped = lax::reshape(ct, Shape(split_shape));
+  Array reshaped = ops::reshape(ct, Shape(split_shape), split_sharding);
   return lax::reduce_sum(reshaped, axes);
 }
 

@@ -266,9 +266,26 @@ std::string abstract_mesh_str(const TypeSharding& t) {
 const TypeSharding* out_sharding_param(const Params& params, std::string_view key) {
   if (!params.has(key)) return nullptr;
   const auto* object = std::get_if<ObjectParam>(&params.at(key));
-  const auto* typed =
-      object ? dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()) : nullptr;
-  return typed ? &typed->value() : nullptr;
+  if (!object) return nullptr;
+  if (auto* typed = dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()))
+    return &typed->value();
+  auto* given = dynamic_cast<const TypedParam<GivenOutSharding>*>(object->object.get());
+  return given ? &given->value().sharding : nullptr;
+}
+
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d) {
+  const auto* object = std::get_if<ObjectParam>(&params.at(key));
+  auto insert_unsplit = [d](TypeSharding t) {
+    t.dims.insert(t.dims.begin() + d, std::vector<std::string>{});
+    return t;
+  };
+  if (!object) return params.at(key);
+  if (auto* given = dynamic_cast<const TypedParam<GivenOutSharding>*>(object->object.get()))
+    return object_param(GivenOutSharding{insert_unsplit(given->value().sharding),
+                                         std::max(given->value().spec_length, size_t(d)) + 1});
+  if (auto* typed = dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()))
+    return object_param(insert_unsplit(typed->value()));
+  return params.at(key);
 }
 
 const TypeSharding* given_out_sharding(const Params& params) {
@@ -276,19 +293,37 @@ const TypeSharding* given_out_sharding(const Params& params) {
   return given ? given : out_sharding_param(params, "sharding");
 }
 
-std::string ParamTraits<TypeSharding>::str(const TypeSharding& t) {
+namespace {
+
+// JAX's repr of NamedSharding(t's abstract mesh, spec) for the spec of t's first `length` dims.
+std::string named_sharding_str(const TypeSharding& t, size_t length) {
   std::vector<PartitionSpec::Entry> entries;
-  for (const std::vector<std::string>& axes : t.dims)
+  for (size_t d = 0; d < length && d < t.dims.size(); ++d) {
+    const std::vector<std::string>& axes = t.dims[d];
     entries.push_back(axes.empty()       ? std::nullopt
                       : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
                                          : PartitionSpec::Entry(AxisNames(axes, true)));
-  while (!entries.empty() && !entries.back()) entries.pop_back();
+  }
   return "NamedSharding(mesh=" + abstract_mesh_str(t) +
          ", spec=" + PartitionSpec(std::move(entries)).repr() + ")";
 }
 
+}  // namespace
+
+std::string ParamTraits<TypeSharding>::str(const TypeSharding& t) {
+  return named_sharding_str(t, t.dims.size());
+}
+
 size_t ParamTraits<TypeSharding>::hash(const TypeSharding& t) {
   return std::hash<std::string>{}(str(t));
+}
+
+std::string ParamTraits<GivenOutSharding>::str(const GivenOutSharding& given) {
+  return named_sharding_str(given.sharding, given.spec_length);
+}
+
+size_t ParamTraits<GivenOutSharding>::hash(const GivenOutSharding& given) {
+  return std::hash<std::string>{}(str(given));
 }
 
 TypeSharding unsplit_on(const Mesh& mesh, int rank) {

@@ -27,9 +27,23 @@ TypeSharding unsplit_on(const Mesh& mesh, int rank);
 // JAX's repr of the abstract mesh t is on: "AbstractMesh('a': 4, 'b': 2, axis_types=(...), ...)".
 std::string abstract_mesh_str(const TypeSharding& t);
 
-// The sharding an out_sharding param (dot_general's out_sharding, reshape's sharding) fixes
-// for the result, or null when the param is None or of another kind (a sharding constraint's).
+// An out_sharding argument as an op's param: the result's sharding and the length of the spec
+// it was given with. JAX's jaxprs print a given spec as it was written (P('a',) for a [16, 16]
+// result) and a type's sharding, which the transposes pass, in full (P('a', None)).
+struct GivenOutSharding {
+  TypeSharding sharding;
+  size_t spec_length = 0;
+  bool operator==(const GivenOutSharding&) const = default;
+};
+
+// The sharding an out_sharding param (dot_general's out_sharding, reshape's sharding; a
+// TypeSharding or a GivenOutSharding) fixes for the result, or null when the param is None or
+// of another kind (a sharding constraint's).
 const TypeSharding* out_sharding_param(const Params& params, std::string_view key);
+// The out_sharding param `key` with an unsplit dim inserted at `d`, as JAX's
+// get_sharding_for_vmap gives a batched equation (a given spec keeps its written entries, and
+// one more); None stays None.
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d);
 // The out_sharding param of an equation with these params, whichever its name; null if none.
 const TypeSharding* given_out_sharding(const Params& params);
 
@@ -40,6 +54,12 @@ struct ParamTraits<TypeSharding> {
   static constexpr std::string_view name = "TypeSharding";
   static std::string str(const TypeSharding& t);
   static size_t hash(const TypeSharding& t);
+};
+template <>
+struct ParamTraits<GivenOutSharding> {
+  static constexpr std::string_view name = "GivenOutSharding";
+  static std::string str(const GivenOutSharding& given);
+  static size_t hash(const GivenOutSharding& given);
 };
 
 // Sets the shardings of `out` (the types p's shape rule gave for `in`) as JAX's Explicit mode

@@ -178,6 +178,22 @@ std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, co
   return compile_partitioned(program, *placement).run(operands);
 }
 
+// JAX's _vjp_check_ct_avals: a cotangent has its output's shape and, where both are typed with
+// a sharding (Explicit axes), its output's sharding; an uncommitted cotangent fits any.
+void check_cotangent_types(std::span<const Array> cts, std::span<const AbstractValue> outs) {
+  for (size_t i = 0; i < cts.size() && i < outs.size(); ++i) {
+    if (is_zero(cts[i])) continue;
+    const AbstractValue &got = aval_of(cts[i]), &expected = outs[i];
+    const bool typed = got.sharding && expected.sharding;
+    if (got.shape == expected.shape && (!typed || *got.sharding == *expected.sharding)) continue;
+    throw ValueError(
+        "[vjp] unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got " +
+        got.typeof_str() + ", but expected " + expected.typeof_str() +
+        " because the corresponding output of the differentiated function had JAX type " +
+        expected.typeof_str());
+  }
+}
+
 }  // namespace
 
 namespace transform_detail {
@@ -219,7 +235,10 @@ std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const A
     const FlatFn& fn, std::span<const Array> primals) {
   Linearized lin = linearize(fn, primals, "vjp");
   auto linear = lin.linear;
-  auto pullback = [linear](std::span<const Array> cts) {
+  std::vector<AbstractValue> out_types;
+  for (const Array& out : lin.outputs) out_types.push_back(aval_of(out));
+  auto pullback = [linear, out_types](std::span<const Array> cts) {
+    check_cotangent_types(cts, out_types);
     std::vector<Array> out = transpose_program(*linear, cts);
     for (size_t i = 0; i < out.size(); ++i)
       if (is_zero(out[i])) out[i] = zeros_like_aval(linear->types[size_t(linear->invars[i])]);

@@ -1,7 +1,8 @@
 // The contraction order of jnp.einsum: opt_einsum 3.4's path search (paths.py), which
 // jnp.einsum calls through contract_path. A pure function of the labels and their sizes; it
 // reproduces opt_einsum's choice exactly, ties included, down to the iteration order of the
-// Python sets it walks (see PySet in einsum_path.cpp).
+// Python sets it walks (see PySet in einsum_path.cpp), but for random-greedy, whose draws JAX
+// does not make reproducible (see random_greedy).
 #pragma once
 
 #include <spmd/ops.h>

@@ -210,20 +210,42 @@ Array sort(const Array& x, int axis = -1);
 Array argsort(const Array& x, int axis = -1);
 
 // ---- linear algebra -----------------------------------------------------------------------------
+// The `precision` of jnp.dot, jnp.matmul and jnp.einsum (JAX's PrecisionLike): none, a
+// lax::Precision or one of its names ("default", "fastest", "bfloat16", "high", "bfloat16_3x",
+// "tensorfloat32", "highest", "float32") for both operands, a tuple of two Precisions or two names,
+// one per operand, or a lax::DotAlgorithmPreset, the name of one ("BF16_BF16_F32") or a
+// lax::DotAlgorithm.
+struct EinsumPrecision {
+  using Item =
+      std::variant<lax::Precision, std::string, lax::DotAlgorithmPreset, lax::DotAlgorithm>;
+  EinsumPrecision() = default;
+  EinsumPrecision(lax::Precision precision) : items{precision} {}
+  EinsumPrecision(const char* name) : items{std::string(name)} {}
+  EinsumPrecision(std::string name) : items{std::move(name)} {}
+  EinsumPrecision(lax::DotAlgorithmPreset preset) : items{preset} {}
+  EinsumPrecision(const lax::DotAlgorithm& algorithm) : items{algorithm} {}
+  EinsumPrecision(std::initializer_list<Item> tuple) : items(tuple), is_tuple(true) {}
+  std::vector<Item> items;  // none when empty and not a tuple
+  bool is_tuple = false;
+};
+
 // `out_sharding` as JAX's: the product's sharding (Explicit axes only), needed where the
 // operands' shardings leave it ambiguous (contracting dims sharded on both sides).
-Array dot(const Array& a, const Array& b, const OutSharding& out_sharding = {});
+Array dot(const Array& a, const Array& b, const OutSharding& out_sharding = {},
+          const EinsumPrecision& precision = {});
 // Batch dims broadcast.
-Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding = {});
+Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding = {},
+             const EinsumPrecision& precision = {});
 Array vdot(const Array& a, const Array& b);
 Array inner(const Array& a, const Array& b);
 Array outer(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
 
 // jnp.einsum's `optimize`: how the operands are paired, as opt_einsum's contract_path. A
-// strategy by name, in any case ("auto", "optimal", "greedy", "branch-all", "branch-2",
-// "branch-1", "eager", "opportunistic"), true ("optimal"), false (positions 0 and 1 each time,
-// JAX's unoptimized order), or a path: the positions contracted at each step, the result
+// strategy by name, in any case ("auto", "auto-hq", "optimal", "dp", "dynamic-programming",
+// "greedy", "random-greedy", "random-greedy-128", "branch-all", "branch-2", "branch-1", "eager",
+// "opportunistic"), true ("optimal"), false (positions 0 and 1 each time, JAX's unoptimized
+// order), or a path: the positions contracted at each step, the result
 // appended at the end, as jnp.einsum_path gives it ({{1, 2}, {0, 1}}).
 struct EinsumOptimize {
   using Path = std::vector<std::vector<int64_t>>;
@@ -233,20 +255,6 @@ struct EinsumOptimize {
   EinsumOptimize(std::initializer_list<std::vector<int64_t>> path) : value(Path(path)) {}
   EinsumOptimize(Path path) : value(std::move(path)) {}
   std::variant<std::string, bool, Path> value;
-};
-
-// jnp.einsum's `precision`, as jax.lax accepts it: none, a lax::Precision or one of its names
-// ("default", "fastest", "bfloat16", "high", "bfloat16_3x", "tensorfloat32", "highest",
-// "float32") for both operands, or a tuple of two Precisions or two names, one per operand.
-struct EinsumPrecision {
-  using Item = std::variant<lax::Precision, std::string>;
-  EinsumPrecision() = default;
-  EinsumPrecision(lax::Precision precision) : items{precision} {}
-  EinsumPrecision(const char* name) : items{std::string(name)} {}
-  EinsumPrecision(std::string name) : items{std::move(name)} {}
-  EinsumPrecision(std::initializer_list<Item> tuple) : items(tuple), is_tuple(true) {}
-  std::vector<Item> items;  // none when empty and not a tuple
-  bool is_tuple = false;
 };
 
 // jnp.einsum's keyword arguments. out_sharding (Explicit axes only) is the result's sharding,

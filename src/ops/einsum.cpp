@@ -11,6 +11,7 @@
 #include <spmd/placement.h>
 
 #include "ops/einsum_path.h"
+#include "ops/einsum_precision.h"
 #include "ops/op_util.h"
 #include "prims/rule_util.h"
 
@@ -240,62 +241,6 @@ struct Plan {
   EinsumPrecision precision;
 };
 
-// ---- precision (lax.canonicalize_precision, checked where JAX checks it: at a dot_general) ----
-const std::vector<std::pair<std::string, lax::Precision>>& precision_names() {
-  using P = lax::Precision;
-  static const std::vector<std::pair<std::string, P>> names = {
-      {"highest", P::HIGHEST},  {"float32", P::HIGHEST},    {"high", P::HIGH},
-      {"bfloat16_3x", P::HIGH}, {"tensorfloat32", P::HIGH}, {"default", P::DEFAULT},
-      {"bfloat16", P::DEFAULT}, {"fastest", P::DEFAULT}};
-  return names;
-}
-
-std::string precision_repr(const EinsumPrecision::Item& item, bool quote) {
-  static const char* names[] = {"Precision.DEFAULT", "Precision.HIGH", "Precision.HIGHEST"};
-  if (const auto* p = std::get_if<lax::Precision>(&item)) return names[int(*p)];
-  const std::string& s = std::get<std::string>(item);
-  return quote ? "'" + s + "'" : s;
-}
-
-// Python's str() of the value given.
-std::string precision_repr(const EinsumPrecision& p) {
-  if (!p.is_tuple) return precision_repr(p.items[0], false);
-  std::string s = "(";
-  for (size_t i = 0; i < p.items.size(); ++i) {
-    if (i) s += ", ";
-    s += precision_repr(p.items[i], true);
-  }
-  return s + (p.items.size() == 1 ? ",)" : ")");
-}
-
-[[noreturn]] void bad_precision(const std::string& got) {
-  std::string names;
-  for (const auto& [name, value] : precision_names()) names += "'" + name + "', ";
-  fail("Precision argument must be one of:\n- None,\n- a string in [" + names +
-       "None],\n- a lax.Precision value,\n- a tuple of two lax.Precision values or strings,\n- a "
-       "lax.DotAlgorithmPreset or the name of one of these presets, or\n- a lax.DotAlgorithm "
-       "value;\nbut got " +
-       got + ".");
-}
-
-lax::Precision precision_named(const std::string& name) {
-  for (const auto& [n, value] : precision_names())
-    if (n == name) return value;
-  bad_precision(name);
-}
-
-std::optional<lax::DotPrecision> dot_precision(const EinsumPrecision& p) {
-  if (p.items.empty() && !p.is_tuple) return std::nullopt;
-  auto one = [](const EinsumPrecision::Item& item) {
-    const auto* named = std::get_if<std::string>(&item);
-    return named ? precision_named(*named) : std::get<lax::Precision>(item);
-  };
-  if (!p.is_tuple) return lax::DotPrecision{one(p.items[0]), one(p.items[0])};
-  if (p.items.size() != 2 || p.items[0].index() != p.items[1].index())
-    bad_precision(precision_repr(p));
-  return lax::DotPrecision{one(p.items[0]), one(p.items[1])};
-}
-
 int64_t index_of(const Labels& names, char32_t c) {
   return int64_t(names.find(c));
 }
@@ -439,12 +384,12 @@ Array contract_two(Term lhs, Term rhs, const Labels& removed, const Labels& resu
   const Labels rest_lhs = without(lhs.names, deleted), rest_rhs = without(rhs.names, deleted);
   if (batch + rest_rhs + rest_lhs == result)
     return lax::dot_general(rhs.x, lhs.x, rl, plan.preferred, plan.out_sharding,
-                            dot_precision(plan.precision));
+                            ops::canonicalize_precision(plan.precision, "einsum"));
   const Labels names = batch + rest_lhs + rest_rhs;
   std::optional<NamedSharding> out = plan.out_sharding;
   if (out && names != result) out = inverse_sharding(*out, names, result);
-  const Array dot =
-      lax::dot_general(lhs.x, rhs.x, lr, plan.preferred, out, dot_precision(plan.precision));
+  const Array dot = lax::dot_general(lhs.x, rhs.x, lr, plan.preferred, out,
+                                     ops::canonicalize_precision(plan.precision, "einsum"));
   return transpose_to(dot, names, result);
 }
 

@@ -1,7 +1,8 @@
 // The contraction order of jnp.einsum: opt_einsum 3.4's path search (paths.py), which
 // jnp.einsum calls through contract_path. A pure function of the labels and their sizes; it
 // reproduces opt_einsum's choice exactly, ties included, down to the iteration order of the
-// Python sets it walks (see PySet in einsum_path.cpp).
+// Python sets it walks (see PySet in einsum_path.cpp), but for random-greedy, whose draws JAX
+// does not make reproducible (see random_greedy).
 #pragma once
 
 #include <spmd/ops.h>
@@ -33,6 +34,19 @@ Path optimal(const Problem& p);
 Path branch(const Problem& p, int nbranch);  // nbranch 0: every branch ("branch-all")
 Path greedy(const Problem& p);
 Path auto_path(const Problem& p);
+Path dynamic_programming(const Problem& p);
+Path auto_hq(const Problem& p);
+// random-greedy with `repeats` trials. opt_einsum's trials draw from Python's `random` in an
+// order that follows the hash of the label strings, which changes with every Python process
+// (PYTHONHASHSEED), so JAX's path is not reproducible. This one is: trial 0 is greedy's path,
+// the others greedy runs with opt_einsum's jittered costs and Boltzmann choice among the 8 best
+// candidates, drawn from a 64-bit Mersenne Twister seeded with the trial number; the path of
+// fewest flops (then smallest largest intermediate, then earliest) wins. So its flops never
+// exceed greedy's.
+Path random_greedy(const Problem& p, int repeats);
+
+// The flops opt_einsum counts for a path (contract_path's opt_cost).
+int64_t flops(const Problem& p, const Path& path);
 
 // The path contract_path takes for jnp.einsum's `optimize`: a strategy by name (any case),
 // true ("optimal"), false (JAX's Unoptimized: positions 0 and 1 each time) or the path given.

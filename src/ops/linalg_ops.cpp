@@ -4,6 +4,7 @@
 #include <spmd/lax.h>
 #include <spmd/ops.h>
 
+#include "ops/einsum_precision.h"
 #include "ops/op_util.h"
 
 #include <algorithm>
@@ -37,10 +38,12 @@ std::pair<Array, Array> promote_integer_operands(const Array& a, const Array& b,
 
 // dot_general at the promoted type, then JAX's final convert_element_type (weak flag).
 Array contract(const Array& a, const Array& b, const lax::DotDimensionNumbers& dims,
-               const std::optional<NamedSharding>& out_sharding = std::nullopt) {
+               const std::optional<NamedSharding>& out_sharding = std::nullopt,
+               const std::optional<lax::DotPrecision>& precision = std::nullopt) {
   const PromotedType t = result_type(a, b);
   auto [x, y] = promote_integer_operands(a, b, t);
-  return ops::convert(lax::dot_general(x, y, dims, t.dtype, out_sharding), t.dtype, t.weak);
+  return ops::convert(lax::dot_general(x, y, dims, t.dtype, out_sharding, precision), t.dtype,
+                      t.weak);
 }
 
 // dot_general's result shape: batch dims, then lhs free dims, then rhs free dims.
@@ -152,16 +155,6 @@ void check_matmul_operands(const Array& a, const Array& b) {
 
 }  // namespace
 
-template <>
-struct ParamTraits<lax::DotPrecision> {
-  static constexpr std::string_view name = "Precision";
-  static std::string str(const lax::DotPrecision& p) {
-    static const char* names[] = {"Precision.DEFAULT", "Precision.HIGH", "Precision.HIGHEST"};
-    return std::string("(") + names[int(p.lhs)] + ", " + names[int(p.rhs)] + ")";
-  }
-  static size_t hash(const lax::DotPrecision& p) { return size_t(p.lhs) * 3 + size_t(p.rhs); }
-};
-
 // ---- lax ----------------------------------------------------------------------------------------
 namespace lax {
 
@@ -200,7 +193,8 @@ Array dot(const Array& lhs, const Array& rhs, std::optional<DType> preferred_ele
 }  // namespace lax
 
 // ---- jnp ----------------------------------------------------------------------------------------
-Array dot(const Array& a, const Array& b, const OutSharding& out_sharding_arg) {
+Array dot(const Array& a, const Array& b, const OutSharding& out_sharding_arg,
+          const EinsumPrecision& precision) {
   const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("dot");
   lax::DotDimensionNumbers dims;
   if (a.ndim() > 0 && b.ndim() > 0) {
@@ -209,11 +203,12 @@ Array dot(const Array& a, const Array& b, const OutSharding& out_sharding_arg) {
     dims.lhs_contracting = {a.ndim() - 1};
     dims.rhs_contracting = {db};
   }
-  return contract(a, b, dims, out_sharding);
+  return contract(a, b, dims, out_sharding, ops::canonicalize_precision(precision, "dot"));
 }
 
 // As jnp.matmul, out_sharding is the sharding of the dot_general inside.
-Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding_arg) {
+Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding_arg,
+             const EinsumPrecision& precision) {
   const std::optional<NamedSharding> out_sharding = out_sharding_arg.resolve("matmul");
   check_matmul_operands(a, b);
   const PromotedType t = result_type(a, b);
@@ -224,7 +219,7 @@ Array matmul(const Array& a, const Array& b, const OutSharding& out_sharding_arg
   const int b_mat = b.ndim() > 1 ? 1 : 0;
   Array out = lax::dot_general(
       x, y, lax::DotDimensionNumbers{{x.ndim() - 1}, {y.ndim() - 1 - b_mat}, p.a_batch, p.b_batch},
-      t.dtype, out_sharding);
+      t.dtype, out_sharding, ops::canonicalize_precision(precision, "matmul"));
   if (!is_identity(p.perm)) out = lax::transpose(out, p.perm);
   if (!p.both_squeeze.empty()) out = lax::expand_dims(out, p.both_squeeze);
   return ops::convert(out, t.dtype, t.weak);

@@ -11,12 +11,17 @@
 #include <spmd/error.h>
 #include <spmd/lax.h>
 
+#include "backends/cpu/convert.h"
 #include "backends/cpu/gemm.h"
+#include "ops/einsum_precision.h"
 #include "ops/op_util.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <set>
 #include <tuple>
+#include <vector>
 
 namespace spmd {
 namespace {
@@ -120,6 +125,16 @@ int bit_width(DType t) {
   return is_bool(t) ? 1 : 8 * itemsize(t);
 }
 
+const lax::DotPrecision* dot_precision(const Params& p) {
+  if (!p.has("precision") || is_none(p.at("precision"))) return nullptr;
+  return &p.get_object<lax::DotPrecision>("precision");
+}
+
+bool has_algorithm(const Params& p) {
+  const lax::DotPrecision* precision = dot_precision(p);
+  return precision && precision->algorithm.index() != 0;
+}
+
 DType result_dtype(DType lhs, DType rhs, const Params& p) {
   auto lr = type_rank(lhs), rr = type_rank(rhs);
   if (lr == rr && lhs != rhs)
@@ -128,7 +143,8 @@ DType result_dtype(DType lhs, DType rhs, const Params& p) {
   if (!p.has("preferred_element_type")) return natural;
   const auto* preferred = std::get_if<DType>(&p.at("preferred_element_type"));
   if (!preferred || *preferred == natural) return natural;
-  if (!is_floating(natural) && bit_width(*preferred) < bit_width(natural))
+  // As JAX's _maybe_upcast: an algorithm may narrow an integer product.
+  if (!is_floating(natural) && !has_algorithm(p) && bit_width(*preferred) < bit_width(natural))
     throw TypeError("[dot_general] `preferred_element_type` must not be narrower than the " +
                     std::string("original type, got preferred_element_type of ") +
                     name(*preferred) + " for result type of " + name(natural));
@@ -152,11 +168,95 @@ std::vector<AbstractValue> dot_general_rule(std::span<const AbstractValue> in, c
                         lhs.weak_type && rhs.weak_type}};
 }
 
+// ---- kernel -------------------------------------------------------------------------------------
+using Preset = lax::DotAlgorithmPreset;
+
+// The types a product computes in: operands converted to lhs and rhs, accumulated in
+// `accumulation`, then converted to the result's type.
+struct ComputeTypes {
+  DType lhs, rhs, accumulation;
+};
+
+// DotAlgorithmPreset's supported_lhs_types (none: any).
+std::vector<DType> storage_types(Preset preset) {
+  switch (preset) {
+    case Preset::DEFAULT:
+      return {};
+    case Preset::F16_F16_F16:
+      return {DType::float16};
+    case Preset::BF16_BF16_F32:
+      return {DType::bfloat16, DType::float32};
+    case Preset::F64_F64_F64:
+      return {DType::float64};
+    default:
+      return {DType::float32};
+  }
+}
+
+// DotAlgorithmPreset's supported_output_types for the (converted) operand types.
+std::vector<DType> output_types(Preset preset, DType lhs, DType rhs) {
+  switch (preset) {
+    case Preset::DEFAULT:
+      return {};
+    case Preset::F16_F16_F16:
+      return {DType::float16};
+    case Preset::F64_F64_F64:
+      return {DType::float64};
+    case Preset::BF16_BF16_F32:
+      if (lhs == DType::bfloat16 && rhs == DType::bfloat16)
+        return {DType::float32, DType::bfloat16};
+      return {DType::float32};
+    default:
+      return {DType::float32};
+  }
+}
+
+// get_algorithm_compute_types: a type the preset supports stays, any other becomes its first.
+DType supported(DType t, const std::vector<DType>& types) {
+  if (types.empty() || std::find(types.begin(), types.end(), t) != types.end()) return t;
+  return types[0];
+}
+
+// JAX's _handle_dot_precision on CPU: which presets compile there (XLA:CPU otherwise ignores the
+// algorithm, so JAX refuses the rest), and the conversions around the product.
+ComputeTypes compute_types(const Params& p, DType lhs, DType rhs, DType out) {
+  const lax::DotPrecision* precision = dot_precision(p);
+  if (!precision || precision->algorithm.index() == 0) return {lhs, rhs, out};
+  const auto* preset = std::get_if<Preset>(&precision->algorithm);
+  static const std::set<Preset> on_cpu = {
+      Preset::DEFAULT,       Preset::F16_F16_F16,      Preset::F32_F32_F32,     Preset::F64_F64_F64,
+      Preset::BF16_BF16_F32, Preset::BF16_BF16_F32_X3, Preset::BF16_BF16_F32_X6};
+  if (!preset || !on_cpu.count(*preset))
+    throw ValueError("[dot_general] The precision '" + ops::precision_str(*precision) +
+                     "' is not supported by dot_general on CPU");
+  const DType l = supported(lhs, storage_types(*preset));
+  const DType r = supported(rhs, storage_types(*preset));
+  return {l, r, supported(out, output_types(*preset, l, r))};
+}
+
+// `data` as `to` (itself when it already is).
+const void* converted(const Operand& x, DType to, std::vector<std::byte>& storage) {
+  if (x.aval->dtype == to) return x.data;
+  const int64_t n = x.aval->shape.size();
+  storage.resize(size_t(n) * itemsize(to));
+  cpu::convert(x.data, x.aval->dtype, storage.data(), to, n);
+  return storage.data();
+}
+
 void dot_general_kernel(const KernelArgs& a) {
   const Operand &lhs = a.in[0], &rhs = a.in[1];
-  cpu::dot_general(lhs.data, lhs.aval->dtype, lhs.aval->shape, rhs.data, rhs.aval->dtype,
-                   rhs.aval->shape, a.params.get<DotDimensionNumbers>("dimension_numbers"),
-                   a.out[0].data, a.out[0].aval->dtype, rhs.buffer);
+  const DType out = a.out[0].aval->dtype;
+  const ComputeTypes t = compute_types(a.params, lhs.aval->dtype, rhs.aval->dtype, out);
+  std::vector<std::byte> lhs_storage, rhs_storage, accumulated;
+  const void* l = converted(lhs, t.lhs, lhs_storage);
+  const void* r = converted(rhs, t.rhs, rhs_storage);
+  const int64_t n = a.out[0].aval->shape.size();
+  if (t.accumulation != out) accumulated.resize(size_t(n) * itemsize(t.accumulation));
+  void* result = t.accumulation == out ? a.out[0].data : accumulated.data();
+  cpu::dot_general(l, t.lhs, lhs.aval->shape, r, t.rhs, rhs.aval->shape,
+                   a.params.get<DotDimensionNumbers>("dimension_numbers"), result, t.accumulation,
+                   r == rhs.data ? rhs.buffer : nullptr);
+  if (t.accumulation != out) cpu::convert(result, t.accumulation, a.out[0].data, out, n);
 }
 
 // ---- transformation rules ----------------------------------------------------------------------
@@ -295,9 +395,11 @@ void register_linalg_primitives(PrimitiveRegistry& r) {
   dot_general.transpose = binding(dot_general, dot_general_transpose);
   dot_general.batch = binding(dot_general, dot_general_batch);
   dot_general.sharding_rule = dot_general_sharding;
-  // JAX's jaxpr leaves out_sharding out even when it is set.
+  // JAX's jaxpr leaves out_sharding out even when it is set, precision and
+  // preferred_element_type when None.
   dot_general.hides_param = [](std::string_view key, const ParamValue& v) {
-    return key == "out_sharding" || (key == "precision" && is_none(v));
+    return key == "out_sharding" ||
+           ((key == "precision" || key == "preferred_element_type") && is_none(v));
   };
 }
 

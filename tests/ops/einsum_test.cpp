@@ -325,6 +325,33 @@ TEST(Einsum, BadPathsOptimizersAndPrecisionsRaiseJaxsErrors) {
   }
 }
 
+// optimize="dp" and "auto-hq" (tools/goldens/gen_einsum_hq.py): dp's single-operand steps and
+// its disconnected groups lower as JAX's.
+TEST(Einsum, DynamicProgrammingPathsLowerAsJax) {
+  struct HqCase {
+    const char* name;
+    const char* subscripts;
+    std::vector<sp::Shape> shapes;
+    const char* optimize;
+  };
+  const std::vector<HqCase> hq = {
+      {"dp_single_labels", "ijx,jk,ky->i", {{2, 3, 4}, {3, 5}, {5, 6}}, "dp"},
+      {"dp_disconnected", "ab,bc,de,ef->acdf", {{2, 3}, {3, 4}, {5, 6}, {6, 2}}, "dp"},
+      {"auto_hq_chain_6",
+       "ab,bc,cd,de,ef,fg->ag",
+       {{2, 8}, {8, 3}, {3, 9}, {9, 2}, {2, 7}, {7, 5}},
+       "auto-hq"},
+  };
+  for (const HqCase& c : hq) {
+    std::vector<Array> operands;
+    for (const sp::Shape& shape : c.shapes) operands.push_back(sp::ones(shape));
+    auto f = [&c](const std::vector<Array>& xs) {
+      return sp::einsum(c.subscripts, xs, {.optimize = c.optimize});
+    };
+    EXPECT_EQ(sp::make_jaxpr(f)(operands).str(), block("hq_jaxprs.txt", c.name)) << c.name;
+  }
+}
+
 TEST(Einsum, OptimizeOnlyReordersTheContractions) {
   const auto& g = multi_golden();
   const std::vector<Array> ops = {g.at("chain_4|0"), g.at("chain_4|1"), g.at("chain_4|2"),

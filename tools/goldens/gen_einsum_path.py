@@ -7,6 +7,14 @@ shapes as "2x3" ("" for a scalar), the path as "1,2 0,1" (opt_einsum.contract_pa
 shapes=True, optimize=<strategy>)[0]). The named cases are chains, stars, outer products,
 batch and repeated labels, ties, 3 to 7 operands; the "random_*" cases are random contractions
 of 3 to 8 operands over small sizes, where ties are common.
+Also writes tests/goldens/einsum/paths_hq.txt, the same format for "dp" and "auto-hq" on the
+same cases, on chains and rings of 9 to 16 operands and on random contractions of 3 to 12
+operands, and
+tests/goldens/einsum/random_greedy.txt: per random contraction of 3 to 20 operands,
+  <case>;<subscripts>;<shapes>;<greedy flops>;<best flops of opt_einsum's RandomGreedy>
+the flops as contract_path's opt_cost, the best over 1024 trials. opt_einsum's random-greedy
+draws in an order that follows the labels' string hashes, which change with every Python
+process, so its paths are not recorded: the tests check the cost of spmd's deterministic choice.
 Run: python3 tools/goldens/gen_einsum_path.py   (needs opt_einsum 3.4; the tests do not)
 """
 import os
@@ -101,3 +109,64 @@ for i in range(240):
 with open(OUT, "w") as f:
     f.write("# opt_einsum " + opt_einsum.__version__ + " (JAX 0.10.2); see gen_einsum_path.py\n")
     f.write("\n".join(lines) + "\n")
+
+
+def random_network(rng, n):
+    """n operands of 1 to 4 labels over up to 12 letters, output a random subset of them."""
+    letters = "abcdefghijkl"[:rng.randint(4, 12)]
+    terms = ["".join(rng.sample(letters, rng.randint(1, 4))) for _ in range(n)]
+    used = sorted(set("".join(terms)))
+    out = "".join(c for c in used if rng.random() < 0.2)
+    sizes = {c: rng.choice([1, 2, 2, 3, 3, 4, 5, 7]) for c in used}
+    return ",".join(terms) + "->" + out, [tuple(sizes[c] for c in t) for t in terms]
+
+
+def letters(n):
+    return [opt_einsum.get_symbol(i) for i in range(n)]
+
+
+def chain(n, ring):
+    """n matrices in a chain (a ring: the last one closes it), sizes cycling through 2 to 6."""
+    ls = letters(n + 1)
+    if ring:
+        ls[n] = ls[0]
+    terms = [ls[i] + ls[i + 1] for i in range(n)]
+    size = {c: 2 + i % 5 for i, c in enumerate(letters(n + 1))}
+    out = "" if ring else ls[0] + ls[n]
+    return ",".join(terms) + "->" + out, [(size[t[0]], size[t[1]]) for t in terms]
+
+
+HQ = ["dp", "auto-hq"]
+HQ_CASES = [(f"{'ring' if ring else 'chain'}_{n}",) + chain(n, ring)
+            for n in (9, 12, 14, 16) for ring in (False, True)]
+hq_lines = []
+for name, subs, shapes in CASES + HQ_CASES:
+    for strategy in HQ:
+        path = opt_einsum.contract_path(subs, *shapes, shapes=True, optimize=strategy)[0]
+        hq_lines.append(f"{name};{subs};{shape_text(shapes)};{strategy};{path_text(path)}")
+rng = random.Random(20261126)
+for i in range(240):
+    subs, shapes = random_case(rng, 3 + i % 6) if i % 2 else random_network(rng, 3 + i % 10)
+    for strategy in HQ:
+        path = opt_einsum.contract_path(subs, *shapes, shapes=True, optimize=strategy)[0]
+        hq_lines.append(f"random_{i};{subs};{shape_text(shapes)};{strategy};{path_text(path)}")
+with open(OUT.replace("paths.txt", "paths_hq.txt"), "w") as f:
+    f.write("# opt_einsum " + opt_einsum.__version__ + " (JAX 0.10.2); see gen_einsum_path.py\n")
+    f.write("\n".join(hq_lines) + "\n")
+
+
+def opt_cost(subs, shapes, optimize):
+    return opt_einsum.contract_path(subs, *shapes, shapes=True, optimize=optimize)[1].opt_cost
+
+
+rg_lines = []
+rng = random.Random(20261127)
+for i in range(60):
+    n = 3 + i % 18
+    subs, shapes = random_case(rng, n) if i % 2 else random_network(rng, n)
+    best = opt_cost(subs, shapes, opt_einsum.RandomGreedy(max_repeats=1024))
+    greedy = opt_cost(subs, shapes, "greedy")
+    rg_lines.append(f"random_{i};{subs};{shape_text(shapes)};{greedy};{best}")
+with open(OUT.replace("paths.txt", "random_greedy.txt"), "w") as f:
+    f.write("# opt_einsum " + opt_einsum.__version__ + " (JAX 0.10.2); see gen_einsum_path.py\n")
+    f.write("\n".join(rg_lines) + "\n")

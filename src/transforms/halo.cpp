@@ -145,9 +145,21 @@ Array segment(const DimPlan& p, const Array& x, int64_t distance, int64_t lo, in
   return lax::pad(received, zeros(Shape{}, x.dtype()), config);
 }
 
+// A dim that is not split moves nothing: the static slice or pad of the equation itself.
+std::optional<Array> unsplit_dim(const DimPlan& p, const Array& x, const Array& fill) {
+  const Array y = p.mirrored ? lax::rev(x, {p.dim}) : x;
+  if (!fill.valid()) return lax::slice_in_dim(y, p.offset, p.offset + length(p), p.scale, p.dim);
+  if (p.scale != 1) return std::nullopt;
+  std::vector<lax::PadConfig> config(size_t(x.ndim()));
+  config[size_t(p.dim)] = {-p.offset, p.result_extent - p.extent + p.offset, 0};
+  return lax::pad(y, fill, config);
+}
+
 // The result block along one dim: the operand rows the device reads, from its block and its
 // neighbours', sliced at its offset, strided, and the fill where it reads outside the operand.
 Array run_dim(const DimPlan& p, Array x, const Array& fill, const CollectiveLog& log) {
+  if (p.devices == 1)
+    if (std::optional<Array> y = unsplit_dim(p, x, fill)) return *y;
   if (p.mirrored) x = mirrored(p, std::move(x), log);
   std::vector<Array> pieces;
   for (int64_t s = floor_div(p.left, p.in_block); s * p.in_block < p.right; ++s) {

@@ -66,6 +66,18 @@ struct ShardingRule {
   std::vector<Split> fixed_results;
   ObjectParam fixed_on;
 
+  // Dims along which data moves at an affine index (slice, pad without interior padding, rev):
+  // element j of result dim `dim` is element `scale * j + offset` of the same dim of operand 0,
+  // or operand `fill` (a scalar; -1 for none) where that index is outside the operand. Set only
+  // when every dim that moves data has one and the other dims pass through: the partitioner then
+  // keeps those dims split and moves only the halo rows between neighbours (transforms/halo.h).
+  struct Shift {
+    int dim;
+    int64_t scale, offset;
+  };
+  std::vector<Shift> shifts;
+  int fill = -1;
+
   // An equation holding sub-programs (control flow) runs them on blocks: each input and output
   // of a body is one value with an operand or result of the equation, which it sees less `lead`
   // leading dims (a scan's iteration dim, never split). Index -1 ties a body output to nothing:

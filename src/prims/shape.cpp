@@ -630,8 +630,10 @@ void rev_kernel(const KernelArgs& a) {
 ShardingRule rev_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                           const Params& p) {
   const Ints& dims = p.get_ints("dimensions");
-  return dimwise_sharding(
+  ShardingRule rule = dimwise_sharding(
       in, out, [&](int d) { return std::find(dims.begin(), dims.end(), d) == dims.end(); });
+  for (int64_t d : dims) rule.shifts.push_back({int(d), -1, in[0].shape[int(d)] - 1});
+  return rule;
 }
 
 Array rev_transpose(const Array& ct, const AbstractValue&, const Params& p) {
@@ -772,13 +774,22 @@ void pad_kernel(const KernelArgs& a) {
 ShardingRule pad_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                           const Params& p) {
   const auto& config = p.get<std::vector<lax::PadConfig>>("padding_config");
-  return dimwise_sharding(
+  ShardingRule rule = dimwise_sharding(
       in, out,
       [&](int d) {
         const lax::PadConfig& c = config[size_t(d)];
         return c.low == 0 && c.high == 0 && c.interior == 0;
       },
       /*share_moved=*/true);
+  // Element j of a padded dim is element j - low of the operand, or the padding value: an
+  // affine shift unless interior padding spreads the operand out.
+  auto interior = [](const lax::PadConfig& c) { return c.interior != 0; };
+  if (std::any_of(config.begin(), config.end(), interior)) return rule;
+  for (size_t d = 0; d < config.size(); ++d)
+    if (config[d].low != 0 || config[d].high != 0)
+      rule.shifts.push_back({int(d), 1, -config[d].low});
+  if (!rule.shifts.empty()) rule.fill = 1;
+  return rule;
 }
 
 // JAX's _pad_transpose: the operand's cotangent is the cotangent unpadded (negative padding)
@@ -871,10 +882,21 @@ bool whole_dim(const Params& p, const Shape& operand, int d) {
          p.get_ints("limit_indices")[size_t(d)] == operand[d];
 }
 
-// Dims taken whole pass through; dims sliced need replication.
+// Dims taken whole pass through; a sliced dim is one permutation factor of the result's extent,
+// as Shardy's (its split propagates between the operand and the result, and the partitioner
+// moves halos along it). Element j of a sliced dim is element start + stride * j of the
+// operand.
 ShardingRule slice_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                             const Params& p) {
-  return dimwise_sharding(in, out, [&](int d) { return whole_dim(p, in[0].shape, d); });
+  ShardingRule rule = dimwise_sharding(
+      in, out, [&](int d) { return whole_dim(p, in[0].shape, d); },
+      /*share_moved=*/true);
+  const Ints& start = p.get_ints("start_indices");
+  const auto strides = slice_strides(p, start.size());
+  for (int d = 0; d < in[0].shape.ndim(); ++d)
+    if (!whole_dim(p, in[0].shape, d))
+      rule.shifts.push_back({d, strides[size_t(d)], start[size_t(d)]});
+  return rule;
 }
 
 // A dim taken whole ends at the block's extent. Other dims are not split, and their limits stay:

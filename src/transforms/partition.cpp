@@ -16,6 +16,7 @@
 #include "ir/primitive.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
+#include "transforms/halo.h"
 #include "transforms/staging.h"
 
 #include <algorithm>
@@ -499,6 +500,7 @@ class Partitioner {
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
+    if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
@@ -532,6 +534,34 @@ class Partitioner {
       for (size_t i = 0; i < results.size(); ++i) complete(e, rule, i, partial, results[i], out[i]);
     }
     store_results(e, results, out);
+  }
+
+  // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split
+  // as its result is: each device gets from its neighbours only the rows its block needs, where
+  // that moves fewer bytes than gathering the dims (halo.h). Exchanging halos is part of the
+  // equation, as completing a sum is, not a reshard.
+  bool run_with_halos(const Equation& e, const ShardingRule& rule) {
+    const Atom& operand = e.inputs[0];
+    if (operand.is_literal()) return false;
+    const Shape& shape = global_.type_of(operand).shape;
+    const Split& want = splits_[size_t(e.outputs[0])].dims;
+    const auto plans =
+        halo::plan(rule.shifts, shape, global_.types[size_t(e.outputs[0])].shape, want);
+    if (!plans) return false;
+    const Local& x = env_[size_t(operand.var)];
+    const Array block = moved(x.value, x.split, want, shape, operand_cause(e, 0, want), true);
+    Array fill;
+    if (rule.fill >= 0) {
+      const Atom& a = e.inputs[size_t(rule.fill)];
+      fill = a.is_literal() ? a.literal : value(a);
+    }
+    const std::string cause =
+        "the halo of " + equation_name(e) + ": its result blocks read rows their neighbours hold";
+    const Array result = halo::run(*plans, block, fill, [&](std::string c, int64_t bytes) {
+      collectives_.push_back({std::move(c), cause, bytes, false});
+    });
+    store_results(e, {result}, {want});
+    return true;
   }
 
   // Moves each result of `e`, a block split as `out`, to its propagated split.

@@ -72,12 +72,14 @@ Params slice_params(Ints start, Ints limit, ParamValue strides = NoneParam{}) {
 }
 
 // ---- the blocks of a split -----------------------------------------------------------------
-// The block type of `t` when factor f is split in splits[f] parts.
+// The block type of `t` when factor f is split in splits[f] parts. A permutation factor has the
+// result's extent in every tensor and is never split: its dims keep their extent.
 AbstractValue block_type(const AbstractValue& t, const ShardingRule::Tensor& dims,
                          const ShardingRule& rule, const Ints& splits) {
   AbstractValue block = t;
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d].empty()) continue;
+    if (dims[d].empty() || rule.factor_kinds[size_t(dims[d][0])] == FactorKind::permutation)
+      continue;
     int64_t n = 1;
     for (int f : dims[d]) n *= rule.factor_sizes[size_t(f)] / splits[size_t(f)];
     block.shape[int(d)] = n;
@@ -283,10 +285,10 @@ TEST(ShardingRules, PadPermutesPaddedDims) {
             "([i, j, k], [])->([i, j, k]) {i=30, j=26, k=16} permutation={i, j}");
 }
 
-TEST(ShardingRules, SliceReplicatesSlicedDimsAndLocalizesWholeOnes) {
+// As Shardy's: a sliced dim is one permutation factor of the result's extent.
+TEST(ShardingRules, SlicePermutesSlicedDimsAndLocalizesWholeOnes) {
   const Eqn e = eqn("slice", {f32({32, 4, 8})}, slice_params({0, 1, 4}, {32, 2, 8}, Ints{1, 1, 2}));
-  EXPECT_EQ(e.rule.str(),
-            "([i, j, l])->([i, k, m]) {i=32, j=4, k=1, l=8, m=2} need_replication={j, k, l, m}");
+  EXPECT_EQ(e.rule.str(), "([i, j, k])->([i, j, k]) {i=32, j=1, k=2} permutation={j, k}");
   expect_localizes(e, {4});
   expect_localizes(eqn("slice", {f32({6, 8})}, slice_params({0, 0}, {6, 5})), {3});
 }
@@ -468,7 +470,7 @@ int splittable_factor(const ShardingRule& rule, std::mt19937& gen) {
   std::vector<int> candidates;
   for (int f = 0; f < rule.num_factors(); ++f) {
     if (rule.factor_kinds[size_t(f)] == FactorKind::need_replication ||
-        rule.factor_sizes[size_t(f)] < 2)
+        rule.factor_kinds[size_t(f)] == FactorKind::permutation || rule.factor_sizes[size_t(f)] < 2)
       continue;
     bool major = true;
     for (const auto* tensors : {&rule.operands, &rule.results})

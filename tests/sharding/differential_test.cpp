@@ -472,7 +472,7 @@ class Generator {
     for (int d = 0; d < s.ndim(); ++d) {
       int64_t lo = coin(0.5) ? 0 : pick(int(s[d]));
       int64_t hi = coin(0.5) ? s[d] : lo + 1 + pick(int(s[d] - lo));
-      int64_t stride = coin(0.2) ? 2 : 1;
+      int64_t stride = coin(0.2) ? 2 + pick(2) : 1;
       start.push_back(lo);
       limit.push_back(hi);
       strides.push_back(stride);
@@ -553,7 +553,8 @@ class Generator {
     });
   }
 
-  // lax.pad with low/high edges (negative crops) and interior padding.
+  // lax.pad with low/high edges (negative crops) and interior padding, by a value that is not
+  // zero (what a device receives from no neighbour).
   std::optional<int> pad(int x) {
     const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
@@ -568,9 +569,10 @@ class Generator {
     }
     if (!fits(out)) return std::nullopt;
     bool integer = p_.integer;
+    const int value = pick(5) - 2;
     return add(out, [=](const Env& e, const Ctx&) {
-      Array zero = sp::zeros({}, integer ? sp::int32 : sp::float32);
-      return sp::lax::pad(e[size_t(x)], zero, config);
+      Array fill = sp::full({}, Array(value), integer ? sp::int32 : sp::float32);
+      return sp::lax::pad(e[size_t(x)], fill, config);
     });
   }
 

@@ -58,10 +58,12 @@ inline sp::PartitionSpec decode_spec(const std::string& code) {
   return sp::PartitionSpec(entries);
 }
 
-// CPU devices by id, independent of how many devices the process has.
+// CPU devices by id, independent of how many devices the process has; a device of the job
+// keeps its process (under mpirun, ctest's spmd_mpi_suites, the other process owns some).
 inline std::vector<sp::Device> cpu_devices(const std::vector<int>& ids) {
   std::vector<sp::Device> out;
-  for (int id : ids) out.push_back(sp::Device{id, "cpu", 0});
+  for (int id : ids)
+    out.push_back(id < sp::device_count() ? sp::devices()[size_t(id)] : sp::Device{id, "cpu", 0});
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include "backends/cpu/copy.h"
 #include "runtime/devices.h"
-#include "runtime/mpi.h"
 #include "runtime/mpi_blocks.h"
 #include "runtime/transfer.h"
 #include "sharding/type_sharding.h"
@@ -11,7 +10,6 @@
 #include <spmd/error.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace spmd {
 namespace {

@@ -600,6 +600,13 @@ struct Communicator::State {
   struct Route;
   void cross_exchange(const Params& p, const Cross& c, const void* in, void* out,
                       const Route& route);
+  // reduce_scatter's chunks: member i's output is, for each of `outer` leading indices, the
+  // reduction of the `chunk` elements at i·chunk of a `row` of every member's input.
+  struct Scatter {
+    int64_t outer = 0, row = 0, chunk = 0;
+  };
+  void cross_reduce_scatter(const Params& p, const Cross& c, const void* in, void* out,
+                            const Scatter& s);
   mpi::Wait wait_of(std::span<const int> group) const;
   // `work` over `group` in this process, or, when the group spans processes, the caller's output
   // computed from every member's `in_bytes` of input gathered here.
@@ -835,10 +842,11 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 // Reductions of more than the staging size reduce locally first, then across processes (their
 // floats are associated differently from one process's left-to-right order, as any hierarchical
 // reduction is). ppermute and all_to_all send only the blocks whose source and destination are in
-// different processes (cross_exchange). Everything else gathers every member's input on every
-// process and computes its output from them exactly as one process would (a small reduction once
-// per process, by the member that gathers): small reductions therefore give the bits of a single
-// process, and all_gather and reduce_scatter need no code of their own.
+// different processes (cross_exchange), and reduce_scatter only the chunks each process's members
+// keep (cross_reduce_scatter). Everything else gathers every member's input on every process and
+// computes its output from them exactly as one process would (a small reduction once per process,
+// by the member that gathers): small reductions therefore give the bits of a single process, and
+// all_gather needs no code of its own.
 
 struct Communicator::State::Cross {
   std::vector<int> group;
@@ -1149,6 +1157,72 @@ void Communicator::State::cross_exchange(const Params& p, const Cross& c, const 
   run(q, c.local, c.me_local, in, out, work, nullptr, 0, c.key);
 }
 
+// Member i's output needs chunk i of every member's input, so a process receives from each other
+// one only the chunks of its own members, one message per pair of processes (mpi::alltoallv),
+// rather than every member's whole input. The member that claims the step then reduces every
+// local member's output from the local inputs and the chunks received, element by element in
+// group order: the bits one process computes, whatever the sizes. MPI reads and writes buffers
+// of the step's own, which outlive a wait given up.
+void Communicator::State::cross_reduce_scatter(const Params& p, const Cross& c, const void* in,
+                                               void* out, const Scatter& s) {
+  const int n = int(c.group.size());
+  const int64_t item = itemsize(p.dtype), piece = s.chunk * item, block = s.outer * piece;
+  const size_t procs = c.positions.size();
+  size_t mine = 0;
+  while (std::find(c.positions[mine].begin(), c.positions[mine].end(), c.me) ==
+         c.positions[mine].end())
+    ++mine;
+  const std::vector<int>& here = c.positions[mine];  // in the order of c.local
+  std::vector<int64_t> send_counts(procs, 0), recv_counts(procs, 0);
+  for (size_t r = 0; r < procs; ++r)
+    if (r != mine)
+      send_counts[r] = recv_counts[r] = int64_t(c.positions[r].size() * here.size()) * block;
+  auto total = [](const std::vector<int64_t>& v) {
+    return std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0)));
+  };
+  // Only the member that runs the step uses it, within its own call of run().
+  auto step = [&](const Ins& ins, const Outs& outs) {
+    // To each process: for each of its members i, chunk i of each local input, rows packed.
+    auto send = Buffer::allocate(size_t(total(send_counts)));
+    auto recv = Buffer::allocate(size_t(total(recv_counts)));
+    Byte* at = static_cast<Byte*>(send->data());
+    for (size_t r = 0; r < procs; ++r)
+      for (int i = 0; r != mine && i < int(c.positions[r].size()); ++i)
+        for (const Byte* from : ins)
+          for (int64_t o = 0; o < s.outer; ++o, at += piece)
+            std::memcpy(at, from + (o * s.row + c.positions[r][size_t(i)] * s.chunk) * item,
+                        size_t(piece));
+    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
+        std::vector<std::shared_ptr<Buffer>>{send, recv});
+    between_processes(p.api, [&] {
+      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+    });
+    // Where row 0 of each member's chunk for local member k starts, and the step to the next row.
+    std::vector<std::vector<const Byte*>> first(here.size(), Ins(size_t(n)));
+    std::vector<int64_t> step_of(size_t(n), piece);
+    for (size_t k = 0; k < here.size(); ++k)
+      for (size_t l = 0; l < here.size(); ++l) first[k][size_t(here[l])] = ins[l] + here[k] * piece;
+    for (int j : here) step_of[size_t(j)] = s.row * item;
+    const Byte* got = static_cast<const Byte*>(recv->data());
+    for (size_t r = 0; r < procs; ++r)
+      for (size_t k = 0; r != mine && k < here.size(); ++k)
+        for (int j : c.positions[r]) {
+          first[k][size_t(j)] = got;
+          got += block;
+        }
+    Ins rows(static_cast<size_t>(n));
+    for (size_t k = 0; k < here.size(); ++k)
+      for (int64_t o = 0; o < s.outer; ++o) {
+        for (int j = 0; j < n; ++j) rows[size_t(j)] = first[k][size_t(j)] + o * step_of[size_t(j)];
+        reduce_range(p.op, p.dtype, rows, 0, s.chunk, {outs[k] + o * piece}, 0, false);
+      }
+  };
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Params q = p;
+  q.api += " (scatter between processes)";
+  run(q, c.local, c.me_local, in, out, work, nullptr, 0, c.key);
+}
+
 namespace {
 
 // An output list with only the caller's entry, for a Work's `own`.
@@ -1322,7 +1396,11 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
             [=](const Ins& ins, const Outs& outs) {
               reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
             }};
-  state_->run_anywhere(p, group, me, in, out, work, shape.size() * item);
+  if (auto c = state_->cross(api, group, me)) {
+    state_->cross_reduce_scatter(p, *c, in, out, State::Scatter{outer, row, chunk});
+    return;
+  }
+  state_->run(p, group, me, in, out, work);
 }
 
 void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,

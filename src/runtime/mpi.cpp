@@ -66,10 +66,6 @@ void alltoallv(const GroupComm&, const void*, const std::vector<int64_t>&, void*
                const std::vector<int64_t>&, std::shared_ptr<void>, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
-void world_allgatherv(const void*, int64_t, void*, const std::vector<int64_t>&,
-                      std::shared_ptr<void>) {
-  throw std::logic_error("[mpi] internal error: no MPI in this build");
-}
 void report_failure(const std::string&) {}
 std::optional<std::string> remote_failure() {
   return std::nullopt;
@@ -542,14 +538,6 @@ void alltoallv(const GroupComm& g, const void* send, const std::vector<int64_t>&
   }
   count_received(received);
   wait_for(requests, wait, "an exchange between processes", std::move(keep_alive));
-}
-
-void world_allgatherv(const void* in, int64_t in_bytes, void* out,
-                      const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive) {
-  GroupComm world;
-  world.comm = state().reads;
-  allgatherv(world, in, in_bytes, out, counts, std::move(keep_alive),
-             Wait{default_collective_timeout(), nullptr});
 }
 
 MPI_Comm world() {

@@ -82,11 +82,6 @@ void alltoallv(const GroupComm& g, const void* send, const std::vector<int64_t>&
                void* recv, const std::vector<int64_t>& recv_counts,
                std::shared_ptr<void> keep_alive, const Wait& wait);
 
-// Every process's `in` (counts[p] bytes from process p) one after another in `out`, over all
-// processes of the job: a collective every process makes at the same point of its program.
-void world_allgatherv(const void* in, int64_t in_bytes, void* out,
-                      const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive);
-
 // Tells every other process that this one failed (`what` names the device and the error).
 void report_failure(const std::string& what);
 // A failure another process reported, once one has arrived.
@@ -102,7 +97,7 @@ std::optional<std::string> remote_failure();
 namespace spmd::runtime::mpi {
 
 // For the other files that call MPI (runtime/mpi_blocks.cpp): the communicator over every
-// process that reads and moves of whole values use (each with tags of its own), and the wait
+// process that reads and moves of whole values use (with tags of their own), and the wait
 // every call between processes ends with.
 MPI_Comm world();
 void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,

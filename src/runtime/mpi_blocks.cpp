@@ -78,10 +78,11 @@ std::vector<PlannedPiece> pieces_lacked_by(int p, const ShardedData& from,
 }
 
 // The slot of a copy of `from`'s block at `block` that this process holds.
-size_t held_copy(const ShardedData& from, size_t block) {
+size_t held_copy(const ShardedData& from, size_t block, const char* api) {
   for (size_t j = 0; j < from.layout.size(); ++j)
     if (from.shards[j] && from.layout[j].index == from.layout[block].index) return j;
-  throw std::logic_error("[device_put] internal error: a block this process sends is elsewhere");
+  throw std::logic_error(std::string("[") + api +
+                         "] internal error: a block this process sends is elsewhere");
 }
 
 int64_t piece_bytes(const PlannedPiece& piece, int itemsize) {
@@ -90,7 +91,7 @@ int64_t piece_bytes(const PlannedPiece& piece, int itemsize) {
 
 // The pieces this process sends `p`, one after another in one buffer, or null.
 std::shared_ptr<Buffer> pack_for(int p, const ShardedData& from, const std::vector<ShardSlot>& to,
-                                 int itemsize) {
+                                 int itemsize, const char* api) {
   std::vector<PlannedPiece> pieces = pieces_lacked_by(p, from, to);
   std::erase_if(pieces, [](const PlannedPiece& x) { return x.sender != process_index(); });
   if (pieces.empty()) return nullptr;
@@ -99,7 +100,7 @@ std::shared_ptr<Buffer> pack_for(int p, const ShardedData& from, const std::vect
   auto out = Buffer::allocate(size_t(total));
   char* at = static_cast<char*>(out->data());
   for (const PlannedPiece& piece : pieces) {
-    const size_t j = held_copy(from, piece.block);
+    const size_t j = held_copy(from, piece.block, api);
     at += copy_region(piece.region, from.shards[j]->data(), from.layout[j].index, at, piece.region,
                       itemsize);
   }
@@ -108,11 +109,11 @@ std::shared_ptr<Buffer> pack_for(int p, const ShardedData& from, const std::vect
 
 #if SPMD_WITH_MPI
 
-constexpr int kBlocksTag = 3;  // on mpi::world(), beside the reads' own tag
+constexpr int kBlocksTag = 3;  // on mpi::world()
 // Bytes per MPI message: its counts are ints.
 constexpr int64_t kMaxMessage = int64_t(1) << 30;
 
-void post(std::vector<MPI_Request>& requests, const Message& m, bool send) {
+void post(std::vector<MPI_Request>& requests, const Message& m, bool send, const char* api) {
   for (int64_t at = 0; at < m.bytes; at += kMaxMessage) {
     const int n = int(std::min(kMaxMessage, m.bytes - at));
     char* data = static_cast<char*>(m.data) + at;
@@ -121,25 +122,26 @@ void post(std::vector<MPI_Request>& requests, const Message& m, bool send) {
         send ? MPI_Isend(data, n, MPI_BYTE, m.peer, kBlocksTag, mpi::world(), &requests.back())
              : MPI_Irecv(data, n, MPI_BYTE, m.peer, kBlocksTag, mpi::world(), &requests.back());
     if (rc != MPI_SUCCESS)
-      throw RuntimeError(std::string("[device_put] ") + (send ? "MPI_Isend" : "MPI_Irecv") +
+      throw RuntimeError(std::string("[") + api + "] " + (send ? "MPI_Isend" : "MPI_Irecv") +
                          " to move blocks between processes failed");
   }
 }
 
 void send_and_receive(const std::vector<Message>& sends, const std::vector<Message>& receives,
-                      std::shared_ptr<void> keep_alive) {
+                      std::shared_ptr<void> keep_alive, const char* api) {
   std::vector<MPI_Request> requests;
-  for (const Message& m : receives) post(requests, m, false);
-  for (const Message& m : sends) post(requests, m, true);
-  mpi::wait_for(requests, mpi::Wait{default_collective_timeout(), nullptr},
-                "[device_put] moving blocks between processes", std::move(keep_alive));
+  for (const Message& m : receives) post(requests, m, false, api);
+  for (const Message& m : sends) post(requests, m, true, api);
+  const std::string what = std::string("[") + api + "] moving blocks between processes";
+  mpi::wait_for(requests, mpi::Wait{default_collective_timeout(), nullptr}, what.c_str(),
+                std::move(keep_alive));
 }
 
 #else
 
 void send_and_receive(const std::vector<Message>&, const std::vector<Message>&,
-                      std::shared_ptr<void>) {
-  throw std::logic_error("[device_put] internal error: no MPI in this build");
+                      std::shared_ptr<void>, const char* api) {
+  throw std::logic_error(std::string("[") + api + "] internal error: no MPI in this build");
 }
 
 #endif
@@ -147,7 +149,7 @@ void send_and_receive(const std::vector<Message>&, const std::vector<Message>&,
 }  // namespace
 
 ReceivedPieces exchange_blocks(const ShardedData& from, const std::vector<ShardSlot>& to,
-                               int itemsize) {
+                               int itemsize, const char* api) {
   ReceivedPieces received;
   const int procs = process_count(), me = process_index();
   if (procs == 1) return received;
@@ -155,7 +157,7 @@ ReceivedPieces exchange_blocks(const ShardedData& from, const std::vector<ShardS
   std::vector<Message> sends, receives;
   for (int p = 0; p < procs; ++p)
     if (p != me)
-      if (std::shared_ptr<Buffer> packed = pack_for(p, from, to, itemsize)) {
+      if (std::shared_ptr<Buffer> packed = pack_for(p, from, to, itemsize, api)) {
         sends.push_back(Message{p, packed->data(), int64_t(packed->nbytes())});
         keep->push_back(std::move(packed));
       }
@@ -177,7 +179,7 @@ ReceivedPieces exchange_blocks(const ShardedData& from, const std::vector<ShardS
     at += piece_bytes(piece, itemsize);
   }
   if (sends.empty() && receives.empty()) return received;
-  send_and_receive(sends, receives, keep);
+  send_and_receive(sends, receives, keep, api);
   record_transfer(TransferKind::between_processes, total);
   return received;
 }

@@ -1,4 +1,5 @@
-// Moving the blocks of a value between processes (device_put across a job): from the two layouts
+// Moving the blocks of a value between processes (device_put across a job, and the gathers of
+// whole values: process_allgather and collective reads): from the two layouts
 // alone, which every process knows, each process works out which pieces of which blocks its
 // devices lack and which pieces of its own blocks the others lack, and exactly those pieces travel
 // point to point, each from one process.
@@ -29,8 +30,9 @@ struct ReceivedPieces {
 // on their device) and that no device of this process holds, each received from the lowest
 // process holding a copy; meanwhile sends the pieces others need of the blocks this process is
 // the lowest holder of. Every process of the job calls it at the same point; one with nothing to
-// send or receive returns at once. Counts the bytes received as between_processes.
+// send or receive returns at once. Counts the bytes received as between_processes. `api` names
+// the caller in errors.
 ReceivedPieces exchange_blocks(const ShardedData& from, const std::vector<ShardSlot>& to,
-                               int itemsize);
+                               int itemsize, const char* api);
 
 }  // namespace spmd::runtime

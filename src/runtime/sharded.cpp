@@ -2,7 +2,6 @@
 
 #include "backends/cpu/copy.h"
 #include "runtime/devices.h"
-#include "runtime/mpi.h"
 #include "runtime/mpi_blocks.h"
 #include "runtime/transfer.h"
 #include "sharding/type_sharding.h"
@@ -11,7 +10,6 @@
 #include <spmd/error.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace spmd {
 namespace {
@@ -113,43 +111,29 @@ namespace {
 }  // namespace
 
 std::shared_ptr<Buffer> ShardedData::gather_from_processes(const AbstractValue& aval) const {
-  // Process p sends the replica-0 blocks on its devices, in layout order; every process knows
-  // who sends what from the layout.
+  // Every process wants the whole value on one of its devices, so each receives only the blocks
+  // none of its devices holds, each once, from the lowest process holding a copy.
+  wait();
   const int itemsize = int(spmd::itemsize(aval.dtype));
-  const int procs = process_count(), me = process_index();
-  std::vector<std::vector<size_t>> sent_by(static_cast<size_t>(procs));
-  for (size_t i = 0; i < layout.size(); ++i)
-    if (layout[i].replica_id == 0)
-      sent_by[size_t(runtime::process_of_device(layout[i].device.id))].push_back(i);
-  std::vector<int64_t> counts(static_cast<size_t>(procs), 0);
-  for (int p = 0; p < procs; ++p)
-    for (size_t i : sent_by[size_t(p)])
-      counts[size_t(p)] += slot_shape(layout[i]).size() * itemsize;
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  auto send = Buffer::allocate(size_t(std::max<int64_t>(1, counts[size_t(me)])));
-  int64_t at = 0;
-  for (size_t i : sent_by[size_t(me)]) {
-    const int64_t n = slot_shape(layout[i]).size() * itemsize;
-    std::memcpy(static_cast<char*>(send->data()) + at, shards[i]->data(), size_t(n));
-    at += n;
-  }
-  auto recv = Buffer::allocate(size_t(std::max<int64_t>(1, total)));
-  auto keep =
-      std::make_shared<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>>(send, recv);
-  runtime::mpi::world_allgatherv(send->data(), counts[size_t(me)], recv->data(), counts, keep);
+  std::vector<Slice> whole;
+  for (int64_t d : aval.shape.dims()) whole.push_back(Slice{0, d});
+  std::vector<ShardSlot> everywhere;
+  for (const Device& d : devices())
+    if (everywhere.empty() || everywhere.back().device.process_index != d.process_index)
+      everywhere.push_back(ShardSlot{d, whole, 0});
+  const runtime::ReceivedPieces received =
+      runtime::exchange_blocks(*this, everywhere, itemsize, "process_allgather");
   auto out = Buffer::allocate(size_t(aval.nbytes()));
-  const std::vector<int64_t> strides = strides_of(aval.shape);
-  at = 0;
-  for (int p = 0; p < procs; ++p)
-    for (size_t i : sent_by[size_t(p)]) {
-      Shape block = slot_shape(layout[i]);
-      char* dst = static_cast<char*>(out->data()) + offset_of(layout[i], strides) * itemsize;
-      cpu::strided_copy(static_cast<const char*>(recv->data()) + at, strides_of(block), dst,
-                        strides, block.dims(), itemsize);
-      at += block.size() * itemsize;
-    }
-  runtime::record_transfer(runtime::TransferKind::device_to_host, total);
+  std::vector<bool> copied(layout.size(), false);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (!shards[i] || copied[i]) continue;
+    for (size_t j = i; j < layout.size(); ++j)
+      copied[j] = copied[j] || layout[j].index == layout[i].index;
+    copy_region(layout[i].index, shards[i]->data(), layout[i].index, out->data(), whole, itemsize);
+  }
+  for (const runtime::Piece& piece : received.pieces)
+    copy_region(piece.region, piece.data, piece.region, out->data(), whole, itemsize);
+  runtime::record_transfer(runtime::TransferKind::device_to_host, int64_t(aval.nbytes()));
   return out;
 }
 
@@ -281,7 +265,8 @@ std::shared_ptr<Buffer> assemble_block(const ShardedData& from, int itemsize,
 
 void place_blocks(const ShardedData& from, const AbstractValue& aval, ShardedData& to) {
   const int itemsize = int(spmd::itemsize(aval.dtype));
-  const runtime::ReceivedPieces received = runtime::exchange_blocks(from, to.layout, itemsize);
+  const runtime::ReceivedPieces received =
+      runtime::exchange_blocks(from, to.layout, itemsize, "device_put");
   for (size_t i = 0; i < to.layout.size(); ++i) {
     const ShardSlot& target = to.layout[i];
     if (!runtime::is_local_device(target.device.id)) continue;

@@ -768,6 +768,106 @@ TEST(CrossingGroups, AllToAllOnEverySplitAndConcatAxisSendsOnlyTheChunksThatCros
     }
 }
 
+// ---- psum_scatter and whole-value gathers, on any job ------------------------------------------
+//
+// These tests take the job as it comes: ctest runs them on 2 processes of 4 devices, on 3 of 2,
+// on 3 of 1, 2 and 2 devices, and in one process of 8, where they check that the host values are
+// what one process computes.
+
+// Device d's block of `per_device` values of many magnitudes, so that sums over the devices in
+// another order than theirs differ in the last bits.
+std::vector<float> ragged(int64_t devices, int64_t per_device) {
+  std::vector<float> v(size_t(devices * per_device));
+  for (int64_t d = 0; d < devices; ++d)
+    for (int64_t k = 0; k < per_device; ++k)
+      v[size_t(d * per_device + k)] = float((d * 7919 + k * 104729) % 2003 - 1001) *
+                                      std::ldexp(1.f, int((d * 5 + k) % 23) - 11);
+  return v;
+}
+
+TEST(AnyJob, PsumScatterGivesOneProcesssBitsAndReceivesOnlyTheChunksOfItsDevices) {
+  const int64_t n = sp::device_count(), local = sp::local_device_count();
+  sp::Mesh mesh = sp::make_mesh({n}, {"i"});
+  // Blocks of [n, n·m]: one small, one of 64 KiB or just under (which one process reduces from
+  // copies of its inputs) and one just above (reduced in place).
+  const int64_t m64 = 16384 / (n * n);
+  for (int64_t m : {int64_t(1), m64, m64 + 1})
+    for (int dim : {0, 1}) {
+      SCOPED_TRACE("m " + std::to_string(m) + ", scatter_dimension " + std::to_string(dim));
+      const int64_t rows = n, cols = n * m, per = rows * cols;
+      const std::vector<float> x = ragged(n, per);
+      sp::Array xa =
+          sp::device_put(sp::array(x, {n * rows, cols}), sp::NamedSharding(mesh, P("i")));
+      auto f = sp::shard_map(
+          [dim](sp::Array b) {
+            return sp::psum_scatter(b, "i", {.scatter_dimension = dim, .tiled = true});
+          },
+          mesh, P("i"), P("i"));
+      // Device i: chunk i along `dim` of the sum of the blocks, in device order (and, to show
+      // that the order shows, in the reverse order).
+      const int64_t out_rows = dim == 0 ? 1 : rows, out_cols = dim == 0 ? cols : m;
+      std::vector<float> want, reversed;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < out_rows; ++r)
+          for (int64_t k = 0; k < out_cols; ++k) {
+            const int64_t at = dim == 0 ? (i + r) * cols + k : r * cols + i * m + k;
+            float sum = x[size_t(at)], back = x[size_t((n - 1) * per + at)];
+            for (int64_t d = 1; d < n; ++d) {
+              sum += x[size_t(d * per + at)];
+              back += x[size_t((n - 1 - d) * per + at)];
+            }
+            want.push_back(sum);
+            reversed.push_back(back);
+          }
+      EXPECT_TRUE(n <= 2 || want != reversed);
+      const int64_t received = bytes_received_by([&] {
+        expect_local_blocks(f(xa), want, sp::Shape({n * out_rows, out_cols}));
+      });
+      // This process's devices' chunks of the other devices' blocks.
+      EXPECT_EQ(received, local * (n - local) * (per / n) * 4);
+    }
+}
+
+// The bytes of the elements of `x` that no block on this process holds.
+int64_t bytes_not_held(const sp::Array& x) {
+  int64_t elements = 0;
+  std::vector<int64_t> at(size_t(x.ndim()), 0);
+  for (int64_t k = 0; k < x.shape().size(); ++k) {
+    elements += held_here(x, at) ? 0 : 1;
+    for (int d = x.ndim() - 1; d >= 0 && ++at[size_t(d)] == x.shape()[d]; --d) at[size_t(d)] = 0;
+  }
+  return elements * int64_t(sp::itemsize(x.dtype()));
+}
+
+TEST(AnyJob, ProcessAllgatherReceivesOnlyTheBlocksThisProcessLacksOnce) {
+  const int64_t h = sp::device_count() / 2;
+  if (h == 0) GTEST_SKIP() << "needs two devices";
+  // A 2 × h mesh whose rows are the first h devices and the next h, with devices h-1 and h
+  // swapped: a column is then held by one process or by two, and a process lacks the columns
+  // that none of its devices holds (one process reads the value where it is).
+  std::vector<int> ids;
+  for (int64_t k = 0; k < 2 * h; ++k) ids.push_back(int(k == h - 1 ? h : k == h ? h - 1 : k));
+  sp::Mesh mesh = mesh_of(ids, {2, h}, {"x", "y"});
+  sp::Array value = sp::arange(int(8 * h)).astype(sp::float32).reshape({4, 2 * h});
+  for (const P& spec : {P(sp::None, "y"), P("x", "y"), P("x")}) {
+    SCOPED_TRACE(spec.repr());
+    sp::Array x = sp::device_put(value, sp::NamedSharding(mesh, spec));
+    const int64_t lacked = bytes_not_held(x);
+    std::vector<float> got;
+    const int64_t received =
+        bytes_received_by([&] { got = sp::process_allgather(x, true).to_vector<float>(); });
+    EXPECT_EQ(received, lacked);
+    EXPECT_EQ(got, iota(8 * h));
+    // A read of the whole value with collective reads is the same gather.
+    sp::distributed::set_collective_reads(true);
+    sp::Array y = sp::device_put(value, sp::NamedSharding(mesh, spec));
+    const int64_t read = bytes_received_by([&] { got = y.to_vector<float>(); });
+    EXPECT_EQ(read, lacked);
+    EXPECT_EQ(got, iota(8 * h));
+    sp::distributed::set_collective_reads(false);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

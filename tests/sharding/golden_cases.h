@@ -3,6 +3,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/device.h>
 #include <spmd/error.h>
 #include <spmd/placement.h>
 #include <spmd/sharding.h>
@@ -57,10 +58,12 @@ inline sp::PartitionSpec decode_spec(const std::string& code) {
   return sp::PartitionSpec(entries);
 }
 
-// CPU devices by id, independent of how many devices the process has.
+// CPU devices by id, independent of how many devices the process has; a device of the job
+// keeps its process (under mpirun, ctest's spmd_mpi_suites, the other process owns some).
 inline std::vector<sp::Device> cpu_devices(const std::vector<int>& ids) {
   std::vector<sp::Device> out;
-  for (int id : ids) out.push_back(sp::Device{id, "cpu", 0});
+  for (int id : ids)
+    out.push_back(id < sp::device_count() ? sp::devices()[size_t(id)] : sp::Device{id, "cpu", 0});
   return out;
 }
 
@@ -153,6 +156,34 @@ inline std::string placed(const std::vector<sp::Array>& leaves) {
         if (d) out += ',';
         out += std::to_string(shape[d]);
       }
+    }
+  }
+  return out;
+}
+
+// `golden`, in placed()'s format, with only the shards of this process's devices: under mpirun
+// (ctest's spmd_mpi_suites) a process holds and lists only those; in one process, all of them.
+inline std::string placed_here(const std::string& golden, const std::vector<sp::Array>& leaves) {
+  const std::vector<std::string> lines = spmd_test::split_fields(golden, '\n');
+  if (lines.size() != leaves.size()) return golden;
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += '\n';
+    const size_t bar = lines[i].rfind('|');
+    const std::vector<sp::Device>& devices = leaves[i].sharding()->device_list();
+    const std::vector<std::string> shapes =
+        bar == std::string::npos ? std::vector<std::string>{}
+                                 : spmd_test::split_fields(lines[i].substr(bar + 1), ';');
+    if (shapes.size() != devices.size()) {
+      out += lines[i];
+      continue;
+    }
+    out += lines[i].substr(0, bar + 1);
+    bool first = true;
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      if (!sp::is_addressable(devices[k])) continue;
+      out += (first ? "" : ";") + shapes[k];
+      first = false;
     }
   }
   return out;

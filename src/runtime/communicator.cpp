@@ -594,7 +594,8 @@ struct Communicator::State {
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
-  std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in);
+  std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in,
+                                           std::shared_ptr<Buffer> in_owner = nullptr);
   // The blocks a collective moves from member to member, where each member's output needs only
   // some blocks of the others (ppermute, all_to_all): see cross_exchange.
   struct Route;
@@ -1033,29 +1034,37 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
 
 // The reduction of every member's `in` (p.shape of p.dtype) into a buffer of the step's own, so
 // that it can outlive a wait given up: a member alone in its process reduces its input across
-// processes straight into it; several reduce into it first (one buffer they share, written once
-// rather than into every member's output), and one of them then reduces it across processes in
-// place.
+// processes straight into it (MPI reading `in` itself when `in_owner` keeps it alive); several
+// reduce into it first (one buffer they share, written once rather than into every member's
+// output), and one of them then reduces it across processes in place.
 std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
-                                                              const void* in) {
+                                                              const void* in,
+                                                              std::shared_ptr<Buffer> in_owner) {
   const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
   const mpi::Wait& wait = c.wait;
   std::shared_ptr<Buffer> partial;
-  auto across = [&](const void* from) {
+  auto across = [&](const void* from, std::shared_ptr<void> keep, bool in_kept) {
     between_processes(p.api, [&] {
-      mpi::allreduce(*c.comm, p.op, p.dtype, from, partial->data(), count, partial, wait);
+      mpi::allreduce(*c.comm, p.op, p.dtype, from, partial->data(), count, std::move(keep), wait,
+                     in_kept);
     });
   };
   if (c.local.size() == 1) {
     partial = Buffer::allocate(size_t(bytes));
-    across(in);
+    if (!in_owner) {
+      across(in, partial, false);
+      return partial;
+    }
+    auto both = std::make_shared<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>>(
+        partial, std::move(in_owner));
+    across(in, std::move(both), true);
     return partial;
   }
   const int n_local = int(c.local.size());
   run(p, c.local, c.me_local, in, nullptr,
       all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
   // Only the member that runs the step uses it, within its own call of run().
-  auto step = [&](const Ins&, const Outs&) { across(partial->data()); };
+  auto step = [&](const Ins&, const Outs&) { across(partial->data(), partial, false); };
   Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
   Params q = p;
   q.api += " (reduction between processes)";
@@ -1233,7 +1242,8 @@ void Communicator::all_reduce(const char* api, std::span<const int> group, int m
 
 std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::span<const int> group,
                                                         int me, ReduceOp op, DType dtype,
-                                                        const Shape& shape, const void* in) {
+                                                        const Shape& shape, const void* in,
+                                                        std::shared_ptr<Buffer> in_owner) {
   check_reducible(api, dtype);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
   std::shared_ptr<Buffer> result;
@@ -1244,7 +1254,7 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
       state_->cross_reduce_gathered(p, *c, in, result->data());
       return result;
     }
-    return state_->cross_all_reduce(p, *c, in);
+    return state_->cross_all_reduce(p, *c, in, std::move(in_owner));
   }
   state_->run(p, group, me, in, nullptr,
               all_reduce_work(op, dtype, shape.size(), int(group.size()), me), &result,

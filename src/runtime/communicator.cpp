@@ -594,6 +594,7 @@ struct Communicator::State {
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
+  std::shared_ptr<Buffer> cross_reduce_in_parts(const Params& p, const Cross& c, const void* in);
   std::shared_ptr<Buffer> cross_all_reduce(const Params& p, const Cross& c, const void* in,
                                            std::shared_ptr<Buffer> in_owner = nullptr);
   // The blocks a collective moves from member to member, where each member's output needs only
@@ -957,6 +958,22 @@ bool one_each(const std::vector<std::vector<int>>& positions) {
                      [](const std::vector<int>& pos) { return pos.size() == 1; });
 }
 
+// Small reductions from this size, over processes with several members, are reduced in parts
+// (cross_reduce_in_parts): below it, the second exchange costs more than the blocks it saves.
+constexpr int64_t kPartsBytes = int64_t(16) << 10;
+
+bool reduces_in_parts(const std::vector<std::vector<int>>& positions, int64_t bytes) {
+  return bytes >= kPartsBytes && !one_each(positions);
+}
+
+// The process (of the communicator) whose members include group position `me`.
+int process_holding(const std::vector<std::vector<int>>& positions, int me) {
+  for (size_t q = 0; q < positions.size(); ++q)
+    if (std::find(positions[q].begin(), positions[q].end(), me) != positions[q].end())
+      return int(q);
+  return -1;
+}
+
 }  // namespace
 
 // Every member's `bytes` of input, in group order, in one buffer the local members share (or
@@ -1022,6 +1039,11 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
   auto reduce = [&](const Ins& blocks, Byte* to) {
     reduce_range(p.op, p.dtype, blocks, 0, count, {to}, 0, false);
   };
+  if (reduces_in_parts(c.positions, bytes)) {
+    auto result = cross_reduce_in_parts(p, c, in);
+    std::memcpy(out, result->data(), size_t(bytes));
+    return;
+  }
   if (one_each(c.positions)) {
     auto all = cross_gather(p, c, in, bytes);
     reduce(blocks_of(*all, int(c.group.size()), bytes), static_cast<Byte*>(out));
@@ -1030,6 +1052,72 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
   const Finish finish{bytes, reduce};
   auto result = cross_gather(p, c, in, bytes, &finish);
   std::memcpy(out, result->data(), size_t(bytes));
+}
+
+// The result of cross_reduce_gathered, computed in parts: process q of the communicator reduces
+// the q-th of P equal parts of the elements, over every member's block in group order (the
+// bits one process computes, element by element). Each process sends every other one that
+// part of its members' blocks, reduces its own part, and the reduced parts are then gathered
+// (a reduce-scatter, then an all-gather). Against gathering every block on every process, with
+// 2 processes of 4 members a process receives 2.5 blocks' bytes instead of 4 and reduces half
+// the elements. This process's members meet first, and whichever claims the step's one piece
+// makes both exchanges into the members' shared result.
+std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params& p, const Cross& c,
+                                                                   const void* in) {
+  const int procs = int(c.positions.size());
+  const int64_t count = p.shape.size(), item = itemsize(p.dtype);
+  const int mine = process_holding(c.positions, c.me);
+  auto part = [&](int q) { return std::pair{count * q / procs, count * (q + 1) / procs}; };
+  const auto [lo, hi] = part(mine);
+  std::shared_ptr<Buffer> result;
+  // Only the member that runs the step uses it, within its own call of run(), which has set
+  // `result` (the buffer MPI gathers into, kept alive by it) before any work.
+  auto step = [&](const Ins& ins, const Outs& outs) {
+    std::vector<int64_t> send_counts(size_t(procs), 0), recv_counts(size_t(procs), 0), parts;
+    for (int q = 0; q < procs; ++q) {
+      const auto [qlo, qhi] = part(q);
+      parts.push_back((qhi - qlo) * item);
+      if (q == mine) continue;
+      send_counts[size_t(q)] = int64_t(ins.size()) * parts.back();
+      recv_counts[size_t(q)] = int64_t(c.positions[size_t(q)].size()) * (hi - lo) * item;
+    }
+    auto total = [](const std::vector<int64_t>& v) {
+      return size_t(std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0))));
+    };
+    auto send = Buffer::allocate(total(send_counts));
+    auto recv = Buffer::allocate(total(recv_counts));
+    Byte* at = static_cast<Byte*>(send->data());
+    for (int q = 0; q < procs; ++q)
+      for (size_t j = 0; q != mine && j < ins.size(); ++j, at += parts[size_t(q)])
+        std::memcpy(at, ins[j] + part(q).first * item, size_t(parts[size_t(q)]));
+    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
+        std::vector<std::shared_ptr<Buffer>>{send, recv, result});
+    between_processes(p.api, [&] {
+      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+    });
+    Ins blocks(c.group.size());
+    const Byte* got = static_cast<const Byte*>(recv->data());
+    for (int q = 0; q < procs; ++q)
+      for (size_t j = 0; j < c.positions[size_t(q)].size(); ++j) {
+        const size_t pos = size_t(c.positions[size_t(q)][j]);
+        if (q == mine) {
+          blocks[pos] = ins[j] + lo * item;
+        } else {
+          blocks[pos] = got;
+          got += (hi - lo) * item;
+        }
+      }
+    reduce_range(p.op, p.dtype, blocks, 0, hi - lo, {outs[0]}, lo, false);
+    between_processes(p.api, [&] {
+      mpi::allgatherv(*c.comm, outs[0] + lo * item, parts[size_t(mine)], outs[0], parts, keep,
+                      c.wait);
+    });
+  };
+  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
+  Params q = p;
+  q.api += " (reduction in parts between processes)";
+  run(q, c.local, c.me_local, in, nullptr, work, &result, size_t(count * item), c.key);
+  return result;
 }
 
 // The reduction of every member's `in` (p.shape of p.dtype) into a buffer of the step's own, so
@@ -1249,6 +1337,8 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
   std::shared_ptr<Buffer> result;
   const int64_t bytes = shape.size() * itemsize(dtype);
   if (auto c = state_->cross(api, group, me)) {
+    if (bytes <= kStagedBytes && reduces_in_parts(c->positions, bytes))
+      return state_->cross_reduce_in_parts(p, *c, in);
     if (bytes <= kStagedBytes) {
       result = Buffer::allocate(size_t(bytes));
       state_->cross_reduce_gathered(p, *c, in, result->data());

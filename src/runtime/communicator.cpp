@@ -959,8 +959,10 @@ bool one_each(const std::vector<std::vector<int>>& positions) {
 }
 
 // Small reductions from this size, over processes with several members, are reduced in parts
-// (cross_reduce_in_parts): below it, the second exchange costs more than the blocks it saves.
-constexpr int64_t kPartsBytes = int64_t(16) << 10;
+// (cross_reduce_in_parts): 2 processes of 4 devices took 1.1 × (local psum + raw MPI) at 1 to
+// 64 KiB against 1.25 to 1.7 × gathering every block. Below it both take the same time, and
+// gathering makes one exchange.
+constexpr int64_t kPartsBytes = int64_t(1) << 10;
 
 bool reduces_in_parts(const std::vector<std::vector<int>>& positions, int64_t bytes) {
   return bytes >= kPartsBytes && !one_each(positions);

@@ -192,11 +192,11 @@ TEST(Processes, ReductionsOverTheProcessAxisAroundTheGatheringSize) {
 TEST(Processes, SmallReductionsOverEveryDeviceGiveOneProcesssBits) {
   // A psum over the 8 devices of two processes up to the gathering size has the bits of one
   // process: each element summed left to right in device order, in float. The values mix
-  // magnitudes, so any other order rounds differently. Below 16 KiB every process reduces every
+  // magnitudes, so any other order rounds differently. Below 1 KiB every process reduces every
   // block; from there each reduces its part of the elements (an odd count splits unevenly),
   // then the parts are gathered. A NaN on one device wins pmax.
   sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
-  for (int64_t n : {int64_t(4095), int64_t(4096), int64_t(5001), int64_t(16384)}) {
+  for (int64_t n : {int64_t(100), int64_t(256), int64_t(5001), int64_t(16384)}) {
     std::vector<float> values(size_t(8 * n));
     for (int64_t d = 0; d < 8; ++d)
       for (int64_t j = 0; j < n; ++j)

@@ -837,10 +837,13 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
 // Reductions of more than the staging size reduce locally first, then across processes (their
 // floats are associated differently from one process's left-to-right order, as any hierarchical
 // reduction is). ppermute and all_to_all send only the blocks whose source and destination are in
-// different processes (cross_exchange). Everything else gathers every member's input on every
-// process and computes its output from them exactly as one process would (a small reduction once
-// per process, by the member that gathers): small reductions therefore give the bits of a single
-// process, and all_gather and reduce_scatter need no code of their own.
+// different processes (cross_exchange). Small reductions give the bits of a single process: over
+// processes with several members each, from 1 KiB, every process reduces its part of the
+// elements over all blocks in group order and the parts are then gathered
+// (cross_reduce_in_parts); otherwise, as everything else, they gather every member's input on
+// every process and compute the output from them exactly as one process would (a small
+// reduction once per process, by the member that gathers), so all_gather and reduce_scatter need
+// no code of their own.
 
 struct Communicator::State::Cross {
   std::vector<int> group;

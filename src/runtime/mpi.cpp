@@ -418,7 +418,8 @@ void swap_with(const GroupComm& g, int peer, DType dtype, const void* send, int 
 // twice the time. The first step reads `in`: it sends the half it gives straight from `in` when
 // `in_kept` (else it copies that half into `data` first), receives the half it keeps straight
 // into its place in `data`, and combines it there with `in`'s values, so that nothing is copied
-// that MPI_Allreduce does not copy; a copy of the half sent was a tenth of the time at 2 MiB.
+// that MPI_Allreduce does not copy (this took a psum per launch at 1 to 2 MiB between two
+// processes from 1.5 to 1.3 × MPI_Allreduce).
 void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
                           int count, bool in_kept, std::shared_ptr<void> keep_alive,
                           const Wait& wait) {

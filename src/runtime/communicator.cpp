@@ -447,12 +447,16 @@ using Outs = std::vector<Byte*>;
 // a core do the work while others are still waking up (8 devices on 2 cores), and a member that
 // arrives at an exhausted counter has nothing to wait for. A piece reads any member's input and
 // writes any member's output. `own` is the staged path instead: the caller's whole output from
-// the copied inputs, with no piece shared.
+// the copied inputs, with no piece shared. `after`, when set, is run once all pieces are done
+// by the member that finished the last one, before any member leaves (not on the staged path):
+// a step that needs every piece's result, such as the exchange between processes of a local
+// reduction, without a second meeting.
 struct Work {
   int64_t pieces = 0;
   std::function<void(const Ins&, const Outs&, int64_t piece)> piece;
   std::function<void(const Ins&, const Outs&)> own;
   bool stage = true;  // small inputs may be copied on arrival (see kStagedBytes)
+  std::function<void(const Ins&, const Outs&)> after = nullptr;
 };
 
 // Pieces of about this many output bytes, and at least one per member.
@@ -792,20 +796,33 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   // which nobody reads the inputs or writes the outputs any more. The member that finishes the
   // last piece takes the lock before notifying, so a waiter that saw unfinished pieces under
   // the lock is asleep by then and gets the wakeup.
+  auto record_error = [&] {
+    std::lock_guard elock(op->piece_mu);
+    if (!op->piece_error) op->piece_error = std::current_exception();
+  };
   int64_t done_here = 0;
   for (int64_t k; (k = op->next_piece.fetch_add(1, std::memory_order_relaxed)) < work.pieces;
        ++done_here) {
     try {
       work.piece(ins, outs, k);
     } catch (...) {
-      std::lock_guard elock(op->piece_mu);
-      if (!op->piece_error) op->piece_error = std::current_exception();
+      record_error();
     }
   }
+  // `after` counts as one more piece, finished by the member that finished the last of the others.
+  const int64_t total = work.pieces + (work.after ? 1 : 0);
   const bool finished_last =
       done_here > 0 &&
       op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here == work.pieces;
-  auto all_finished = [&] { return op->finished.load(std::memory_order_acquire) == work.pieces; };
+  if (finished_last && work.after) {
+    try {
+      work.after(ins, outs);
+    } catch (...) {
+      record_error();
+    }
+    op->finished.fetch_add(1, std::memory_order_acq_rel);
+  }
+  auto all_finished = [&] { return op->finished.load(std::memory_order_acquire) == total; };
   if (!finished_last && !all_finished()) {
     cpu::poll_until(all_finished, poll);
     lock.lock();
@@ -1129,7 +1146,8 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
 // that it can outlive a wait given up: a member alone in its process reduces its input across
 // processes straight into it (MPI reading `in` itself when `in_owner` keeps it alive); several
 // reduce into it first (one buffer they share, written once rather than into every member's
-// output), and one of them then reduces it across processes in place.
+// output), and one of them then reduces it across processes in place, in the same meeting
+// (a second meeting for that step cost as much as a local psum of small inputs).
 std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, const Cross& c,
                                                               const void* in,
                                                               std::shared_ptr<Buffer> in_owner) {
@@ -1153,16 +1171,11 @@ std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, c
     across(in, std::move(both), true);
     return partial;
   }
-  const int n_local = int(c.local.size());
-  run(p, c.local, c.me_local, in, nullptr,
-      all_reduce_work(p.op, p.dtype, count, n_local, c.me_local), &partial, size_t(bytes), c.key);
-  // Only the member that runs the step uses it, within its own call of run().
-  auto step = [&](const Ins&, const Outs&) { across(partial->data(), partial, false); };
-  Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
-  Params q = p;
-  q.api += " (reduction between processes)";
-  q.kind = Kind::barrier;
-  run(q, c.local, c.me_local, partial->data(), nullptr, work, nullptr, 0, c.key);
+  // The member that finishes the local reduction's last piece reduces `partial` across processes
+  // in place (run() has set it before any work) while the others wait in the same meeting.
+  Work work = all_reduce_work(p.op, p.dtype, count, int(c.local.size()), c.me_local);
+  work.after = [&](const Ins&, const Outs&) { across(partial->data(), partial, false); };
+  run(p, c.local, c.me_local, in, nullptr, work, &partial, size_t(bytes), c.key);
   return partial;
 }
 

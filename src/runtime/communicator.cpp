@@ -448,9 +448,9 @@ using Outs = std::vector<Byte*>;
 // arrives at an exhausted counter has nothing to wait for. A piece reads any member's input and
 // writes any member's output. `own` is the staged path instead: the caller's whole output from
 // the copied inputs, with no piece shared. `after`, when set, is run once all pieces are done
-// by the member that finished the last one, before any member leaves (not on the staged path):
-// a step that needs every piece's result, such as the exchange between processes of a local
-// reduction, without a second meeting.
+// by the member that finished the last one, before any member leaves (not on the staged path,
+// nor for a group of one): a step that needs every piece's result, such as the exchange between
+// processes of a local reduction, without a second meeting.
 struct Work {
   int64_t pieces = 0;
   std::function<void(const Ins&, const Outs&, int64_t piece)> piece;

@@ -421,14 +421,17 @@ DType wire_dtype(DType t) {
 
 // The reduction over the named axes of `local` (the operand, already reduced over any positional
 // axes) into the kernel's output: the buffer the communicator hands over when the caller lets the
-// kernel provide it.
+// kernel provide it. The operand's own buffer goes along, so that a reduction between processes
+// can send from it without a copy.
 void all_reduce_over(const char* api, ReduceOp op, const std::vector<std::string>& names,
                      const KernelArgs& a, const void* local) {
   const AbstractValue& out = *a.out[0].aval;
   Participants p = participants(api, names, read_groups(a.params));
+  std::shared_ptr<Buffer> owner;
+  if (local == a.in[0].data && a.in[0].buffer) owner = *a.in[0].buffer;
   if (a.out[0].buffer)
     *a.out[0].buffer = p.ctx->comm->all_reduce_shared(api, p.ranks, p.me, op, wire_dtype(out.dtype),
-                                                      out.shape, local);
+                                                      out.shape, local, std::move(owner));
   else
     p.ctx->comm->all_reduce(api, p.ranks, p.me, op, wire_dtype(out.dtype), out.shape, local,
                             a.out[0].data);

@@ -86,9 +86,12 @@ class Communicator {
   // every share into every member's output (1/n of the writes). Smaller results are computed by
   // each member into a buffer of its own. The result is read-only: Arrays are immutable, and a
   // buffer shared by several Arrays is never written over in place (compile/executable.cpp).
+  // `in_owner`, when given, holds `in`: a reduction between processes may then send straight from
+  // it (keeping it past a wait given up) instead of copying what it sends.
   std::shared_ptr<Buffer> all_reduce_shared(const char* api, std::span<const int> group, int me,
                                             ReduceOp op, DType dtype, const Shape& shape,
-                                            const void* in);
+                                            const void* in,
+                                            std::shared_ptr<Buffer> in_owner = nullptr);
 
   // out = the members' blocks stacked along a new axis `axis` (tiled = false; out has shape
   // shape[:axis] + [n] + shape[axis:]) or concatenated along `axis` (tiled = true).

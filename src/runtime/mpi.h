@@ -63,11 +63,13 @@ struct Wait {
 
 // data (count elements) = reduction of `in` over the group's processes, the same bits on each:
 // pairwise, lower process first, in a balanced tree over a power-of-two number of processes (one
-// half each, then swapped back), else MPI_Iallreduce. `in` may be `data`; MPI only reads and
-// writes `data` (this thread reads `in`, which need not outlive a wait given up).
-// `keep_alive` owns `data`: if the wait gives up it is kept for ever, since MPI may still write.
+// half each, then swapped back), else MPI_Iallreduce. `in` may be `data`. `keep_alive` owns
+// `data`, and `in` too when `in_kept`: if the wait gives up it is kept for ever, since MPI may
+// still read and write. MPI writes only `data`, and reads `in` only when `in_kept` (else this
+// thread reads it, and it need not outlive a wait given up).
 void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, void* data,
-               int64_t count, std::shared_ptr<void> keep_alive, const Wait& wait);
+               int64_t count, std::shared_ptr<void> keep_alive, const Wait& wait,
+               bool in_kept = false);
 // out = the processes' contributions one after another (counts[r] bytes from rank r); `in` may
 // be this process's own place in `out`.
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,

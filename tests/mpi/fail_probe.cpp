@@ -1,8 +1,10 @@
 // A two-process program whose device 5 (in process 1) fails inside a shard_map body, at its psum
 // (SPMD_FAULT='device=5,at=psum,action=throw', set by tests/mpi/failure_test.sh). Each process
 // prints the error it gets and exits with status 1; the test checks that both do, promptly.
-// With the argument `device_put`, process 0 instead moves a value onto its own devices while
-// process 1, which holds half of it, stays away: process 0 gives up after the collective timeout.
+// With the argument `large`, the psum is of 256 KiB per device, which reduces within each process
+// first and then crosses processes in the same meeting. With the argument `device_put`, process 0
+// instead moves a value onto its own devices while process 1, which holds half of it, stays
+// away: process 0 gives up after the collective timeout.
 #include <spmd/distributed.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
@@ -38,7 +40,8 @@ int device_put_without_process_1(const sp::Array& x) {
 int main(int argc, char** argv) {
   sp::distributed::initialize();
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
-  sp::Array x = sp::device_put(sp::arange(16).astype(sp::float32).reshape({8, 2}),
+  const int width = argc > 1 && std::string(argv[1]) == "large" ? 1 << 16 : 2;
+  sp::Array x = sp::device_put(sp::arange(8 * width).astype(sp::float32).reshape({8, width}),
                                sp::NamedSharding(mesh, sp::P("i")));
   if (argc > 1 && std::string(argv[1]) == "device_put") return device_put_without_process_1(x);
   try {

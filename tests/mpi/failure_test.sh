@@ -37,6 +37,14 @@ grep -q "process 0 caught: .*process 1 failed on device 5: .*injected failure on
   fail "process 0 did not learn of process 1's failure"
 echo "OK: a throw reached both processes in ${elapsed} s, mpirun status ${status}"
 
+# The same throw in a psum large enough that each process reduces locally, then one member
+# crosses processes while the others wait in the same meeting: every member is released.
+run 'device=5,at=psum,action=throw' 60000 large
+[ "$elapsed" -lt 30 ] || fail "the failure in a large psum took ${elapsed} s to reach every process"
+grep -q "process 0 caught: .*process 1 failed on device 5: .*injected failure on device 5 in psum" "$out" ||
+  fail "process 0 did not learn of process 1's failure in a large psum"
+echo "OK: a throw in a large psum reached both processes in ${elapsed} s, mpirun status ${status}"
+
 # A stall of 20 s against a 1 s timeout: both processes give up after the timeout.
 run 'device=5,at=psum,action=stall,stall_ms=20000' 1000
 [ "$elapsed" -lt 15 ] || fail "the timeout took ${elapsed} s"
@@ -44,6 +52,11 @@ grep -q "process 0 caught: .*timed out" "$out" || fail "process 0 did not time o
 grep -q "process 1 caught: .*timed out.*waiting for devices \[5\]" "$out" ||
   fail "process 1 did not name the stalled device"
 echo "OK: a stall timed out on both processes in ${elapsed} s, mpirun status ${status}"
+
+run 'device=5,at=psum,action=stall,stall_ms=20000' 1000 large
+[ "$elapsed" -lt 15 ] || fail "the timeout of a large psum took ${elapsed} s"
+grep -q "process 0 caught: .*timed out" "$out" || fail "process 0 did not time out in a large psum"
+echo "OK: a stall in a large psum timed out on both processes in ${elapsed} s, mpirun status ${status}"
 
 # A device_put that needs process 1's blocks while process 1 stays away: process 0 gives up after
 # its 1 s timeout instead of waiting for ever.

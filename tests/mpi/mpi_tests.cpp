@@ -189,6 +189,40 @@ TEST(Processes, ReductionsOverTheProcessAxisAroundTheGatheringSize) {
   }
 }
 
+TEST(Processes, SmallReductionsOverEveryDeviceGiveOneProcesssBits) {
+  // A psum over the 8 devices of two processes up to the gathering size has the bits of one
+  // process: each element summed left to right in device order, in float. The values mix
+  // magnitudes, so any other order rounds differently. Below 1 KiB every process reduces every
+  // block; from there each reduces its part of the elements (an odd count splits unevenly),
+  // then the parts are gathered. A NaN on one device wins pmax.
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  for (int64_t n : {int64_t(100), int64_t(256), int64_t(5001), int64_t(16384)}) {
+    std::vector<float> values(size_t(8 * n));
+    for (int64_t d = 0; d < 8; ++d)
+      for (int64_t j = 0; j < n; ++j)
+        values[size_t(d * n + j)] =
+            float(std::sin(double(j) * 0.37 + double(d) * 1.3)) * (d % 3 == 1 ? 3e4f : 0.7f);
+    values[size_t(2 * n + n / 2)] = std::nanf("");
+    sp::Array x =
+        sp::device_put(sp::array(values, {2, 4, n}), sp::NamedSharding(mesh, P("a", "b")));
+    auto run = [&](auto body) { return sp::shard_map(body, mesh, P("a", "b"), P("a", "b"))(x); };
+    sp::Array s = run([](sp::Array v) { return sp::lax::psum(v, sp::axes("a", "b")); });
+    sp::Array m = run([](sp::Array v) { return sp::lax::pmax(v, sp::axes("a", "b")); });
+    std::vector<float> sums(values.size()), maxes(values.size());
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = values[size_t(j)], max = values[size_t(j)];
+      for (int64_t d = 1; d < 8; ++d) {
+        const float v = values[size_t(d * n + j)];
+        sum += v;
+        max = std::isnan(max) || std::isnan(v) ? std::nanf("") : std::max(max, v);
+      }
+      for (int64_t d = 0; d < 8; ++d) sums[size_t(d * n + j)] = sum, maxes[size_t(d * n + j)] = max;
+    }
+    expect_local_blocks(s, sums, sp::Shape({2, 4, n}));
+    expect_local_blocks(m, maxes, sp::Shape({2, 4, n}));
+  }
+}
+
 TEST(Processes, AChainOfReductionsOverDifferentAxesInOneProgram) {
   // One jitted body alternates the groups it reduces over (each device meets a different group in
   // every step, and the first again at the end), above and at the gathering size, and uses each

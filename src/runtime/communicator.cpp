@@ -296,6 +296,15 @@ std::chrono::microseconds poll_budget(size_t devices) {
   return std::chrono::microseconds(env);
 }
 
+// How long a member yields its core before sleeping: 2 ms when the launch has more devices than
+// there are cores (where it does not poll), else none. A sleeping member is woken by the last
+// arriver, and on an oversubscribed machine the wake-up waits for a core; a yielding one stays
+// runnable, lets its peers have the core, and sees the meeting complete at its next turn.
+std::chrono::microseconds yield_budget(size_t devices) {
+  if (devices > size_t(config::num_threads())) return std::chrono::microseconds(2000);
+  return std::chrono::microseconds(0);
+}
+
 // For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
 // result at `dst_offset` of every dst. Works chunkwise through a small buffer so a dst may alias
 // the caller's own input.
@@ -552,7 +561,8 @@ void combine(ReduceOp op, DType dtype, const void* a, const void* b, void* out, 
 struct Communicator::State {
   std::vector<int> device_ids;
   std::chrono::milliseconds timeout;
-  std::chrono::microseconds poll{0};  // see poll_budget
+  std::chrono::microseconds poll{0};   // see poll_budget
+  std::chrono::microseconds yield{0};  // see yield_budget
 
   std::mutex channels_mu;  // guards `channels`; taken before a channel's lock, never after
   std::map<std::vector<int>, std::unique_ptr<Channel>> channels;
@@ -750,12 +760,11 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
     if (!op->ready.load(std::memory_order_relaxed)) fail(api, *op);
   } else {
     lock.unlock();
-    cpu::poll_until(
-        [&] {
-          return op->ready.load(std::memory_order_acquire) ||
-                 op->failed.load(std::memory_order_acquire);
-        },
-        poll);
+    auto arrived_all = [&] {
+      return op->ready.load(std::memory_order_acquire) ||
+             op->failed.load(std::memory_order_acquire);
+    };
+    cpu::poll_until(arrived_all, poll) || cpu::yield_until(arrived_all, yield);
     lock.lock();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!op->ready.load(std::memory_order_relaxed) && op->error.empty()) {
@@ -831,7 +840,7 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   }
   auto all_finished = [&] { return op->finished.load(std::memory_order_acquire) == total; };
   if (!finished_last && !all_finished()) {
-    cpu::poll_until(all_finished, poll);
+    cpu::poll_until(all_finished, poll) || cpu::yield_until(all_finished, yield);
     lock.lock();
     ch.cv.wait(lock, all_finished);
   } else {
@@ -1367,6 +1376,7 @@ Communicator::Communicator(std::vector<int> device_ids, std::chrono::millisecond
   state_->device_ids = std::move(device_ids);
   state_->timeout = timeout;
   state_->poll = poll_budget(n);
+  state_->yield = yield_budget(n);
   state_->aborted = std::make_unique<std::atomic<bool>[]>(n);
   for (size_t i = 0; i < n; ++i) state_->aborted[i].store(false);
   state_->abort_reasons.resize(n);

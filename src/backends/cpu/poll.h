@@ -4,11 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <thread>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#else
-#include <thread>
 #endif
 
 namespace spmd::cpu {
@@ -31,6 +30,21 @@ bool poll_until(Done done, std::chrono::microseconds budget) {
     cpu_relax();
     if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return done();
   }
+}
+
+// Yields the core while `done` is false, for up to `budget`; returns whether it became true. For
+// threads that outnumber the cores: a yielding thread stays runnable, so its peers get the core,
+// and it sees `done` at its next turn instead of waiting to be woken, which on a loaded machine
+// can take milliseconds.
+template <class Done>
+bool yield_until(Done done, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 }  // namespace spmd::cpu

@@ -23,6 +23,12 @@ runtime::Launchable::Body body_of(const std::shared_ptr<const Executable>& exe) 
   return [exe](std::span<const Array> args) { return exe->run(args); };
 }
 
+runtime::Launchable::OwningBody owning_body_of(const std::shared_ptr<const Executable>& exe) {
+  return [exe](std::vector<Array> args, const std::vector<bool>& donated) {
+    return exe->run(std::move(args), donated);
+  };
+}
+
 // A mesh without axes is one device: its arrays have that device's sharding, as in JAX.
 std::vector<std::shared_ptr<const Sharding>> shardings(const Mesh& mesh,
                                                        std::span<const PartitionSpec> specs) {
@@ -77,6 +83,7 @@ Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const Partit
                    std::span<const AbstractValue> out_types)
     : executable_(std::make_shared<const Executable>(body)) {
   launchable_.body = body_of(executable_);
+  launchable_.owning_body = owning_body_of(executable_);
   launchable_.device_ids = mesh.device_ids();
   for (const auto& [name, size] : mesh.shape()) {
     launchable_.axis_names.push_back(name);
@@ -109,7 +116,9 @@ void Compiled::check_resharding() const {
 }
 
 std::vector<Array> Compiled::run(std::vector<Array> args, const std::vector<bool>& donated) const {
-  return executable_->run(std::move(args), donated);
+  if (!on_mesh()) return executable_->run(std::move(args), donated);
+  if (!implicit_resharding_.empty()) check_resharding();
+  return runtime::run_donated(launchable_, args, donated);
 }
 
 namespace {

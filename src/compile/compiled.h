@@ -27,7 +27,8 @@ class Compiled {
            std::span<const PartitionSpec> out_specs, std::span<const AbstractValue> out_types);
 
   std::vector<Array> run(std::span<const Array> args) const;
-  // As run(args), with donated arguments (Executable::run with `donated`); default device only.
+  // As run(args), with donated arguments (Executable::run with `donated`, on each device's
+  // blocks on a mesh).
   std::vector<Array> run(std::vector<Array> args, const std::vector<bool>& donated) const;
   // The program each device runs, after the passes.
   const Program& program() const { return executable_->program(); }

@@ -1009,6 +1009,22 @@ Array collectives::reduce_over(const Primitive& reduction, const Array& x,
   return spmd::bind(reduction, std::span<const Array>(&x, 1), params).front();
 }
 
+// pmax and pmin have no scatter primitive: an all_to_all of the chunks (instance i receives
+// every instance's chunk i, in instance order) and a local max or min over them send the bytes
+// a reduce-scatter sends, and give the all-reduce's values exactly (max and min do not round).
+Array collectives::scatter_over(const Primitive& reduction, const Array& x, const AxisNames& names,
+                                int dim) {
+  if (&reduction == &psum_primitive())
+    return psum_scatter(x, names, {.scatter_dimension = dim, .tiled = true});
+  const int64_t n = axis_size(names);
+  std::vector<int64_t> dims = x.shape().dims();
+  dims[size_t(dim)] /= n;
+  dims.insert(dims.begin() + dim, n);
+  const Array chunks = lax::reshape(all_to_all(x, names, dim, dim, {.tiled = true}), Shape(dims));
+  return &reduction == &pmax_primitive() ? lax::reduce_max(chunks, {dim})
+                                         : lax::reduce_min(chunks, {dim});
+}
+
 const Primitive& collectives::psum_primitive() {
   static const Primitive& psum = primitive("psum");
   return psum;

@@ -96,6 +96,10 @@ Array gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
 // `reduction` (psum, pmax or pmin, a sharding rule's combiner) of x over the named axes, bound
 // as the partitioner emits it.
 Array reduce_over(const Primitive& reduction, const Array& x, const std::vector<std::string>& axes);
+// The reduce-scatter form of `reduction` over the named axes: x's dim `dim` is cut into as many
+// chunks as the axes have instances, and instance i keeps the reduction of every instance's
+// chunk i (a tiled psum_scatter for a sum).
+Array scatter_over(const Primitive& reduction, const Array& x, const AxisNames& names, int dim);
 const Primitive& psum_primitive();
 const Primitive& pmax_primitive();
 const Primitive& pmin_primitive();

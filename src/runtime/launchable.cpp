@@ -103,7 +103,19 @@ void prepare_groups(const Launchable& l) {
   if (!groups.empty()) mpi::make_groups(groups, process_of_device);
 }
 
-std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args) {
+// Runs `owning` on one device's blocks, handing it the blocks of the donated arguments: the
+// launch's copy lets go of them, so the block is the only holder of its buffer (unless another
+// array shares it, which the program then sees and leaves alone).
+std::vector<Array> run_owning(const Launchable::OwningBody& owning, std::vector<Array> blocks,
+                              const std::vector<std::shared_ptr<ShardedData>>& ins,
+                              const std::vector<bool>& donated, int rank) {
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (donated[i]) ins[i]->shards[size_t(rank)].reset();
+  return owning(std::move(blocks), donated);
+}
+
+std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
+                               std::vector<bool> donated = {}) {
   // A device thread cannot wait for a launch queued behind its own current task.
   if (current_device_id() >= 0)
     throw NotImplementedError(
@@ -126,7 +138,8 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args)
   base.axis_names = l.axis_names;
   base.axis_sizes = l.axis_sizes;
   auto comm = std::make_shared<Communicator>(l.device_ids);
-  auto task = [base, comm, ids = l.device_ids, ins, in_types, outs, body = l.body](int rank) {
+  auto task = [base, comm, ids = l.device_ids, ins, in_types, outs, body = l.body,
+               owning = l.owning_body, donated = std::move(donated)](int rank) {
     LaunchContext ctx = base;
     ctx.comm = comm.get();
     ctx.rank = rank;
@@ -139,7 +152,8 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args)
       t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
       blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
     }
-    std::vector<Array> values = body(blocks);
+    std::vector<Array> values =
+        donated.empty() ? body(blocks) : run_owning(owning, std::move(blocks), ins, donated, rank);
     for (size_t k = 0; k < outs.size(); ++k)
       outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
   };
@@ -154,6 +168,13 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args)
 std::vector<Array> run(const Launchable& l, std::span<const Array> args) {
   if (!l.on_mesh()) return l.body(args);
   return run_on_mesh(l, args);
+}
+
+std::vector<Array> run_donated(const Launchable& l, std::span<const Array> args,
+                               std::vector<bool> donated) {
+  if (!l.on_mesh() || !l.owning_body) return run(l, args);
+  donated.resize(args.size(), false);
+  return run_on_mesh(l, args, std::move(donated));
 }
 
 }  // namespace spmd::runtime

@@ -20,6 +20,11 @@ struct Launchable {
   // One device's share: its blocks of the arguments in, its blocks of the results out.
   using Body = std::function<std::vector<Array>(std::span<const Array>)>;
   Body body;
+  // As `body`, over blocks it owns: those `donated` marks (a donated argument's, held by no one
+  // else) it may write its results over. Unset: donation is ignored.
+  using OwningBody =
+      std::function<std::vector<Array>(std::vector<Array>, const std::vector<bool>&)>;
+  OwningBody owning_body;
   // Empty: the program runs once, at once, on the calling thread, over whole values on the
   // default device. Otherwise the devices of a mesh, major to minor, each running `body` on its
   // own thread, with collectives over `axis_names`.
@@ -47,5 +52,10 @@ struct Launchable {
 // Runs `l` on `args`. A mesh launch returns at once with committed results that become ready
 // when every device has finished; an error on any device is raised by whoever reads them.
 std::vector<Array> run(const Launchable& l, std::span<const Array> args);
+// As run(l, args), consuming the arguments `donated` marks (the caller has deleted them): on a
+// mesh each device's block of them goes to owning_body with nothing else holding it, so the
+// program can write an output over it instead of allocating one.
+std::vector<Array> run_donated(const Launchable& l, std::span<const Array> args,
+                               std::vector<bool> donated);
 
 }  // namespace spmd::runtime

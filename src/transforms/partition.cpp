@@ -391,13 +391,14 @@ class Partitioner {
     return n;
   }
 
-  // An axis that two factors ask for goes to the first; the reduced factors of a sum come
-  // first, since a result wanted split over their axes is then a reduce-scatter of the partial
-  // results, where splitting the result instead gathers the operands the reduced axes split.
+  // An axis that two factors ask for goes to the first; the reduced factors of a sum, max or
+  // min come first, since a result wanted split over their axes is then a reduce-scatter of the
+  // partial results, where splitting the result instead gathers the operands the reduced axes
+  // split.
   void make_consistent(const ShardingRule& rule, std::vector<AxisList>& f) const {
     std::vector<size_t> order(f.size());
     std::iota(order.begin(), order.end(), 0);
-    if (rule.combiner == &collectives::psum_primitive())
+    if (rule.combiner)
       std::stable_partition(order.begin(), order.end(), [&](size_t k) {
         return rule.factor_kinds[k] == FactorKind::reduction;
       });
@@ -848,17 +849,16 @@ class Partitioner {
     r = collectives::reduce_over(*rule.combiner, r, axes);
   }
 
-  // A sum `r` of partial results (a block split as `have`) completed where result `i` of `e` is
-  // wanted split over some of the reduced axes `partial`, with `have`'s axes leading each dim:
-  // a reduce-scatter over them, so each device receives only the block it keeps (half an
-  // all-reduce's bytes). The wanted axes that are not reduced are slices of `r` taken first,
-  // a local transpose orders the blocks as the reduced axes scatter them when they split several
-  // dims or other axes come between, and the reduced axes the result is not split over are
-  // summed afterwards on the smaller block. Nothing when the wanted split does not extend
-  // `have` or holds no reduced axis.
+  // Partial results `r` (a block split as `have`) of a sum, max or min completed where result
+  // `i` of `e` is wanted split over some of the reduced axes `partial`, with `have`'s axes
+  // leading each dim: a reduce-scatter over them, so each device receives only the block it
+  // keeps (half an all-reduce's bytes). The wanted axes that are not reduced are slices of `r`
+  // taken first, a local transpose orders the blocks as the reduced axes scatter them when they
+  // split several dims or other axes come between, and the reduced axes the result is not split
+  // over are completed afterwards on the smaller block. Nothing when the wanted split does not
+  // extend `have` or holds no reduced axis.
   std::optional<Array> scattered(const Equation& e, const ShardingRule& rule, size_t i,
                                  const AxisList& partial, const Array& r, const Split& have) {
-    if (rule.combiner != &collectives::psum_primitive()) return std::nullopt;
     const int var = e.outputs[i];
     const Split& want = splits_[size_t(var)].dims;
     if (want.size() != have.size()) return std::nullopt;
@@ -877,7 +877,7 @@ class Partitioner {
       std::copy_if(extra[d].begin(), extra[d].end(), std::back_inserter(scatter), reduced);
     }
     if (scatter.empty()) return std::nullopt;
-    Array x = scattered_blocks(e, r, extra, scatter);
+    Array x = scattered_blocks(e, *rule.combiner, r, extra, scatter);
     AxisList rest;
     std::copy_if(partial.begin(), partial.end(), std::back_inserter(rest),
                  [&](const std::string& a) {
@@ -889,20 +889,13 @@ class Partitioner {
 
   // The reduce-scatter of `r` over `scatter` into the blocks that split each dim d further by
   // `extra[d]` (major to minor; the axes not in `scatter` are slices of `r`).
-  Array scattered_blocks(const Equation& e, const Array& r, const Split& extra,
-                         const AxisList& scatter) {
-    const int64_t n = product(scatter);
-    const std::string cause = "psum_scatter completes the partial results of " + equation_name(e) +
-                              " where its result is split over them";
+  Array scattered_blocks(const Equation& e, const Primitive& combiner, const Array& r,
+                         const Split& extra, const AxisList& scatter) {
     const auto d =
         std::find_if(extra.begin(), extra.end(), [](const AxisList& a) { return !a.empty(); });
     if (*d == scatter && std::count_if(extra.begin(), extra.end(),
-                                       [](const AxisList& a) { return !a.empty(); }) == 1) {
-      collectives_.push_back(
-          {"psum_scatter over " + names_of(scatter).repr(), cause, nbytes(r) * (n - 1) / n, false});
-      return psum_scatter(r, names_of(scatter),
-                          {.scatter_dimension = int(d - extra.begin()), .tiled = true});
-    }
+                                       [](const AxisList& a) { return !a.empty(); }) == 1)
+      return scatter_chunks(e, combiner, r, scatter, int(d - extra.begin()));
     // r viewed with a dim per axis of `extra` before each dim's block: the axes not reduced are
     // sliced to this device's index, the reduced ones moved to the front in `scatter`'s order.
     std::vector<int64_t> sizes, block;
@@ -920,7 +913,7 @@ class Partitioner {
     std::vector<int64_t> perm;
     for (const std::string& a : scatter)
       perm.push_back(std::find(labels.begin(), labels.end(), a) - labels.begin());
-    std::vector<int64_t> front{n};
+    std::vector<int64_t> front{product(scatter)};
     for (size_t j = 0; j < labels.size(); ++j) {
       if (std::find(scatter.begin(), scatter.end(), labels[j]) != scatter.end()) continue;
       if (!labels[j].empty()) x = lax::dynamic_slice_in_dim(x, axis_index(labels[j]), 1, int(j));
@@ -929,9 +922,24 @@ class Partitioner {
     }
     if (!std::is_sorted(perm.begin(), perm.end())) x = lax::transpose(x, perm);
     x = lax::reshape(x, Shape(front));
-    collectives_.push_back(
-        {"psum_scatter over " + names_of(scatter).repr(), cause, nbytes(x) * (n - 1) / n, false});
-    return lax::reshape(psum_scatter(x, names_of(scatter), {.scatter_dimension = 0}), Shape(block));
+    return lax::reshape(scatter_chunks(e, combiner, x, scatter, 0), Shape(block));
+  }
+
+  // `combiner`'s reduce-scatter of `x` along dim d over `scatter`, in the account: a sum's
+  // psum_scatter, a max's or min's all_to_all (and local max or min), with the same bytes.
+  Array scatter_chunks(const Equation& e, const Primitive& combiner, const Array& x,
+                       const AxisList& scatter, int d) {
+    const int64_t n = product(scatter);
+    const bool sum = &combiner == &collectives::psum_primitive();
+    const std::string kind = &combiner == &collectives::pmax_primitive() ? "max" : "min";
+    const std::string collective = sum ? "psum_scatter" : "all_to_all";
+    const std::string how =
+        sum ? "psum_scatter completes" : "all_to_all and a local " + kind + " complete";
+    collectives_.push_back({collective + " over " + names_of(scatter).repr(),
+                            how + " the partial results of " + equation_name(e) +
+                                " where its result is split over them",
+                            nbytes(x) * (n - 1) / n, false});
+    return collectives::scatter_over(combiner, x, names_of(scatter), d);
   }
 
   std::vector<Array> gathered_operands(const Equation& e, const std::vector<Split>& in) {

@@ -362,19 +362,23 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compil
   std::vector<bool> usable = usable_donations(donated, leaves, entry.program->out_types());
   check_donated_once(leaves, usable);
   std::vector<Array> operands;
+  std::vector<bool> closed_over(leaves.size(), false);
   {
     std::lock_guard<std::mutex> lock(state.mu);
-    // A constant the function closed over keeps its value when the same array is donated.
+    // A constant the function closed over keeps its value when the same array is donated (its
+    // copy shares the blocks of a sharded one, which the run then must not consume).
     for (Array& c : entry.consts)
       for (size_t k = 0; k < leaves.size(); ++k)
-        if (usable[k] && c.impl() == leaves[k].impl())
+        if (usable[k] && c.impl() == leaves[k].impl()) {
           c = Array(std::make_shared<ArrayImpl>(*c.impl()));
+          closed_over[k] = true;
+        }
     operands = entry.consts;
   }
   std::vector<bool> consumable(operands.size(), false);
   for (size_t k = 0; k < leaves.size(); ++k) {
     operands.push_back(usable[k] ? take_and_delete(leaves[k]) : leaves[k]);
-    consumable.push_back(usable[k]);
+    consumable.push_back(usable[k] && !(closed_over[k] && compiled.on_mesh()));
   }
   return compiled.run(std::move(operands), consumable);
 }
@@ -415,7 +419,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
     const Compiled& compiled = compiled_for(state, *entry, in_def, operands);
-    if (compiled.on_mesh() || std::find(donated.begin(), donated.end(), true) == donated.end())
+    if (std::find(donated.begin(), donated.end(), true) == donated.end())
       return compiled.run(operands);
     return run_donating(state, *entry, compiled, leaves, donated);
   }

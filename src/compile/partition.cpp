@@ -5,6 +5,7 @@
 
 #include "compile/passes.h"
 #include "ir/primitive.h"
+#include "runtime/devices.h"
 #include "sharding/param_traits.h"
 
 #include <algorithm>
@@ -473,6 +474,56 @@ const Compiled& compile_partitioned(const ProgramRef& program, const Placement& 
     slot->set_implicit_resharding(resharding_account(parts, placement.mesh));
   }
   return *slot;
+}
+
+namespace {
+
+ProgramRef identity_program(const AbstractValue& t) {
+  Program p;
+  const int v = p.new_var(t);
+  p.invars = {v};
+  p.outputs = {Atom::of_var(v)};
+  return std::make_shared<const Program>(std::move(p));
+}
+
+// The placement of the identity program that moves committed `x` to `target` over the same
+// devices of this process in another order, tiled alike (put_in_other_order): x held where it
+// is, permuted into the target's split by the ppermute the device_put asks for.
+std::optional<Placement> reorder_placement(const Array& x, const Sharding& target,
+                                           const char* api) {
+  const auto* named = dynamic_cast<const NamedSharding*>(&target);
+  if (!named || !x.committed() || named->mesh().axis_names().empty()) return std::nullopt;
+  const Sharding& from = *x.sharding();
+  const std::vector<Device>& devices = target.device_list();
+  if (from.device_list() == devices || !same_device_set(from.device_list(), devices) ||
+      !std::all_of(devices.begin(), devices.end(),
+                   [](const Device& d) { return runtime::is_local_device(d.id); }))
+    return std::nullopt;
+  target.check_shape(x.shape(), api);
+  if (!same_tiling(target, from, x.shape())) return std::nullopt;
+  const std::optional<ValueSplit> split = split_on(target, named->mesh(), x.ndim());
+  Placement p{named->mesh(), false, {split}, {split}, {std::nullopt}, {nullptr}};
+  arrange(p, 0, x, &target);
+  if (!p.held[0]) return std::nullopt;
+  p.held[0]->implicit = false;
+  return p;
+}
+
+}  // namespace
+
+std::optional<Array> put_in_other_order(const Array& x,
+                                        const std::shared_ptr<const Sharding>& target,
+                                        const char* api) {
+  std::optional<Placement> p = reorder_placement(x, *target, api);
+  if (!p) return std::nullopt;
+  return compile_partitioned(identity_program(aval_of(x)), *p).run({&x, 1}).front();
+}
+
+std::optional<std::string> explain_put_in_other_order(const Array& x, const Sharding& target,
+                                                      const char* api) {
+  std::optional<Placement> p = reorder_placement(x, target, api);
+  if (!p) return std::nullopt;
+  return explain(partition_program(*identity_program(aval_of(x)), *p), p->mesh);
 }
 
 }  // namespace spmd

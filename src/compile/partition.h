@@ -94,4 +94,17 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
 // placement.
 const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement);
 
+// device_put (`api`) of committed `x` to `target`, a NamedSharding over the devices x is on,
+// all of this process, in another order and tiling x alike: moved as a jit moves such an
+// argument, by an identity program on the target's mesh with x held where it is, whose one
+// step is a ppermute over the whole mesh. Nullopt for any other target (device_put then copies
+// blocks, which between processes moves only the bytes a process lacks). Raises the target's
+// shape errors.
+std::optional<Array> put_in_other_order(const Array& x,
+                                        const std::shared_ptr<const Sharding>& target,
+                                        const char* api);
+// The account of that program, as sp::explain prints a jit's; nullopt as above.
+std::optional<std::string> explain_put_in_other_order(const Array& x, const Sharding& target,
+                                                      const char* api);
+
 }  // namespace spmd

@@ -3,6 +3,7 @@
 #include <spmd/error.h>
 #include <spmd/placement.h>
 
+#include "compile/partition.h"
 #include "core/array_impl.h"
 #include "core/trace.h"
 #include "ops/op_util.h"
@@ -11,6 +12,7 @@
 #include "runtime/sharded.h"
 #include "sharding/type_sharding.h"
 
+#include <algorithm>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -72,6 +74,13 @@ Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
     runtime::check_devices(sharding->device_list(), "device_put");
     return staged_device_put({&x, 1}, ShardingList{{std::move(sharding)}, "None", {}})[0];
   }
+  // To the same devices in another order: the ppermute a jit runs for such an argument. The
+  // result's layout is spelled as given (JAX's device_put keeps a spec's trailing Nones).
+  if (std::optional<Array> moved = put_in_other_order(x, sharding, "device_put")) {
+    const std::shared_ptr<ShardedData>& data = moved->impl()->sharded;
+    if (*data->sharding == *sharding) data->sharding = std::move(sharding);
+    return *moved;
+  }
   return place_concrete(x, std::move(sharding));
 }
 
@@ -106,6 +115,31 @@ ArrayType type_of(const Array& x) {
 std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
   return os << type.str();
 }
+
+namespace {
+
+std::string ids_text(const std::vector<Device>& devices) {
+  std::string s = "[";
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? ", " : "") + std::to_string(devices[i].id);
+  return s + "]";
+}
+
+// JAX's reshard is a jit over the target's mesh, which refuses an array on its devices in
+// another order as any jit does (device_put moves it).
+void check_same_device_order(const Array& x, const NamedSharding& target) {
+  const std::vector<Device>& have = x.sharding()->device_list();
+  const std::vector<Device>& want = target.device_list();
+  if (have == want || !std::is_permutation(have.begin(), have.end(), want.begin(), want.end()))
+    return;
+  throw ValueError(
+      "[reshard] Received incompatible devices for jitted computation. Got argument "
+      "args[0] of reshard with shape " +
+      type_of(x).str() + " and with device ids " + ids_text(have) +
+      " on platform CPU and jit's context mesh with device ids " + ids_text(want) +
+      " on platform CPU");
+}
+
+}  // namespace
 
 namespace ops {
 
@@ -162,6 +196,7 @@ Array reshard(const Array& x, const Sharding& sharding) {
   if (!named->mesh().has_explicit_axes()) return x;
   // Traced, it is a constraint, whose fixed split becomes the result's type.
   if (!is_concrete(x)) return sharding_constraint(x, std::make_shared<const NamedSharding>(*named));
+  if (x.committed()) check_same_device_order(x, *named);
   return spmd::device_put(x, sharding);
 }
 

@@ -2,13 +2,16 @@
 // over its reduced axes is completed by an all_to_all of the partial results and a local max or
 // min (a reduce-scatter's bytes, half an all-reduce's), with JAX's splits and exactly its values;
 // donated committed sharded arguments of a partitioned jit are deleted with JAX's error and their
-// blocks become the outputs' blocks.
+// blocks become the outputs' blocks; device_put to the same devices in another order is the one
+// ppermute a jit runs for such an argument.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
 
+#include "compile/partition.h"
 #include "core/array_impl.h"
 #include "sharding/golden_cases.h"
+#include "support/config_scope.h"
 #include "support/golden.h"
 
 #include <algorithm>
@@ -282,6 +285,82 @@ TEST_F(ReduceScatterDonation, ADonatedArgumentTheFunctionClosesOverKeepsItsValue
   EXPECT_TRUE(spmd_test::arrays_close(y, x16 * 3.0f, 0, 0));
   const Array z = f(put(mesh, x16 + 1.0f, P("a", "b")));
   EXPECT_TRUE(spmd_test::arrays_close(z, (x16 + 1.0f) * 2.0f + x16, 0, 0));
+}
+
+sp::Mesh mesh_on(const std::vector<int>& ids, sp::Shape shape, std::vector<std::string> names) {
+  std::vector<sp::Device> devices;
+  for (int id : ids) devices.push_back(sp::devices()[size_t(id)]);
+  return sp::Mesh(devices, std::move(shape), std::move(names));
+}
+
+const std::vector<int> kForward{0, 1, 2, 3, 4, 5, 6, 7};
+const std::vector<int> kReversed{7, 6, 5, 4, 3, 2, 1, 0};
+
+// device_put's account of a move to `target`, which the device_put asked for (no implicit
+// resharding), and the move itself, which copies no block outside the program.
+std::string expect_ppermute(const Array& x, const sp::NamedSharding& target, Array& moved) {
+  const std::optional<std::string> text = sp::explain_put_in_other_order(x, target, "device_put");
+  EXPECT_TRUE(text.has_value());
+  spmd_test::ImplicitReshardingScope refuse(sp::config::ImplicitResharding::error);
+  sp::runtime::reset_transfer_stats();
+  moved = sp::device_put(x, target);
+  moved.block_until_ready();
+  EXPECT_EQ(sp::runtime::transfer_stats().device_to_device_bytes, 0);
+  return text.value_or("");
+}
+
+// Each device's f32[4,8] block (128 bytes) goes to its mirror device.
+TEST_F(ReduceScatterDonation, ADevicePutToReversedDevicesIsOnePpermute) {
+  const sp::Mesh fwd = mesh_on(kForward, sp::Shape{4, 2}, {"a", "b"});
+  const sp::NamedSharding rev(mesh_on(kReversed, sp::Shape{4, 2}, {"a", "b"}), P("a", "b"));
+  const Array x = put(fwd, x16, P("a", "b"));
+  Array y;
+  const std::string text = expect_ppermute(x, rev, y);
+  EXPECT_NE(text.find("collectives:\n  1. ppermute over ('a', 'b'): argument 0 is on the mesh's "
+                      "devices in another order or arrangement"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("each device sends 128 bytes\n"), std::string::npos) << text;
+  EXPECT_EQ(count(text, "\n  2."), 0u) << text;
+  EXPECT_FALSE(x.is_deleted());
+  expect_jax("device_put_reversed", {y});
+}
+
+TEST_F(ReduceScatterDonation, ADevicePutToRotatedDevicesIsOnePpermute) {
+  const sp::Mesh line = mesh_on(kForward, sp::Shape{8}, {"x"});
+  const sp::NamedSharding rotated(mesh_on({3, 4, 5, 6, 7, 0, 1, 2}, sp::Shape{8}, {"x"}),
+                                  P("x", None));
+  Array y;
+  const std::string text = expect_ppermute(put(line, x16, P("x", None)), rotated, y);
+  EXPECT_NE(text.find("1. ppermute over 'x': argument 0 is on the mesh's devices in another "
+                      "order or arrangement"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("each device sends 128 bytes\n"), std::string::npos) << text;
+  expect_jax("device_put_rotated", {y});
+}
+
+// Blocks that do not tile as the target's are copied where a process lacks them, as before.
+TEST_F(ReduceScatterDonation, ADevicePutToReversedDevicesAndAnotherSplitCopiesBlocks) {
+  const sp::Mesh fwd = mesh_on(kForward, sp::Shape{4, 2}, {"a", "b"});
+  const sp::NamedSharding rev(mesh_on(kReversed, sp::Shape{4, 2}, {"a", "b"}), P("b", "a"));
+  const Array x = put(fwd, x16, P("a", "b"));
+  EXPECT_FALSE(sp::explain_put_in_other_order(x, rev, "device_put").has_value());
+  expect_jax("device_put_reversed_retiled", {sp::device_put(x, rev)});
+}
+
+// JAX's reshard is a jit on the target's mesh and refuses another device order.
+TEST_F(ReduceScatterDonation, AReshardToReversedDevicesRaisesJaxsError) {
+  const std::vector<sp::AxisType> types{sp::AxisType::Explicit, sp::AxisType::Explicit};
+  const sp::Mesh fwd = sp::Mesh(mesh_on(kForward, sp::Shape{4, 2}, {"a", "b"}).devices(),
+                                sp::Shape{4, 2}, {"a", "b"}, types);
+  const sp::Mesh rev = sp::Mesh(mesh_on(kReversed, sp::Shape{4, 2}, {"a", "b"}).devices(),
+                                sp::Shape{4, 2}, {"a", "b"}, types);
+  const Array x = put(fwd, x16, P("a", None));
+  EXPECT_EQ("error " + error_of([&] {
+                         (void)sp::reshard(x, sp::NamedSharding(rev, P("a", None)));
+                       }).substr(std::string("[reshard] ").size()),
+            golden("reshard_reversed"));
 }
 
 }  // namespace

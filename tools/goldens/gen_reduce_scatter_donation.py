@@ -128,6 +128,7 @@ def reorder_cases(out, values):
     cases = [
         ("device_put_reversed", put(m_fwd, x16, "a", "b"), S(m_rev, "a", "b")),
         ("device_put_rotated", put(m_x, x16, "x", None), S(m_x_rot, "x", None)),
+        ("device_put_reversed_retiled", put(m_fwd, x16, "a", "b"), S(m_rev, "b", "a")),
     ]
     for name, x, target in cases:
         record(out, values, name, [jax.device_put(x, target)])

@@ -287,6 +287,24 @@ TEST_F(ReduceScatterDonation, ADonatedArgumentTheFunctionClosesOverKeepsItsValue
   EXPECT_TRUE(spmd_test::arrays_close(z, (x16 + 1.0f) * 2.0f + x16, 0, 0));
 }
 
+// A replicated result past the size below which collectives copy their inputs is one buffer
+// that every device's block shares: each device's update of the donated value still reads the
+// old values, whichever device runs first.
+TEST_F(ReduceScatterDonation, DonatedBlocksSharingOneBufferAreNotWrittenOverWhileShared) {
+  const Array host = sp::arange(256.0f * 1024).reshape({256, 1024});
+  const sp::Mesh line = sp::make_mesh({8}, {"i"});
+  Array rep = sp::jit([&](const Array& v) {
+    return sp::with_sharding_constraint(v, sp::NamedSharding(line, P()));
+  })(put(line, host, P("i")));
+  const std::map<int, const void*> shared = buffers(rep);
+  for (const auto& [device, buffer] : shared) ASSERT_EQ(buffer, shared.begin()->second) << device;
+  auto bump = sp::jit([](const Array& v) { return v + 1.0f; }, {.donate_argnums = {0}});
+  const Array out = bump(rep);
+  EXPECT_TRUE(rep.is_deleted());
+  for (const sp::Shard& s : out.addressable_shards())
+    EXPECT_TRUE(spmd_test::arrays_close(s.data, host + 1.0f, 0, 0)) << s.device;
+}
+
 sp::Mesh mesh_on(const std::vector<int>& ids, sp::Shape shape, std::vector<std::string> names) {
   std::vector<sp::Device> devices;
   for (int id : ids) devices.push_back(sp::devices()[size_t(id)]);

@@ -605,6 +605,8 @@ struct Communicator::State {
     int64_t bytes;
     std::function<void(const Ins& blocks, Byte* result)> fn;
   };
+  std::shared_ptr<Buffer> gather_one_each(const Params& p, const Cross& c, const void* in,
+                                          int64_t bytes, std::shared_ptr<Buffer>* reuse = nullptr);
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
@@ -887,7 +889,11 @@ struct Communicator::State::Cross {
   std::vector<int> key;                     // their channel: local ranks, -1, the group
   std::shared_ptr<mpi::GroupComm> comm;     // null when the whole group is in this process
   std::vector<std::vector<int>> positions;  // per process of the communicator: its members
+  bool one_each = false;                    // every process has one member
   mpi::Wait wait;                           // gives up when a member of the group failed
+  // With one member in each process, the buffer its small reductions gather into, kept from one
+  // to the next (only that member's thread uses this Cross).
+  mutable std::shared_ptr<Buffer> gathered;
 };
 
 const Communicator::State::Cross* Communicator::State::cross(const char* api,
@@ -918,6 +924,16 @@ const Communicator::State::Cross& Communicator::State::plan(const char* api,
   return *mine.known.back();
 }
 
+namespace {
+
+// Whether every process has one member of the group.
+bool one_each(const std::vector<std::vector<int>>& positions) {
+  return std::all_of(positions.begin(), positions.end(),
+                     [](const std::vector<int>& pos) { return pos.size() == 1; });
+}
+
+}  // namespace
+
 std::unique_ptr<const Communicator::State::Cross> Communicator::State::make_cross(
     const char* api, std::span<const int> group, int me) const {
   auto made = std::make_unique<Cross>();
@@ -946,6 +962,7 @@ std::unique_ptr<const Communicator::State::Cross> Communicator::State::make_cros
     const int p = runtime::process_of_device(ids[j]);
     c.positions[size_t(std::find(procs.begin(), procs.end(), p) - procs.begin())].push_back(int(j));
   }
+  c.one_each = one_each(c.positions);
   c.key = c.local;
   c.key.push_back(-1);
   c.key.insert(c.key.end(), group.begin(), group.end());
@@ -989,12 +1006,6 @@ Ins blocks_of(const Buffer& all, int n, int64_t bytes) {
   return ins;
 }
 
-// Whether every process has one member of the group.
-bool one_each(const std::vector<std::vector<int>>& positions) {
-  return std::all_of(positions.begin(), positions.end(),
-                     [](const std::vector<int>& pos) { return pos.size() == 1; });
-}
-
 // Small reductions from this size, over processes with several members, are reduced in parts
 // (cross_reduce_in_parts): 2 processes of 4 devices took 1.1 × (local psum + raw MPI) at 1 to
 // 64 KiB against 1.25 to 1.7 × gathering every block. Below it both take the same time, and
@@ -1003,6 +1014,25 @@ constexpr int64_t kPartsBytes = int64_t(1) << 10;
 
 bool reduces_in_parts(const std::vector<std::vector<int>>& positions, int64_t bytes) {
   return bytes >= kPartsBytes && !one_each(positions);
+}
+
+// The two buffers of one mpi::alltoallv, sized by its counts (a byte at least), and what keeps
+// them (and `also`, when given) alive past a wait given up.
+struct ExchangeBuffers {
+  std::shared_ptr<Buffer> send, recv;
+  std::shared_ptr<void> keep;
+};
+ExchangeBuffers exchange_buffers(const std::vector<int64_t>& send_counts,
+                                 const std::vector<int64_t>& recv_counts,
+                                 std::shared_ptr<Buffer> also = nullptr) {
+  auto sized = [](const std::vector<int64_t>& counts) {
+    return Buffer::allocate(
+        size_t(std::max<int64_t>(1, std::accumulate(counts.begin(), counts.end(), int64_t(0)))));
+  };
+  ExchangeBuffers b{sized(send_counts), sized(recv_counts), nullptr};
+  b.keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
+      std::vector<std::shared_ptr<Buffer>>{b.send, b.recv, std::move(also)});
+  return b;
 }
 
 // The process (of the communicator) whose members include group position `me`.
@@ -1015,6 +1045,27 @@ int process_holding(const std::vector<std::vector<int>>& positions, int me) {
 
 }  // namespace
 
+// With one member in each process, none needs a meeting here, and the blocks arrive in group
+// order (processes are numbered by their first member), so they go straight into the buffer,
+// which outlives a wait given up. With `reuse`, the buffer it holds is used again unless it is
+// too small or the MPI module holds it too (a wait given up on it, which MPI may still write):
+// a small reduction chained in one program then allocates nothing here.
+std::shared_ptr<Buffer> Communicator::State::gather_one_each(const Params& p, const Cross& c,
+                                                             const void* in, int64_t bytes,
+                                                             std::shared_ptr<Buffer>* reuse) {
+  const size_t size = size_t(std::max<int64_t>(1, int64_t(c.group.size()) * bytes));
+  std::shared_ptr<Buffer> all;
+  if (reuse && *reuse && (*reuse).use_count() == 1 && (*reuse)->nbytes() >= size)
+    all = *reuse;
+  else
+    all = Buffer::allocate(size);
+  if (reuse) *reuse = all;
+  Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
+  std::memcpy(mine, in, size_t(bytes));
+  between_processes(p.api, [&] { mpi::allgather(*c.comm, mine, bytes, all->data(), all, c.wait); });
+  return all;
+}
+
 // Every member's `bytes` of input, in group order, in one buffer the local members share (or
 // what `finish` makes of them). MPI writes into buffers of the step's own, which outlive a wait
 // given up (MPI may still write).
@@ -1022,23 +1073,16 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
                                                           const void* in, int64_t bytes,
                                                           const Finish* finish) {
   const int n = int(c.group.size());
-  std::vector<int64_t> counts;
-  for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
-  const mpi::Wait& wait = c.wait;
-  if (one_each(c.positions)) {
-    // With one member in each process, none needs a meeting here, and the blocks arrive in
-    // group order (processes are numbered by their first member), so they go straight into the
-    // buffer, which outlives a wait given up.
-    auto all = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
-    Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
-    std::memcpy(mine, in, size_t(bytes));
-    between_processes(
-        p.api, [&] { mpi::allgatherv(*c.comm, mine, bytes, all->data(), counts, all, wait); });
+  if (c.one_each) {
+    auto all = gather_one_each(p, c, in, bytes);
     if (!finish) return all;
     auto result = Buffer::allocate(size_t(std::max<int64_t>(1, finish->bytes)));
     finish->fn(blocks_of(*all, n, bytes), static_cast<Byte*>(result->data()));
     return result;
   }
+  std::vector<int64_t> counts;
+  for (const auto& pos : c.positions) counts.push_back(int64_t(pos.size()) * bytes);
+  const mpi::Wait& wait = c.wait;
   // Blocks arrive process by process: `arrival[k]` is the group position of the k-th.
   std::vector<int> arrival;
   for (const auto& pos : c.positions) arrival.insert(arrival.end(), pos.begin(), pos.end());
@@ -1083,9 +1127,9 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
     std::memcpy(out, result->data(), size_t(bytes));
     return;
   }
-  if (one_each(c.positions)) {
-    auto all = cross_gather(p, c, in, bytes);
-    reduce(blocks_of(*all, int(c.group.size()), bytes), static_cast<Byte*>(out));
+  if (c.one_each) {
+    reduce(blocks_of(*gather_one_each(p, c, in, bytes, &c.gathered), int(c.group.size()), bytes),
+           static_cast<Byte*>(out));
     return;
   }
   const Finish finish{bytes, reduce};
@@ -1120,22 +1164,17 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
       send_counts[size_t(q)] = int64_t(ins.size()) * parts.back();
       recv_counts[size_t(q)] = int64_t(c.positions[size_t(q)].size()) * (hi - lo) * item;
     }
-    auto total = [](const std::vector<int64_t>& v) {
-      return size_t(std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0))));
-    };
-    auto send = Buffer::allocate(total(send_counts));
-    auto recv = Buffer::allocate(total(recv_counts));
-    Byte* at = static_cast<Byte*>(send->data());
+    const ExchangeBuffers x = exchange_buffers(send_counts, recv_counts, result);
+    Byte* at = static_cast<Byte*>(x.send->data());
     for (int q = 0; q < procs; ++q)
       for (size_t j = 0; q != mine && j < ins.size(); ++j, at += parts[size_t(q)])
         std::memcpy(at, ins[j] + part(q).first * item, size_t(parts[size_t(q)]));
-    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
-        std::vector<std::shared_ptr<Buffer>>{send, recv, result});
     between_processes(p.api, [&] {
-      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+      mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
+                     c.wait);
     });
     Ins blocks(c.group.size());
-    const Byte* got = static_cast<const Byte*>(recv->data());
+    const Byte* got = static_cast<const Byte*>(x.recv->data());
     for (int q = 0; q < procs; ++q)
       for (size_t j = 0; j < c.positions[size_t(q)].size(); ++j) {
         const size_t pos = size_t(c.positions[size_t(q)][j]);
@@ -1148,7 +1187,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
       }
     reduce_range(p.op, p.dtype, blocks, 0, hi - lo, {outs[0]}, lo, false);
     between_processes(p.api, [&] {
-      mpi::allgatherv(*c.comm, outs[0] + lo * item, parts[size_t(mine)], outs[0], parts, keep,
+      mpi::allgatherv(*c.comm, outs[0] + lo * item, parts[size_t(mine)], outs[0], parts, x.keep,
                       c.wait);
     });
   };
@@ -1245,30 +1284,25 @@ void Communicator::State::cross_exchange(const Params& p, const Cross& c, const 
     send_counts[r] = int64_t(sends[r].size()) * route.block;
     recv_counts[r] = int64_t(receives[r].size()) * route.block;
   }
-  auto total = [](const std::vector<int64_t>& v) {
-    return std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0)));
-  };
   // Only the member that runs the step uses it, within its own call of run().
   auto step = [&](const Ins& ins, const Outs& outs) {
-    auto send = Buffer::allocate(size_t(total(send_counts)));
-    auto recv = Buffer::allocate(size_t(total(recv_counts)));
-    Byte* at = static_cast<Byte*>(send->data());
+    const ExchangeBuffers x = exchange_buffers(send_counts, recv_counts);
+    Byte* at = static_cast<Byte*>(x.send->data());
     for (const auto& moves : sends)
       for (auto [from, to] : moves) {
         route.pack(ins[local_index(from)], from, to, at);
         at += route.block;
       }
-    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
-        std::vector<std::shared_ptr<Buffer>>{send, recv});
     between_processes(p.api, [&] {
-      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+      mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
+                     c.wait);
     });
     for (auto [from, to] : within)
       route.move(ins[local_index(from)], from, to, outs[local_index(to)]);
     if (route.fill)
       for (size_t k = 0; k < here.size(); ++k)
         if (!reached[size_t(here[k])]) route.fill(here[k], outs[k]);
-    const Byte* got = static_cast<const Byte*>(recv->data());
+    const Byte* got = static_cast<const Byte*>(x.recv->data());
     for (const auto& moves : receives)
       for (auto [from, to] : moves) {
         route.unpack(got, from, to, outs[local_index(to)]);
@@ -1301,25 +1335,20 @@ void Communicator::State::cross_reduce_scatter(const Params& p, const Cross& c, 
   for (size_t r = 0; r < procs; ++r)
     if (r != mine)
       send_counts[r] = recv_counts[r] = int64_t(c.positions[r].size() * here.size()) * block;
-  auto total = [](const std::vector<int64_t>& v) {
-    return std::max<int64_t>(1, std::accumulate(v.begin(), v.end(), int64_t(0)));
-  };
   // Only the member that runs the step uses it, within its own call of run().
   auto step = [&](const Ins& ins, const Outs& outs) {
     // To each process: for each of its members i, chunk i of each local input, rows packed.
-    auto send = Buffer::allocate(size_t(total(send_counts)));
-    auto recv = Buffer::allocate(size_t(total(recv_counts)));
-    Byte* at = static_cast<Byte*>(send->data());
+    const ExchangeBuffers x = exchange_buffers(send_counts, recv_counts);
+    Byte* at = static_cast<Byte*>(x.send->data());
     for (size_t r = 0; r < procs; ++r)
       for (int i = 0; r != mine && i < int(c.positions[r].size()); ++i)
         for (const Byte* from : ins)
           for (int64_t o = 0; o < s.outer; ++o, at += piece)
             std::memcpy(at, from + (o * s.row + c.positions[r][size_t(i)] * s.chunk) * item,
                         size_t(piece));
-    auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
-        std::vector<std::shared_ptr<Buffer>>{send, recv});
     between_processes(p.api, [&] {
-      mpi::alltoallv(*c.comm, send->data(), send_counts, recv->data(), recv_counts, keep, c.wait);
+      mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
+                     c.wait);
     });
     // Where row 0 of each member's chunk for local member k starts, and the step to the next row.
     std::vector<std::vector<const Byte*>> first(here.size(), Ins(size_t(n)));
@@ -1327,7 +1356,7 @@ void Communicator::State::cross_reduce_scatter(const Params& p, const Cross& c, 
     for (size_t k = 0; k < here.size(); ++k)
       for (size_t l = 0; l < here.size(); ++l) first[k][size_t(here[l])] = ins[l] + here[k] * piece;
     for (int j : here) step_of[size_t(j)] = s.row * item;
-    const Byte* got = static_cast<const Byte*>(recv->data());
+    const Byte* got = static_cast<const Byte*>(x.recv->data());
     for (size_t r = 0; r < procs; ++r)
       for (size_t k = 0; r != mine && k < here.size(); ++k)
         for (int j : c.positions[r]) {

@@ -59,6 +59,9 @@ void allgatherv(const GroupComm&, const void*, int64_t, void*, const std::vector
                 std::shared_ptr<void>, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
+void allgather(const GroupComm&, const void*, int64_t, void*, std::shared_ptr<void>, const Wait&) {
+  throw std::logic_error("[mpi] internal error: no MPI in this build");
+}
 void barrier(const GroupComm&, const Wait&) {
   throw std::logic_error("[mpi] internal error: no MPI in this build");
 }
@@ -76,6 +79,7 @@ std::optional<std::string> remote_failure() {
 struct GroupComm {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> procs;
+  int rank = 0;  // this process's rank in `comm`
 };
 
 namespace {
@@ -374,6 +378,7 @@ void make_groups(const std::vector<std::vector<int>>& groups,
     auto g = std::make_shared<GroupComm>();
     g->comm = comm;
     g->procs = std::move(procs);
+    g->rank = key;
     s.groups[group] = std::move(g);
   }
 }
@@ -430,9 +435,7 @@ void allreduce_by_halving(const GroupComm& g, ReduceOp op, DType dtype, const vo
     if (!keep->second) keep->second = Buffer::allocate(size_t((count / 2 + 1) * item));
     return static_cast<std::byte*>(keep->second->data());
   };
-  int rank = 0, size = 1;
-  MPI_Comm_rank(g.comm, &rank);
-  MPI_Comm_size(g.comm, &size);
+  const int rank = g.rank, size = int(g.procs.size());
   int lo = 0, hi = count;
   std::vector<std::pair<int, int>> ranges;  // this process's range before each halving
   for (int mask = size / 2; mask >= 1; mask /= 2) {
@@ -487,45 +490,61 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, voi
   wait_for(request, wait, "a reduction between processes", std::move(keep_alive));
 }
 
-void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
-                const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
-                const Wait& wait) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(g.comm, &rank);
-  MPI_Comm_size(g.comm, &size);
-  std::vector<MPI_Request> requests;
-  requests.reserve(size_t(2 * size));
+namespace {
+
+// allgatherv with counts[r] = count_of(r). The requests of up to 8 processes are kept on the
+// stack: a gather of a few bytes takes a fraction of a microsecond, and each allocation counts.
+template <class CountOf>
+void gather_blocks(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
+                   CountOf count_of, std::shared_ptr<void> keep_alive, const Wait& wait) {
+  const int size = int(g.procs.size());
+  constexpr int kOnStack = 16;
+  MPI_Request on_stack[kOnStack];
+  std::vector<MPI_Request> on_heap(size_t(2 * size > kOnStack ? 2 * size : 0));
+  MPI_Request* requests = on_heap.empty() ? on_stack : on_heap.data();
+  int posted = 0;
   auto* base = static_cast<std::byte*>(out);
   const int sent = as_count(in_bytes, "a gather");
   int64_t at = 0;
   for (int r = 0; r < size; ++r) {
-    const int n = as_count(counts[size_t(r)], "a gather");
-    if (r == rank) {
+    const int n = as_count(count_of(r), "a gather");
+    if (r == g.rank) {
       if (n > 0 && base + at != in) std::memcpy(base + at, in, size_t(n));
     } else {
       if (n > 0) {
-        requests.emplace_back();
-        check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+        check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests[posted++]),
               "MPI_Irecv");
         count_received(n);
       }
-      if (sent > 0) {
-        requests.emplace_back();
-        check(MPI_Isend(in, sent, MPI_BYTE, r, kExchangeTag, g.comm, &requests.back()),
+      if (sent > 0)
+        check(MPI_Isend(in, sent, MPI_BYTE, r, kExchangeTag, g.comm, &requests[posted++]),
               "MPI_Isend");
-      }
     }
     at += n;
   }
-  wait_for(requests, wait, "a gather between processes", std::move(keep_alive));
+  wait_for(std::span<MPI_Request>(requests, size_t(posted)), wait, "a gather between processes",
+           std::move(keep_alive));
+}
+
+}  // namespace
+
+void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
+                const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
+                const Wait& wait) {
+  gather_blocks(
+      g, in, in_bytes, out, [&](int r) { return counts[size_t(r)]; }, std::move(keep_alive), wait);
+}
+
+void allgather(const GroupComm& g, const void* in, int64_t bytes, void* out,
+               std::shared_ptr<void> keep_alive, const Wait& wait) {
+  gather_blocks(
+      g, in, bytes, out, [=](int) { return bytes; }, std::move(keep_alive), wait);
 }
 
 void alltoallv(const GroupComm& g, const void* send, const std::vector<int64_t>& send_counts,
                void* recv, const std::vector<int64_t>& recv_counts,
                std::shared_ptr<void> keep_alive, const Wait& wait) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(g.comm, &rank);
-  MPI_Comm_size(g.comm, &size);
+  const int rank = g.rank, size = int(g.procs.size());
   std::vector<MPI_Request> requests;
   requests.reserve(size_t(2 * size));
   const auto* from = static_cast<const std::byte*>(send);

@@ -75,6 +75,9 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, voi
 void allgatherv(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                 const std::vector<int64_t>& counts, std::shared_ptr<void> keep_alive,
                 const Wait& wait);
+// allgatherv with `bytes` from every rank.
+void allgather(const GroupComm& g, const void* in, int64_t bytes, void* out,
+               std::shared_ptr<void> keep_alive, const Wait& wait);
 void barrier(const GroupComm& g, const Wait& wait);
 // What MPI_Alltoallv does, with messages only where there are bytes: send_counts[r] bytes of
 // `send` (the ranks' parts one after another) go to rank r, and recv_counts[r] bytes from rank

@@ -189,6 +189,57 @@ TEST(Processes, ReductionsOverTheProcessAxisAroundTheGatheringSize) {
   }
 }
 
+TEST(Processes, SmallReductionsWithOneDevicePerProcessChainedInOneProgram) {
+  // Over axis "a" each process has one member of every group, so small reductions gather into a
+  // buffer kept from one to the next: here it grows (16 KiB after 64 B) and is used again for
+  // smaller ones, while an all_gather along the leading axis hands its gathered buffer over as
+  // its result, which the reductions after it must not write. Every result is used after the
+  // next collective. Small integers keep every sum exact.
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  const int64_t n = 16, m = 4096;
+  std::vector<float> xs(size_t(8 * n)), ys(size_t(8 * m));
+  for (int64_t d = 0; d < 8; ++d) {
+    for (int64_t j = 0; j < n; ++j) xs[size_t(d * n + j)] = float((j * 3 + d * 5) % 11) - 5.f;
+    for (int64_t j = 0; j < m; ++j) ys[size_t(d * m + j)] = float((j * 7 + d * 3) % 13) - 6.f;
+  }
+  const sp::NamedSharding split(mesh, P("a", "b"));
+  sp::Array x = sp::device_put(sp::array(xs, {2, 4, n}), split);
+  sp::Array y = sp::device_put(sp::array(ys, {2, 4, m}), split);
+  auto body = [](sp::Array v, sp::Array w) {
+    sp::Array big = sp::lax::psum(w, "a");
+    sp::Array gathered = sp::lax::all_gather(v, "a", {.tiled = true});
+    sp::Array small = sp::lax::psum(v, "a");
+    sp::Array max = sp::lax::pmax(w, "a");
+    sp::Array again = sp::lax::psum(small + v, "a");
+    return std::vector<sp::Array>{big, gathered, small, max, again};
+  };
+  std::vector<sp::Array> got =
+      sp::jit(sp::shard_map(body, mesh, {P("a", "b"), P("a", "b")}, P("a", "b")))(x, y);
+  std::vector<float> big(ys.size()), max(ys.size()), gathered(size_t(16 * n)), small(xs.size()),
+      again(xs.size());
+  for (int64_t d = 0; d < 8; ++d) {
+    const int64_t b = d % 4;
+    for (int64_t j = 0; j < m; ++j) {
+      const float w0 = ys[size_t(b * m + j)], w1 = ys[size_t((4 + b) * m + j)];
+      big[size_t(d * m + j)] = w0 + w1;
+      max[size_t(d * m + j)] = std::max(w0, w1);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float v0 = xs[size_t(b * n + j)], v1 = xs[size_t((4 + b) * n + j)];
+      small[size_t(d * n + j)] = v0 + v1;
+      again[size_t(d * n + j)] = 3 * (v0 + v1);
+      // Device (a, b) holds rows 2a and 2a + 1 of the gathered [4, 4, n]: v of (0, b), (1, b).
+      for (int64_t k = 0; k < 2; ++k)
+        gathered[size_t(((2 * (d / 4) + k) * 4 + b) * n + j)] = xs[size_t((4 * k + b) * n + j)];
+    }
+  }
+  expect_local_blocks(got[0], big, sp::Shape({2, 4, m}));
+  expect_local_blocks(got[1], gathered, sp::Shape({4, 4, n}));
+  expect_local_blocks(got[2], small, sp::Shape({2, 4, n}));
+  expect_local_blocks(got[3], max, sp::Shape({2, 4, m}));
+  expect_local_blocks(got[4], again, sp::Shape({2, 4, n}));
+}
+
 TEST(Processes, SmallReductionsOverEveryDeviceGiveOneProcesssBits) {
   // A psum over the 8 devices of two processes up to the gathering size has the bits of one
   // process: each element summed left to right in device order, in float. The values mix

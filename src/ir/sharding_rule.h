@@ -66,14 +66,19 @@ struct ShardingRule {
   std::vector<Split> fixed_results;
   ObjectParam fixed_on;
 
-  // Dims along which data moves at an affine index (slice, pad without interior padding, rev):
-  // element j of result dim `dim` is element `scale * j + offset` of the same dim of operand 0,
-  // or operand `fill` (a scalar; -1 for none) where that index is outside the operand. Set only
-  // when every dim that moves data has one and the other dims pass through: the partitioner then
-  // keeps those dims split and moves only the halo rows between neighbours (transforms/halo.h).
+  // Dims along which data moves at an affine index (slice, pad, rev, concatenate): element j of
+  // result dim `dim` is element `(scale * j + offset) / spread` of the same dim of operand
+  // `operand` when `spread` divides `scale * j + offset` (pad's interior padding spreads the
+  // operand out), or operand `fill` (a scalar; -1 for none) where it does not or where that
+  // index is outside the operand. Several operands shifted along one dim (concatenate) each give
+  // the result rows they cover. Set only when every dim that moves data has one and the other
+  // dims pass through: the partitioner then keeps those dims split and moves only the halo rows
+  // between neighbours (transforms/halo.h).
   struct Shift {
     int dim;
     int64_t scale, offset;
+    int64_t spread = 1;
+    int operand = 0;
   };
   std::vector<Shift> shifts;
   int fill = -1;

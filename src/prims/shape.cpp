@@ -696,6 +696,19 @@ ShardingRuleFn pieces_along(const char* key, bool share_moved) {
   };
 }
 
+// Element j of the joined dim is element j - o of the operand that starts at o.
+ShardingRule concatenate_sharding(std::span<const AbstractValue> in,
+                                  std::span<const AbstractValue> out, const Params& p) {
+  const int dim = int(p.get_int("dimension"));
+  ShardingRule rule = pieces_along("dimension", /*share_moved=*/true)(in, out, p);
+  int64_t start = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    rule.shifts.push_back({dim, 1, -start, 1, int(k)});
+    start += in[k].shape[dim];
+  }
+  return rule;
+}
+
 std::vector<Array> concatenate_transpose(const Primitive& split, Cotangents ct, Inputs in,
                                          const Params& p) {
   const int64_t dim = p.get_int("dimension");
@@ -781,13 +794,11 @@ ShardingRule pad_sharding(std::span<const AbstractValue> in, std::span<const Abs
         return c.low == 0 && c.high == 0 && c.interior == 0;
       },
       /*share_moved=*/true);
-  // Element j of a padded dim is element j - low of the operand, or the padding value: an
-  // affine shift unless interior padding spreads the operand out.
-  auto interior = [](const lax::PadConfig& c) { return c.interior != 0; };
-  if (std::any_of(config.begin(), config.end(), interior)) return rule;
+  // Element j of a padded dim is element (j - low) / (interior + 1) of the operand where
+  // interior + 1 divides j - low, or the padding value.
   for (size_t d = 0; d < config.size(); ++d)
-    if (config[d].low != 0 || config[d].high != 0)
-      rule.shifts.push_back({int(d), 1, -config[d].low});
+    if (config[d].low != 0 || config[d].high != 0 || config[d].interior != 0)
+      rule.shifts.push_back({int(d), 1, -config[d].low, config[d].interior + 1});
   if (!rule.shifts.empty()) rule.fill = 1;
   return rule;
 }
@@ -1289,7 +1300,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   concatenate.batch = concatenate_batch;
   deflinear(split, split_transpose);
   split.batch = binding(split, split_batch);
-  concatenate.sharding_rule = pieces_along("dimension", /*share_moved=*/true);
+  concatenate.sharding_rule = concatenate_sharding;
   split.sharding_rule = pieces_along("axis", /*share_moved=*/false);
 
   Primitive& stack = r.define("stack", stack_rule, stack_kernel);

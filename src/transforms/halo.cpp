@@ -5,6 +5,7 @@
 #include <spmd/parallel.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace spmd::halo {
@@ -18,46 +19,51 @@ int64_t devices_of(const AxisList& axes) {
   return axes.empty() ? 1 : axis_size(names_of(axes));
 }
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
 int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-// The operand rows block i's result reads: [first(p, i), first(p, i) + length(p)).
-int64_t first(const DimPlan& p, int64_t i) {
-  return p.scale * p.out_block * i + p.offset;
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
 }
 
-int64_t length(const DimPlan& p) {
-  return p.scale * (p.out_block - 1) + 1;
+// The position element j of the result reads.
+int64_t at(const DimPlan& p, int64_t j) {
+  return p.scale * j + p.offset;
 }
 
-// The devices whose result block holds real rows: the others' are all padding (an uneven
-// split), whatever they compute.
-int64_t holding_rows(const DimPlan& p) {
-  return std::min(p.devices, ceil_div(p.result_extent, p.out_block));
+// The result rows that device i reads: [0, n) when its block holds n real rows (fewer than
+// out_block, or none, at the end of an uneven split; whatever the others compute is padding).
+int64_t real_rows(const DimPlan& p, int64_t i) {
+  return std::clamp(p.result_extent - i * p.out_block, int64_t(0), p.out_block);
 }
 
-// The operand rows that device i's real result rows read.
-int64_t real_length(const DimPlan& p, int64_t i) {
-  const int64_t rows = std::min(p.out_block, p.result_extent - i * p.out_block);
-  return p.scale * (rows - 1) + 1;
+// The operand rows that device i's real result rows read, as [begin, end); empty when they
+// read none (all outside the operand, or between its spread rows).
+std::pair<int64_t, int64_t> rows_read(const DimPlan& p, int64_t i) {
+  const int64_t rows = real_rows(p, i);
+  if (rows == 0) return {0, 0};
+  const int64_t a0 = at(p, i * p.out_block), a1 = at(p, i * p.out_block + rows - 1);
+  const int64_t lo = std::max(a0, p.real_begin * p.spread);
+  const int64_t hi = std::min(a1, (p.extent - 1) * p.spread);
+  if (lo > hi) return {0, 0};
+  if (p.scale == 1) return {ceil_div(lo, p.spread), floor_div(hi, p.spread) + 1};
+  // A stride (spread is 1): the first and last positions on it inside the operand.
+  return {a0 + ceil_div(lo - a0, p.scale) * p.scale,
+          a0 + floor_div(hi - a0, p.scale) * p.scale + 1};
 }
 
 // The rows of its block that the device `distance` blocks after each device sends it, as
-// [begin, end) of the sender's block: the union over receivers of the real operand rows their
-// real result rows read there. Empty (begin >= end) when no receiver reads a real row there.
+// [begin, end) of the sender's block: the union over receivers of the operand rows they read
+// there. Empty (begin >= end) when no receiver reads a real row there.
 std::pair<int64_t, int64_t> rows_sent(const DimPlan& p, int64_t distance) {
   int64_t begin = p.in_block, end = 0;
-  for (int64_t i = 0; i < holding_rows(p); ++i) {
+  for (int64_t i = 0; i < p.devices; ++i) {
     const int64_t src = i + distance;
     if (src < 0 || src >= p.devices) continue;
-    const int64_t lo = std::max({first(p, i), src * p.in_block, int64_t(0)});
-    const int64_t hi =
-        std::min({first(p, i) + real_length(p, i), (src + 1) * p.in_block, p.extent});
+    const auto [read_begin, read_end] = rows_read(p, i);
+    const int64_t lo = std::max(read_begin, src * p.in_block);
+    const int64_t hi = std::min(read_end, (src + 1) * p.in_block);
     if (lo >= hi) continue;
     begin = std::min(begin, lo - src * p.in_block);
     end = std::max(end, hi - src * p.in_block);
@@ -65,28 +71,43 @@ std::pair<int64_t, int64_t> rows_sent(const DimPlan& p, int64_t distance) {
   return {begin, end};
 }
 
+// Where device i's window of operand rows starts, and the window's length: from the row at or
+// before its first result row's position, enough rows to spread into its whole result block.
+void place_windows(DimPlan& p) {
+  for (int64_t i = 0; i < p.devices; ++i) {
+    p.first.push_back(floor_div(at(p, i * p.out_block), p.spread));
+    const int64_t phase = at(p, i * p.out_block) - p.first.back() * p.spread;
+    p.window = std::max(p.window, ceil_div(phase + p.scale * (p.out_block - 1) + 1, p.spread));
+  }
+  // The buffer covers the windows of the devices that read real rows (the others' clamped
+  // slices read nothing that counts), the device's own block, and one window at least.
+  for (int64_t i = 0; i < p.devices; ++i) {
+    const auto [begin, end] = rows_read(p, i);
+    if (begin >= end) continue;
+    p.left = std::min(p.left, p.first[size_t(i)] - i * p.in_block);
+    p.right = std::max(p.right, p.first[size_t(i)] + p.window - i * p.in_block);
+  }
+  p.right = std::max(p.right, p.left + p.window);
+}
+
 std::optional<DimPlan> plan_dim(const ShardingRule::Shift& shift, const Shape& operand,
                                 const Shape& result, const AxisList& axes) {
   const int64_t n = operand[shift.dim], m = result[shift.dim], k = devices_of(axes);
-  if (n == 0 || m == 0) return std::nullopt;
-  DimPlan p{shift.dim,   axes,         k, n, m, ceil_div(n, k), ceil_div(m, k), false,
-            shift.scale, shift.offset, 0, 0};
+  if (n == 0 || m == 0 || (shift.spread > 1 && shift.scale != 1)) return std::nullopt;
+  const int64_t b = ceil_div(n, k);
+  DimPlan p{shift.dim,   shift.operand, axes,         k, n, m, b, ceil_div(m, k), false, 0,
+            shift.scale, shift.offset,  shift.spread, 0, 0, b, {}};
   if (p.scale < 0) {
-    // Reading backwards is reading the reversed operand forwards; reversing a split dim moves
-    // whole blocks, which only even blocks allow.
-    if (n % k != 0) return std::nullopt;
+    // Reading backwards is reading the reversed operand forwards. Reversing a split dim trades
+    // whole padded blocks, so the padding of an uneven split comes first.
+    if (p.spread != 1) return std::nullopt;
     p.mirrored = true;
+    p.extent = b * k;
+    p.real_begin = b * k - n;
     p.scale = -p.scale;
-    p.offset = n - 1 - p.offset;
+    p.offset = b * k - 1 - p.offset;
   }
-  // The interval's ends relative to the device's own block are affine in its index: their
-  // extremes are at the first and last device holding real result rows (the slice of a device
-  // whose rows are all padding may be clamped: it reads nothing that counts).
-  for (int64_t i : {int64_t(0), holding_rows(p) - 1}) {
-    p.left = std::min(p.left, first(p, i) - i * p.in_block);
-    p.right = std::max(p.right, first(p, i) + length(p) - i * p.in_block);
-  }
-  p.right = std::max(p.right, p.in_block);
+  place_windows(p);
   return p;
 }
 
@@ -148,15 +169,41 @@ Array segment(const DimPlan& p, const Array& x, int64_t distance, int64_t lo, in
 // A dim that is not split moves nothing: the static slice or pad of the equation itself.
 std::optional<Array> unsplit_dim(const DimPlan& p, const Array& x, const Array& fill) {
   const Array y = p.mirrored ? lax::rev(x, {p.dim}) : x;
-  if (!fill.valid()) return lax::slice_in_dim(y, p.offset, p.offset + length(p), p.scale, p.dim);
+  const int64_t last = at(p, p.result_extent - 1);
+  if (!fill.valid()) {
+    if (p.spread != 1 || p.offset < 0 || last >= p.extent) return std::nullopt;
+    return lax::slice_in_dim(y, p.offset, last + 1, p.scale, p.dim);
+  }
   if (p.scale != 1) return std::nullopt;
   std::vector<lax::PadConfig> config(size_t(x.ndim()));
-  config[size_t(p.dim)] = {-p.offset, p.result_extent - p.extent + p.offset, 0};
+  config[size_t(p.dim)] = {-p.offset, last - (p.extent - 1) * p.spread, p.spread - 1};
   return lax::pad(y, fill, config);
 }
 
+// values[i] for device i: arithmetic on the axis index when the values are affine in it, else
+// read from a table.
+Array per_device(const std::vector<int64_t>& values, const Array& index) {
+  const int64_t step = values.size() > 1 ? values[1] - values[0] : 0;
+  bool affine = true;
+  for (size_t i = 1; i < values.size(); ++i) affine = affine && values[i] - values[i - 1] == step;
+  if (affine) return index * Array(int(step)) + Array(int(values[0]));
+  const std::vector<int32_t> table(values.begin(), values.end());
+  return lax::dynamic_index_in_dim(spmd::array(table), index, 0, false);
+}
+
+// Whether the elements of a result block (shape `shape`, block `index`) read a real operand row.
+Array reads_operand(const DimPlan& p, const Shape& shape, const Array& index) {
+  const Array pos = lax::broadcasted_iota(int32, shape, p.dim) * Array(int(p.scale)) +
+                    index * Array(int(p.scale * p.out_block)) + Array(int(p.offset));
+  Array inside = lax::bitwise_and(lax::ge(pos, Array(int(p.real_begin * p.spread))),
+                                  lax::lt(pos, Array(int((p.extent - 1) * p.spread + 1))));
+  if (p.spread > 1)
+    inside = lax::bitwise_and(inside, lax::eq(lax::rem(pos, Array(int(p.spread))), Array(0)));
+  return inside;
+}
+
 // The result block along one dim: the operand rows the device reads, from its block and its
-// neighbours', sliced at its offset, strided, and the fill where it reads outside the operand.
+// neighbours', sliced at its offset, spread, strided, and the fill where it reads no operand row.
 Array run_dim(const DimPlan& p, Array x, const Array& fill, const CollectiveLog& log) {
   if (p.devices == 1)
     if (std::optional<Array> y = unsplit_dim(p, x, fill)) return *y;
@@ -169,38 +216,68 @@ Array run_dim(const DimPlan& p, Array x, const Array& fill, const CollectiveLog&
   }
   const Array buffer = pieces.size() == 1 ? x : lax::concatenate(pieces, p.dim);
   const Array index = block_index(p);
-  const Array start =
-      index * Array(int(p.scale * p.out_block - p.in_block)) + Array(int(p.offset - p.left));
-  Array y = lax::dynamic_slice_in_dim(buffer, start, length(p), p.dim);
-  if (p.scale > 1) y = lax::slice_in_dim(y, 0, length(p), p.scale, p.dim);
+  std::vector<int64_t> starts, phases;
+  for (int64_t i = 0; i < p.devices; ++i) {
+    starts.push_back(p.first[size_t(i)] - i * p.in_block - p.left);
+    phases.push_back(at(p, i * p.out_block) - p.first[size_t(i)] * p.spread);
+  }
+  Array y = lax::dynamic_slice_in_dim(buffer, per_device(starts, index), p.window, p.dim);
+  const int64_t length = p.scale * (p.out_block - 1) + 1;
+  if (p.spread > 1) {
+    std::vector<lax::PadConfig> config(size_t(y.ndim()));
+    config[size_t(p.dim)] = {0, p.spread - 1, p.spread - 1};
+    y = lax::pad(y, zeros(Shape{}, y.dtype()), config);
+    y = lax::dynamic_slice_in_dim(y, per_device(phases, index), length, p.dim);
+  }
+  if (p.scale > 1) y = lax::slice_in_dim(y, 0, length, p.scale, p.dim);
   if (!fill.valid()) return y;
-  const Array at = lax::broadcasted_iota(int32, y.shape(), p.dim) * Array(int(p.scale)) +
-                   index * Array(int(p.scale * p.out_block)) + Array(int(p.offset));
-  const Array inside = lax::bitwise_and(lax::ge(at, Array(0)), lax::lt(at, Array(int(p.extent))));
-  return spmd::where(inside, y, fill);
+  return spmd::where(reads_operand(p, y.shape(), index), y, fill);
+}
+
+// Rows a plan moves and rows gathering its operand's dim would, summed per dim.
+bool cheaper_than_gathers(std::span<const DimPlan> plans) {
+  std::map<int, std::pair<int64_t, int64_t>> rows;
+  for (const DimPlan& p : plans) {
+    rows[p.dim].first += rows_moved(p);
+    rows[p.dim].second += (p.devices - 1) * p.in_block;
+  }
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const auto& r) { return r.second.first <= r.second.second; });
 }
 
 }  // namespace
 
 std::optional<std::vector<DimPlan>> plan(std::span<const ShardingRule::Shift> shifts,
-                                         const Shape& operand, const Shape& result,
+                                         std::span<const Shape> operands, const Shape& result,
                                          const Split& split) {
   std::vector<DimPlan> plans;
   bool split_dim = false;
   for (const ShardingRule::Shift& shift : shifts) {
-    std::optional<DimPlan> p = plan_dim(shift, operand, result, split[size_t(shift.dim)]);
-    if (!p || rows_moved(*p) > (p->devices - 1) * p->in_block) return std::nullopt;
+    std::optional<DimPlan> p =
+        plan_dim(shift, operands[size_t(shift.operand)], result, split[size_t(shift.dim)]);
+    if (!p) return std::nullopt;
     split_dim = split_dim || p->devices > 1;
     plans.push_back(std::move(*p));
   }
-  if (!split_dim) return std::nullopt;
+  if (!split_dim || !cheaper_than_gathers(plans)) return std::nullopt;
   return plans;
 }
 
-Array run(std::span<const DimPlan> plans, Array block, const Array& fill,
+Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const Array& fill,
           const CollectiveLog& log) {
-  for (const DimPlan& p : plans) block = run_dim(p, std::move(block), fill, log);
-  return block;
+  // Operands shifted along one dim (concatenate) each give the rows they cover.
+  Array result;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    Array block = blocks[k];
+    const DimPlan* last = nullptr;
+    for (const DimPlan& p : plans)
+      if (p.operand == int(k)) block = run_dim(*(last = &p), std::move(block), fill, log);
+    if (!last) continue;
+    result = result.valid() ? spmd::where(reads_operand(*last, block.shape(), block_index(*last)),
+                                          block, result)
+                            : block;
+  }
+  return result;
 }
 
 }  // namespace spmd::halo

@@ -542,15 +542,22 @@ class Partitioner {
   // that moves fewer bytes than gathering the dims (halo.h). Exchanging halos is part of the
   // equation, as completing a sum is, not a reshard.
   bool run_with_halos(const Equation& e, const ShardingRule& rule) {
-    const Atom& operand = e.inputs[0];
-    if (operand.is_literal()) return false;
-    const Shape& shape = global_.type_of(operand).shape;
+    std::vector<Shape> shapes;
+    for (const Atom& a : e.inputs) shapes.push_back(global_.type_of(a).shape);
     const Split& want = splits_[size_t(e.outputs[0])].dims;
     const auto plans =
-        halo::plan(rule.shifts, shape, global_.types[size_t(e.outputs[0])].shape, want);
-    if (!plans) return false;
-    const Local& x = env_[size_t(operand.var)];
-    const Array block = moved(x.value, x.split, want, shape, operand_cause(e, 0, want), true);
+        halo::plan(rule.shifts, shapes, global_.types[size_t(e.outputs[0])].shape, want);
+    auto literal = [&](const ShardingRule::Shift& s) {
+      return e.inputs[size_t(s.operand)].is_literal();
+    };
+    if (!plans || std::any_of(rule.shifts.begin(), rule.shifts.end(), literal)) return false;
+    std::vector<Array> blocks(e.inputs.size());
+    for (const ShardingRule::Shift& shift : rule.shifts) {
+      const size_t k = size_t(shift.operand);
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      if (!blocks[k].valid())
+        blocks[k] = moved(x.value, x.split, want, shapes[k], operand_cause(e, k, want), true);
+    }
     Array fill;
     if (rule.fill >= 0) {
       const Atom& a = e.inputs[size_t(rule.fill)];
@@ -558,7 +565,7 @@ class Partitioner {
     }
     const std::string cause =
         "the halo of " + equation_name(e) + ": its result blocks read rows their neighbours hold";
-    const Array result = halo::run(*plans, block, fill, [&](std::string c, int64_t bytes) {
+    const Array result = halo::run(*plans, blocks, fill, [&](std::string c, int64_t bytes) {
       collectives_.push_back({std::move(c), cause, bytes, false});
     });
     store_results(e, {result}, {want});

@@ -123,14 +123,15 @@ class Generator {
 
   std::optional<int> apply_random_op(int x) {
     static const Op ops[] = {
-        &Generator::unary,      &Generator::binary,        &Generator::dot,
-        &Generator::self_dot,   &Generator::reduce,        &Generator::argmax,
-        &Generator::reshape,    &Generator::transpose,     &Generator::broadcast,
-        &Generator::slice,      &Generator::dynamic_slice, &Generator::update_slice,
-        &Generator::take,       &Generator::flip,          &Generator::concat,
-        &Generator::pad,        &Generator::cumulative,    &Generator::sort,
-        &Generator::cond,       &Generator::fori_loop,     &Generator::scan,
-        &Generator::constraint, &Generator::while_loop,    &Generator::scan_matmul,
+        &Generator::unary,        &Generator::binary,        &Generator::dot,
+        &Generator::self_dot,     &Generator::reduce,        &Generator::argmax,
+        &Generator::reshape,      &Generator::transpose,     &Generator::broadcast,
+        &Generator::slice,        &Generator::dynamic_slice, &Generator::update_slice,
+        &Generator::take,         &Generator::flip,          &Generator::concat,
+        &Generator::pad,          &Generator::cumulative,    &Generator::sort,
+        &Generator::cond,         &Generator::fori_loop,     &Generator::scan,
+        &Generator::constraint,   &Generator::while_loop,    &Generator::scan_matmul,
+        &Generator::split_concat, &Generator::split_pad,
     };
     return (this->*ops[pick(int(std::size(ops)))])(x);
   }
@@ -550,6 +551,64 @@ class Generator {
     if (!fits(out)) return std::nullopt;
     return add(out, [=](const Env& e, const Ctx&) {
       return sp::concatenate({e[size_t(x)], e[size_t(y)]}, axis);
+    });
+  }
+
+  // x constrained to split a dim of size > 1 over one mesh axis (unevenly when the axis does not
+  // divide it): the dim along which the partitioner then moves halos.
+  struct SplitDim {
+    int value, dim;
+    P spec;
+  };
+  std::optional<SplitDim> split_dim(int x) {
+    const Shape s = shape(x);
+    std::vector<int> dims;
+    for (int d = 0; d < s.ndim(); ++d)
+      if (s[d] > 1) dims.push_back(d);
+    if (dims.empty()) return std::nullopt;
+    const int d = pick_of(dims);
+    const auto axes = p_.mesh.shape();
+    std::vector<P::Entry> entries(size_t(d + 1), std::nullopt);
+    entries[size_t(d)] = sp::AxisNames(axes[size_t(pick(int(axes.size())))].first);
+    const P spec(entries);
+    return SplitDim{constrained(x, spec), d, spec};
+  }
+
+  // x and another value, in either order, concatenated along a dim both are split along.
+  std::optional<int> split_concat(int x) {
+    const std::optional<SplitDim> split = split_dim(x);
+    if (!split) return std::nullopt;
+    const int u = split->value, axis = split->dim;
+    Shape other = shape(u);
+    other[axis] = random_dim();
+    const int y = constrained(operand_of_shape(other), split->spec);
+    Shape out = shape(u);
+    out[axis] += other[axis];
+    if (!fits(out)) return std::nullopt;
+    const bool first = coin(0.5);
+    return add(out, [=](const Env& e, const Ctx&) {
+      return first ? sp::concatenate({e[size_t(u)], e[size_t(y)]}, axis)
+                   : sp::concatenate({e[size_t(y)], e[size_t(u)]}, axis);
+    });
+  }
+
+  // lax.pad with interior padding (and edges, negative ones crop) along a split dim.
+  std::optional<int> split_pad(int x) {
+    const std::optional<SplitDim> split = split_dim(x);
+    if (!split) return std::nullopt;
+    const int u = split->value, axis = split->dim;
+    const Shape s = shape(u);
+    std::vector<sp::lax::PadConfig> config(size_t(s.ndim()));
+    config[size_t(axis)] = {pick(5) - 2, pick(5) - 2, 1 + pick(2)};
+    Shape out = s;
+    out[axis] = config[size_t(axis)].low + config[size_t(axis)].high + s[axis] +
+                (s[axis] - 1) * config[size_t(axis)].interior;
+    if (out[axis] <= 0 || !fits(out)) return std::nullopt;
+    const bool integer = p_.integer;
+    const int value = pick(5) - 2;
+    return add(out, [=](const Env& e, const Ctx&) {
+      Array fill = sp::full({}, Array(value), integer ? sp::int32 : sp::float32);
+      return sp::lax::pad(e[size_t(u)], fill, config);
     });
   }
 

@@ -235,21 +235,23 @@ struct Checkpoint {
 // .safetensors (readable by Python's safetensors and torch) and .npz. Written to a temporary
 // file first, so that an interrupted save leaves the previous checkpoint whole.
 // On several processes, the whole value of `x` on every process (a collective: every process
-// calls it for the same values in the same order); in one process `x` itself.
-Array whole(const Array& x, const sp::Mesh& mesh) {
+// calls it for the same values in the same order); in one process `x` itself. Replicated over
+// every device of the job, not the mesh's: a mesh may leave out a process (--mesh 1), which
+// would then hold no copy, and process 0's reads of the copies would be gathers the other
+// processes do not join.
+Array whole(const Array& x) {
   if (sp::process_count() == 1) return x;
-  sp::NamedSharding replicated(mesh, P());
-  return sp::jit([&](const Array& v) { return sp::with_sharding_constraint(v, replicated); })(x);
+  return sp::device_put(x, sp::NamedSharding(sp::make_mesh({sp::device_count()}, {"all"}), P()));
 }
 
 // Every process gathers the values; process 0 writes the files.
 void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::optim::State& state,
-                     const std::map<std::string, std::string>& metadata, const sp::Mesh& mesh) {
+                     const std::map<std::string, std::string>& metadata) {
   sp::NamedArrays tensors;
   std::map<std::string, Array> npz;
-  for (const auto& [name, value] : params) tensors.emplace_back(name, whole(value, mesh));
+  for (const auto& [name, value] : params) tensors.emplace_back(name, whole(value));
   for (const auto& [name, value] : sp::optim::named_state(state))
-    tensors.emplace_back("optimizer." + name, whole(value, mesh));
+    tensors.emplace_back("optimizer." + name, whole(value));
   if (sp::process_index() != 0) return;
   for (const auto& [name, value] : tensors) npz.emplace(name, value);
   fs::path st = dir / "checkpoint.safetensors", z = dir / "checkpoint.npz";
@@ -447,7 +449,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
     extra << std::fixed << std::setprecision(4) << "  test loss " << history.test_loss.back()
           << "  accuracy " << history.test_accuracy.back();
     bar.finish(extra.str());
-    save_checkpoint(dir, params, state, run_metadata(o, epoch + 1), mesh);
+    save_checkpoint(dir, params, state, run_metadata(o, epoch + 1));
     if (sp::process_index() == 0) save_history(dir / "history.txt", history);
   }
 

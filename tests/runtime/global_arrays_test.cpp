@@ -7,6 +7,7 @@
 
 #include "ops/global_arrays.h"
 #include "runtime/sharded.h"
+#include "support/processes.h"
 #include "support/support.h"
 
 #include <gtest/gtest.h>
@@ -111,8 +112,10 @@ std::string describe(const sp::Array& x, const std::vector<std::string>* calls =
   for (const sp::Shard& s : x.addressable_shards())
     out += "\nshard " + std::to_string(s.device.id) + " " + index_text(s.index) + " " +
            std::to_string(s.replica_id) + " " + values_text(s.data);
+  const int n = int(x.addressable_shards().size());
   for (int i : data)
-    out += "\ndata " + std::to_string(i) + " " + values_text(x.addressable_data(i));
+    if (-n <= i && i < n)
+      out += "\ndata " + std::to_string(i) + " " + values_text(x.addressable_data(i));
   return out;
 }
 
@@ -130,10 +133,65 @@ std::string from_callback(const sp::Shape& shape, const sp::Sharding& sharding,
   return describe(x, &calls, data);
 }
 
+// The values of a "shard <id> <index> <replica id> <values>" line.
+std::string shard_values(const std::string& line) {
+  const std::vector<std::string> fields = spmd_test::split_fields(line, ' ');
+  std::string out;
+  for (size_t k = 4; k < fields.size(); ++k) out += (k > 4 ? " " : "") + fields[k];
+  return out;
+}
+
+// `text`, a description recorded in one process of 8 devices, as this process sees the array
+// under mpirun (ctest's spmd_mpi_suites): the callback's calls and the shards for its own
+// devices only, not fully addressable when another process holds a shard, addressable_data(i)
+// indexing its own shards (describe() asks only for those in range), and an uncommitted array
+// on its first device. In one process, `text` itself.
+std::string here(std::string text) {
+  if (sp::process_count() == 1) return text;
+  const int first = sp::local_devices()[0].id;
+  if (text.find("committed=0") != std::string::npos) {
+    text = spmd_test::on_default_device(text);
+    const size_t at = text.find("\nshard 0 ");
+    if (at != std::string::npos) text.replace(at, 9, "\nshard " + std::to_string(first) + " ");
+  }
+  const std::vector<std::string> lines = spmd_test::split_fields(text, '\n');
+  std::vector<bool> mine;  // per shard line
+  std::vector<std::string> shards;
+  for (const std::string& line : lines) {
+    if (!line.starts_with("shard ")) continue;
+    const int id = std::stoi(spmd_test::split_fields(line, ' ')[1]);
+    mine.push_back(sp::is_addressable(sp::devices().at(size_t(id))));
+    if (mine.back()) shards.push_back(line);
+  }
+  const bool all_here = shards.size() == mine.size();
+  const int n = int(shards.size());
+  std::string out;
+  size_t shard = 0;
+  for (std::string line : lines) {
+    if (line.starts_with("calls") && spmd_test::split_fields(line, ' ').size() == mine.size() + 1) {
+      const std::vector<std::string> calls = spmd_test::split_fields(line, ' ');
+      line = "calls";
+      for (size_t i = 1; i < calls.size(); ++i)
+        if (i - 1 >= mine.size() || mine[i - 1]) line += " " + calls[i];
+    } else if (line.starts_with("array") && !all_here) {
+      line.replace(line.find("fully_addressable=1"), 19, "fully_addressable=0");
+    } else if (line.starts_with("shard ") && !mine[shard++]) {
+      continue;
+    } else if (line.starts_with("data ")) {
+      const std::string i = spmd_test::split_fields(line, ' ')[1];
+      const int p = std::stoi(i) < 0 ? std::stoi(i) + n : std::stoi(i);
+      if (p < 0 || p >= n) continue;
+      line = "data " + i + " " + shard_values(shards[size_t(p)]);
+    }
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
 std::string golden(const std::string& name) {
   static const auto blocks = spmd_test::golden_blocks(kCases);
   auto it = blocks.find(name);
-  return it == blocks.end() ? "(no golden " + name + ")" : it->second;
+  return it == blocks.end() ? "(no golden " + name + ")" : here(it->second);
 }
 
 TEST(GlobalArrays, CallbackShardsMatchJax) {
@@ -144,8 +202,10 @@ TEST(GlobalArrays, CallbackShardsMatchJax) {
   EXPECT_EQ(from_callback({8, 4}, S(sp::axes("x", "y")), G()), golden("callback_xy"));
   EXPECT_EQ(from_callback({8, 4}, S(sp::axes("y", "x")), G()), golden("callback_yx"));
   EXPECT_EQ(from_callback({8, 4}, S(), G(), {0, 6}), golden("callback_replicated"));
-  EXPECT_EQ(from_callback({8, 4}, sp::SingleDeviceSharding(sp::devices()[3]), G()),
-            golden("callback_single_device"));
+  // The dtype given: under mpirun, process 1 holds no shard of it (as JAX, it must be given then).
+  EXPECT_EQ(
+      from_callback({8, 4}, sp::SingleDeviceSharding(sp::devices()[3]), G(), {}, sp::DType::int32),
+      golden("callback_single_device"));
   EXPECT_EQ(from_callback({8}, S("x"), V()), golden("callback_1d"));
   EXPECT_EQ(from_callback({8}, S("y"), V(), {}, sp::DType::float32), golden("callback_dtype"));
 }
@@ -166,7 +226,9 @@ TEST(GlobalArrays, CallbackScalarsBecomeStronglyTypedArrays) {
 TEST(GlobalArrays, ReplicatedCommittedBlockIsReturnedAsItIs) {
   sp::Array whole = sp::device_put(G(), S());
   sp::Array x = sp::make_array_from_callback({8, 4}, S(), [&](const sp::Index&) { return whole; });
-  EXPECT_EQ(x.impl(), whole.impl());
+  // As in JAX, only when the sharding's devices are this process's (under mpirun the block is
+  // copied: JAX compares the device assignment with the addressable devices).
+  EXPECT_EQ(x.impl() == whole.impl(), whole.is_fully_addressable());
   // On other devices (here: one), the block is copied onto the sharding's devices.
   sp::Array one = sp::device_put(G(), sp::devices()[2]);
   sp::Array y = sp::make_array_from_callback({8, 4}, S(), [&](const sp::Index&) { return one; });
@@ -180,8 +242,9 @@ TEST(GlobalArrays, CallbackCopiesEachBlockOntoItsDevice) {
   sp::runtime::reset_transfer_stats();
   sp::Array x = sp::make_array_from_callback(
       {8, 4}, S("x"), [&](const sp::Index& index) { return block(g, index); });
-  // Eight shards of 2x4 int32 values.
-  EXPECT_EQ(sp::runtime::transfer_stats().host_to_device_bytes, 8 * 8 * 4);
+  // Eight shards of 2x4 int32 values (under mpirun, those of this process's devices).
+  EXPECT_EQ(sp::runtime::transfer_stats().host_to_device_bytes,
+            int64_t(spmd_test::first_ids_here(8).size()) * 8 * 4);
   EXPECT_TRUE(spmd_test::arrays_equal(x, g));
 }
 
@@ -200,9 +263,12 @@ TEST(GlobalArrays, CallbackErrorsAreJaxs) {
               sp::make_array_from_callback({8}, S("x"), whole(block(V(), {{0, 3}})));
             }),
             jax_message(api, "callback_shape_1d"));
+  // The second of every four rows' blocks is float32, with the values of rows 2:4, so that
+  // under mpirun each process (calling only for its own blocks) names the same buffer.
   auto mixed = [](const sp::Index& index) {
-    sp::Array b = block(G(), index);
-    return index[0].start ? b.astype(sp::DType::float32) : b;
+    const int64_t row = index[0].start % 4;
+    sp::Array b = block(G(), {{row, row + 2}, index[1]});
+    return row ? b.astype(sp::DType::float32) : b;
   };
   EXPECT_EQ(error_message<sp::ValueError>([&] {
               sp::make_array_from_callback({8, 4}, S("x"), mixed);
@@ -263,20 +329,25 @@ TEST(GlobalArrays, ProcessAllgatherInOneProcess) {
 
 TEST(GlobalArrays, AddressableDataIndexesTheShards) {
   sp::Array x = sp::device_put(G(), S("x"));
-  EXPECT_EQ(error_message<sp::IndexError>([&] { x.addressable_data(8); }),
+  // Under mpirun, this process's shards.
+  const int n = int(spmd_test::first_ids_here(8).size());
+  const std::string count = std::to_string(n);
+  EXPECT_EQ(error_message<sp::IndexError>([&] { x.addressable_data(n); }),
             "[addressable_data] " + spmd_test::jax_error(kErrors, "addressable_data_range") +
-                ": index 8 with 8 addressable shards");
-  EXPECT_NO_THROW(x.addressable_data(-8));
-  EXPECT_THROW(x.addressable_data(-9), sp::IndexError);
+                ": index " + count + " with " + count + " addressable shards");
+  EXPECT_NO_THROW(x.addressable_data(-n));
+  EXPECT_THROW(x.addressable_data(-n - 1), sp::IndexError);
   // An uncommitted array has one shard, on the default device.
   EXPECT_TRUE(spmd_test::arrays_equal(V().addressable_data(0), V()));
 }
 
 TEST(GlobalArrays, AddressabilityIsTheDevicesProcess) {
-  for (const sp::Device& d : sp::devices()) EXPECT_TRUE(sp::is_addressable(d));
-  EXPECT_FALSE(sp::is_addressable(sp::Device{0, "cpu", 1}));
+  for (const sp::Device& d : sp::devices())
+    EXPECT_EQ(sp::is_addressable(d), d.process_index == sp::process_index()) << d.id;
+  EXPECT_FALSE(sp::is_addressable(sp::Device{0, "cpu", sp::process_index() + 1}));
   EXPECT_TRUE(V().is_fully_addressable());
-  EXPECT_TRUE(sp::device_put(G(), S("x")).is_fully_addressable());
+  // Under mpirun, the mesh spans the processes.
+  EXPECT_EQ(sp::device_put(G(), S("x")).is_fully_addressable(), sp::process_count() == 1);
 }
 
 // A committed array whose slots on devices 4 to 7 belong to process 1: this process holds

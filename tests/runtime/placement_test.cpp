@@ -6,6 +6,7 @@
 #include <spmd/spmd.h>
 
 #include "core/array_impl.h"
+#include "support/processes.h"
 #include "support/support.h"
 
 #include <gtest/gtest.h>
@@ -18,20 +19,43 @@
 namespace sp = spmd;
 using sp::P;
 using spmd_test::arrays_equal;
+using spmd_test::first_ids_here;
+using spmd_test::ids_here;
+using spmd_test::shard_ids;
+using spmd_test::shard_on;
 
 namespace {
 
-std::vector<int> replica_ids(const sp::Array& x) {
-  std::vector<int> ids;
-  for (const sp::Shard& s : x.addressable_shards()) ids.push_back(s.replica_id);
-  return ids;
+// The replica id of each shard, in shard order: `all` (one per device, by device id) for this
+// process's devices.
+void expect_replica_ids(const sp::Array& x, const std::vector<int>& all) {
+  std::vector<int> ids, want;
+  for (const sp::Shard& s : x.addressable_shards()) {
+    ids.push_back(s.replica_id);
+    want.push_back(all.at(size_t(s.device.id)));
+  }
+  EXPECT_EQ(shard_ids(x), first_ids_here(int(all.size())));
+  EXPECT_EQ(ids, want);
+}
+
+// Under mpirun, on the process's first device (JAX's default device is local_devices()[0]).
+// The bytes this process's devices received from other devices: of this process, and under
+// mpirun of the others.
+int64_t received_bytes(const sp::runtime::TransferStats& stats) {
+  return stats.device_to_device_bytes + stats.between_processes_bytes;
+}
+
+// The share of `bytes` spread evenly over the devices `ids` that this process's devices get.
+int64_t share_here(int64_t bytes, const std::vector<int>& ids) {
+  return bytes / int64_t(ids.size()) * spmd_test::count_here(ids);
 }
 
 TEST(Placement, CreatedArraysAreUncommittedOnDeviceZero) {
   sp::Array x = sp::arange(6.0f);
   EXPECT_FALSE(x.committed());
   EXPECT_EQ(x.sharding()->repr(),
-            "SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)");
+            spmd_test::on_default_device("SingleDeviceSharding(device="
+                                         "CpuDevice(id=0), memory_kind=device)"));
   EXPECT_TRUE(x.is_fully_replicated());
   EXPECT_FALSE((x * 2).committed());
 }
@@ -42,12 +66,12 @@ TEST(Placement, DevicePutOnOneDeviceCommitsThere) {
   EXPECT_TRUE(y.committed());
   EXPECT_EQ(y.sharding()->repr(),
             "SingleDeviceSharding(device=CpuDevice(id=5), memory_kind=device)");
-  std::vector<sp::Shard> shards = y.addressable_shards();
-  ASSERT_EQ(shards.size(), 1u);
-  EXPECT_EQ(shards[0].device.id, 5);
-  EXPECT_EQ(shards[0].index, (std::vector<sp::Slice>{{0, 2}, {0, 3}}));
-  EXPECT_EQ(shards[0].replica_id, 0);
-  EXPECT_TRUE(arrays_equal(shards[0].data, x));
+  EXPECT_EQ(shard_ids(y), ids_here({5}));
+  if (std::optional<sp::Shard> s = shard_on(y, 5)) {
+    EXPECT_EQ(s->index, (std::vector<sp::Slice>{{0, 2}, {0, 3}}));
+    EXPECT_EQ(s->replica_id, 0);
+    EXPECT_TRUE(arrays_equal(s->data, x));
+  }
   EXPECT_TRUE(arrays_equal(y, x));
 }
 
@@ -71,13 +95,10 @@ TEST(Placement, NamedShardingShardsFollowTheGeometry) {
     SCOPED_TRACE(c.spec.repr());
     sp::Array y = sp::device_put(x, sp::NamedSharding(mesh, c.spec));
     EXPECT_TRUE(y.committed());
-    EXPECT_EQ(replica_ids(y), c.replica_ids);
+    expect_replica_ids(y, c.replica_ids);
     EXPECT_EQ(y.is_fully_replicated(), c.spec == P());
-    std::vector<sp::Shard> shards = y.addressable_shards();
-    ASSERT_EQ(shards.size(), 8u);
-    for (int k = 0; k < 8; ++k) {
-      const sp::Shard& s = shards[size_t(k)];
-      EXPECT_EQ(s.device.id, k);
+    for (const sp::Shard& s : y.addressable_shards()) {
+      const int k = s.device.id;
       EXPECT_EQ(s.data.shape(), c.shard_shape);
       // Each shard holds exactly the global slice its index names.
       sp::Array want = sp::lax::slice(x, {s.index[0].start, s.index[1].start},
@@ -86,10 +107,13 @@ TEST(Placement, NamedShardingShardsFollowTheGeometry) {
     }
     EXPECT_EQ(y.to_vector<int32_t>(), x.to_vector<int32_t>());
   }
-  // P('y'): device 0 holds rows 0:4, device 1 rows 4:8.
+  // P('y'): devices 0 and 4 hold rows 0:4, devices 1 and 5 rows 4:8.
   sp::Array y = sp::device_put(x, sp::NamedSharding(mesh, P("y")));
-  EXPECT_EQ(y.addressable_shards()[0].index[0], (sp::Slice{0, 4}));
-  EXPECT_EQ(y.addressable_shards()[1].index[0], (sp::Slice{4, 8}));
+  for (int k : {0, 1, 4, 5}) {
+    if (std::optional<sp::Shard> s = shard_on(y, k)) {
+      EXPECT_EQ(s->index[0], (k % 2 ? sp::Slice{4, 8} : sp::Slice{0, 4})) << k;
+    }
+  }
 }
 
 // A mesh whose devices are not in id order: shards come in mesh order, block k on the k-th
@@ -100,13 +124,11 @@ TEST(Placement, MeshDeviceOrderDecidesWhichDeviceHoldsWhichBlock) {
   sp::Mesh mesh(reversed, {4, 2}, {"x", "y"});
   sp::Array x = sp::arange(16).reshape({8, 2});
   sp::Array y = sp::device_put(x, sp::NamedSharding(mesh, P(sp::axes("x", "y"))));
-  std::vector<sp::Shard> shards = y.addressable_shards();
-  ASSERT_EQ(shards.size(), 8u);
-  for (int k = 0; k < 8; ++k) {
-    EXPECT_EQ(shards[size_t(k)].device.id, 7 - k);
-    EXPECT_EQ(shards[size_t(k)].index[0], (sp::Slice{k, k + 1}));
-    EXPECT_EQ(shards[size_t(k)].data.to_vector<int32_t>(),
-              (std::vector<int32_t>{2 * k, 2 * k + 1}));
+  EXPECT_EQ(shard_ids(y), ids_here({7, 6, 5, 4, 3, 2, 1, 0}));
+  for (const sp::Shard& s : y.addressable_shards()) {
+    const int k = 7 - s.device.id;
+    EXPECT_EQ(s.index[0], (sp::Slice{k, k + 1}));
+    EXPECT_EQ(s.data.to_vector<int32_t>(), (std::vector<int32_t>{2 * k, 2 * k + 1}));
   }
   EXPECT_TRUE(arrays_equal(y, x));
   // A shard_map over that mesh sees the same blocks: axis_index follows the mesh, not the ids.
@@ -126,10 +148,12 @@ TEST(Placement, DevicePutFromOneDeviceToASharding) {
   y.block_until_ready();
   sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
   EXPECT_EQ(stats.host_to_device_bytes, 0);
-  EXPECT_GT(stats.device_to_device_bytes, 0);
-  EXPECT_LE(stats.device_to_device_bytes, 16 * 4);
+  EXPECT_GT(received_bytes(stats), 0);
+  EXPECT_LE(received_bytes(stats), 16 * 4);
   EXPECT_TRUE(arrays_equal(y, host));
-  EXPECT_TRUE(arrays_equal(y.addressable_shards()[5].data, sp::array<float>({10, 11})));
+  if (std::optional<sp::Shard> five = shard_on(y, 5)) {
+    EXPECT_TRUE(arrays_equal(five->data, sp::array<float>({10, 11})));
+  }
 }
 
 TEST(Placement, DevicePutCopiesEachShardFromTheHostOnce) {
@@ -140,7 +164,8 @@ TEST(Placement, DevicePutCopiesEachShardFromTheHostOnce) {
   sp::Array y = sp::device_put(x, sp::NamedSharding(mesh, P("x", "y")));
   y.block_until_ready();
   sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
-  EXPECT_EQ(stats.host_to_device_bytes, 64 * 4);
+  // Under mpirun, each process copies its own devices' shards.
+  EXPECT_EQ(stats.host_to_device_bytes, int64_t(first_ids_here(8).size()) * 8 * 4);
   EXPECT_EQ(stats.device_to_device_bytes, 0);
   EXPECT_EQ(stats.device_to_host_bytes, 0);
 }
@@ -178,7 +203,7 @@ TEST(Placement, ReplacingWithAnotherSpecMovesDataBetweenDevices) {
   EXPECT_GT(stats.device_to_device_bytes, 0);
   EXPECT_EQ(stats.host_to_device_bytes, 0);
   EXPECT_GT(stats.transfers, 0);
-  EXPECT_EQ(replica_ids(y), (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  expect_replica_ids(y, {0, 0, 1, 1, 2, 2, 3, 3});
   EXPECT_TRUE(arrays_equal(y, host));
   for (const sp::Shard& s : y.addressable_shards())
     EXPECT_TRUE(
@@ -191,8 +216,8 @@ TEST(Placement, ReplacingWithAnotherSpecMovesDataBetweenDevices) {
   sp::runtime::reset_transfer_stats();
   sp::Array b = sp::device_put(a, sp::devices()[6]);
   b.block_until_ready();
-  EXPECT_EQ(sp::runtime::transfer_stats().device_to_device_bytes, 16 * 4);
-  EXPECT_EQ(b.addressable_shards()[0].device.id, 6);
+  EXPECT_EQ(received_bytes(sp::runtime::transfer_stats()), share_here(16 * 4, {6}));
+  EXPECT_EQ(shard_ids(b), ids_here({6}));
   EXPECT_TRUE(arrays_equal(b, host));
 }
 
@@ -211,7 +236,7 @@ TEST(Placement, DevicePutBetweenDeviceSetsCopiesEachElementOnce) {
   sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
   EXPECT_EQ(stats.device_to_host_bytes, 0);
   EXPECT_EQ(stats.host_to_device_bytes, 0);
-  EXPECT_EQ(stats.device_to_device_bytes, 64 * 4);
+  EXPECT_EQ(received_bytes(stats), share_here(64 * 4, {4, 5, 6, 7}));
   EXPECT_TRUE(arrays_equal(y, host));
   for (const sp::Shard& s : y.addressable_shards())
     EXPECT_TRUE(arrays_equal(s.data, sp::lax::slice(host, {s.index[0].start, s.index[1].start},
@@ -223,7 +248,7 @@ TEST(Placement, DevicePutBetweenDeviceSetsCopiesEachElementOnce) {
   sp::Array z = sp::device_put(x, sp::NamedSharding(first, P(sp::None, "a")));
   z.block_until_ready();
   // Each device keeps the quarter of its new block that it held: 3/4 of the value moves.
-  EXPECT_EQ(sp::runtime::transfer_stats().device_to_device_bytes, 48 * 4);
+  EXPECT_EQ(received_bytes(sp::runtime::transfer_stats()), share_here(48 * 4, {0, 1, 2, 3}));
   EXPECT_EQ(sp::runtime::transfer_stats().device_to_host_bytes, 0);
   EXPECT_TRUE(arrays_equal(z, host));
 }
@@ -245,7 +270,7 @@ TEST(Placement, DonatingOneSharedReplicaLeavesTheOthers) {
   })(split);
   std::vector<sp::Shard> shards = rep.addressable_shards();
   for (const sp::Shard& s : shards) ASSERT_EQ(buffer_of(s), buffer_of(shards[0])) << s.device;
-  sp::Array mine = shards[3].data;
+  sp::Array mine = shards.back().data;
   shards.clear();
   sp::Array bumped =
       sp::jit([](const sp::Array& v) { return v + 1.0f; }, {.donate_argnums = {0}})(mine);
@@ -274,14 +299,14 @@ TEST(Placement, PmapOfArraysPlacedElsewhere) {
       sp::device_put(host, sp::NamedSharding(sp::Mesh(reversed, {8}, {"i"}), P("i")));
   sp::Array b = square(elsewhere);
   EXPECT_TRUE(arrays_equal(b, host * host));
-  for (int k = 0; k < 8; ++k) EXPECT_EQ(b.addressable_shards()[size_t(k)].device.id, k);
+  EXPECT_EQ(shard_ids(b), first_ids_here(8));
 
   std::vector<sp::Device> all = sp::devices();
   sp::Array c = sp::pmap([](sp::Array v) { return v + 1; },
                          {.devices = std::vector<sp::Device>(all.begin() + 4, all.end())})(
       sp::lax::slice_in_dim(a, 0, 4));
   EXPECT_TRUE(arrays_equal(c, sp::lax::slice_in_dim(host * host, 0, 4) + 1));
-  EXPECT_EQ(c.addressable_shards()[0].device.id, 4);
+  EXPECT_EQ(shard_ids(c), ids_here({4, 5, 6, 7}));
 }
 
 TEST(Placement, EagerOpsOnShardedArraysGiveTheValues) {

@@ -6,6 +6,7 @@
 #include <spmd/shard_map.h>
 #include <spmd/spmd.h>
 
+#include "support/processes.h"
 #include "support/support.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@ namespace sp = spmd;
 using sp::P;
 using spmd_test::arrays_close;
 using spmd_test::arrays_equal;
+using spmd_test::first_ids_here;
+using spmd_test::shard_ids;
 
 namespace {
 
@@ -25,27 +28,11 @@ sp::Array data(const sp::Shape& shape, unsigned seed) {
   return sp::random::normal(sp::random::key(int(seed)), shape);
 }
 
-// Every shard of `y` on its own device, device k holding the block of instance k.
-void expect_one_instance_per_device(const sp::Array& y, int64_t instances) {
-  std::vector<sp::Shard> shards = y.addressable_shards();
-  ASSERT_EQ(int64_t(shards.size()), instances);
-  for (int64_t k = 0; k < instances; ++k) {
-    EXPECT_EQ(shards[size_t(k)].device.id, k);
-    EXPECT_EQ(shards[size_t(k)].replica_id, 0) << k;
-  }
-}
-
-// The devices each shard of `y` is on (in shard order).
-std::vector<int> shard_devices(const sp::Array& y) {
-  std::vector<int> ids;
-  for (const sp::Shard& s : y.addressable_shards()) ids.push_back(s.device.id);
-  return ids;
-}
-
-std::vector<int> first_devices(int n) {
-  std::vector<int> ids;
-  for (int k = 0; k < n; ++k) ids.push_back(k);
-  return ids;
+// Every shard of `y` on its own device, device k holding the block of instance k (under
+// mpirun, those of this process's devices).
+void expect_one_instance_per_device(const sp::Array& y, int instances) {
+  EXPECT_EQ(shard_ids(y), first_ids_here(instances));
+  for (const sp::Shard& s : y.addressable_shards()) EXPECT_EQ(s.replica_id, 0) << s.device.id;
 }
 
 TEST(NestedPmap, DirectNestingPlacesInstanceRowColOnDeviceRowTimesColsPlusCol) {
@@ -53,17 +40,13 @@ TEST(NestedPmap, DirectNestingPlacesInstanceRowColOnDeviceRowTimesColsPlusCol) {
   auto f = [](sp::Array v) { return sp::sin(v) * 2.0f; };
   sp::Array y = sp::pmap(sp::pmap(f, {.axis_name = "cols"}), {.axis_name = "rows"})(x);
   EXPECT_TRUE(arrays_close(y, sp::sin(x) * 2.0f, 1e-6, 1e-6));
-  std::vector<sp::Shard> shards = y.addressable_shards();
-  ASSERT_EQ(shards.size(), 8u);
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      const sp::Shard& s = shards[size_t(r * 2 + c)];
-      EXPECT_EQ(s.device.id, r * 2 + c);
-      EXPECT_EQ(s.index[0], (sp::Slice{r, r + 1}));
-      EXPECT_EQ(s.index[1], (sp::Slice{c, c + 1}));
-      EXPECT_EQ(s.data.shape(), (sp::Shape{1, 1, 3}));
-      EXPECT_TRUE(arrays_close(s.data, sp::sin(x[r][c]).reshape({1, 1, 3}) * 2.0f, 1e-6, 1e-6));
-    }
+  EXPECT_EQ(shard_ids(y), first_ids_here(8));
+  for (const sp::Shard& s : y.addressable_shards()) {
+    const int r = s.device.id / 2, c = s.device.id % 2;
+    EXPECT_EQ(s.index[0], (sp::Slice{r, r + 1}));
+    EXPECT_EQ(s.index[1], (sp::Slice{c, c + 1}));
+    EXPECT_EQ(s.data.shape(), (sp::Shape{1, 1, 3}));
+    EXPECT_TRUE(arrays_close(s.data, sp::sin(x[r][c]).reshape({1, 1, 3}) * 2.0f, 1e-6, 1e-6));
   }
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"rows", "cols"});
   EXPECT_TRUE(y.sharding()->equals(sp::NamedSharding(mesh, P("rows", "cols"))))
@@ -84,8 +67,10 @@ TEST(NestedPmap, DirectNestingMovesOnlyTheInputShards) {
   sp::Array y = f(x);
   y.block_until_ready();
   sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
-  EXPECT_EQ(stats.host_to_device_bytes, x.nbytes());
-  EXPECT_EQ(stats.transfers, 8);  // one block per device
+  // One block per device (under mpirun, per device of this process).
+  const int here = int(first_ids_here(8).size());
+  EXPECT_EQ(stats.host_to_device_bytes, x.nbytes() / 8 * here);
+  EXPECT_EQ(stats.transfers, here);
   EXPECT_EQ(stats.device_to_device_bytes, 0);
   EXPECT_EQ(stats.device_to_host_bytes, 0);
   EXPECT_TRUE(arrays_equal(y, x * 3.0f + sp::sum(x, {1}, true)));
@@ -136,7 +121,7 @@ TEST(NestedPmap, WorkBeforeAndAfterTheInnerPmapRunsOnEveryDevice) {
   sp::Array want = sp::vmap(vmapped_body, {.axis_name = "rows"})(x);
   EXPECT_TRUE(arrays_close(got, want, 1e-6, 1e-6));
   // The outer instance's value is held by all of its inner devices.
-  EXPECT_EQ(shard_devices(got), first_devices(8));
+  EXPECT_EQ(shard_ids(got), first_ids_here(8));
 }
 
 TEST(NestedPmap, InnerInAxesNoneAndOutAxesMatchNestedVmap) {
@@ -149,10 +134,12 @@ TEST(NestedPmap, InnerInAxesNoneAndOutAxesMatchNestedVmap) {
       sp::vmap(sp::vmap(body, {.in_axes = {1, sp::None}, .out_axes = {1}, .axis_name = "cols"}),
                {.axis_name = "rows"})(x, w);
   EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
-  EXPECT_EQ(shard_devices(got), first_devices(8));
+  EXPECT_EQ(shard_ids(got), first_ids_here(8));
   // Direct nesting: the result's cols dim is split too (a [1, 3, 1] block per device).
-  EXPECT_EQ(got.addressable_shards()[1].data.shape(), (sp::Shape{1, 3, 1}));
-  EXPECT_EQ(got.addressable_shards()[1].index[2], (sp::Slice{1, 2}));
+  if (auto one = spmd_test::shard_on(got, 1)) {
+    EXPECT_EQ(one->data.shape(), (sp::Shape{1, 3, 1}));
+    EXPECT_EQ(one->index[2], (sp::Slice{1, 2}));
+  }
 }
 
 // An inner pmap whose body reads the outer instance's whole argument is not one block per device.
@@ -169,7 +156,7 @@ TEST(NestedPmap, InnerBodyClosingOverTheOuterArgumentSeesTheWholeRow) {
   sp::Array want = sp::vmap(make(vmap_inner), {.axis_name = "rows"})(x);
   EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
   EXPECT_TRUE(arrays_close(got, x * sp::sum(x, {1}, true) + sp::sum(x, {1}, true), 1e-5, 1e-5));
-  EXPECT_EQ(shard_devices(got), first_devices(8));
+  EXPECT_EQ(shard_ids(got), first_ids_here(8));
 }
 
 TEST(NestedPmap, InnerPmapCalledTwiceInTheBody) {
@@ -187,7 +174,7 @@ TEST(NestedPmap, InnerPmapCalledTwiceInTheBody) {
       },
       {.axis_name = "rows"})(x);
   EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
-  EXPECT_EQ(shard_devices(got), first_devices(8));
+  EXPECT_EQ(shard_ids(got), first_ids_here(8));
 }
 
 TEST(NestedPmap, GradOfNestedPmapMatchesNestedVmap) {
@@ -224,7 +211,7 @@ TEST(NestedPmap, GradInsideTheOuterBodyMatchesNestedVmap) {
   auto want = sp::vmap(make(vmap_inner), {.axis_name = "rows"})(x);
   EXPECT_TRUE(arrays_close(got.first, want.first, 1e-5, 1e-5));
   EXPECT_TRUE(arrays_close(got.second, want.second, 1e-5, 1e-5));
-  EXPECT_EQ(shard_devices(got.first), first_devices(8));
+  EXPECT_EQ(shard_ids(got.first), first_ids_here(8));
 }
 
 TEST(NestedPmap, ThreeLevelsRunOneInstancePerDevice) {
@@ -242,8 +229,10 @@ TEST(NestedPmap, ThreeLevelsRunOneInstancePerDevice) {
   EXPECT_TRUE(arrays_close(std::get<1>(got), std::get<1>(want), 1e-5, 1e-5));
   EXPECT_TRUE(arrays_equal(std::get<2>(got), std::get<2>(want)));
   expect_one_instance_per_device(std::get<0>(got), 8);
-  EXPECT_EQ(std::get<0>(got).addressable_shards()[5].index[1], (sp::Slice{0, 1}));
-  EXPECT_EQ(std::get<0>(got).addressable_shards()[5].index[2], (sp::Slice{1, 2}));
+  if (auto five = spmd_test::shard_on(std::get<0>(got), 5)) {
+    EXPECT_EQ(five->index[1], (sp::Slice{0, 1}));
+    EXPECT_EQ(five->index[2], (sp::Slice{1, 2}));
+  }
 }
 
 TEST(NestedPmap, ThreeLevelsWithWorkBetweenThem) {
@@ -261,7 +250,7 @@ TEST(NestedPmap, ThreeLevelsWithWorkBetweenThem) {
   sp::Array got = pm("a")(pm("b")(middle(pm("c"))))(x);
   sp::Array want = vm("a")(vm("b")(middle(vm("c"))))(x);
   EXPECT_TRUE(arrays_close(got, want, 1e-5, 1e-5));
-  EXPECT_EQ(shard_devices(got), first_devices(8));
+  EXPECT_EQ(shard_ids(got), first_ids_here(8));
 }
 
 // The printed program stays the one JAX's make_jaxpr would give a single pmap over the outer axis

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "core/array_impl.h"
+#include "support/processes.h"
 
 namespace sp = spmd;
 using sp::P;
@@ -26,12 +27,15 @@ TEST(ShardMap, ElementwiseBodyMatchesWholeArray) {
   sp::Array y = f(x);
   EXPECT_EQ(y.shape(), (sp::Shape{8, 4}));
   EXPECT_TRUE(sp::array_equal(y, x * 2 + 1));
-  auto shards = y.addressable_shards();
-  ASSERT_EQ(shards.size(), 8u);
-  EXPECT_EQ(shards[3].device.id, 3);
-  EXPECT_EQ(shards[3].data.shape(), (sp::Shape{2, 2}));
-  // device 3 is mesh (1, 1): rows 2:4, cols 2:4
-  EXPECT_EQ(shards[3].data.to_vector<float>(), (std::vector<float>{21, 23, 29, 31}));
+  EXPECT_EQ(spmd_test::shard_ids(y), spmd_test::first_ids_here(8));
+  // device 3 is mesh (1, 1): rows 2:4, cols 2:4; device 6 mesh (3, 0): rows 6:8, cols 0:2
+  if (auto three = spmd_test::shard_on(y, 3)) {
+    EXPECT_EQ(three->data.shape(), (sp::Shape{2, 2}));
+    EXPECT_EQ(three->data.to_vector<float>(), (std::vector<float>{21, 23, 29, 31}));
+  }
+  if (auto six = spmd_test::shard_on(y, 6)) {
+    EXPECT_EQ(six->data.to_vector<float>(), (std::vector<float>{49, 51, 57, 59}));
+  }
 }
 
 TEST(ShardMap, BlockShapesSeenByTheBody) {
@@ -138,13 +142,21 @@ TEST(Pmap, CookbookMatricesStayOnTheirDevices) {
   sp::Array means = sp::pmap([](sp::Array x) { return sp::mean(x); })(result);
   std::vector<float> values = means.to_vector<float>();
   sp::runtime::TransferStats stats = sp::runtime::transfer_stats();
-  EXPECT_EQ(stats.host_to_device_bytes, 8 * 2 * 4);
+  // Under mpirun, each process sends its own devices' keys and receives the other means.
+  const int64_t here = int64_t(spmd_test::first_ids_here(8).size());
+  EXPECT_EQ(stats.host_to_device_bytes, here * 2 * 4);
+  EXPECT_EQ(stats.between_processes_bytes, (8 - here) * 4);
   EXPECT_EQ(stats.device_to_host_bytes, 8 * 4);
   EXPECT_EQ(stats.device_to_device_bytes, 0);
-  // Device 3's matrix equals the one made on the host from the same key.
-  sp::Array m3 = sp::random::normal(keys[3], {500, 600});
-  EXPECT_TRUE(sp::array_equal(mats.addressable_shards()[3].data[0], m3));
-  EXPECT_NEAR(values[3], sp::mean(sp::dot(m3, m3.T())).item<float>(), 1e-4);
+  // Device k's matrix equals the one made on the host from the same key (under mpirun, for the
+  // devices of this process).
+  for (int k : {3, 6}) {
+    std::optional<sp::Shard> on_k = spmd_test::shard_on(mats, k);
+    if (!on_k) continue;
+    sp::Array m = sp::random::normal(keys[k], {500, 600});
+    EXPECT_TRUE(sp::array_equal(on_k->data[0], m)) << k;
+    EXPECT_NEAR(values[size_t(k)], sp::mean(sp::dot(m, m.T())).item<float>(), 1e-4) << k;
+  }
 }
 
 }  // namespace
@@ -152,49 +164,51 @@ TEST(Pmap, CookbookMatricesStayOnTheirDevices) {
 namespace {
 
 // A collective only some devices reach (a psum in one branch of a device-dependent cond) must
-// raise on every device after the timeout, never hang.
+// raise on every device after the timeout, never hang. The mesh spans every process: under
+// mpirun, devices 1 to 3 time out waiting for device 0, and process 1's devices, waiting for
+// process 0, learn of that failure or time out themselves.
 TEST(ShardMap, MismatchedCollectiveRaisesInsteadOfHanging) {
   setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "300", 1);
-  sp::Mesh mesh = sp::make_mesh({4}, {"x"});
+  sp::Mesh mesh = sp::make_mesh({8}, {"x"});
   auto f = sp::shard_map(
       [](sp::Array x) {
         return sp::lax::cond(
-            sp::lax::axis_index("x") == 0, [](sp::Array v) { return sp::lax::psum(v, "x"); },
-            [](sp::Array v) { return v * 2; }, x);
+            sp::lax::axis_index("x") == 0, [](sp::Array v) { return v * 2; },
+            [](sp::Array v) { return sp::lax::psum(v, "x"); }, x);
       },
       mesh, P("x"), P("x"), {.check_vma = false});
-  sp::Array y = f(sp::arange(8.0f));
+  sp::Array y = f(sp::arange(16.0f));
   try {
     y.block_until_ready();
     ADD_FAILURE() << "expected a CollectiveError";
   } catch (const sp::CollectiveError& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("[psum] timed out after 300 ms waiting for devices [1, 2, 3]"),
-              std::string::npos)
-        << what;
+    const std::string want = sp::process_index() == 0
+                                 ? "] timed out after 300 ms waiting for devices [0]"
+                                 : "timed out after 300 ms";
+    EXPECT_NE(what.find(want), std::string::npos) << what;
   }
   unsetenv("SPMD_COLLECTIVE_TIMEOUT_MS");
-  // The devices are usable again afterwards.
+  // A failure between processes ends the job's collectives; in one process the devices are
+  // usable again afterwards.
+  if (sp::process_count() > 1) return;
   auto g = sp::shard_map([](sp::Array x) { return sp::lax::psum(x, "x"); }, mesh, P("x"), P("x"),
                          {.check_vma = false});
-  EXPECT_EQ(g(sp::arange(4.0f)).to_vector<float>(), (std::vector<float>{6, 6, 6, 6}));
+  EXPECT_EQ(g(sp::arange(8.0f)).to_vector<float>(), std::vector<float>(8, 28));
 }
 
 TEST(ShardMap, MismatchedAllGatherRaisesOnEveryWaitingDevice) {
-  sp::Mesh mesh = sp::make_mesh({2}, {"x"});
+  sp::Mesh mesh = sp::make_mesh({8}, {"x"});
   setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "200", 1);
   auto f = sp::shard_map(
       [](sp::Array x) {
         return sp::lax::cond(
             sp::lax::axis_index("x") == 1,
-            [](sp::Array v) { return sp::lax::all_gather(v, "x", {.tiled = true}); },
-            [](sp::Array v) {
-              return sp::concatenate({v, v});
-            },
-            x);
+            [](sp::Array v) { return sp::concatenate(std::vector<sp::Array>(8, v)); },
+            [](sp::Array v) { return sp::lax::all_gather(v, "x", {.tiled = true}); }, x);
       },
       mesh, P("x"), P("x"), {.check_vma = false});
-  EXPECT_THROW(f(sp::arange(4.0f)).block_until_ready(), sp::CollectiveError);
+  EXPECT_THROW(f(sp::arange(16.0f)).block_until_ready(), sp::CollectiveError);
   unsetenv("SPMD_COLLECTIVE_TIMEOUT_MS");
 }
 
@@ -223,14 +237,14 @@ TEST(ShardMap, ReplicatedCollectiveResultsShareOneBufferAndStayIntact) {
     EXPECT_TRUE(sp::array_equal(s, want_s)) << jitted;
     EXPECT_TRUE(sp::array_equal(g, x)) << jitted;
     EXPECT_TRUE(sp::array_equal(u, sp::exp(x) - x)) << jitted;
-    EXPECT_TRUE(sp::array_equal(
-        t, sp::concatenate(std::vector<sp::Array>(8, want_s * 2.0f), 0) +
-               sp::arange(8.0f).reshape({8, 1})))
+    EXPECT_TRUE(sp::array_equal(t, sp::concatenate(std::vector<sp::Array>(8, want_s * 2.0f), 0) +
+                                       sp::arange(8.0f).reshape({8, 1})))
         << jitted;
     auto s_shards = s.addressable_shards();
     auto g_shards = g.addressable_shards();
-    ASSERT_EQ(s_shards.size(), 8u);
-    for (size_t d = 0; d < 8; ++d) {
+    // The devices of a process share one buffer (under mpirun, each process its own).
+    ASSERT_EQ(spmd_test::shard_ids(s), spmd_test::first_ids_here(8));
+    for (size_t d = 0; d < s_shards.size(); ++d) {
       EXPECT_EQ(s_shards[d].data.impl()->buffer, s_shards[0].data.impl()->buffer) << d;
       EXPECT_EQ(g_shards[d].data.impl()->buffer, g_shards[0].data.impl()->buffer) << d;
     }
@@ -253,9 +267,10 @@ TEST(JitInAxisEnv, TraceIsNotReusedUnderAnotherAxisSize) {
 namespace {
 
 TEST(ShardMap, NestedShardMapRaisesInsteadOfDeadlocking) {
-  sp::Mesh outer = sp::make_mesh({2}, {"a"});
+  // The first and last devices: under mpirun, one in each process, which both raise.
   std::vector<sp::Device> all = sp::devices();
-  sp::Mesh inner(std::vector<sp::Device>(all.begin() + 2, all.begin() + 4), {2}, {"b"});
+  sp::Mesh outer({all.front(), all.back()}, {2}, {"a"});
+  sp::Mesh inner({all[1], all[all.size() - 2]}, {2}, {"b"});
   auto f = sp::shard_map(
       [&](sp::Array x) {
         return sp::shard_map([](sp::Array y) { return y + 1; }, inner, P("b"), P("b"))(x);

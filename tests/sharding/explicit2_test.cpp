@@ -84,8 +84,8 @@ std::string without_numpy_ints(std::string s) {
   return s;
 }
 
-// Each grad case: the gradient's type and values, and the jaxpr of the grad (JAX's seed
-// `reshard` folded into the literal by the generator).
+// Each grad case: the gradient's type and values, and the jaxpr of the grad (its cotangent
+// seed resharded onto the output's abstract mesh, as JAX's).
 TEST_F(Explicit2Test, CotangentsKeepTheTypesOfTheirPrimals) {
   using F = std::function<sp::Array(const sp::Array&, const sp::Array&)>;
   struct Case {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/golden.h"
@@ -91,6 +92,24 @@ TEST_F(ExplicitReshardTest, TracedLikesOfScalarsReshardTheLiteral) {
   EXPECT_EQ(sp::make_jaxpr(zeros)(put(X, P("a", "b"))).str(), text("zeros_like_scalar"));
   EXPECT_EQ(sp::make_jaxpr(threes)(put(X, P("a", None))).str(), text("full_like_scalar"));
   check("jit_zeros_like_scalar", sp::jit(zeros)(put(X, P("a", "b"))));
+}
+
+// fori_loop's body is JAX's own, so its message names the carry as JAX's does, with the counter
+// first: loop_carry[1][1] is the second leaf of the user's carry.
+TEST_F(ExplicitReshardTest, ForiLoopNamesItsCarryAsJax) {
+  using Carry = std::tuple<sp::Array, sp::Array>;
+  const sp::Array x = put(X, P("a", "b"));
+  const std::string what = spmd_test::error_message([&] {
+    sp::lax::fori_loop(
+        0, 3,
+        [&](const sp::Array&, const Carry& c) {
+          return Carry{std::get<0>(c) * 2.0f,
+                       sp::reshard(std::get<1>(c), sp::NamedSharding(m, P(None, "a")))};
+        },
+        Carry{x, x});
+  });
+  EXPECT_EQ(what, "[fori_loop] " +
+                      spmd_test::jax_error("explicit/reshard_errors.txt", "fori_tuple_mismatch"));
 }
 
 }  // namespace

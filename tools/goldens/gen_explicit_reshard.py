@@ -1,7 +1,8 @@
 """Records JAX 0.10.2's reshard primitive in Explicit mode, for
 tests/sharding/explicit_reshard_test.cpp, on 8 virtual CPU devices: `reshard` equations in
 traced programs, their jvp, transpose and batching, grad's cotangent seed, and the traced
-*_like of 0-d values (a reshard of the literal).
+*_like of 0-d values (a reshard of the literal), and fori_loop's error for a reshard that changes
+a carry's type.
 
 The names are gen_explicit2.py's: m = jax.make_mesh((4, 2), ('a', 'b'), axis_types=(Explicit,
 Explicit)), X = jnp.arange(256.0).reshape(16, 16), S(*spec) = NamedSharding(m, P(*spec)) and
@@ -12,6 +13,8 @@ Writes tests/goldens/explicit/:
   reshard_types.txt   "=== <case>" then the result's jax.typeof
   reshard_specs.txt   "=== <case>" then the result's spec without trailing Nones ("P('a',)")
   reshard_values.npz  "<case>": the result's values
+  reshard_errors.txt  "=== <case>" then "<ExceptionType>: <message>" (JAX's trailing "This error
+                      occurs at source: ..." note is cut)
 Run: /work/jaxenv/bin/python tools/goldens/gen_explicit_reshard.py   (needs jax 0.10.2; the
 tests do not)
 """
@@ -73,6 +76,19 @@ RESULTS = {
 }
 
 
+# Errors of reshards in loop bodies that change a carry's type, beyond gen_explicit2.py's.
+ERRORS = {
+    "fori_tuple_mismatch": lambda: jax.lax.fori_loop(
+        0, 3, lambda i, c: (c[0] * 2.0, reshard(c[1], S(None, "a"))),
+        (put(X, "a", "b"), put(X, "a", "b"))),
+}
+
+
+def message(e):
+    text = str(e).split(" This error occurs at source")[0].rstrip()
+    return f"{type(e).__name__}: {text}"
+
+
 def spec_of(v):
     entries = list(v.sharding.spec)
     while entries and entries[-1] is None:
@@ -91,8 +107,15 @@ def main():
             types.append(f"=== {name}\n{jax.typeof(v)}\n")
             specs.append(f"=== {name}\n{spec_of(v)}\n")
             values[name] = np.asarray(v)
+        errors = []
+        for name, f in ERRORS.items():
+            try:
+                f()
+                raise AssertionError(f"{name} raised nothing")
+            except TypeError as e:
+                errors.append(f"=== {name}\n{message(e)}\n")
     for file, blocks in [("reshard_texts.txt", texts), ("reshard_types.txt", types),
-                         ("reshard_specs.txt", specs)]:
+                         ("reshard_specs.txt", specs), ("reshard_errors.txt", errors)]:
         with open(os.path.join(OUT, file), "w") as out:
             out.write("".join(blocks))
     np.savez(os.path.join(OUT, "reshard_values.npz"), **values)

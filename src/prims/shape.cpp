@@ -929,9 +929,10 @@ void slice_kernel(const KernelArgs& a) {
 
 // JAX's _slice_impl: an eager slice without strides runs as a dynamic_slice with runtime start
 // indices, whose sharding rule leaves the sliced dims unsplit, so an eager slice of a split dim
-// returns it whole where the same slice under jit keeps the split.
+// returns it whole where the same slice under jit keeps the split. An uncommitted operand's
+// slice is the same either way, and the slice primitive is cheaper to run.
 std::vector<Array> slice_impl(std::span<const Array> in, const Params& p) {
-  if (!std::holds_alternative<NoneParam>(p.at("strides")))
+  if (!std::holds_alternative<NoneParam>(p.at("strides")) || !in[0].committed())
     return apply_primitive(primitive("slice"), in, p);
   // The slice's own checks and errors first: dynamic_slice would clamp bad starts.
   const std::vector<AbstractValue> out = slice_rule({&aval_of(in[0]), 1}, p);

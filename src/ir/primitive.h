@@ -162,6 +162,10 @@ struct Primitive {
   // An Array-level implementation used instead of cpu_kernel when set: primitives that run
   // sub-programs (jit calls, control flow) evaluate them as Programs.
   std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;
+  // What an eager bind runs in place of the one-primitive program (JAX's impl), when that
+  // differs: slice without strides runs as a dynamic_slice, as JAX's does. Only bind reads it;
+  // a compiled program runs the primitive itself.
+  std::function<std::vector<Array>(std::span<const Array>, const Params&)> impl;
   // A call: the param holding the sub-program it runs on its operands as they are, which the
   // passes may inline (jit, custom_jvp_call, custom_vjp_call); empty for other primitives.
   std::string call_body;

@@ -120,6 +120,10 @@ Array Array::operator[](int64_t i) const {
     throw IndexError("[Array::operator[]] index " + std::to_string(i) +
                      " is out of bounds for axis 0 with size " + std::to_string(s[0]));
   if (i < 0) i += s[0];
+  // As jnp's indexing: an array on several devices is indexed by a dynamic_slice (its static
+  // slice would keep a split JAX's eager indexing does not), others by a static slice.
+  if (is_concrete(*this) && sharding() && sharding()->num_devices() > 1)
+    return lax::dynamic_index_in_dim(*this, Array(static_cast<long long>(i)), 0, false);
   return lax::index_in_dim(*this, i, 0, /*keepdims=*/false);
 }
 

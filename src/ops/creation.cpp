@@ -7,6 +7,7 @@
 
 #include "backends/cpu/convert.h"
 #include "ops/op_util.h"
+#include "prims/sharding.h"
 
 #include <cmath>
 #include <cstring>
@@ -134,9 +135,12 @@ namespace {
 // uncommitted array's is uncommitted.
 Array fill_like(const char* api, const Array& x, const Array& value, DType dtype) {
   const std::optional<TypeSharding>& typed = aval_of(x).sharding;
-  if (!is_concrete(x) && typed && x.ndim() > 0)
-    return ops::broadcast_in_dim(ops::convert(value, canonicalize_dtype(dtype)), x.shape(), {},
-                                 typed);
+  if (!is_concrete(x) && typed) {
+    Array v = ops::convert(value, canonicalize_dtype(dtype));
+    // JAX's full of a 0-d value with a sharding reshards the literal onto its mesh.
+    return x.ndim() > 0 ? ops::broadcast_in_dim(v, x.shape(), {}, typed)
+                        : reshard_to(v, *typed, NoneParam{});
+  }
   Array filled = fill(api, x.shape(), value, dtype);
   if (!is_concrete(x) || !x.committed()) return filled;
   return device_put(filled, x.sharding());

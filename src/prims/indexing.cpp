@@ -16,6 +16,7 @@
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
 #include "ops/op_util.h"
+#include "sharding/type_sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -486,6 +487,19 @@ ShardingRule dynamic_slice_sharding(std::span<const AbstractValue> in,
   return rule;
 }
 
+// A window dim passed through whole is split with its operand dim: on blocks its slice size
+// is the block's extent (the other dims are whole, where the slice size never exceeds it).
+LocalEquation gather_localize(const Primitive& self, const Params& params,
+                              std::span<const AbstractValue> local_in,
+                              std::span<const AbstractValue>) {
+  Ints sizes = params.get_ints("slice_sizes");
+  for (size_t d = 0; d < sizes.size(); ++d)
+    sizes[d] = std::min(sizes[d], local_in[0].shape[int(d)]);
+  Params p = params;
+  p.set("slice_sizes", sizes);
+  return {&self, std::move(p)};
+}
+
 // slice_sizes spells the window's global size; on blocks it is the block result's.
 LocalEquation dynamic_slice_localize(const Primitive& self, const Params& params,
                                      std::span<const AbstractValue>,
@@ -516,8 +530,10 @@ ShardingRule dynamic_update_slice_sharding(std::span<const AbstractValue> in,
 
 // Each index of the batch dims of `indices` (all but the last, the index vector) gathers its
 // slice on its own, so those dims pass through to the result's batch dims, together with the
-// operand's batching dims they pair with. The operand's other dims are read at runtime offsets
-// and the window dims follow them: those need the whole extent.
+// operand's batching dims they pair with. An operand dim no index reads and the window takes
+// whole passes through to its offset dim, as Shardy's gather rule has it (jnp's strided
+// indexing keeps the other dims' split so). The operand's other dims are read at runtime
+// offsets and the window dims follow them: those need the whole extent.
 ShardingRule gather_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                              const Params& params) {
   const cpu::GatherDims g = gather_dims(params);
@@ -529,14 +545,25 @@ ShardingRule gather_sharding(std::span<const AbstractValue> in, std::span<const 
   ShardingRule::Tensor operand(size_t(x.ndim()));
   for (size_t j = 0; j < g.operand_batching_dims.size(); ++j)
     operand[size_t(g.operand_batching_dims[j])] = indices[size_t(g.start_indices_batching_dims[j])];
-  for (int d = 0; d < x.ndim(); ++d)
-    if (operand[size_t(d)].empty())
-      operand[size_t(d)] = {rule.add_factor(x[d], FactorKind::need_replication)};
+  // The factor of each offset dim, in order: the operand dims neither collapsed nor batching.
+  std::vector<int> windows;
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (!operand[size_t(d)].empty() || contains(g.collapsed_slice_dims, d)) {
+      if (operand[size_t(d)].empty())
+        operand[size_t(d)] = {rule.add_factor(x[d], FactorKind::need_replication)};
+      continue;
+    }
+    const bool whole = g.slice_sizes[size_t(d)] == x[d] && !contains(g.start_index_map, d);
+    const int f =
+        rule.add_factor(x[d], whole ? FactorKind::pass_through : FactorKind::need_replication);
+    operand[size_t(d)] = {f};
+    windows.push_back(
+        whole ? f : rule.add_factor(g.slice_sizes[size_t(d)], FactorKind::need_replication));
+  }
   const Shape& o = out[0].shape;
-  for (int d = 0, b = 0; d < o.ndim(); ++d)
-    result.push_back(contains(g.offset_dims, d)
-                         ? ShardingRule::Dim{rule.add_factor(o[d], FactorKind::need_replication)}
-                         : indices[size_t(b++)]);
+  for (int d = 0, b = 0, w = 0; d < o.ndim(); ++d)
+    result.push_back(contains(g.offset_dims, d) ? ShardingRule::Dim{windows[size_t(w++)]}
+                                                : indices[size_t(b++)]);
   rule.operands = {std::move(operand), std::move(indices)};
   rule.results.push_back(std::move(result));
   // The batch dims run on padded blocks: the kernel clamps every index (or fills), so indices
@@ -570,12 +597,17 @@ void register_indexing_primitives(PrimitiveRegistry& r) {
   };
 
   dynamic_slice.sharding_rule = dynamic_slice_sharding;
+  dynamic_slice.type_sharding_rule = keep_operand_sharding("dynamic_slice", "dynamic_slice");
   dynamic_slice.localize = [ds](const Params& params, std::span<const AbstractValue> local_in,
                                 std::span<const AbstractValue> local_out) {
     return dynamic_slice_localize(*ds, params, local_in, local_out);
   };
   dynamic_update_slice.sharding_rule = dynamic_update_slice_sharding;
   gather.sharding_rule = gather_sharding;
+  gather.localize = [g](const Params& params, std::span<const AbstractValue> local_in,
+                        std::span<const AbstractValue> local_out) {
+    return gather_localize(*g, params, local_in, local_out);
+  };
 
   gather.jvp = binding(gather, gather_jvp);
   gather.transpose = gather_transpose;

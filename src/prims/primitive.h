@@ -41,6 +41,11 @@ inline Array bind1(const Primitive& p, std::initializer_list<Array> inputs,
   return bind1(p, std::span<const Array>(inputs.begin(), inputs.size()), params);
 }
 
+// Runs a primitive now as a one-primitive program, whatever its impl (JAX's apply_primitive):
+// what an impl calls to run the primitive it stands in for.
+std::vector<Array> apply_primitive(const Primitive& p, std::span<const Array> inputs,
+                                   const Params& params);
+
 // Runs a primitive's shape rule, as the tracer and bind do (exposed for tests).
 std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const AbstractValue> in,
                                          const Params& params);

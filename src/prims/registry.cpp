@@ -89,6 +89,12 @@ std::vector<AbstractValue> abstract_eval(const Primitive& p, std::span<const Abs
 std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const Params& params) {
   if (Trace* trace = innermost_trace(inputs)) return trace->process_primitive(p, inputs, params);
 
+  if (p.impl) return p.impl(inputs, params);
+  return apply_primitive(p, inputs, params);
+}
+
+std::vector<Array> apply_primitive(const Primitive& p, std::span<const Array> inputs,
+                                   const Params& params) {
   if (p.eager) return p.eager(inputs, params);
   if (any_committed(inputs)) return run_partitioned_primitive(p, params, inputs);
   // Eager evaluation is a cached one-primitive program, run as jit runs its programs.

@@ -938,6 +938,21 @@ void slice_kernel(const KernelArgs& a) {
   cpu::strided_copy(base, strides, a.out[0].data, a.out[0].aval->shape, isize(a));
 }
 
+// JAX's _slice_impl: an eager slice without strides runs as a dynamic_slice with runtime start
+// indices, whose sharding rule leaves the sliced dims unsplit, so an eager slice of a split dim
+// returns it whole where the same slice under jit keeps the split. An uncommitted operand's
+// slice is the same either way, and the slice primitive is cheaper to run.
+std::vector<Array> slice_impl(std::span<const Array> in, const Params& p) {
+  if (!std::holds_alternative<NoneParam>(p.at("strides")) || !in[0].committed())
+    return apply_primitive(primitive("slice"), in, p);
+  // The slice's own checks and errors first: dynamic_slice would clamp bad starts.
+  const std::vector<AbstractValue> out = slice_rule({&aval_of(in[0]), 1}, p);
+  std::vector<Array> args{in[0]};
+  for (int64_t start : p.get_ints("start_indices"))
+    args.push_back(ops::scalar(double(start), int32, /*weak=*/true));
+  return spmd::bind(primitive("dynamic_slice"), args, Params{{"slice_sizes", out[0].shape.dims()}});
+}
+
 // JAX's _slice_transpose: the cotangent padded back to the operand's shape, strides becoming
 // interior padding.
 Array slice_transpose(const Array& ct, const AbstractValue& operand, const Params& p) {
@@ -1321,6 +1336,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   pad.sharding_rule = pad_sharding;
   slice.sharding_rule = slice_sharding;
   slice.localize = localize_slice(slice);
+  slice.impl = slice_impl;
+  slice.type_sharding_rule = keep_operand_sharding("slice", "slicing");
 
   Primitive& tile = r.define("tile", tile_rule, tile_kernel);
   deflinear(tile, unary_transpose(tile_transpose));

@@ -1,5 +1,6 @@
-// Primitive family: sharding_constraint, JAX's with_sharding_constraint, and device_put staged
-// into a trace. The values are unchanged. The constraint says how a value is laid out over
+// Primitive family: sharding_constraint, JAX's with_sharding_constraint, device_put staged
+// into a trace, and reshard, JAX's reshard_p (Explicit mode: the value moved to the sharding its
+// result's type names). The values are unchanged. The constraint says how a value is laid out over
 // devices: staged programs keep it for propagation and the partitioner, and with no trace the
 // value is placed at once, as device_put places it. A staged device_put, as in JAX 0.10, asks for
 // its mesh's devices but leaves the layout to propagation on Auto axes; on Explicit axes it sets
@@ -251,7 +252,84 @@ ShardingRule device_put_sharding(std::span<const AbstractValue> in, std::span<co
   return rule;
 }
 
+// ---- reshard ------------------------------------------------------------------------------------
+// JAX's reshard_p: the value moved to `dst_sharding`, its split over the Explicit axes of the
+// abstract mesh, which is the result's type; `concrete_mesh` is the Mesh the sharding was given
+// on, or None for a sharding read off a type (grad's cotangent seed). JAX prints neither.
+
+const Primitive& reshard_p() {
+  static const Primitive& p = primitive("reshard");
+  return p;
+}
+
+const TypeSharding& dst_of(const Params& p) {
+  return p.get_object<TypeSharding>("dst_sharding");
+}
+
+std::vector<AbstractValue> reshard_types(std::span<const AbstractValue> in, const Params& p) {
+  if (in.size() != 1)
+    throw TypeError("[reshard] expected 1 operand, got " + std::to_string(in.size()));
+  AbstractValue out = in[0];
+  out.sharding = dst_of(p);
+  if (int(out.sharding->dims.size()) != out.shape.ndim())
+    throw ValueError("[reshard] a sharding of " + std::to_string(out.sharding->dims.size()) +
+                     " dims for a value of shape " + out.shape.str());
+  return {out};
+}
+
+Array reshard_as(const Array& x, const Params& p) {
+  return reshard_to(x, dst_of(p), p.at("concrete_mesh"));
+}
+
+JvpResult reshard_jvp(std::span<const Array> x, std::span<const Array> t, const Params& p) {
+  return JvpResult{{reshard_as(x[0], p)}, {reshard_as(t[0], p)}};
+}
+
+// JAX's _reshard_transpose_fancy: the cotangent goes back to its operand's sharding (an
+// untyped operand's cotangent stays as it is).
+std::vector<Array> reshard_transpose(std::span<const Array> ct, std::span<const LinearInput> in,
+                                     const Params& p) {
+  if (is_zero(ct[0]) || !in[0].aval.sharding) return {ct[0]};
+  return {reshard_to(ct[0], *in[0].aval.sharding, p.at("concrete_mesh"))};
+}
+
+// JAX's _reshard_batcher: the batch dim is unsplit.
+BatchResult reshard_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
+                          const BatchContext&) {
+  Params batched = p;
+  batched.set("dst_sharding", batched_out_sharding(p, "dst_sharding", dims[0]));
+  return result_at(bind1(reshard_p(), {args[0]}, batched), dims[0]);
+}
+
+// As a constraint's: the operand and the result have the split of the result's type, on the
+// concrete mesh when there is one; the partitioner moves the operand to it.
+ShardingRule reshard_sharding(std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                              const Params& p) {
+  ShardingRule rule = elementwise_sharding_rule(in, out);
+  rule.fixed_operands = {dst_of(p).dims};
+  rule.fixed_results = {dst_of(p).dims};
+  if (const auto* mesh = std::get_if<ObjectParam>(&p.at("concrete_mesh"))) rule.fixed_on = *mesh;
+  return rule;
+}
+
+// Run eagerly, as JAX's _reshard_impl: placed on the concrete mesh as the type says.
+std::vector<Array> reshard_impl(std::span<const Array> in, const Params& p) {
+  const auto* mesh = std::get_if<ObjectParam>(&p.at("concrete_mesh"));
+  if (!mesh) return apply_primitive(reshard_p(), in, p);
+  std::vector<PartitionSpec::Entry> entries;
+  for (const std::vector<std::string>& axes : dst_of(p).dims)
+    entries.push_back(axes.empty() ? PartitionSpec::Entry() : AxisNames(axes, axes.size() > 1));
+  const Mesh& on = p.get_object<Mesh>("concrete_mesh");
+  return {device_put(in[0], NamedSharding(on, PartitionSpec(std::move(entries))))};
+}
+
 }  // namespace
+
+Array reshard_to(const Array& x, TypeSharding dst, ParamValue concrete_mesh) {
+  return bind1(reshard_p(), {x},
+               Params{{"concrete_mesh", std::move(concrete_mesh)},
+                      {"dst_sharding", object_param(std::move(dst))}});
+}
 
 std::vector<Array> staged_device_put(std::span<const Array> xs, ShardingList targets) {
   targets.absent = "None";
@@ -283,6 +361,20 @@ void register_sharding_primitives(PrimitiveRegistry& r) {
     for (size_t i = 0; i < out.size(); ++i) out[i].sharding = types[i].sharding;
   };
   put.localize = pass_on;
+
+  Primitive& reshard = r.define("reshard", reshard_types, copy_kernel);
+  reshard.output_aliases_input = true;
+  reshard.impl = reshard_impl;
+  reshard.jvp = reshard_jvp;
+  reshard.transpose = reshard_transpose;
+  reshard.batch = reshard_batch;
+  reshard.sharding_rule = reshard_sharding;
+  reshard.type_sharding_rule = [](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                                  const Params& p) {
+    out[0].sharding = reshard_types(in, p)[0].sharding;
+  };
+  reshard.localize = pass_on;
+  reshard.hides_param = [](std::string_view, const ParamValue&) { return true; };
 }
 
 }  // namespace spmd

@@ -5,6 +5,8 @@
 #include <spmd/array.h>
 #include <spmd/sharding.h>
 
+#include "core/array_impl.h"
+#include "ir/params.h"
 #include "sharding/param_traits.h"
 
 #include <memory>
@@ -19,6 +21,10 @@ namespace spmd {
 // the constraint leaves to propagation (vmap's batch dims).
 Array sharding_constraint(const Array& x, std::shared_ptr<const Sharding> sharding,
                           std::set<int64_t> unconstrained_dims = {});
+
+// JAX's reshard_p.bind: x moved to `dst`, its result's type sharding; `concrete_mesh` is the
+// Mesh (an ObjectParam) `dst` was given on, or None for a sharding read off a type.
+Array reshard_to(const Array& x, TypeSharding dst, ParamValue concrete_mesh);
 
 // JAX's device_put_p.bind inside a trace: one equation for all of `xs`, each to its target (none:
 // left where it is).

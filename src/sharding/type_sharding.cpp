@@ -344,6 +344,28 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
   return t;
 }
 
+std::function<void(std::span<const AbstractValue>, std::span<AbstractValue>, const Params&)>
+keep_operand_sharding(std::string prim, std::string what) {
+  return [prim = std::move(prim), what = std::move(what)](
+             std::span<const AbstractValue> in, std::span<AbstractValue> out, const Params&) {
+    if (!in[0].sharding) return;
+    const TypeSharding& t = *in[0].sharding;
+    for (int d = 0; d < in[0].shape.ndim(); ++d) {
+      const std::vector<std::string>& axes = t.dims[size_t(d)];
+      const int64_t n = out[0].shape[d];
+      if (n == in[0].shape[d] || axes.empty() || n % t.size_of(axes) == 0) continue;
+      // Python's str() of the spec entry: a, or ('a', 'b').
+      const std::string entry = axes.size() == 1 ? axes[0] : entry_str(axes);
+      throw ShardingError("[" + prim + "] " + what + " on sharded dims where out dim (" +
+                          std::to_string(n) + ") is not divisible by mesh axes (" +
+                          std::to_string(t.size_of(axes)) + ") with spec (" + entry +
+                          ") is not implemented. Got input type=" + in[0].str() +
+                          " and output shape=" + python_repr::tuple_of_ints(out[0].shape.dims()));
+    }
+    out[0].sharding = t;
+  };
+}
+
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params) {
   const TypeSharding* mesh = common_mesh(p, in);

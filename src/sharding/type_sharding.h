@@ -9,6 +9,7 @@
 #include "core/array_impl.h"
 #include "ir/params.h"
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,6 +62,12 @@ struct ParamTraits<GivenOutSharding> {
   static std::string str(const GivenOutSharding& given);
   static size_t hash(const GivenOutSharding& given);
 };
+
+// JAX's _get_sharding_for_varying_out_shape, the type_sharding_rule of slice and
+// dynamic_slice (`what` names the op in its error, after the primitive `prim`): the result keeps
+// its operand's sharding, and a split dim whose extent changes must stay divisible by its axes.
+std::function<void(std::span<const AbstractValue>, std::span<AbstractValue>, const Params&)>
+keep_operand_sharding(std::string prim, std::string what);
 
 // Sets the shardings of `out` (the types p's shape rule gave for `in`) as JAX's Explicit mode
 // does, from p's sharding rule in factor form: a factor takes the axes of the operands that

@@ -11,6 +11,7 @@
 #include "compile/partition.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
+#include "prims/sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -247,6 +248,19 @@ std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const A
   return {lin.outputs, pullback};
 }
 
+namespace {
+
+// JAX's grad seeds its pullback with full_like(out, 1.0) on the output's abstract mesh: on a
+// mesh with Explicit axes, a reshard of the literal.
+Array cotangent_seed(const Array& out) {
+  Array one = ops::scalar(1.0, out.dtype());
+  const std::optional<TypeSharding>& typed = aval_of(out).sharding;
+  if (!typed || !innermost_trace({&out, 1})) return one;
+  return reshard_to(one, TypeSharding{typed->mesh, {}}, NoneParam{});
+}
+
+}  // namespace
+
 GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size_t,
                           const char* api) {
   for (const Array& x : primals)
@@ -277,7 +291,7 @@ GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size
                       "differentiation of non-holomorphic functions involving complex outputs, "
                       "use jax.vjp directly.");
     std::vector<Array> cts(lin.linear->outputs.size());
-    cts[0] = ops::scalar(1.0, out.dtype());
+    cts[0] = cotangent_seed(out);
     std::vector<Array> grads = transpose_program(*lin.linear, cts);
     for (size_t i = 0; i < grads.size(); ++i)
       if (is_zero(grads[i])) grads[i] = zeros_like_aval(aval_of(xs[i]));

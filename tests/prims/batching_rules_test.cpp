@@ -467,12 +467,14 @@ const std::set<std::string> kNeverBatched = {"iota", "iota_2x32_shape", "empty2"
 const std::set<std::string> kBatchedByVmap = {
     "jit", "cond", "while", "scan", "custom_vjp_call", "custom_jvp_call"};
 // Rules tested against vmap-with-axis-name and JAX's values in their own suites: the collectives
-// (collectives_vmap_test.cpp), shard_map (shard_map_test.cpp), debug printing, and
-// sharding_constraint and device_put (against JAX's jaxprs in sharding/sharding_api_test.cpp).
+// (collectives_vmap_test.cpp), shard_map (shard_map_test.cpp), debug printing,
+// sharding_constraint and device_put (against JAX's jaxprs in sharding/sharding_api_test.cpp),
+// and reshard (sharding/explicit_reshard_test.cpp).
 const std::set<std::string> kTestedElsewhere = {
     "psum",           "pmax",      "pmin",        "all_gather",          "reduce_scatter",
     "all_to_all",     "ppermute",  "pbroadcast",  "axis_index",          "pvary",
-    "psum_invariant", "shard_map", "debug_print", "sharding_constraint", "device_put"};
+    "psum_invariant", "shard_map", "debug_print", "sharding_constraint", "device_put",
+    "reshard"};
 
 // ---- equation recording ---------------------------------------------------------------------
 std::string ints_str(const std::vector<int64_t>& v, bool brackets = false) {

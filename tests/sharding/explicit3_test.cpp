@@ -119,7 +119,7 @@ TEST_F(Explicit3Test, CondResidualPlaceholdersHaveTheirType) {
 
 using Binary = std::function<sp::Array(const sp::Array&, const sp::Array&)>;
 
-// The grads' jaxprs (JAX's seed `reshard` folded into the literal by the generator), types and
+// The grads' jaxprs (the cotangent seed resharded as JAX's), types and
 // values: the reshapes and sums of the transposes carry the primal's sharding as JAX's do.
 TEST_F(Explicit3Test, TransposesGiveTheCotangentItsPrimalsSharding) {
   struct Case {

@@ -181,16 +181,25 @@ sp::Axes axes_of(const std::vector<std::string>& args) {
   return args.empty() ? sp::Axes{} : sp::Axes{int_arg(args)};
 }
 
+// x[start:stop:step, ...] as jnp indexes an array on several devices (every corpus input is):
+// a gather along each strided dim (take of the indices it keeps), and a dynamic_slice (lax.slice
+// without strides, JAX's eager slice) for the dims sliced with step 1.
 Array slice(const Array& x, const std::vector<std::string>& args) {
-  std::vector<int64_t> starts, limits, strides;
+  Array out = x;
+  std::vector<int64_t> starts, limits;
+  bool partial = false;
   for (int d = 0; d < x.ndim(); ++d) {
     std::vector<int64_t> r =
         size_t(d) < args.size() ? ints(args[size_t(d)]) : std::vector<int64_t>{0, x.shape()[d], 1};
+    if (r[2] != 1) {
+      out = sp::take(out, sp::arange(int(r[0]), int(r[1]), int(r[2])), d);
+      r = {0, out.shape()[d], 1};
+    }
+    partial = partial || r[0] != 0 || r[1] != out.shape()[d];
     starts.push_back(r[0]);
     limits.push_back(r[1]);
-    strides.push_back(r[2]);
   }
-  return sp::lax::slice(x, starts, limits, strides);
+  return partial ? sp::lax::slice(out, starts, limits) : out;
 }
 
 Array pad(const Array& x, const std::vector<std::string>& args) {
@@ -351,6 +360,8 @@ TEST(PropagationCorpus, ShardingsMatchJaxAtLeast95Percent) {
     mismatches << "  " << k.id << " " << k.op << ": JAX " << k.jax_sharding << ", spmd " << got
                << "\n";
   }
+  // The differences left are the five of docs/ARCHITECTURE.md's table.
+  EXPECT_GE(matched + 5, total) << mismatches.str();
   EXPECT_GE(matched * 100, total * 95)
       << matched << " of " << total << " cases match JAX's output sharding; mismatches:\n"
       << mismatches.str() << "left out (no spmd API):\n"

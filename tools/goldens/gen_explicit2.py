@@ -13,9 +13,8 @@ Writes tests/goldens/explicit/:
   values2.npz  "<case>" (one leaf) or "<case>.<i>" (leaf i): the result's values
   errors2.txt  "=== <case>" then "<ExceptionType>: <message>" (JAX's trailing "This error
                occurs at source: ..." note is cut)
-  texts2.txt   "=== <case>" then a jaxpr. Grad jaxprs are printed with the cotangent seed's
-               `reshard 1.0` folded into the literal: JAX 0.10's grad reshards its seed onto the
-               context mesh, spmd's seed is the literal (docs/ARCHITECTURE.md lists it).
+  texts2.txt   "=== <case>" then a jaxpr (grads reshard their cotangent seed, `reshard 1.0`,
+               onto the output's abstract mesh).
 Run: python3 tools/goldens/gen_explicit2.py   (needs jax 0.10.2; the tests do not)
 """
 import os
@@ -27,7 +26,6 @@ jax.config.update("jax_num_cpu_devices", 8)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
-from jax.extend import core as jex_core  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P  # noqa: E402
 from jax.sharding import auto_axes, explicit_axes, reshard  # noqa: E402
 
@@ -142,21 +140,6 @@ TREES = {
 }
 
 
-def fold_seed(closed):
-    """The jaxpr with `c = reshard <literal>` replaced by the literal wherever c is used."""
-    jaxpr = closed.jaxpr
-    subst, eqns = {}, []
-    for e in jaxpr.eqns:
-        if (e.primitive.name == "reshard" and isinstance(e.invars[0], jex_core.Literal)
-                and not e.outvars[0].aval.shape):
-            subst[e.outvars[0]] = e.invars[0]
-            continue
-        eqns.append(e.replace(invars=[subst.get(v, v) if isinstance(v, jex_core.Var) else v
-                                      for v in e.invars]))
-    outvars = [subst.get(v, v) if isinstance(v, jex_core.Var) else v for v in jaxpr.outvars]
-    return jex_core.ClosedJaxpr(jaxpr.replace(eqns=eqns, outvars=outvars), closed.consts)
-
-
 def message(e):
     text = str(e).split(" This error occurs at source")[0].rstrip()
     return f"{type(e).__name__}: {text}"
@@ -178,7 +161,7 @@ def main():
     for name, (f, args) in GRADS.items():
         record(name, in_mesh(lambda: jax.grad(f)(*args())), types, values)
         closed = in_mesh(lambda: jax.make_jaxpr(jax.grad(f))(*args()))
-        texts.append(f"=== jaxpr_{name}\n{fold_seed(closed)}\n")
+        texts.append(f"=== jaxpr_{name}\n{closed}\n")
     for name, f in {**FLOW, **TREES}.items():
         try:
             record(name, f(), types, values)

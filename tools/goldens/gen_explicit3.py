@@ -14,8 +14,7 @@ Writes tests/goldens/explicit/:
   values3.npz  "<case>" (one leaf) or "<case>.<i>" (leaf i): the result's values
   errors3.txt  "=== <case>" then "<ExceptionType>: <message>" (JAX's trailing "This error
                occurs at source: ..." note is cut)
-  texts3.txt   "=== <case>" then a jaxpr, grad's cotangent seed `reshard 1.0` folded into the
-               literal as gen_explicit2.py does.
+  texts3.txt   "=== <case>" then a jaxpr (grads reshard their cotangent seed, `reshard 1.0`).
 Run: python3 tools/goldens/gen_explicit3.py   (needs jax 0.10.2; the tests do not)
 """
 import os
@@ -29,7 +28,7 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P  # noqa: E402
 
-from gen_explicit2 import fold_seed, message  # noqa: E402
+from gen_explicit2 import message  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
                    "explicit")
@@ -142,7 +141,7 @@ def main():
         attempt(name, lambda: in_mesh(lambda: jax.jit(f)(arg())), types, specs, values, errors)
     for name, (f, args) in GRADS.items():
         attempt(name, lambda: in_mesh(lambda: jax.grad(f)(*args())), types, specs, values, errors)
-        texts.append(f"=== jaxpr_{name}\n{fold_seed(jax.make_jaxpr(jax.grad(f))(*args()))}\n")
+        texts.append(f"=== jaxpr_{name}\n{jax.make_jaxpr(jax.grad(f))(*args())}\n")
     # A spec given to an op prints as written; the types' shardings above print in full.
     short = jax.make_jaxpr(lambda v: jnp.reshape(v, (16, 16), out_sharding=S('a')))(
         put(jnp.arange(256.0, dtype=jnp.float32), 'b'))

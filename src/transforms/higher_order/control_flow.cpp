@@ -68,6 +68,17 @@ void check_branch_shardings(const char* api, size_t b, std::span<const AbstractV
                   " so that all output types match.");
 }
 
+// How JAX's message names carry leaf i of n. A user's body names its carry argument, which C++
+// cannot see: spmd calls it `carry`. fori_loop's body is JAX's own, whose carry `loop_carry` is
+// the counter and the user's carry (here leaf 0 and the leaves after it).
+std::string carry_leaf_name(const char* api, size_t i, size_t n) {
+  if (std::string(api) != "fori_loop")
+    return n == 1 ? "carry" : "component " + leaf_name("carry", i, n);
+  if (i == 0) return "component loop_carry[0]";
+  if (n == 2) return "component loop_carry[1]";
+  return "component loop_carry[1][" + std::to_string(i - 1) + "]";
+}
+
 // JAX's TypeError for a loop body whose carry out differs from its carry in only in sharding.
 void check_carry_shardings(const char* api, const char* kind, std::span<const AbstractValue> in,
                            std::span<const AbstractValue> out) {
@@ -76,8 +87,7 @@ void check_carry_shardings(const char* api, const char* kind, std::span<const Ab
   throw TypeError(std::string("[") + api + "] " + kind +
                   " body function carry input and carry output must have equal types, but they "
                   "differ:\n\nThe input carry " +
-                  (in.size() == 1 ? "carry" : "component " + leaf_name("carry", i, in.size())) +
-                  " has type " + in[i].typeof_str() +
+                  carry_leaf_name(api, i, in.size()) + " has type " + in[i].typeof_str() +
                   " but the corresponding output carry component has type " + out[i].typeof_str() +
                   ".\n\nRevise the function so that all output types match the corresponding "
                   "input types.");

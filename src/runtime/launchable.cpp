@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "runtime/communicator.h"
@@ -114,6 +116,16 @@ std::vector<Array> run_owning(const Launchable::OwningBody& owning, std::vector<
   return owning(std::move(blocks), donated);
 }
 
+// Rank r fills block r of every result, and a later launch on the same device reads that block
+// without waiting for the other devices (ShardedData::wait_for_block): so block r must be the
+// one placed on rank r's device, as every sharding over the launch's mesh lays it out.
+void check_blocks_on_ranks(const ShardedData& out, const std::vector<int>& device_ids) {
+  for (size_t r = 0; r < device_ids.size(); ++r)
+    if (out.layout.size() != device_ids.size() || out.layout[r].device.id != device_ids[r])
+      throw std::logic_error("[launch] internal error: a result's block " + std::to_string(r) +
+                             " is not on the launch's device " + std::to_string(device_ids[r]));
+}
+
 std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
                                std::vector<bool> donated = {}) {
   // A device thread cannot wait for a launch queued behind its own current task.
@@ -131,6 +143,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
   std::vector<Array> results;
   for (size_t k = 0; k < l.out_types.size(); ++k) {
     outs.push_back(make_layout(l.out_types[k], l.out_shardings[k]));
+    check_blocks_on_ranks(*outs.back(), l.device_ids);
     results.push_back(make_sharded_array(l.out_types[k], outs.back()));
   }
   if (mpi::active()) prepare_groups(l);
@@ -147,7 +160,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     LaunchScope scope(&ctx);
     std::vector<Array> blocks;
     for (size_t i = 0; i < ins.size(); ++i) {
-      ins[i]->wait();
+      ins[i]->wait_for_block(rank);
       AbstractValue t = in_types[i];
       t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
       blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));

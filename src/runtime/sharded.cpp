@@ -2,6 +2,7 @@
 
 #include "backends/cpu/copy.h"
 #include "runtime/devices.h"
+#include "runtime/executor.h"
 #include "runtime/mpi_blocks.h"
 #include "runtime/transfer.h"
 #include "sharding/type_sharding.h"
@@ -81,6 +82,12 @@ bool reuses_block(const ShardedData& from, const ShardSlot& target) {
 
 void ShardedData::wait() const {
   if (ready.valid()) ready.get();
+}
+
+void ShardedData::wait_for_block(int slot) const {
+  if (layout[size_t(slot)].device.id == runtime::current_device_id() && shards[size_t(slot)])
+    return;
+  wait();
 }
 
 void wait_until_filled(const ShardedData& data) {

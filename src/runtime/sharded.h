@@ -23,6 +23,11 @@ struct ShardedData {
 
   // Waits until the shards are filled; rethrows the error of the launch that filled them.
   void wait() const;
+  // Waits until the block of `slot` can be read by the calling device thread. A launch fills
+  // each block on the device that holds it, and a device runs its tasks in launch order, so on
+  // that device the block is there once its task has run: only an empty block (the task
+  // failed) waits for the whole launch, for its error. Elsewhere, as wait().
+  void wait_for_block(int slot) const;
   // The whole value in one buffer (the single shard that holds it all, or a gathered copy).
   const std::shared_ptr<Buffer>& gathered(const AbstractValue& aval) const;
   // Whether this process holds a copy of every block, so that gathered() can read the value.

@@ -245,6 +245,156 @@ bool cheaper_than_gathers(std::span<const DimPlan> plans) {
                      [](const auto& r) { return r.second.first <= r.second.second; });
 }
 
+// A reshard's devices: the axes of both splits, the source's first, and the source and target
+// block of each device (its linear index over `axes`).
+struct Devices {
+  AxisList axes;
+  int64_t count = 1;
+  std::vector<int64_t> source, target;
+};
+
+Devices reshard_devices(const AxisList& from, const AxisList& to) {
+  Devices d{from, 1, {}, {}};
+  for (const std::string& a : to)
+    if (std::find(d.axes.begin(), d.axes.end(), a) == d.axes.end()) d.axes.push_back(a);
+  for (const std::string& a : d.axes) d.count *= axis_size(AxisNames(a));
+  for (int64_t u = 0; u < d.count; ++u) {
+    std::map<std::string, int64_t> coords;
+    for (int64_t rest = u, i = int64_t(d.axes.size()) - 1; i >= 0; --i) {
+      const int64_t size = axis_size(AxisNames(d.axes[size_t(i)]));
+      coords[d.axes[size_t(i)]] = rest % size;
+      rest /= size;
+    }
+    auto block = [&](const AxisList& split) {
+      int64_t index = 0;
+      for (const std::string& a : split) index = index * axis_size(AxisNames(a)) + coords[a];
+      return index;
+    };
+    d.source.push_back(block(from));
+    d.target.push_back(block(to));
+  }
+  return d;
+}
+
+// Rows [begin, begin + rows) of the source block of device `sender` land at row `at` of the
+// target block of device `receiver`.
+struct Move {
+  int64_t sender, receiver, begin, rows, at;
+};
+
+// The moves that fill every target block with its real rows: from the device itself when it
+// holds the source block, else from the device holding it (one differing only in the source's
+// axes, the leading ones: block * inner + r) that sends the fewest moves so far, to spread them.
+std::vector<Move> moves_of(const Devices& d, int64_t sources, int64_t extent, int64_t in_block,
+                           int64_t out_block) {
+  const int64_t inner = d.count / sources;
+  std::vector<int64_t> sends(size_t(d.count), 0);
+  std::vector<Move> moves;
+  for (int64_t t = 0; t < d.count; ++t) {
+    const int64_t begin = d.target[size_t(t)] * out_block;
+    const int64_t end = std::min(begin + out_block, extent);
+    for (int64_t s = begin / in_block; s * in_block < end; ++s) {
+      const int64_t lo = std::max(begin, s * in_block);
+      const int64_t hi = std::min(end, (s + 1) * in_block);
+      int64_t sender = t;
+      if (d.source[size_t(t)] != s) {
+        sender = s * inner + t % inner;
+        for (int64_t r = 0; r < inner; ++r)
+          if (sends[size_t(s * inner + r)] < sends[size_t(sender)]) sender = s * inner + r;
+        ++sends[size_t(sender)];
+      }
+      moves.push_back({sender, t, lo - s * in_block, hi - lo, lo - begin});
+    }
+  }
+  return moves;
+}
+
+// The moves between devices grouped into rounds in which each device sends at most once and
+// receives at most once, so each round is one ppermute; the longest first, so that a round
+// sends rows of similar counts.
+std::vector<std::vector<Move>> rounds_of(std::vector<Move> moves) {
+  std::stable_sort(moves.begin(), moves.end(),
+                   [](const Move& a, const Move& b) { return a.rows > b.rows; });
+  std::vector<std::vector<Move>> rounds;
+  for (const Move& m : moves) {
+    if (m.sender == m.receiver) continue;
+    auto fits = [&](const std::vector<Move>& round) {
+      return std::none_of(round.begin(), round.end(), [&](const Move& o) {
+        return o.sender == m.sender || o.receiver == m.receiver;
+      });
+    };
+    auto round = std::find_if(rounds.begin(), rounds.end(), fits);
+    if (round == rounds.end()) round = rounds.insert(rounds.end(), std::vector<Move>{});
+    round->push_back(m);
+  }
+  return rounds;
+}
+
+int64_t longest(const std::vector<Move>& round) {
+  int64_t rows = 0;
+  for (const Move& m : round) rows = std::max(rows, m.rows);
+  return rows;
+}
+
+// Per device, the `field` of the move it sends (`by_sender`) or receives in `round`; 0 if none.
+std::vector<int64_t> table(const Devices& d, const std::vector<Move>& round, int64_t Move::*field,
+                           bool by_sender) {
+  std::vector<int64_t> values(size_t(d.count), 0);
+  for (const Move& m : round) values[size_t(by_sender ? m.sender : m.receiver)] = m.*field;
+  return values;
+}
+
+// Whether an axis of the reshard also splits another dim of the block: the devices a ppermute
+// over them pairs would then hold different blocks of that dim.
+bool crosses_other_dims(const Split& from, const AxisList& to, int dim) {
+  const AxisList& axes = from[size_t(dim)];
+  for (size_t e = 0; e < from.size(); ++e)
+    for (const std::string& a : from[e])
+      if (int(e) != dim &&
+          (std::count(axes.begin(), axes.end(), a) || std::count(to.begin(), to.end(), a)))
+        return true;
+  return false;
+}
+
+Array pad_dim(const Array& x, int dim, int64_t rows) {
+  std::vector<lax::PadConfig> config(size_t(x.ndim()));
+  config[size_t(dim)].high = rows;
+  return lax::pad(x, zeros(Shape{}, x.dtype()), config);
+}
+
+// A target block being assembled from the moves' rows.
+struct Assembly {
+  const Devices& d;
+  int dim;
+  Array source, target, index;
+
+  // The rows each device reads for `round` from its (padded) source block.
+  Array chunk(const std::vector<Move>& round) const {
+    return lax::dynamic_slice_in_dim(source, per_device(table(d, round, &Move::begin, true), index),
+                                     longest(round), dim);
+  }
+
+  Array send(const std::vector<Move>& round) const {
+    std::vector<std::pair<int, int>> pairs;
+    for (const Move& m : round) pairs.emplace_back(int(m.sender), int(m.receiver));
+    return ppermute(chunk(round), names_of(d.axes), std::move(pairs));
+  }
+
+  // Writes the rows each device receives in `round` (`rows`, the chunk's first rows, at the
+  // move's row) into the target, leaving the others.
+  void place(const std::vector<Move>& round, const Array& chunk) {
+    const Array at = per_device(table(d, round, &Move::at, false), index);
+    const Array rows = per_device(table(d, round, &Move::rows, false), index);
+    std::vector<Array> starts(size_t(target.ndim()), Array(0));
+    starts[size_t(dim)] = at;
+    const Array placed =
+        lax::dynamic_update_slice(zeros(target.shape(), target.dtype()), chunk, starts);
+    const Array row = lax::broadcasted_iota(int32, target.shape(), dim);
+    target =
+        spmd::where(lax::bitwise_and(lax::ge(row, at), lax::lt(row, at + rows)), placed, target);
+  }
+};
+
 }  // namespace
 
 std::optional<std::vector<DimPlan>> plan(std::span<const ShardingRule::Shift> shifts,
@@ -278,6 +428,47 @@ Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const A
                             : block;
   }
   return result;
+}
+
+std::optional<Array> reshard_dim(const Array& x, const Split& from, const AxisList& to, int dim,
+                                 int64_t extent, const CollectiveLog& log) {
+  const AxisList& axes = from[size_t(dim)];
+  if (extent == 0 || axes.empty() || to.empty() || crosses_other_dims(from, to, dim))
+    return std::nullopt;
+  const int64_t sources = devices_of(axes), in_block = x.shape()[dim];
+  const int64_t out_block = ceil_div(extent, devices_of(to));
+  const Devices d = reshard_devices(axes, to);
+  const std::vector<Move> moves = moves_of(d, sources, extent, in_block, out_block);
+  const std::vector<std::vector<Move>> rounds = rounds_of(moves);
+  int64_t rows = 0, slack = 0;
+  for (const auto& round : rounds) {
+    rows += longest(round);
+    slack = std::max(slack, longest(round));
+  }
+  if (rows > (sources - 1) * in_block) return std::nullopt;
+  std::vector<Move> local;
+  std::copy_if(moves.begin(), moves.end(), std::back_inserter(local),
+               [](const Move& m) { return m.sender == m.receiver; });
+  // Each device reads `longest` rows a round from its block padded with that many zero rows, so
+  // no read clamps, and writes them into a target with as many rows of slack.
+  Assembly a{d, dim, pad_dim(x, dim, std::max(slack, longest(local))), Array(), Array()};
+  Shape shape = x.shape();
+  shape[dim] = out_block + std::max(slack, longest(local));
+  a.target = zeros(shape, x.dtype());
+  a.index = axis_index(names_of(d.axes));
+  if (!local.empty()) a.place(local, a.chunk(local));
+  const std::string along =
+      "ppermute over " + names_of(d.axes).repr() + " along dim " + std::to_string(dim) + ": round ";
+  const std::string what = " from the blocks split by " + names_of(axes).repr() +
+                           " to the blocks split by " + names_of(to).repr();
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    const int64_t n = longest(rounds[r]);
+    log(along + std::to_string(r + 1) + " of " + std::to_string(rounds.size()) + ", " +
+            std::to_string(n) + (n == 1 ? " row" : " rows") + what,
+        n * (aval_of(x).nbytes() / in_block));
+    a.place(rounds[r], a.send(rounds[r]));
+  }
+  return lax::slice_in_dim(a.target, 0, out_block, 1, dim);
 }
 
 }  // namespace spmd::halo

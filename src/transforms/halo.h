@@ -58,4 +58,14 @@ std::optional<std::vector<DimPlan>> plan(std::span<const ShardingRule::Shift> sh
 Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const Array& fill,
           const CollectiveLog& log);
 
+// Dim `dim` (of `extent` rows) of this device's block, split by `from[dim]`, moved to the
+// blocks split by `to` without gathering the dim (when either split is uneven their padded
+// blocks do not nest): each target block is an interval of rows, copied from the source blocks
+// that cover it, the moves grouped by (source, target) device into ppermute rounds over the axes
+// of both splits, each round a permutation; rows no block holds stay zero. Nothing when that
+// would move more rows than an all_gather of the dim, or when the axes of both splits also split
+// another dim of the block (a ppermute over them would mix its blocks).
+std::optional<Array> reshard_dim(const Array& x, const Split& from, const AxisList& to, int dim,
+                                 int64_t extent, const CollectiveLog& log);
+
 }  // namespace spmd::halo

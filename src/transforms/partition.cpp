@@ -93,12 +93,18 @@ Array identity_of(const Primitive& combiner, DType dtype) {
 // Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
 // bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
 // all-gather, axes that arrive are slices of what the device already holds. A dim split unevenly
-// on either side is gathered whole and sliced again, since its padded blocks do not nest.
+// on either side moves the rows each device lacks by ppermutes (halo::reshard_dim), or is
+// gathered whole and sliced again when that moves more: its padded blocks do not nest.
 Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
   const size_t rank = from.size();
   for (size_t d = 0; d < rank; ++d) {
     const int64_t n = global[int(d)];
     if (from[d] == to[d] || (even(n, from[d]) && even(n, to[d]))) continue;
+    if (std::optional<Array> y = halo::reshard_dim(x, from, to[d], int(d), n, log)) {
+      x = *y;
+      from[d] = to[d];
+      continue;
+    }
     if (!from[d].empty()) x = gather_whole(x, int(d), n, from[d], log);
     from[d].clear();
   }

@@ -266,12 +266,11 @@ namespace {
 // Whether the types of a call's results carry a mesh, as JAX's do when an argument is committed
 // over a mesh or a mesh is in context.
 bool types_carry_mesh(std::span<const Array> args) {
-  if (!get_mesh().axis_names().empty()) return true;
   for (const Array& x : args) {
     const std::shared_ptr<ShardedData>& data = x.impl()->sharded;
     if (data && dynamic_cast<const NamedSharding*>(data->sharding.get())) return true;
   }
-  return false;
+  return !get_mesh().axis_names().empty();
 }
 
 }  // namespace

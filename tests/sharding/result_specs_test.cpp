@@ -84,10 +84,14 @@ TEST_F(ResultSpecsTest, DevicePutKeepsTheSpecAsGiven) {
   EXPECT_EQ(reprs(put(put(x, S(P(None, "a"))), S(P("a", None)))), golden("put_moved_a_none"));
 }
 
-TEST_F(ResultSpecsTest, InShardingsOfUncommittedArgumentsPrintTheProgramsSpec) {
+TEST_F(ResultSpecsTest, InShardingsOfUncommittedArgumentsOutsideAMeshPrintTheProgramsSpec) {
   EXPECT_EQ(reprs(in_jit(S(P("a", None)))(x)), golden("in_a_none"));
   EXPECT_EQ(reprs(in_jit(S(P(None, None)))(x)), golden("in_none_none"));
   EXPECT_EQ(reprs(in_jit(S2(P("a", None)))(x)), golden("in_a_none_mesh2"));
+  {
+    auto scope = sp::use_mesh(m);
+    EXPECT_EQ(reprs(in_jit(S(P("a", None)))(x)), golden("in_a_none_in_context"));
+  }
   EXPECT_EQ(reprs(in_jit(S(P("a", None)))(put(x, S(P("a", None))))), golden("in_a_none_committed"));
   auto add = sp::jit([](const sp::Array& u, const sp::Array& v) { return u + v; },
                      {.in_shardings = {S(P("a", None)), sp::ShardingTree()}});

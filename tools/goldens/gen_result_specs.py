@@ -2,7 +2,7 @@
 jit's out_shardings are kept as given (P('a', None) stays P('a', None)), device_put keeps its
 spec, a jit result split like its first sharded argument takes that argument's sharding, and any
 other result gets the spec JAX reads back from the compiled program, which has no trailing Nones
-(in_shardings-driven results among them).
+(results of in_shardings on uncommitted arguments among them, unless a mesh is in context).
 
 Writes tests/goldens/sharding/result_specs.txt: "=== <case>" followed by one line per result
 leaf, "<repr(sharding)>".
@@ -40,6 +40,11 @@ def put(v, s):
     return jax.device_put(v, s)
 
 
+def under(mesh, fn):
+    with jax.set_mesh(mesh):
+        return fn()
+
+
 def double(v):
     return v * 2
 
@@ -67,6 +72,8 @@ RESULTS = [
     ("in_a_none", lambda: jax.jit(double, in_shardings=S("a", None))(x)),
     ("in_none_none", lambda: jax.jit(double, in_shardings=S(None, None))(x)),
     ("in_a_none_mesh2", lambda: jax.jit(double, in_shardings=S2("a", None))(x)),
+    ("in_a_none_in_context", lambda: under(m, lambda: jax.jit(double, in_shardings=S("a", None))(
+        x))),
     ("in_a_none_committed", lambda: jax.jit(double, in_shardings=S("a", None))(
         put(x, S("a", None)))),
     # Committed arguments: the first one's sharding when the result is split like it.

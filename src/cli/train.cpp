@@ -86,6 +86,28 @@ std::string number_text(double v) {
   return s.str();
 }
 
+std::string devices_text(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " device" : " devices");
+}
+
+// Every process runs the same steps and reads the losses back: a process whose devices the mesh
+// leaves out holds no part of them, and its reads raise JAX's error for values on other
+// processes (unless reads gather from every process: sp::distributed::set_collective_reads).
+void check_mesh_spans_processes(const sp::Mesh& mesh, const std::vector<int64_t>& shape) {
+  if (sp::distributed::collective_reads()) return;
+  std::vector<bool> covered(size_t(sp::process_count()), false);
+  for (const sp::Device& d : mesh.devices()) covered[size_t(d.process_index)] = true;
+  auto missing = std::find(covered.begin(), covered.end(), false);
+  if (missing == covered.end()) return;
+  throw sp::ValueError("[spmd train] --mesh " + mesh_text(shape) + " uses " +
+                       devices_text(mesh.size()) + " but the job has " +
+                       std::to_string(sp::process_count()) + " processes of " +
+                       devices_text(sp::local_device_count()) + ": process " +
+                       std::to_string(missing - covered.begin()) +
+                       " would hold none of the mesh; every process must take part (--mesh " +
+                       std::to_string(sp::device_count()) + " uses every device)");
+}
+
 // Where each parameter lives: replicated on a 1-D mesh; on "batch" x "model", the seed's
 // column-parallel layer 1 (weight and bias split over "model") and row-parallel layer 2.
 sp::NamedSharding parameter_sharding(const sp::Mesh& mesh, const std::string& name) {
@@ -346,6 +368,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
   std::vector<std::string> names = {"batch"};
   if (o.mesh.size() == 2) names.push_back("model");
   sp::Mesh mesh = sp::make_mesh(sp::Shape(o.mesh), names);
+  check_mesh_spans_processes(mesh, o.mesh);
   sp::NamedSharding batch_sharding(mesh, P("batch"));
   sp::data::Dataset train_set = sp::data::load_fashion_mnist("train", o.data_dir);
   sp::data::Dataset test_set = sp::data::load_fashion_mnist("test", o.data_dir);

@@ -261,6 +261,45 @@ std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Para
   return compiled;
 }
 
+namespace {
+
+// Whether the types of a call's results carry a mesh, as JAX's do when an argument is committed
+// over a mesh or a mesh is in context.
+bool types_carry_mesh(std::span<const Array> args) {
+  for (const Array& x : args) {
+    const std::shared_ptr<ShardedData>& data = x.impl()->sharded;
+    if (data && dynamic_cast<const NamedSharding*>(data->sharding.get())) return true;
+  }
+  return !get_mesh().axis_names().empty();
+}
+
+}  // namespace
+
+std::shared_ptr<const Sharding> result_model(
+    std::span<const Array> args, std::span<const std::shared_ptr<const Sharding>> in_shardings) {
+  std::shared_ptr<const Sharding> first = !in_shardings.empty() ? in_shardings[0] : nullptr;
+  if (!first && !args.empty() && args[0].impl()->sharded) first = args[0].impl()->sharded->sharding;
+  if (!dynamic_cast<const NamedSharding*>(first.get()) || !types_carry_mesh(args)) return nullptr;
+  return first;
+}
+
+void recover_user_shardings(std::vector<Array>& results,
+                            const std::shared_ptr<const Sharding>& model, int model_ndim,
+                            std::span<const std::shared_ptr<const Sharding>> out_shardings) {
+  for (size_t k = 0; k < results.size(); ++k) {
+    // A fresh result: its blocks are laid out already, and the launch filling them does not
+    // read the sharding.
+    const std::shared_ptr<ShardedData>& data = results[k].impl()->sharded;
+    if (!data) continue;
+    const std::shared_ptr<const Sharding> given =
+        k < out_shardings.size() ? out_shardings[k] : nullptr;
+    if (given && *given == *data->sharding)
+      data->sharding = given;
+    else if (!given && model && results[k].ndim() == model_ndim && *model == *data->sharding)
+      data->sharding = model;
+  }
+}
+
 bool any_committed(std::span<const Array> inputs) {
   for (const Array& x : inputs)
     if (x.impl()->sharded) return true;
@@ -290,6 +329,15 @@ struct PartitionedEntry {
   }
 };
 
+// An eager op runs as JAX's jit of the primitive, its results given that jit's shardings.
+std::vector<Array> run_eager(const Compiled& compiled, std::span<const Array> inputs) {
+  std::shared_ptr<const Sharding> model = result_model(inputs, {});
+  std::vector<Array> results = compiled.run(inputs);
+  if (compiled.on_mesh() && !inputs.empty())
+    recover_user_shardings(results, model, inputs[0].ndim(), {});
+  return results;
+}
+
 const Compiled& compile_partitioned_primitive(const Primitive& p, const Params& params,
                                               std::span<const Array> inputs) {
   static const std::string kNames[] = {"x", "y", "z"};
@@ -311,7 +359,7 @@ std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& p
   const size_t h = signature_hash(p, params, inputs);
   auto [first, last] = cache.equal_range(h);
   for (auto it = first; it != last; ++it)
-    if (it->second.matches(p, params, inputs)) return it->second.compiled->run(inputs);
+    if (it->second.matches(p, params, inputs)) return run_eager(*it->second.compiled, inputs);
   const Compiled& compiled = compile_partitioned_primitive(p, params, inputs);
   std::vector<std::shared_ptr<const Sharding>> shardings;
   for (const Array& x : inputs) {
@@ -322,7 +370,7 @@ std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& p
   cache.emplace(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr,
                                                    named_axis_sizes(p, params)},
                                     std::move(shardings), &compiled});
-  return compiled.run(inputs);
+  return run_eager(compiled, inputs);
 }
 
 }  // namespace spmd

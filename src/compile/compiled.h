@@ -67,6 +67,20 @@ const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
 std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,
                                                   std::span<const Array> inputs);
 
+// The results of a call on a mesh get the shardings JAX gives them (pxla's
+// maybe_recover_user_shardings), which decide the spec they print. result_model is the sharding
+// of a call's results laid out like its first argument: the argument's `in_shardings` entry, else
+// its own sharding when committed, when the results' types carry a mesh (a committed argument or
+// a mesh in context); null otherwise. Read it before the call: donation deletes arguments.
+std::shared_ptr<const Sharding> result_model(
+    std::span<const Array> args, std::span<const std::shared_ptr<const Sharding>> in_shardings);
+// A result `out_shardings` names keeps that sharding as given ("P('a', None)"); one laid out as
+// `model` with `model_ndim` dims takes `model`; the others keep the spec read back from the
+// program, without trailing Nones ("P('a',)").
+void recover_user_shardings(std::vector<Array>& results,
+                            const std::shared_ptr<const Sharding>& model, int model_ndim,
+                            std::span<const std::shared_ptr<const Sharding>> out_shardings);
+
 // Whether any of the arrays is committed (placed on devices by device_put or a computation).
 bool any_committed(std::span<const Array> inputs);
 // One application of `p` to operands of which some are committed: partitioned over their devices

@@ -39,15 +39,23 @@ class Explicit3Test : public ::testing::Test {
   static const sp::Array& value(const std::string& name) {
     return spmd_test::load_golden("explicit/values3.npz").at(name);
   }
-  // Per leaf, its sharding's spec or "uncommitted", as specs3.txt has them.
+  // Per leaf, its sharding's spec without trailing Nones or "uncommitted", as specs3.txt has
+  // them.
   static std::string specs_of(const std::vector<sp::Array>& leaves) {
     std::string out;
     for (const sp::Array& v : leaves) {
       if (!out.empty()) out += '\n';
       const auto* named = dynamic_cast<const sp::NamedSharding*>(v.sharding().get());
-      out += !v.committed() ? "uncommitted" : named ? named->spec().repr() : v.sharding()->repr();
+      out += !v.committed() ? "uncommitted"
+             : named        ? trimmed(named->spec()).repr()
+                            : v.sharding()->repr();
     }
     return out;
+  }
+  static sp::PartitionSpec trimmed(const sp::PartitionSpec& spec) {
+    std::vector<sp::PartitionSpec::Entry> entries = spec.entries();
+    while (!entries.empty() && !entries.back()) entries.pop_back();
+    return sp::PartitionSpec(entries);
   }
   // The leaves' types, specs and values against case `name`.
   static void check(const std::string& name, const std::vector<sp::Array>& leaves) {

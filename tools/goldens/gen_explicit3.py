@@ -99,7 +99,7 @@ PULLBACKS = {
 
 
 def spec_of(v):
-    """The spec without trailing Nones (the same sharding; spmd's specs leave them out)."""
+    """The spec without trailing Nones (the same sharding; the tests compare specs so)."""
     if not v.committed:
         return "uncommitted"
     entries = list(v.sharding.spec)

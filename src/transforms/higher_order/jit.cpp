@@ -383,6 +383,32 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compil
   return compiled.run(std::move(operands), consumable);
 }
 
+// Runs a compiled call on `operands` (the constants, then `leaves`).
+std::vector<Array> run_call(JitState& state, CacheEntry& entry, const Compiled& compiled,
+                            std::span<const Array> operands, std::span<const Array> leaves,
+                            const std::vector<bool>& donated) {
+  if (std::find(donated.begin(), donated.end(), true) == donated.end())
+    return compiled.run(operands);
+  return run_donating(state, entry, compiled, leaves, donated);
+}
+
+// As run_call, on a mesh: the results get the shardings JAX gives jit's results.
+std::vector<Array> run_call_on_mesh(JitState& state, CacheEntry& entry, const TreeDef& in_def,
+                                    const Compiled& compiled, std::span<const Array> operands,
+                                    std::span<const Array> leaves,
+                                    const std::vector<bool>& donated) {
+  const JitOptions& o = state.options;
+  OperandShardings in, out;
+  if (!o.in_shardings.is_unspecified())
+    in = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
+  if (!o.out_shardings.is_unspecified())
+    out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
+  std::shared_ptr<const Sharding> model = result_model(leaves, in);
+  std::vector<Array> results = run_call(state, entry, compiled, operands, leaves, donated);
+  recover_user_shardings(results, model, leaves.empty() ? 0 : leaves[0].ndim(), out);
+  return results;
+}
+
 }  // namespace
 
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
@@ -419,9 +445,8 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
     const Compiled& compiled = compiled_for(state, *entry, in_def, operands);
-    if (std::find(donated.begin(), donated.end(), true) == donated.end())
-      return compiled.run(operands);
-    return run_donating(state, *entry, compiled, leaves, donated);
+    if (!compiled.on_mesh()) return run_call(state, *entry, compiled, operands, leaves, donated);
+    return run_call_on_mesh(state, *entry, in_def, compiled, operands, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   add_call_shardings(state.options, *entry, in_def, params);

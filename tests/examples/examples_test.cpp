@@ -69,11 +69,12 @@ std::vector<double> numbers(const std::string& text) {
 }
 
 // A %timeit golden is IPython's line with <mean> and <std> for the times ("1.89 s", "13.5 ms",
-// "0 ns"): the line's form as a regex.
+// "0 ns", and "1e+03 ms" when "%.3g" rounds up to the next power of ten): the line's form as a
+// regex.
 std::regex timing_form(const std::string& golden) {
   static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
   std::string pattern = std::regex_replace(golden, special, R"(\$&)");
-  const std::string time = R"(\d+(\.\d+)? (s|ms|µs|ns))";
+  const std::string time = R"(\d+(\.\d+)?(e[+-]\d+)? (s|ms|µs|ns))";
   for (const char* slot : {"<mean>", "<std>"})
     pattern.replace(pattern.find(slot), std::string(slot).size(), time);
   return std::regex(pattern);

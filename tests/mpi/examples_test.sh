@@ -11,7 +11,7 @@ status=0
 # A process may wait long for the other (process 0 alone computes the single-device cells).
 export SPMD_COLLECTIVE_TIMEOUT_MS=${SPMD_COLLECTIVE_TIMEOUT_MS:-600000}
 # %timeit lines hold times, which differ from run to run.
-untimed() { sed -E 's/[0-9.]+ (s|ms|µs|ns) ± [0-9.]+ (s|ms|µs|ns) per loop/TIME per loop/' "$1"; }
+untimed() { sed -E 's/[0-9.]+(e[+-][0-9]+)? (s|ms|µs|ns) ± [0-9.]+(e[+-][0-9]+)? (s|ms|µs|ns) per loop/TIME per loop/' "$1"; }
 for example in "pmap_cookbook" "shard_map_basics" "distributed_arrays --small"; do
   name=${example%% *}
   # shellcheck disable=SC2086

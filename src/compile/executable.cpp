@@ -123,14 +123,16 @@ Executable::Executable(const Program& program, bool optimized)
 
 namespace {
 
-// The operand whose buffer the single output of elementwise equation `e` can take over, or -1:
-// a value whose buffer this run owns (a donated argument, or a result already written over one)
-// that dies at `e`, has the output's shape and element size, and that no other Array shares.
+// The operand whose buffer an output of elementwise equation `e` can take over, or -1: a value
+// whose buffer this run owns (a donated argument, or a result the run allocated or already
+// wrote over one) that dies at `e`, has the output's shape and element size, that no other
+// Array shares and that no earlier output of `e` (listed in `taken`) took.
 int buffer_donor(const Equation& e, const AbstractValue& out, std::span<const Array> env,
-                 const std::vector<bool>& owned, const std::vector<int>& dying) {
-  if (e.outputs.size() != 1) return -1;
+                 const std::vector<bool>& owned, const std::vector<int>& dying,
+                 std::span<const int> taken) {
   for (const Atom& a : e.inputs) {
     if (a.is_literal() || !owned[size_t(a.var)]) continue;
+    if (std::find(taken.begin(), taken.end(), a.var) != taken.end()) continue;
     if (e.primitive->name == "fusion" &&
         !fusion_may_write_over(e.params, size_t(&a - e.inputs.data())))
       continue;
@@ -152,6 +154,7 @@ struct RunScratch {
   std::vector<Array> ins;
   std::vector<Operand> operands;
   std::vector<Result> results;
+  std::vector<int> donors;  // per output of the equation running
 };
 
 namespace {
@@ -210,6 +213,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   std::vector<Array>& ins = s.ins;
   std::vector<Operand>& operands = s.operands;
   std::vector<Result>& results = s.results;
+  std::vector<int>& donors = s.donors;
   for (size_t i = 0; i < p.constvars.size(); ++i) env[size_t(p.constvars[i])] = p.consts[i];
   cpu::DenormalsAreZero ftz;
   static const Primitive* const fusion = &primitive("fusion");
@@ -220,9 +224,12 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
     const ProfileStart start = profiling ? ProfileStart::now() : ProfileStart{};
     // Decided before `ins` takes its own references to the operands.
     ins.clear();
-    int donor = prim.elementwise || &prim == fusion
-                    ? buffer_donor(e, p.types[size_t(e.outputs[0])], env, owned, release_after_[i])
-                    : -1;
+    donors.clear();
+    if (prim.elementwise || &prim == fusion)
+      for (int v : e.outputs)
+        donors.push_back(
+            buffer_donor(e, p.types[size_t(v)], env, owned, release_after_[i], donors));
+    donors.resize(e.outputs.size(), -1);
     for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
     if (prim.eager) {
       std::vector<Array> outs = prim.eager(ins, e.params);
@@ -237,7 +244,8 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
         const std::shared_ptr<Buffer>& buffer = concrete_buffer(x, prim.name.c_str());
         operands.push_back({buffer->data(), &x.impl()->aval, &buffer});
       }
-      for (int v : e.outputs) {
+      for (size_t k = 0; k < e.outputs.size(); ++k) {
+        const int v = e.outputs[k], donor = donors[k];
         const AbstractValue& type = p.types[size_t(v)];
         if (prim.allocates_outputs) {
           Array out = make_array(type, nullptr);
@@ -248,7 +256,9 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
         }
         Array out = donor >= 0 ? make_array(type, env[size_t(donor)].impl()->buffer)
                                : make_uninitialized(type, prim.name.c_str());
-        owned[size_t(v)] = donor >= 0;
+        // Allocated here or written over an owned buffer: later elementwise equations may write
+        // over it once it dies, so a chain of them holds one buffer instead of several.
+        owned[size_t(v)] = true;
         results.push_back({out.impl()->buffer->data(), &out.impl()->aval});
         env[size_t(v)] = std::move(out);
       }

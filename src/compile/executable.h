@@ -1,7 +1,8 @@
 // An Executable: a Program prepared to run repeatedly on concrete arrays. Equations run in
 // order; each value is released right after its last use, so its buffer is reused by later
-// equations (the buffer cache hands freed blocks back out). A donated argument's buffer is
-// written over in place by an elementwise result once the argument is dead.
+// equations (the buffer cache hands freed blocks back out). The buffer of a donated argument or
+// of a result the run allocated is written over in place by an elementwise result once its
+// value is dead.
 #pragma once
 
 #include "ir/program.h"

@@ -138,6 +138,8 @@ void register_random_primitives(PrimitiveRegistry& r) {
   // Random bits have no derivative.
   Primitive& threefry = r.define("threefry2x32", threefry_shape_rule, threefry_kernel);
   threefry.kind = PrimitiveKind::broadcasting;
+  // Writing the hashes over the dead counter words keeps two buffers of the shape live, not four.
+  threefry.elementwise = true;
   threefry.non_differentiable = true;
   Primitive& iota_2x32 = r.define("iota_2x32_shape", iota_2x32_shape_rule, [](const KernelArgs& a) {
     cpu::iota_2x32(a.out[0].as<uint32_t>(), a.out[1].as<uint32_t>(), a.out[0].aval->size());

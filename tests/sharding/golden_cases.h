@@ -161,6 +161,24 @@ inline std::string placed(const std::vector<sp::Array>& leaves) {
   return out;
 }
 
+// placed(), and the device ids of each leaf's mesh after a '|', as gen_partition_gaps.py and
+// gen_reduce_scatter_donation.py write them.
+inline std::string placed_on_devices(const std::vector<sp::Array>& leaves) {
+  std::string out;
+  for (const sp::Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    out += placed({x}) + "|";
+    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
+    const std::vector<sp::Device>& devices =
+        named ? named->mesh().devices() : x.sharding()->device_list();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (i) out += ',';
+      out += std::to_string(devices[i].id);
+    }
+  }
+  return out;
+}
+
 // `golden`, in placed()'s format, with only the shards of this process's devices: under mpirun
 // (ctest's spmd_mpi_suites) a process holds and lists only those; in one process, all of them.
 inline std::string placed_here(const std::string& golden, const std::vector<sp::Array>& leaves) {

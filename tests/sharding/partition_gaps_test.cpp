@@ -23,24 +23,7 @@ using sp::Array;
 using sp::None;
 using sp::P;
 
-// sharding_test::placed, and the device ids of each leaf's mesh after a '|'.
-std::string placed(const std::vector<Array>& leaves) {
-  std::string out;
-  for (const Array& x : leaves) {
-    if (!out.empty()) out += '\n';
-    out += sharding_test::placed({x}) + "|";
-    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
-    const std::vector<sp::Device>& devices =
-        named ? named->mesh().devices() : x.sharding()->device_list();
-    for (size_t i = 0; i < devices.size(); ++i) {
-      if (i) out += ',';
-      out += std::to_string(devices[i].id);
-    }
-  }
-  return out;
-}
-
-// `golden`, in placed()'s format, with only the shards of this process's devices (see
+// `golden`, in placed_on_devices()'s format, with only the shards of this process's devices (see
 // sharding_test::placed_here), the mesh's device ids kept.
 std::string placed_here(const std::string& golden, const std::vector<Array>& leaves) {
   const std::vector<std::string> lines = spmd_test::split_fields(golden, '\n');
@@ -86,7 +69,8 @@ class PartitionGaps : public ::testing::Test {
     static const auto* blocks = new std::map<std::string, std::string>(
         spmd_test::golden_blocks("partitioning/gaps_results.txt"));
     ASSERT_TRUE(blocks->count(name)) << "no golden case " << name;
-    EXPECT_EQ(placed(leaves), placed_here(blocks->at(name), leaves)) << name;
+    EXPECT_EQ(sharding_test::placed_on_devices(leaves), placed_here(blocks->at(name), leaves))
+        << name;
     const auto& values = spmd_test::load_golden("partitioning/gaps_values.npz");
     for (size_t i = 0; i < leaves.size(); ++i)
       EXPECT_TRUE(

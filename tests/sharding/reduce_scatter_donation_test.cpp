@@ -27,23 +27,6 @@ using sp::Array;
 using sp::None;
 using sp::P;
 
-// sharding_test::placed, and the device ids of each leaf's mesh after a '|'.
-std::string placed(const std::vector<Array>& leaves) {
-  std::string out;
-  for (const Array& x : leaves) {
-    if (!out.empty()) out += '\n';
-    out += sharding_test::placed({x}) + "|";
-    const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
-    const std::vector<sp::Device>& devices =
-        named ? named->mesh().devices() : x.sharding()->device_list();
-    for (size_t i = 0; i < devices.size(); ++i) {
-      if (i) out += ',';
-      out += std::to_string(devices[i].id);
-    }
-  }
-  return out;
-}
-
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -104,7 +87,7 @@ class ReduceScatterDonation : public ::testing::Test {
         lines.begin(), lines.begin() + std::ptrdiff_t(std::min(lines.size(), leaves.size())));
     std::string expected;
     for (const std::string& line : where) expected += (expected.empty() ? "" : "\n") + line;
-    EXPECT_EQ(placed(leaves), expected) << name;
+    EXPECT_EQ(sharding_test::placed_on_devices(leaves), expected) << name;
     const auto& values = spmd_test::load_golden("partitioning/rsd_values.npz");
     for (size_t i = 0; i < leaves.size(); ++i)
       EXPECT_TRUE(

@@ -153,6 +153,8 @@ class PartitionSpec {
 
   // Duplicate or unknown mesh axes throw ShardingError "[api] " + JAX's message.
   void check(const Mesh& mesh, std::string_view api = "NamedSharding") const;
+  // An axis splitting two dims throws check's ShardingError (JAX's DuplicateSpecError).
+  void check_unique(std::string_view api) const;
 
   // "P('x', None)", "P(('x', 'y'),)", "P()", as JAX 0.10 prints a PartitionSpec.
   std::string repr() const;

@@ -94,6 +94,11 @@ struct BatchResult {
 struct BatchContext {
   int64_t axis_size = 0;
   std::string axis_name;  // empty when the vmap has no name
+  // The Explicit mesh axes splitting the mapped dim of the arguments (JAX's
+  // AxisData.explicit_mesh_axis), empty when it is unsplit: a batched out_sharding and a broadcast
+  // of an unbatched typed value split the batch dim over them, as JAX's get_sharding_for_vmap and
+  // batching.broadcast do.
+  std::vector<std::string> explicit_mesh_axis = {};
 };
 // `args` hold the batched values; dims[i] is the batch dimension of args[i] or kNotBatched.
 // Called only when at least one argument is batched.

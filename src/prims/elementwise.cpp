@@ -287,16 +287,16 @@ std::vector<Array> add_any_transpose(std::span<const Array> ct, std::span<const 
 // JAX's add_batched: the unbatched side is broadcast at the other's batch dimension.
 BatchRule add_any_batch(const Primitive& p) {
   return [p = &p](std::span<const Array> args, std::span<const int> dims, const Params&,
-                  const BatchContext&) {
+                  const BatchContext& ctx) {
     Array x = args[0], y = args[1];
     const int bx = dims[0], by = dims[1];
     if (bx == by) return result_at(bind1(*p, {x, y}), bx);
     if (!is_batched(bx)) {
-      x = move_batch_dim(x, kNotBatched, by, y.shape()[by]);
+      x = move_batch_dim(x, kNotBatched, by, ctx);
       return result_at(bind1(*p, {x, y}), by);
     }
     if (!is_batched(by)) {
-      y = move_batch_dim(y, kNotBatched, bx, x.shape()[bx]);
+      y = move_batch_dim(y, kNotBatched, bx, ctx);
       return result_at(bind1(*p, {x, y}), bx);
     }
     return result_at(bind1(*p, {batch_moveaxis(x, bx, by), y}), by);
@@ -816,7 +816,7 @@ Array broadcast_to(const Array& x, const Shape& shape) {
 }
 // JAX's _select_batch_rule.
 BatchResult select_n_batch(const Primitive& select_n, std::span<const Array> args,
-                           std::span<const int> dims) {
+                           std::span<const int> dims, const BatchContext& ctx) {
   auto bind_cases = [&](const Array& which, const std::vector<Array>& cases) {
     std::vector<Array> in{which};
     in.insert(in.end(), cases.begin(), cases.end());
@@ -826,7 +826,6 @@ BatchResult select_n_batch(const Primitive& select_n, std::span<const Array> arg
   const int which_d = dims[0];
   std::vector<Array> cases(args.begin() + 1, args.end());
   const std::vector<int> case_dims(dims.begin() + 1, dims.end());
-  const int64_t size = mapped_size(args, dims);
   auto all_cases = [&](auto pred) { return std::all_of(case_dims.begin(), case_dims.end(), pred); };
   if (all_cases([&](int d) { return d == which_d; })) {
     if (!(which.shape() == cases[0].shape()))  // a scalar selector of non-scalar cases
@@ -843,10 +842,10 @@ BatchResult select_n_batch(const Primitive& select_n, std::span<const Array> arg
       return result_at(bind_cases(which, cases), case_dims[0]);
     }
   }
-  if (which.ndim() > 0) which = bdim_at_front(which, which_d, size);
+  if (which.ndim() > 0) which = bdim_at_front(which, which_d, ctx);
   if (!std::all_of(cases.begin(), cases.end(), [](const Array& c) { return c.ndim() == 0; }))
     for (size_t i = 0; i < cases.size(); ++i)
-      cases[i] = bdim_at_front(cases[i], case_dims[i], size);
+      cases[i] = bdim_at_front(cases[i], case_dims[i], ctx);
   if (which.ndim() > 0 && which.ndim() < cases[0].ndim())
     which = lax::broadcast_in_dim(which, cases[0].shape(), {0});
   if (which.ndim() > cases[0].ndim())
@@ -930,7 +929,10 @@ void define_select_clamp(PrimitiveRegistry& r) {
   select_n.elementwise = true;
   select_n.jvp = select_n_jvp(select_n);
   select_n.transpose = select_n_transpose;
-  select_n.batch = batch_of(select_n, select_n_batch);
+  select_n.batch = [p = &select_n](std::span<const Array> args, std::span<const int> dims,
+                                    const Params&, const BatchContext& ctx) {
+    return select_n_batch(*p, args, dims, ctx);
+  };
   select_n.sharding_rule = elementwise_sharding;
   Primitive& clamp = r.define("clamp", clamp_shape_rule, clamp_kernel);
   clamp.elementwise = true;

@@ -6,6 +6,7 @@
 
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
+#include "sharding/type_sharding.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -54,16 +55,20 @@ BatchRule broadcasting(const Primitive* p) {
 }
 
 // JAX's reducer_batcher: reduced axes at or after the batch dimension shift by one; the batch
-// dimension lands at its position among the kept dims.
+// dimension lands at its position among the kept dims, where a given out_sharding splits it
+// over vmap's explicit mesh axes (get_sharding_for_vmap).
 BatchRule reducer(const Primitive* p) {
   return [p](std::span<const Array> args, std::span<const int> dims, const Params& params,
-             const BatchContext&) {
+             const BatchContext& ctx) {
     const int bdim = dims[0];
     const Ints axes = bump(params.get_ints("axes"), bdim);
     int out_dim = 0;
     for (int d = 0; d < bdim; ++d) out_dim += std::count(axes.begin(), axes.end(), d) ? 0 : 1;
     Params q = params;
     q.set("axes", axes);
+    if (params.has("out_sharding"))
+      q.set("out_sharding",
+            batched_out_sharding(params, "out_sharding", out_dim, ctx.explicit_mesh_axis));
     return all_at(spmd::bind(*p, args, q), out_dim);
   };
 }

@@ -359,7 +359,7 @@ int free_dims_before(int ndim, const Ints& batch, const Ints& contracting, int b
 // one batched operand's batch dimension becomes one of its free dimensions.
 BatchResult dot_general_batch(const Primitive& self, std::span<const Array> args,
                               std::span<const int> dims, const Params& params,
-                              const BatchContext&) {
+                              const BatchContext& ctx) {
   const int lbd = dims[0], rbd = dims[1];
   const int lhs_ndim = args[0].ndim(), rhs_ndim = args[1].ndim();
   DotDimensionNumbers d = params.get<DotDimensionNumbers>("dimension_numbers");
@@ -382,8 +382,9 @@ BatchResult dot_general_batch(const Primitive& self, std::span<const Array> args
   }
   Params p = params;
   p.set("dimension_numbers", d);
-  // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
-  p.set("out_sharding", batched_out_sharding(params, "out_sharding", result_dim));
+  // JAX's get_sharding_for_vmap: the batch dim is split over vmap's explicit mesh axes.
+  p.set("out_sharding",
+        batched_out_sharding(params, "out_sharding", result_dim, ctx.explicit_mesh_axis));
   return result_at(bind1(self, {args[0], args[1]}, p), result_dim);
 }
 

@@ -1,4 +1,7 @@
 // The primitive registry and bind(), the one entry every operation goes through.
+#include <spmd/placement.h>
+#include <spmd/sharding.h>
+
 #include "compile/compiled.h"
 #include "core/trace.h"
 #include "prims/families.h"
@@ -93,13 +96,29 @@ std::vector<Array> bind(const Primitive& p, std::span<const Array> inputs, const
   return apply_primitive(p, inputs, params);
 }
 
+namespace {
+
+// On uncommitted operands, a result typed by a given out_sharding (the batched program of an
+// eager vmap, a full_like inside it) is laid out on the mesh in context when its type is on that
+// mesh, as JAX's jit places it there; without that mesh it stays uncommitted.
+std::vector<Array> placed_as_given(std::vector<Array> outs, const Params& params) {
+  const TypeSharding* given = given_out_sharding(params);
+  if (!given || outs.size() != 1) return outs;
+  const Mesh mesh = get_mesh();
+  if (mesh.size() == 0 || !(unsplit_on(mesh, 0).mesh == given->mesh)) return outs;
+  outs[0] = device_put(outs[0], NamedSharding(mesh, spec_of(*given, given->dims.size())));
+  return outs;
+}
+
+}  // namespace
+
 std::vector<Array> apply_primitive(const Primitive& p, std::span<const Array> inputs,
                                    const Params& params) {
   if (p.eager) return p.eager(inputs, params);
   if (any_committed(inputs)) return run_partitioned_primitive(p, params, inputs);
   // Eager evaluation is a cached one-primitive program, run as jit runs its programs.
   std::shared_ptr<const Compiled> compiled = compile_primitive(p, params, inputs);
-  return compiled->run(inputs);
+  return placed_as_given(compiled->run(inputs), params);
 }
 
 Array bind1(const Primitive& p, std::span<const Array> inputs, const Params& params) {

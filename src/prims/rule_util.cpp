@@ -91,15 +91,24 @@ JvpResult linear_jvp(const Primitive& p, std::span<const Array> x, std::span<con
   return r;
 }
 
+namespace {
+
+// x broadcast to a new dim of extent `size` at `to`, the result typed `sharding` when given.
+Array insert_batch_dim(const Array& x, int to, int64_t size,
+                       const std::optional<TypeSharding>& sharding) {
+  std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
+  shape.insert(shape.begin() + to, size);
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.ndim(); ++i) dims.push_back(i < to ? i : i + 1);
+  if (sharding) return ops::broadcast_in_dim(x, Shape(shape), dims, sharding);
+  return lax::broadcast_in_dim(x, Shape(shape), dims);
+}
+
+}  // namespace
+
 Array move_batch_dim(const Array& x, int from, int to, int64_t axis_size) {
   if (from == to) return x;
-  if (from == kNotBatched) {
-    std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
-    shape.insert(shape.begin() + to, axis_size);
-    std::vector<int64_t> dims;
-    for (int i = 0; i < x.ndim(); ++i) dims.push_back(i < to ? i : i + 1);
-    return lax::broadcast_in_dim(x, Shape(shape), dims);
-  }
+  if (from == kNotBatched) return insert_batch_dim(x, to, axis_size, std::nullopt);
   std::vector<int64_t> perm(static_cast<size_t>(x.ndim()));
   std::iota(perm.begin(), perm.end(), 0);
   perm.erase(perm.begin() + from);
@@ -242,6 +251,19 @@ Array batch_moveaxis(const Array& x, int from, int to) {
 
 Array bdim_at_front(const Array& x, int dim, int64_t size) {
   return move_batch_dim(x, dim, 0, size);
+}
+
+Array move_batch_dim(const Array& x, int from, int to, const BatchContext& ctx) {
+  const std::optional<TypeSharding>& typed = aval_of(x).sharding;
+  if (from != kNotBatched || !typed || ctx.explicit_mesh_axis.empty())
+    return move_batch_dim(x, from, to, ctx.axis_size);
+  TypeSharding sharding = *typed;
+  sharding.dims.insert(sharding.dims.begin() + to, ctx.explicit_mesh_axis);
+  return insert_batch_dim(x, to, ctx.axis_size, sharding);
+}
+
+Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx) {
+  return move_batch_dim(x, dim, 0, ctx);
 }
 
 }  // namespace spmd

@@ -118,5 +118,10 @@ BatchResult all_at(std::vector<Array> outs, int dim);
 Array batch_moveaxis(const Array& x, int from, int to);
 // JAX's batching.bdim_at_front: batched operands are transposed, others broadcast to `size`.
 Array bdim_at_front(const Array& x, int dim, int64_t size);
+// As move_batch_dim and bdim_at_front with JAX's mesh_axis=axis_data.explicit_mesh_axis: an
+// unbatched value whose type has a sharding is broadcast to ctx.axis_size with the new dim split
+// over ctx.explicit_mesh_axis (JAX's batching.broadcast).
+Array move_batch_dim(const Array& x, int from, int to, const BatchContext& ctx);
+Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx);
 
 }  // namespace spmd

@@ -180,10 +180,9 @@ std::vector<Array> scatter_add_transpose(std::span<const Array> cts,
 // dimension pair (operand_batching_dims / scatter_indices_batching_dims).
 BatchResult scatter_add_batch(const Primitive& self, std::span<const Array> args,
                               std::span<const int> dims, const Params& params,
-                              const BatchContext&) {
-  const int64_t size = mapped_size(args, dims);
-  const Array operand = bdim_at_front(args[0], dims[0], size);
-  const Array updates = bdim_at_front(args[2], dims[2], size);
+                              const BatchContext& ctx) {
+  const Array operand = bdim_at_front(args[0], dims[0], ctx);
+  const Array updates = bdim_at_front(args[2], dims[2], ctx);
   Array indices = args[1];
   const Ints window = params.get_ints("update_window_dims");
   const Ints inserted = params.get_ints("inserted_window_dims");
@@ -197,7 +196,7 @@ BatchResult scatter_add_batch(const Primitive& self, std::span<const Array> args
     p.set("update_window_dims", prepend(0, add_each(window, 1)));
     p.set("operand_batching_dims", add_each(operand_batching, 1));
   } else {
-    indices = bdim_at_front(indices, dims[1], size);
+    indices = bdim_at_front(indices, dims[1], ctx);
     p.set("update_window_dims", add_each(window, 1));
     p.set("operand_batching_dims", prepend(0, add_each(operand_batching, 1)));
     p.set("scatter_indices_batching_dims", prepend(0, add_each(indices_batching, 1)));

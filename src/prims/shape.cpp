@@ -231,11 +231,12 @@ ShardingRule broadcast_in_dim_sharding(std::span<const AbstractValue> in,
 
 BatchResult broadcast_in_dim_batch(const Primitive& self, std::span<const Array> args,
                                    std::span<const int> dims, const Params& params,
-                                   const BatchContext&) {
+                                   const BatchContext& ctx) {
   const Array x = batch_moveaxis(args[0], dims[0], 0);
   Params p = params;
   p.set("shape", prepend(args[0].shape()[dims[0]], params.get_ints("shape")));
   p.set("broadcast_dimensions", prepend(0, add_each(params.get_ints("broadcast_dimensions"), 1)));
+  p.set("sharding", batched_out_sharding(params, "sharding", 0, ctx.explicit_mesh_axis));
   return result_at(bind1(self, {x}, p), 0);
 }
 
@@ -532,14 +533,14 @@ Array reshape_transpose(const Array& ct, const AbstractValue& operand, const Par
 }
 
 BatchResult reshape_batch(std::span<const Array> args, std::span<const int> dims,
-                          const Params& params, const BatchContext&) {
+                          const Params& params, const BatchContext& ctx) {
   if (!std::holds_alternative<NoneParam>(params.at("dimensions")))
     throw ValueError("[vmap] reshape with dimensions other than None cannot be batched");
   const Array x = batch_moveaxis(args[0], dims[0], 0);
   Params p = params;
   p.set("new_sizes", prepend(x.shape()[0], params.get_ints("new_sizes")));
-  // The batch dim is unsplit in a given result sharding, as JAX's get_sharding_for_vmap.
-  p.set("sharding", batched_out_sharding(params, "sharding", 0));
+  // JAX's get_sharding_for_vmap: the batch dim is split over vmap's explicit mesh axes.
+  p.set("sharding", batched_out_sharding(params, "sharding", 0, ctx.explicit_mesh_axis));
   return result_at(bind1(primitive("reshape"), {x}, p), 0);
 }
 

@@ -78,10 +78,19 @@ JvpResult constraint_jvp(std::span<const Array> x, std::span<const Array> t, con
   return JvpResult{{constrain_as(x[0], p)}, {constrain_as(t[0], p)}};
 }
 
-// JAX's transpose: the constraint on the cotangent.
-std::vector<Array> constraint_transpose(std::span<const Array> ct, std::span<const LinearInput>,
+// JAX's transpose: the constraint on the cotangent. A constraint that moved a typed value onto
+// a mesh of other axis types over the same devices (auto_axes) sends the cotangent back to its
+// operand's mesh and type, as the transpose of JAX's reshard, which auto_axes binds, does.
+std::vector<Array> constraint_transpose(std::span<const Array> ct, std::span<const LinearInput> in,
                                         const Params& p) {
-  return {is_zero(ct[0]) ? Array() : constrain_as(ct[0], p)};
+  if (is_zero(ct[0])) return {Array()};
+  const auto* named = dynamic_cast<const NamedSharding*>(p.get_object<ShardingPtr>("sharding").get());
+  const std::optional<TypeSharding>& from = in[0].aval.sharding;
+  if (!named || !from || unsplit_on(named->mesh(), 0).mesh == from->mesh)
+    return {constrain_as(ct[0], p)};
+  auto back = std::make_shared<const NamedSharding>(mesh_of_type(named->mesh(), *from),
+                                                    spec_of(*from, from->dims.size()));
+  return {sharding_constraint(ct[0], std::move(back))};
 }
 
 // A NamedSharding's spec with None inserted at the batch dim `d` and padded to `ndim`, as JAX's
@@ -293,11 +302,12 @@ std::vector<Array> reshard_transpose(std::span<const Array> ct, std::span<const 
   return {reshard_to(ct[0], *in[0].aval.sharding, p.at("concrete_mesh"))};
 }
 
-// JAX's _reshard_batcher: the batch dim is unsplit.
+// JAX's _reshard_batcher: the batch dim is split over vmap's explicit mesh axes.
 BatchResult reshard_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
-                          const BatchContext&) {
+                          const BatchContext& ctx) {
   Params batched = p;
-  batched.set("dst_sharding", batched_out_sharding(p, "dst_sharding", dims[0]));
+  batched.set("dst_sharding",
+              batched_out_sharding(p, "dst_sharding", dims[0], ctx.explicit_mesh_axis));
   return result_at(bind1(reshard_p(), {args[0]}, batched), dims[0]);
 }
 

@@ -30,21 +30,35 @@ std::vector<std::string> PartitionSpec::axes_of(int d) const {
   return e ? e->names() : std::vector<std::string>{};
 }
 
-void PartitionSpec::check(const Mesh& mesh, std::string_view api) const {
-  std::map<std::string, int> uses;
+namespace {
+
+// The mesh axes the spec names, in order of first use, and how often each is named.
+std::vector<std::string> named_axes(const PartitionSpec& spec, std::map<std::string, int>* uses) {
   std::vector<std::string> order;
-  for (int d = 0; d < size(); ++d)
-    for (const std::string& name : axes_of(d))
-      if (uses[name]++ == 0) order.push_back(name);
+  for (int d = 0; d < spec.size(); ++d)
+    for (const std::string& name : spec.axes_of(d))
+      if ((*uses)[name]++ == 0) order.push_back(name);
+  return order;
+}
+
+}  // namespace
+
+void PartitionSpec::check_unique(std::string_view api) const {
+  std::map<std::string, int> uses;
   std::string duplicates;
-  for (const std::string& name : order)
+  for (const std::string& name : named_axes(*this, &uses))
     if (uses[name] > 1) duplicates += (duplicates.empty() ? "`" : ", `") + name + "`";
   if (!duplicates.empty())
     throw ShardingError("[" + std::string(api) +
                         "] A single NamedSharding spec specification can map every mesh axis to "
                         "at most one positional dimension, but " +
                         repr() + " has duplicate entries for " + duplicates);
-  for (const std::string& name : order)
+}
+
+void PartitionSpec::check(const Mesh& mesh, std::string_view api) const {
+  check_unique(api);
+  std::map<std::string, int> uses;
+  for (const std::string& name : named_axes(*this, &uses))
     if (mesh.axis_position(name) < 0)
       throw ShardingError(
           "[" + std::string(api) + "] Resource axis: " + name + " of " + repr() +

@@ -273,18 +273,43 @@ const TypeSharding* out_sharding_param(const Params& params, std::string_view ke
   return given ? &given->value().sharding : nullptr;
 }
 
-ParamValue batched_out_sharding(const Params& params, std::string_view key, int d) {
+PartitionSpec spec_of(const TypeSharding& t, size_t length) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (size_t d = 0; d < length && d < t.dims.size(); ++d) {
+    const std::vector<std::string>& axes = t.dims[d];
+    entries.push_back(axes.empty()       ? std::nullopt
+                      : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
+                                         : PartitionSpec::Entry(AxisNames(axes, true)));
+  }
+  return PartitionSpec(std::move(entries));
+}
+
+Mesh mesh_of_type(const Mesh& devices, const TypeSharding& t) {
+  std::vector<std::string> names;
+  std::vector<AxisType> types;
+  for (const TypeSharding::Axis& a : t.mesh) {
+    names.push_back(a.name);
+    types.push_back(a.is_explicit ? AxisType::Explicit : AxisType::Auto);
+  }
+  return Mesh(devices.devices(), devices.devices_shape(), names, types);
+}
+
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d,
+                                const std::vector<std::string>& axes) {
   const auto* object = std::get_if<ObjectParam>(&params.at(key));
-  auto insert_unsplit = [d](TypeSharding t) {
-    t.dims.insert(t.dims.begin() + d, std::vector<std::string>{});
+  // A body splitting another dim over the mapped axes raises JAX's DuplicateSpecError.
+  auto insert_batch = [d, &axes](TypeSharding t, size_t length) {
+    t.dims.insert(t.dims.begin() + d, axes);
+    spec_of(t, length).check_unique("vmap");
     return t;
   };
   if (!object) return params.at(key);
-  if (auto* given = dynamic_cast<const TypedParam<GivenOutSharding>*>(object->object.get()))
-    return object_param(GivenOutSharding{insert_unsplit(given->value().sharding),
-                                         std::max(given->value().spec_length, size_t(d)) + 1});
+  if (auto* given = dynamic_cast<const TypedParam<GivenOutSharding>*>(object->object.get())) {
+    const size_t length = std::max(given->value().spec_length, size_t(d)) + 1;
+    return object_param(GivenOutSharding{insert_batch(given->value().sharding, length), length});
+  }
   if (auto* typed = dynamic_cast<const TypedParam<TypeSharding>*>(object->object.get()))
-    return object_param(insert_unsplit(typed->value()));
+    return object_param(insert_batch(typed->value(), typed->value().dims.size() + 1));
   return params.at(key);
 }
 
@@ -297,15 +322,8 @@ namespace {
 
 // JAX's repr of NamedSharding(t's abstract mesh, spec) for the spec of t's first `length` dims.
 std::string named_sharding_str(const TypeSharding& t, size_t length) {
-  std::vector<PartitionSpec::Entry> entries;
-  for (size_t d = 0; d < length && d < t.dims.size(); ++d) {
-    const std::vector<std::string>& axes = t.dims[d];
-    entries.push_back(axes.empty()       ? std::nullopt
-                      : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
-                                         : PartitionSpec::Entry(AxisNames(axes, true)));
-  }
-  return "NamedSharding(mesh=" + abstract_mesh_str(t) +
-         ", spec=" + PartitionSpec(std::move(entries)).repr() + ")";
+  return "NamedSharding(mesh=" + abstract_mesh_str(t) + ", spec=" + spec_of(t, length).repr() +
+         ")";
 }
 
 }  // namespace

@@ -25,6 +25,12 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
 // The abstract mesh of `mesh` with an unsplit value of rank `rank` on it.
 TypeSharding unsplit_on(const Mesh& mesh, int rank);
 
+// The spec of t's first `length` dims (a type's sharding in full for t.dims.size()).
+PartitionSpec spec_of(const TypeSharding& t, size_t length);
+
+// The mesh of t's axis names and types over the devices of `devices` (a mesh of the same shape).
+Mesh mesh_of_type(const Mesh& devices, const TypeSharding& t);
+
 // JAX's repr of the abstract mesh t is on: "AbstractMesh('a': 4, 'b': 2, axis_types=(...), ...)".
 std::string abstract_mesh_str(const TypeSharding& t);
 
@@ -41,10 +47,11 @@ struct GivenOutSharding {
 // TypeSharding or a GivenOutSharding) fixes for the result, or null when the param is None or
 // of another kind (a sharding constraint's).
 const TypeSharding* out_sharding_param(const Params& params, std::string_view key);
-// The out_sharding param `key` with an unsplit dim inserted at `d`, as JAX's
-// get_sharding_for_vmap gives a batched equation (a given spec keeps its written entries, and
-// one more); None stays None.
-ParamValue batched_out_sharding(const Params& params, std::string_view key, int d);
+// The out_sharding param `key` with a dim split over `axes` (vmap's explicit mesh axes; unsplit
+// when empty) inserted at `d`, as JAX's get_sharding_for_vmap gives a batched equation (a given
+// spec keeps its written entries, and one more); None stays None.
+ParamValue batched_out_sharding(const Params& params, std::string_view key, int d,
+                                const std::vector<std::string>& axes);
 // The out_sharding param of an equation with these params, whichever its name; null if none.
 const TypeSharding* given_out_sharding(const Params& params);
 

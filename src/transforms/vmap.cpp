@@ -5,6 +5,7 @@
 
 #include "core/axis_env.h"
 #include "prims/primitive.h"
+#include "sharding/python_repr.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -95,6 +96,54 @@ std::string type_name(const Array& x) {
   return std::string(dtype_name(x.dtype())) + x.shape().str();
 }
 
+// The Explicit mesh axes splitting dim d of x's type (none when untyped).
+std::vector<std::string> axes_of_dim(const Array& x, int d) {
+  const std::optional<TypeSharding>& t = aval_of(x).sharding;
+  return t ? t->dims[size_t(d)] : std::vector<std::string>{};
+}
+
+// A spec entry as Python's str() prints it: None, a, ('a', 'b').
+std::string entry_str(const std::vector<std::string>& axes) {
+  if (axes.empty()) return "None";
+  if (axes.size() == 1) return axes[0];
+  return python_repr::tuple_of_names(axes);
+}
+
+// JAX's _mapped_axis_spec: the Explicit mesh axes splitting the mapped dims, which every mapped
+// argument must split alike (an untyped one leaves it unsplit).
+std::vector<std::string> mapped_axis_spec(std::span<const Array> leaves,
+                                          const std::vector<int>& dims) {
+  std::optional<std::vector<std::string>> spec;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (dims[i] == kNotBatched) continue;
+    std::vector<std::string> axes = axes_of_dim(leaves[i], dims[i]);
+    if (spec && *spec != axes)
+      throw ValueError(
+          "[vmap] Mapped away dimension of inputs passed to vmap should be sharded the same. Got "
+          "inconsistent axis specs: " +
+          entry_str(*spec) + " vs " + entry_str(axes));
+    spec = std::move(axes);
+  }
+  return spec.value_or(std::vector<std::string>{});
+}
+
+// JAX's _check_ema_unmapped_args: an unmapped argument may not be split over the mapped axes.
+void check_unmapped_args(std::span<const Array> leaves, const std::vector<int>& dims,
+                         const std::vector<std::string>& mesh_axis) {
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const AbstractValue& t = aval_of(leaves[i]);
+    if (dims[i] != kNotBatched || !t.sharding) continue;
+    for (const std::vector<std::string>& axes : t.sharding->dims)
+      for (const std::string& a : axes)
+        if (std::count(mesh_axis.begin(), mesh_axis.end(), a))
+          throw ValueError(
+              "[vmap] Unmapped values passed to vmap cannot be sharded along the mesh axis you "
+              "are vmapping over. Got type: " +
+              t.str() + ", in_axes: None and vmapped mesh axis: " +
+              python_repr::tuple_of_names(mesh_axis));
+  }
+}
+
 }  // namespace
 
 namespace transform_detail {
@@ -128,6 +177,7 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     std::vector<int64_t> s(t.shape.begin(), t.shape.end());
     s.erase(s.begin() + d);
     t.shape = Shape(s);
+    if (t.sharding) t.sharding->dims.erase(t.sharding->dims.begin() + d);
     example.push_back(t);
   }
   if (inconsistent) {
@@ -145,7 +195,8 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     throw ValueError(
         "[vmap] vmap must have at least one non-None value in in_axes, or be given "
         "axis_size");
-  BatchContext ctx{size, axis_name};
+  BatchContext ctx{size, axis_name, mapped_axis_spec(leaves, dims)};
+  check_unmapped_args(leaves, dims, ctx.explicit_mesh_axis);
   Program program = [&] {
     // Collectives over axis_name look its size up while the function is traced.
     std::vector<AxisFrame> frames;
@@ -172,7 +223,7 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     }
     int nd = outs[i].ndim() + (out_dims[i] == kNotBatched ? 1 : 0);
     int d = *ax.dim < 0 ? *ax.dim + nd : *ax.dim;
-    outs[i] = move_batch_dim(outs[i], out_dims[i], d, size);
+    outs[i] = move_batch_dim(outs[i], out_dims[i], d, ctx);
   }
   return outs;
 }

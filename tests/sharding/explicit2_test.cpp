@@ -76,13 +76,7 @@ class Explicit2Test : public ::testing::Test {
 
 // JAX prints some broadcast dims as (np.int64(1),), a Python artefact of jnp.mean's NumPy ints;
 // spmd's integer params print as plain ints.
-std::string without_numpy_ints(std::string s) {
-  for (size_t at; (at = s.find("np.int64(")) != std::string::npos;) {
-    const size_t close = s.find(')', at);
-    s = s.substr(0, at) + s.substr(at + 9, close - at - 9) + s.substr(close + 1);
-  }
-  return s;
-}
+using spmd_test::without_numpy_ints;
 
 // Each grad case: the gradient's type and values, and the jaxpr of the grad (its cotangent
 // seed resharded onto the output's abstract mesh, as JAX's).
@@ -204,11 +198,7 @@ TEST_F(Explicit2Test, ControlFlowJaxprsPrintTheTypes) {
 }
 
 // `text` with every occurrence of `from` replaced by `to`.
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-    text.replace(at, from.size(), to);
-  return text;
-}
+using spmd_test::replaced;
 
 // JAX's messages name Python functions, their source lines and argument names; spmd's name the
 // carry `carry` and leave the functions out. The rest is JAX's text, and fori_loop's, whose body

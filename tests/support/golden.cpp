@@ -229,6 +229,20 @@ std::string jax_error(std::string_view relative, std::string_view name) {
   return colon == std::string::npos ? text : text.substr(colon + 2);
 }
 
+std::string without_numpy_ints(std::string jaxpr) {
+  for (size_t at; (at = jaxpr.find("np.int64(")) != std::string::npos;) {
+    const size_t close = jaxpr.find(')', at);
+    jaxpr = jaxpr.substr(0, at) + jaxpr.substr(at + 9, close - at - 9) + jaxpr.substr(close + 1);
+  }
+  return jaxpr;
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
 std::vector<std::string> split_fields(const std::string& s, char sep) {
   std::vector<std::string> out(1);
   for (char c : s) {

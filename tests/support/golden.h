@@ -28,6 +28,11 @@ std::string jax_error(std::string_view relative, std::string_view name);
 // Every case of a golden in that block format: the lines after each `=== <case>` up to the next,
 // by case.
 std::map<std::string, std::string> golden_blocks(std::string_view relative);
+// A jaxpr JAX printed with NumPy ints (batching rules make them: `(np.int64(1),)`), spelled as
+// plain ints as spmd's integer params print.
+std::string without_numpy_ints(std::string jaxpr);
+// `text` with every `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to);
 // The fields of one line of a text golden between separators, empty ones included ("a,,b" has
 // three; "" has one).
 std::vector<std::string> split_fields(const std::string& s, char sep);

@@ -359,13 +359,7 @@ TEST(JaxprText, VmapElementwise) {
 
 // JAX prints the batched reduction's axes as (np.int64(1),): its batching rule makes NumPy ints,
 // a Python artefact spmd's integer params do not carry. The comparison spells them as plain ints.
-std::string without_numpy_ints(std::string s) {
-  for (size_t at; (at = s.find("np.int64(")) != std::string::npos;) {
-    size_t close = s.find(')', at);
-    s = s.substr(0, at) + s.substr(at + 9, close - at - 9) + s.substr(close + 1);
-  }
-  return s;
-}
+using spmd_test::without_numpy_ints;
 
 TEST(JaxprText, VmapSumAxis) {
   auto f = [](const Array& x) { return sp::sum(x, {0}); };

@@ -57,15 +57,18 @@ void check_branch_shardings(const char* api, size_t b, std::span<const AbstractV
   const size_t i = sharding_mismatch(first, out);
   if (i == std::string::npos) return;
   const bool is_cond = std::string(api) == "cond";
-  const std::string ref = is_cond ? "true_fun" : "branch " + std::to_string(b);
-  const std::string other = is_cond ? "false_fun" : "branch 0";
-  // spmd's cond lists the false branch first, so for cond `out` is true_fun's.
+  // JAX compares cond's true_fun with its false_fun (spmd's cond lists the false branch first,
+  // so for cond `out` is true_fun's), and switch's branch 0 with `branch{b}`, spelled so.
+  const std::string ref = is_cond ? "true_fun" : "branch 0";
+  const std::string other = is_cond ? "false_fun" : "branch" + std::to_string(b);
+  const AbstractValue& ref_type = is_cond ? out[i] : first[i];
+  const AbstractValue& other_type = is_cond ? first[i] : out[i];
   throw TypeError(std::string("[") + api + "] " + api +
                   " branches must have equal output types but they differ.\n\nThe output of " +
-                  leaf_name(ref, i, out.size()) + " has type " + out[i].typeof_str() +
+                  leaf_name(ref, i, out.size()) + " has type " + ref_type.typeof_str() +
                   " but the corresponding output of " + leaf_name(other, i, out.size()) +
-                  " has type " + first[i].typeof_str() + ".\n\nRevise " + ref + " and/or " + other +
-                  " so that all output types match.");
+                  " has type " + other_type.typeof_str() + ".\n\nRevise " + ref + " and/or " +
+                  other + " so that all output types match.");
 }
 
 // How JAX's message names carry leaf i of n. A user's body names its carry argument, which C++
@@ -859,11 +862,14 @@ std::vector<Array> while_transpose(std::span<const Array>, std::span<const Linea
 
 // ---- batching -----------------------------------------------------------------------------------
 
-AbstractValue batched_type(AbstractValue t, int dim, int64_t size) {
+// JAX's core.unmapped_aval: t with the batch dim inserted at `dim`, split over the vmap's
+// explicit mesh axes when t has a sharding.
+AbstractValue batched_type(AbstractValue t, int dim, const BatchContext& ctx) {
   if (dim == kNotBatched) return t;
   std::vector<int64_t> dims(t.shape.begin(), t.shape.end());
-  dims.insert(dims.begin() + dim, size);
+  dims.insert(dims.begin() + dim, ctx.axis_size);
   t.shape = Shape(std::move(dims));
+  if (t.sharding) t.sharding->dims.insert(t.sharding->dims.begin() + dim, ctx.explicit_mesh_axis);
   return t;
 }
 
@@ -874,14 +880,14 @@ Program batch_body_at(const Program& program, const std::vector<int>& in_dims,
                       std::vector<bool>* got_out_bat) {
   std::vector<AbstractValue> types = program.in_types();
   for (size_t i = 0; i < types.size(); ++i)
-    types[i] = batched_type(types[i], in_dims[i], ctx.axis_size);
+    types[i] = batched_type(types[i], in_dims[i], ctx);
   lax::control_flow_detail::FlatFn fn = [&](std::span<const Array> in) {
     auto [outs, dims] = batch_program(program, in, in_dims, ctx);
     got_out_bat->assign(outs.size(), false);
     for (size_t k = 0; k < outs.size(); ++k) {
       (*got_out_bat)[k] = dims[k] != kNotBatched;
       if (out_dims[k] != kNotBatched)
-        outs[k] = move_batch_dim(outs[k], dims[k], out_dims[k], ctx.axis_size);
+        outs[k] = move_batch_dim(outs[k], dims[k], out_dims[k], ctx);
     }
     return outs;
   };
@@ -909,10 +915,10 @@ BatchResult cond_batch(std::span<const Array> args, std::span<const int> dims, c
   const auto& branches = params.get<std::vector<ProgramRef>>("branches");
   size_t nops = args.size() - 1;
   if (dims[0] != kNotBatched) {
-    Array index = move_batch_dim(args[0], dims[0], 0, ctx.axis_size);
+    Array index = move_batch_dim(args[0], dims[0], 0, ctx);
     std::vector<Array> ops_in;
     for (size_t i = 1; i < args.size(); ++i)
-      ops_in.push_back(move_batch_dim(args[i], dims[i], 0, ctx.axis_size));
+      ops_in.push_back(move_batch_dim(args[i], dims[i], 0, ctx));
     std::vector<std::vector<Array>> branch_outs;
     std::vector<int> zeros_dims(nops, 0);
     for (size_t b = 0; b < branches.size(); ++b) {
@@ -926,7 +932,7 @@ BatchResult cond_batch(std::span<const Array> args, std::span<const int> dims, c
       }
       auto [outs, out_dims] = batch_program(*branches[b], guarded, zeros_dims, ctx);
       for (size_t k = 0; k < outs.size(); ++k)
-        outs[k] = move_batch_dim(outs[k], out_dims[k], 0, ctx.axis_size);
+        outs[k] = move_batch_dim(outs[k], out_dims[k], 0, ctx);
       branch_outs.push_back(std::move(outs));
     }
     BatchResult r;
@@ -942,7 +948,7 @@ BatchResult cond_batch(std::span<const Array> args, std::span<const int> dims, c
   std::vector<Array> ops_in{args[0]};
   for (size_t i = 0; i < nops; ++i) {
     in_bat[i] = dims[i + 1] != kNotBatched;
-    ops_in.push_back(in_bat[i] ? move_batch_dim(args[i + 1], dims[i + 1], 0, ctx.axis_size)
+    ops_in.push_back(in_bat[i] ? move_batch_dim(args[i + 1], dims[i + 1], 0, ctx)
                                : args[i + 1]);
   }
   size_t nout = branches[0]->outputs.size();
@@ -983,7 +989,7 @@ BatchResult scan_batch(std::span<const Array> args, std::span<const int> dims, c
   for (size_t i = 0; i < args.size(); ++i) {
     bool is_xs = i >= n.consts + n.carry;
     int to = is_xs ? 1 : 0;
-    ins.push_back(in_bat[i] ? move_batch_dim(args[i], dims[i], to, ctx.axis_size) : args[i]);
+    ins.push_back(in_bat[i] ? move_batch_dim(args[i], dims[i], to, ctx) : args[i]);
   }
   BatchResult r;
   r.outputs = spmd::bind(primitive("scan"), ins,
@@ -1027,7 +1033,7 @@ BatchResult while_batch(std::span<const Array> args, std::span<const int> dims,
   for (size_t i = 0; i < args.size(); ++i) {
     int to = !bat[i] ? kNotBatched : i >= cn + bn ? carry_dim : 0;
     arg_dims.push_back(to);
-    ins.push_back(bat[i] ? move_batch_dim(args[i], dims[i], to, ctx.axis_size) : args[i]);
+    ins.push_back(bat[i] ? move_batch_dim(args[i], dims[i], to, ctx) : args[i]);
   }
   std::vector<int> cond_dims(arg_dims.begin(), arg_dims.begin() + long(cn));
   cond_dims.insert(cond_dims.end(), arg_dims.begin() + long(cn + bn), arg_dims.end());

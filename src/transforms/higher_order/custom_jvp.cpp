@@ -102,14 +102,14 @@ BatchResult custom_jvp_batch(std::span<const Array> args, std::span<const int> d
   std::vector<AbstractValue> types;
   for (size_t i = 0; i < args.size(); ++i) {
     ins.push_back(dims[i] == kNotBatched ? args[i]
-                                         : move_batch_dim(args[i], dims[i], 0, ctx.axis_size));
+                                         : move_batch_dim(args[i], dims[i], 0, ctx));
     in_dims.push_back(dims[i] == kNotBatched ? kNotBatched : 0);
     types.push_back(aval_of(ins.back()));
   }
   transform_detail::FlatFn batched_body = [body, in_dims, ctx](std::span<const Array> xs) {
     auto [outs, out_dims] = batch_program(*body, xs, in_dims, ctx);
     for (size_t k = 0; k < outs.size(); ++k)
-      outs[k] = move_batch_dim(outs[k], out_dims[k], 0, ctx.axis_size);
+      outs[k] = move_batch_dim(outs[k], out_dims[k], 0, ctx);
     return outs;
   };
   std::vector<Array> consts;

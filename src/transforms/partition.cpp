@@ -384,16 +384,16 @@ class Partitioner {
     for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split);
     FactorChoice partial{settled(rule, f), false};
     if (!rule.combiner) return partial;
-    bool moved = false;
+    bool given_away = false;
     for (size_t k = 0; k < f.size(); ++k) {
       if (rule.factor_kinds[k] != FactorKind::reduction) continue;
       auto given = std::remove_if(f[k].begin(), f[k].end(), [&](const std::string& a) {
         return std::find(wanted.begin(), wanted.end(), a) != wanted.end();
       });
-      moved = moved || given != f[k].end();
+      given_away = given_away || given != f[k].end();
       f[k].erase(given, f[k].end());
     }
-    if (!moved) return partial;
+    if (!given_away) return partial;
     FactorChoice whole{settled(rule, f), true};
     if (whole.f == partial.f || cost(e, rule, whole.f) >= cost(e, rule, partial.f)) return partial;
     return whole;

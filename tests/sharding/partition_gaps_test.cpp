@@ -163,12 +163,12 @@ Array scrambled(int64_t rows, int64_t cols, int shift = 0) {
 
 // dW = gᵀ·x over the rows of both (a linear layer's weight gradient over a batch).
 Array weight_grad(const Array& g, const Array& x) {
-  return sp::lax::dot_general(g, x, {.lhs_contracting = {0}, .rhs_contracting = {0}});
+  return sp::lax::dot_general(g, x, {.lhs_contracting = {0}, .rhs_contracting = {0}, .lhs_batch = {}, .rhs_batch = {}});
 }
 
 // y = h·wᵀ (a linear layer with a torch-layout weight).
 Array column_parallel(const Array& h, const Array& w) {
-  return sp::lax::dot_general(h, w, {.lhs_contracting = {1}, .rhs_contracting = {1}});
+  return sp::lax::dot_general(h, w, {.lhs_contracting = {1}, .rhs_contracting = {1}, .lhs_batch = {}, .rhs_batch = {}});
 }
 
 const std::string kWhole =

@@ -130,6 +130,43 @@ TEST(ShardMapJaxpr, GradThroughPsumWithVmaIsExact) {
   EXPECT_TRUE(sp::array_equal(g, sp::ones({8, 16})));
 }
 
+// grad through a shard_map or a sharding constraint on an Auto mesh
+// (tools/goldens/gen_shard_map_grad_jaxprs.py): the loss's type carries the mesh, so JAX seeds
+// the pullback with `reshard 1.0:f32[]`; with no mesh in the loss's type the seed stays the
+// literal.
+TEST(ShardMapJaxpr, GradSeedsTheCotangentOnTheLossesMesh) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"a"});
+  auto negated = sp::shard_map([](const sp::Array& v) { return -v; }, mesh, P("a", sp::None),
+                               P("a", sp::None));
+  auto summed = sp::shard_map([](const sp::Array& v) { return sp::lax::psum(v, "a"); }, mesh,
+                              P("a", sp::None), P());
+  const sp::Array x = sp::zeros({8, 8});
+  auto golden = [](const std::string& name) {
+    return spmd_test::golden_text("shard_map_grad_jaxprs/" + name + ".txt");
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad([&](const sp::Array& w) { return sp::sum(negated(w)); }))(x)
+                .str(),
+            golden("grad_neg"));
+  EXPECT_EQ(sp::make_jaxpr(sp::grad([&](const sp::Array& w) { return sp::sum(summed(w)); }))(x)
+                .str(),
+            golden("grad_psum"));
+  auto twice = [&](const sp::Array& w) { return sp::sum(negated(w) * 2.0f); };
+  EXPECT_EQ(sp::make_jaxpr(sp::value_and_grad(twice))(x).str(),
+            golden("value_and_grad_neg_times_two"));
+  auto constrained = [&](const sp::Array& w) {
+    return sp::sum(sp::with_sharding_constraint(w, sp::NamedSharding(mesh, P("a"))));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(constrained))(x).str(), golden("grad_constraint"));
+  // The values, as JAX's: d/dw sum(-w) is -1 everywhere; with check_vma psum transposes to
+  // pvary, so d/dw sum(psum(w)) is 1, as is d/dw of the constraint's sum.
+  const sp::Array w = sp::arange(64.0f).reshape({8, 8});
+  auto neg_loss = [&](const sp::Array& v) { return sp::sum(negated(v)); };
+  EXPECT_TRUE(sp::array_equal(sp::grad(neg_loss)(w), -sp::ones({8, 8})));
+  auto sum_loss = [&](const sp::Array& v) { return sp::sum(summed(v)); };
+  EXPECT_TRUE(sp::array_equal(sp::grad(sum_loss)(w), sp::ones({8, 8})));
+  EXPECT_TRUE(sp::array_equal(sp::grad(constrained)(w), sp::ones({8, 8})));
+}
+
 }  // namespace
 
 namespace {

@@ -167,6 +167,33 @@ TEST(ShardMapJaxpr, GradSeedsTheCotangentOnTheLossesMesh) {
   EXPECT_TRUE(sp::array_equal(sp::grad(constrained)(w), sp::ones({8, 8})));
 }
 
+// The seed notebook's extra jaxprs of grad through psum and all_gather bodies on a 4 × 2 mesh,
+// with and without check_vma (tests/goldens/seeds/MANIFEST.md).
+TEST(ShardMapJaxpr, GradThroughPsumAndAllGatherAsTheSeedsExtraJaxprs) {
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  const sp::Array a = sp::zeros({8, 16});
+  for (bool check_vma : {true, false}) {
+    const std::string suffix = check_vma ? "" : "_check_vma_false";
+    auto psum_loss = [&](const sp::Array& x) {
+      return sp::sum(sp::shard_map([](const sp::Array& blk) { return sp::lax::psum(blk, "y"); },
+                                   mesh, P("x", "y"), P("x", sp::None),
+                                   {.check_vma = check_vma})(x));
+    };
+    EXPECT_EQ(sp::make_jaxpr(sp::grad(psum_loss))(a).str(),
+              seed_golden("extra_jaxpr_grad_shard_map_psum" + suffix + ".txt"));
+    auto gather_loss = [&](const sp::Array& x) {
+      return sp::sum(sp::shard_map(
+          [](const sp::Array& blk) {
+            return sp::lax::all_gather(blk, "y", {.axis = 1, .tiled = true});
+          },
+          mesh, P("x", "y"), check_vma ? P("x", "y") : P("x", sp::None),
+          {.check_vma = check_vma})(x));
+    };
+    EXPECT_EQ(sp::make_jaxpr(sp::grad(gather_loss))(a).str(),
+              seed_golden("extra_jaxpr_grad_shard_map_all_gather" + suffix + ".txt"));
+  }
+}
+
 }  // namespace
 
 namespace {

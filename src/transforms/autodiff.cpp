@@ -154,14 +154,24 @@ std::optional<Mesh> mesh_of_committed(const Array& x) {
   return named->mesh();
 }
 
+std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq);
+
+// The first mesh an equation of `body` fixes splits on.
+std::optional<Mesh> fixed_mesh_in(const Program& body) {
+  for (const Equation& inner : body.equations)
+    if (std::optional<Mesh> mesh = fixed_mesh_of(body, inner)) return mesh;
+  return std::nullopt;
+}
+
 // The mesh an equation's rule fixes splits on (a shard_map's mesh, a constraint's sharding), in
-// it or in the programs it holds.
+// it or in the programs it holds (control-flow bodies, a call's sub-program).
 std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq) {
   const ShardingRule rule = sharding_rule_of(program, eq);
   if (std::optional<Mesh> mesh = fixed_mesh(rule)) return mesh;
   for (const ShardingRule::Body& body : rule.bodies)
-    for (const Equation& inner : body.program->equations)
-      if (std::optional<Mesh> mesh = fixed_mesh_of(*body.program, inner)) return mesh;
+    if (std::optional<Mesh> mesh = fixed_mesh_in(*body.program)) return mesh;
+  if (!eq.primitive->call_body.empty())
+    return fixed_mesh_in(*eq.params.get<ProgramRef>(eq.primitive->call_body));
   return std::nullopt;
 }
 

@@ -34,6 +34,8 @@ CASES = {
     "value_and_grad_neg_times_two": jax.value_and_grad(lambda w: jnp.sum(negated(w) * 2.0)),
     "grad_constraint": jax.grad(lambda w: jnp.sum(
         lax.with_sharding_constraint(w, NamedSharding(m, P("a"))))),
+    # The mesh leaves a jit call whose body holds the shard_map.
+    "grad_jit_neg": jax.grad(lambda w: jnp.sum(jax.jit(negated)(w))),
 }
 
 

@@ -702,31 +702,36 @@ class Partitioner {
     };
   }
 
-  // A reshape whose result is wanted split unevenly along the major factor of a compound dim
-  // ([6, 4] merged into [24], [10, 8] split into [5, 16], 4 ways) runs on blocks of whole rows
-  // of that factor, as XLA's partitioner reshapes padded blocks: the operand moves to such
-  // blocks and the result from them to its split by ppermutes of the rows each device lacks
-  // (halo::relayout). Taken when that sends fewer bytes than gathering the operand's dims that
-  // hold the factor, which the even factors would do.
-  bool run_on_major_blocks(const Equation& e, const ShardingRule& rule) {
-    if (fixes_splits(rule) || e.outputs.size() != rule.results.size() ||
-        e.inputs.size() < rule.operands.size())
-      return false;
-    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true);
+  static bool has_compound_dim(const ShardingRule& rule) {
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t)
+          if (dim.size() > 1) return true;
+    return false;
+  }
+
+  // How an equation runs on blocks of whole rows of major factors: the splits of its operands
+  // and results, their dims in such blocks, and the blocks' types.
+  struct MajorPlan {
     std::vector<Split> in, out;
     std::vector<MajorBlocks> in_blocks, out_blocks;
     std::vector<AbstractValue> in_types, out_types;
+  };
+
+  // The plan of `e` on blocks of whole rows of the major factors its results split unevenly;
+  // nothing when no compound dim is led by such a factor, or when the relayouts to and from
+  // those blocks send no fewer bytes than gathering the operands' dims that hold the factors.
+  std::optional<MajorPlan> plan_major_blocks(const Equation& e, const ShardingRule& rule) const {
+    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true);
+    MajorPlan p;
     int64_t relayouts = 0, gathers = 0;
     bool any = false;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const AbstractValue& t = global_.type_of(e.inputs[k]);
-      in.push_back(k < rule.operands.size() ? join(rule.operands[k], f)
-                                            : Split(size_t(t.shape.ndim())));
-      in_blocks.push_back(k < rule.operands.size()
-                              ? major_blocks(rule, rule.operands[k], t.shape, in.back(), f)
-                              : MajorBlocks{});
-      in_types.push_back(major_block_type(t, in.back(), in_blocks.back()));
-      const MajorBlocks& m = in_blocks.back();
+      p.in.push_back(join(rule.operands[k], f));
+      const MajorBlocks& m =
+          p.in_blocks.emplace_back(major_blocks(rule, rule.operands[k], t.shape, p.in.back(), f));
+      p.in_types.push_back(major_block_type(t, p.in.back(), m));
       any = any || m.uneven;
       if (e.inputs[k].is_literal()) continue;
       const Local& x = env_[size_t(e.inputs[k].var)];
@@ -734,55 +739,69 @@ class Partitioner {
       for (int d : m.led) held *= product(x.split[size_t(d)]);
       gathers += nbytes(x.value) * (held - 1);
       if (m.dims.empty()) continue;
-      const std::optional<int64_t> bytes = halo::relayout_bytes(block_type(t, in.back()), m.dims,
-                                                                m.split, m.major, m.extents);
-      if (!bytes) return false;
+      const std::optional<int64_t> bytes = halo::relayout_bytes(
+          block_type(t, p.in.back()), m.dims, m.split, m.major, m.extents);
+      if (!bytes) return std::nullopt;
       relayouts += *bytes;
     }
     for (size_t r = 0; r < e.outputs.size(); ++r) {
       const AbstractValue& t = global_.types[size_t(e.outputs[r])];
-      out.push_back(join(rule.results[r], f));
-      out_blocks.push_back(major_blocks(rule, rule.results[r], t.shape, out.back(), f));
-      out_types.push_back(major_block_type(t, out.back(), out_blocks.back()));
-      const MajorBlocks& m = out_blocks.back();
+      p.out.push_back(join(rule.results[r], f));
+      const MajorBlocks& m = p.out_blocks.emplace_back(
+          major_blocks(rule, rule.results[r], t.shape, p.out.back(), f));
+      p.out_types.push_back(major_block_type(t, p.out.back(), m));
       any = any || m.uneven;
       if (m.dims.empty()) continue;
       const std::optional<int64_t> bytes =
-          halo::relayout_bytes(out_types.back(), m.dims, m.major, m.split, m.extents);
-      if (!bytes) return false;
+          halo::relayout_bytes(p.out_types.back(), m.dims, m.major, m.split, m.extents);
+      if (!bytes) return std::nullopt;
       relayouts += *bytes;
     }
-    if (!any || relayouts >= gathers) return false;
+    if (!any || relayouts >= gathers) return std::nullopt;
+    return p;
+  }
+
+  // A reshape whose result is wanted split unevenly along the major factor of a compound dim
+  // ([6, 4] merged into [24], [10, 8] split into [5, 16], 4 ways) runs on blocks of whole rows
+  // of that factor, as XLA's partitioner reshapes padded blocks: the operand moves to such
+  // blocks and the result from them to its split by ppermutes of the rows each device lacks
+  // (halo::relayout), when that sends fewer bytes than the even factors' plan (plan_major_blocks).
+  bool run_on_major_blocks(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) ||
+        e.outputs.size() != rule.results.size() || e.inputs.size() != rule.operands.size())
+      return false;
+    const std::optional<MajorPlan> p = plan_major_blocks(e, rule);
+    if (!p) return false;
     LocalEquation local{e.primitive, e.params};
-    if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
-    if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+    if (e.primitive->localize) local = e.primitive->localize(e.params, p->in_types, p->out_types);
+    if (!local.primitive || !types_match(*local.primitive, p->in_types, local.params, p->out_types))
       return false;
     std::vector<Array> args;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       const Shape& shape = global_.type_of(a).shape;
-      const std::string cause = operand_cause(e, k, in[k]) + ", in blocks of whole rows of " +
+      const std::string cause = operand_cause(e, k, p->in[k]) + ", in blocks of whole rows of " +
                                 "the major factor of its merged or split dims";
-      const Array x = a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), in[k], shape,
-                                            cause, true)
-                                     : moved(value(a), env_[size_t(a.var)].split, in[k], shape,
+      const Array x = a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), p->in[k],
+                                            shape, cause, true)
+                                     : moved(value(a), env_[size_t(a.var)].split, p->in[k], shape,
                                              cause, true);
-      const MajorBlocks& m = in_blocks[k];
+      const MajorBlocks& m = p->in_blocks[k];
       args.push_back(m.dims.empty() ? x
                                     : halo::relayout(x, m.dims, m.split, m.major, m.extents,
                                                      logged(cause)));
     }
     std::vector<Array> results = spmd::bind(*local.primitive, args, local.params);
     for (size_t r = 0; r < results.size(); ++r) {
-      const MajorBlocks& m = out_blocks[r];
+      const MajorBlocks& m = p->out_blocks[r];
       if (m.dims.empty()) continue;
       results[r] = halo::relayout(results[r], m.dims, m.major, m.split, m.extents,
                                   logged("result " + std::to_string(r) + " of " +
                                          equation_name(e) + " goes from blocks of whole rows " +
                                          "of the major factor of its merged or split dims to " +
-                                         ValueSplit{out[r], {}}.spec().repr()));
+                                         ValueSplit{p->out[r], {}}.spec().repr()));
     }
-    store_results(e, results, out);
+    store_results(e, results, p->out);
     return true;
   }
 

@@ -409,13 +409,27 @@ class Partitioner {
     return !rule.fixed_operands.empty() || !rule.fixed_results.empty();
   }
 
-  // A factor split for each factor of the rule: the results' propagated splits for factors they
-  // hold, otherwise the operands' current ones (the largest operand's first); then made
-  // consistent (an axis splits one factor; a compound dim splits a minor factor only when the
-  // major ones are fully split). With `compound`, the results may split the major factor of a
-  // compound dim unevenly (major_padded).
-  std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule,
-                                       bool compound = false) const {
+  // The factor splits of an equation, and whether they leave its reduced factors whole over axes
+  // a result is wanted split over (choose_factors).
+  struct FactorChoice {
+    std::vector<AxisList> f;
+    bool whole_reduced = false;
+  };
+
+  // The factor splits `e` runs with. By default the results' propagated splits for factors they
+  // hold, otherwise the operands' current ones (the largest operand's first), made consistent
+  // (an axis splits one factor; a compound dim splits a minor factor only when the major ones
+  // are fully split; the reduced factors first, so a result wanted split over their axes is a
+  // reduce-scatter of partial results). Where a result asks for an axis a reduced factor holds,
+  // the other plan gives it to the result's factor instead: the operands move so that the
+  // reduced dims are whole over it and each device computes only its own block of the result
+  // (a weight gradient over a split batch, wanted split over its rows: the activations
+  // all-gathered and the output gradients all_to_all'd, where the partial product is a whole
+  // weight per device). The plan that costs each device fewer bytes is taken (`cost`). With
+  // `compound`, the results may split the major factor of a compound dim unevenly
+  // (major_padded).
+  FactorChoice choose_factors(const Equation& e, const ShardingRule& rule,
+                              bool compound = false) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split, bool uneven) {
@@ -434,6 +448,10 @@ class Partitioner {
     };
     for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r)
       offer(rule.results[r], splits_[size_t(e.outputs[r])].dims, compound);
+    AxisList wanted;
+    for (size_t k = 0; k < f.size(); ++k)
+      if (rule.factor_kinds[k] != FactorKind::reduction)
+        wanted.insert(wanted.end(), f[k].begin(), f[k].end());
     std::vector<size_t> order;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k)
       if (!e.inputs[k].is_literal()) order.push_back(k);
@@ -441,6 +459,25 @@ class Partitioner {
       return global_.type_of(e.inputs[a]).shape.size() > global_.type_of(e.inputs[b]).shape.size();
     });
     for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split, false);
+    FactorChoice partial{settled(rule, f), false};
+    if (!rule.combiner) return partial;
+    bool given_away = false;
+    for (size_t k = 0; k < f.size(); ++k) {
+      if (rule.factor_kinds[k] != FactorKind::reduction) continue;
+      auto given = std::remove_if(f[k].begin(), f[k].end(), [&](const std::string& a) {
+        return std::find(wanted.begin(), wanted.end(), a) != wanted.end();
+      });
+      given_away = given_away || given != f[k].end();
+      f[k].erase(given, f[k].end());
+    }
+    if (!given_away) return partial;
+    FactorChoice whole{settled(rule, f), true};
+    if (whole.f == partial.f || cost(e, rule, whole.f) >= cost(e, rule, partial.f)) return partial;
+    return whole;
+  }
+
+  // Offered factor splits with the factors that cannot be split cleared, made consistent.
+  std::vector<AxisList> settled(const ShardingRule& rule, std::vector<AxisList> f) const {
     for (size_t k = 0; k < f.size(); ++k)
       if (rule.factor_kinds[k] == FactorKind::need_replication ||
           rule.factor_kinds[k] == FactorKind::permutation ||
@@ -448,6 +485,67 @@ class Partitioner {
         f[k].clear();
     make_consistent(rule, f);
     return f;
+  }
+
+  // What running `e` with factor splits `f` costs each device, in bytes: those its operands'
+  // reshards send, those of the result blocks it computes, and those sent to complete the
+  // results and move them to their propagated splits, with kRendezvousBytes more for each
+  // collective. The plans choose_factors weighs do the same arithmetic; they differ in what they
+  // send and in the size of the results each device writes (a partial result is the whole of
+  // the dims the reduced axes do not split).
+  int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f) const {
+    int64_t bytes = 0;
+    for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
+      if (e.inputs[k].is_literal()) continue;
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      bytes += reshard_cost(aval_of(x.value), x.split, join(rule.operands[k], f),
+                            global_.type_of(e.inputs[k]).shape);
+    }
+    AxisList partial;
+    for (size_t k = 0; k < f.size(); ++k)
+      if (rule.factor_kinds[k] == FactorKind::reduction)
+        partial.insert(partial.end(), f[k].begin(), f[k].end());
+    for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r) {
+      const AbstractValue& type = global_.types[size_t(e.outputs[r])];
+      const Split& want = splits_[size_t(e.outputs[r])].dims;
+      Split out = join(rule.results[r], f);
+      const AbstractValue block = block_type(type, out);
+      const int64_t n = product(partial), size = block.nbytes();
+      bytes += size;
+      if (partial.empty()) {
+        bytes += reshard_cost(block, out, want, type.shape);
+      } else if (std::optional<ScatterPlan> plan = scatter_plan(e, r, partial, out, block.shape)) {
+        const int64_t s = product(plan->scatter), rest = n / s, sliced = size / plan->sliced;
+        bytes += kRendezvousBytes + sliced * (s - 1) / s;
+        if (rest > 1) bytes += kRendezvousBytes + 2 * (sliced / s) * (rest - 1) / rest;
+      } else {
+        bytes +=
+            kRendezvousBytes + 2 * size * (n - 1) / n + reshard_cost(block, out, want, type.shape);
+      }
+    }
+    return bytes;
+  }
+
+  // What choose_factors counts for each collective beside its bytes: every device meets its
+  // peers. In one process a 4 KiB collective over 8 devices takes 50–65 µs on this machine and
+  // over 2 devices 3–4 µs (docs/PERFORMANCE.md, "The Communicator alone"), the time of copying
+  // some 30–500 KiB; between processes it is more.
+  static constexpr int64_t kRendezvousBytes = 64 << 10;
+
+  // What moving a block of type `block` from split `from` to `to` costs each device: the bytes
+  // it sends and kRendezvousBytes for each collective (the reshard traced on its own, its
+  // collectives counted and the trace dropped).
+  int64_t reshard_cost(const AbstractValue& block, const Split& from, const Split& to,
+                       const Shape& global) const {
+    if (from == to) return 0;
+    int64_t bytes = 0;
+    auto count = [&](std::span<const Array> x) {
+      return std::vector<Array>{reshard(x[0], from, to, global, [&](const std::string&, int64_t b) {
+        bytes += kRendezvousBytes + b;
+      })};
+    };
+    trace_to_program(count, std::vector<AbstractValue>{block}, "partitioner");
+    return bytes;
   }
 
   // The leading axes of `axes` whose product divides `size` (all of them when `uneven`),
@@ -533,7 +631,8 @@ class Partitioner {
   // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
   // cannot run on such blocks (its localized types disagree).
   bool try_local(const Equation& e, const ShardingRule& rule, const std::vector<Split>& in,
-                 const std::vector<Split>& out, bool implicit, std::vector<Array>& results) {
+                 const std::vector<Split>& out, bool implicit, std::vector<Array>& results,
+                 const std::string& why = "") {
     std::vector<Array> args;
     std::vector<AbstractValue> in_types, out_types;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -543,7 +642,7 @@ class Partitioner {
       } else {
         const Local& x = env_[size_t(a.var)];
         args.push_back(moved(x.value, x.split, in[k], global_.type_of(a).shape,
-                             operand_cause(e, k, in[k]), implicit));
+                             operand_cause(e, k, in[k]) + why, implicit));
         if (rule.combiner && k < rule.operands.size())
           args.back() =
               masked(args.back(), rule, rule.operands[k], in[k], global_.type_of(a).shape);
@@ -604,6 +703,7 @@ class Partitioner {
     if (run_on_major_blocks(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
+    FactorChoice choice;
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
       in = rule.fixed_operands;
       out = rule.fixed_results;
@@ -612,15 +712,21 @@ class Partitioner {
       for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
       for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
     } else {
-      const std::vector<AxisList> f = choose_factors(e, rule);
-      for (const auto& t : rule.operands) in.push_back(join(t, f));
-      for (const auto& t : rule.results) out.push_back(join(t, f));
-      for (size_t k = 0; k < f.size(); ++k)
+      choice = choose_factors(e, rule);
+      for (const auto& t : rule.operands) in.push_back(join(t, choice.f));
+      for (const auto& t : rule.results) out.push_back(join(t, choice.f));
+      for (size_t k = 0; k < choice.f.size(); ++k)
         if (rule.factor_kinds[k] == FactorKind::reduction)
-          partial.insert(partial.end(), f[k].begin(), f[k].end());
+          partial.insert(partial.end(), choice.f[k].begin(), choice.f[k].end());
     }
+    // Operands moved so that a result is computed where it is wanted split are part of the
+    // equation, as the reduce-scatter they replace would be.
+    const std::string why =
+        choice.whole_reduced ? ": its reduced dims are whole where its result is split over their "
+                               "axes, in place of a reduce-scatter of partial results"
+                             : "";
     std::vector<Array> results;
-    if (!try_local(e, rule, in, out, !fixes_splits(rule), results)) {
+    if (!try_local(e, rule, in, out, !fixes_splits(rule) && !choice.whole_reduced, results, why)) {
       in.clear();
       out.clear();
       partial.clear();
@@ -722,7 +828,7 @@ class Partitioner {
   // nothing when no compound dim is led by such a factor, or when the relayouts to and from
   // those blocks send no fewer bytes than gathering the operands' dims that hold the factors.
   std::optional<MajorPlan> plan_major_blocks(const Equation& e, const ShardingRule& rule) const {
-    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true);
+    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true).f;
     MajorPlan p;
     int64_t relayouts = 0, gathers = 0;
     bool any = false;
@@ -1134,32 +1240,53 @@ class Partitioner {
   // extend `have` or holds no reduced axis.
   std::optional<Array> scattered(const Equation& e, const ShardingRule& rule, size_t i,
                                  const AxisList& partial, const Array& r, const Split& have) {
+    const std::optional<ScatterPlan> plan = scatter_plan(e, i, partial, have, r.shape());
+    if (!plan) return std::nullopt;
+    Array x = scattered_blocks(e, *rule.combiner, r, plan->extra, plan->scatter);
+    AxisList rest;
+    std::copy_if(
+        partial.begin(), partial.end(), std::back_inserter(rest), [&](const std::string& a) {
+          return std::find(plan->scatter.begin(), plan->scatter.end(), a) == plan->scatter.end();
+        });
+    if (!rest.empty()) reduce(e, rule, rest, x);
+    return x;
+  }
+
+  // How `scattered` completes result i of `e` from partial results over `partial` in a block of
+  // shape `block` split as `have`: the axes that split each dim further (`extra`, major to
+  // minor) and the reduced ones among them, which the reduce-scatter goes over; `sliced` is the
+  // product of the others, taken as slices first.
+  struct ScatterPlan {
+    Split extra;
+    AxisList scatter;
+    int64_t sliced = 1;
+  };
+
+  std::optional<ScatterPlan> scatter_plan(const Equation& e, size_t i, const AxisList& partial,
+                                          const Split& have, const Shape& block) const {
     const int var = e.outputs[i];
     const Split& want = splits_[size_t(var)].dims;
     if (want.size() != have.size()) return std::nullopt;
     auto reduced = [&](const std::string& a) {
       return std::find(partial.begin(), partial.end(), a) != partial.end();
     };
-    Split extra(want.size());
-    AxisList scatter;
+    ScatterPlan plan{Split(want.size()), {}, 1};
     for (size_t d = 0; d < want.size(); ++d) {
       if (!is_prefix(have[d], want[d])) return std::nullopt;
-      extra[d].assign(want[d].begin() + std::ptrdiff_t(have[d].size()), want[d].end());
-      if (extra[d].empty()) continue;
+      AxisList& extra = plan.extra[d];
+      extra.assign(want[d].begin() + std::ptrdiff_t(have[d].size()), want[d].end());
+      if (extra.empty()) continue;
       if (!even(global_.types[size_t(var)].shape[int(d)], want[d]) ||
-          r.shape()[int(d)] % product(extra[d]) != 0)
+          block[int(d)] % product(extra) != 0)
         return std::nullopt;
-      std::copy_if(extra[d].begin(), extra[d].end(), std::back_inserter(scatter), reduced);
+      for (const std::string& a : extra)
+        if (reduced(a))
+          plan.scatter.push_back(a);
+        else
+          plan.sliced *= mesh_.axis_size(a);
     }
-    if (scatter.empty()) return std::nullopt;
-    Array x = scattered_blocks(e, *rule.combiner, r, extra, scatter);
-    AxisList rest;
-    std::copy_if(partial.begin(), partial.end(), std::back_inserter(rest),
-                 [&](const std::string& a) {
-                   return std::find(scatter.begin(), scatter.end(), a) == scatter.end();
-                 });
-    if (!rest.empty()) reduce(e, rule, rest, x);
-    return x;
+    if (plan.scatter.empty()) return std::nullopt;
+    return plan;
   }
 
   // The reduce-scatter of `r` over `scatter` into the blocks that split each dim d further by

@@ -90,24 +90,96 @@ Array identity_of(const Primitive& combiner, DType dtype) {
   return zeros(Shape{}, dtype);
 }
 
+// The layout of dim d of a block split as `split` of a value of shape `global`: ceil-sized
+// blocks of its axes.
+halo::Layout layout_of(const Split& split, const Shape& global, int d) {
+  const int64_t k = product(split[size_t(d)]);
+  return {split[size_t(d)], (global[d] + k - 1) / k};
+}
+
+// The dims a reshard from `from` to `to` moves between padded blocks: those it changes that
+// are split unevenly on either side, with the changed dims that share an axis with them (an
+// axis leaving one dim for another), since a ppermute over an axis mixes the blocks of every
+// dim it splits.
+std::vector<int> padded_moves(const Split& from, const Split& to, const Shape& global) {
+  std::vector<int> dims;
+  AxisList axes;
+  auto take = [&](size_t d) {
+    dims.push_back(int(d));
+    axes.insert(axes.end(), from[d].begin(), from[d].end());
+    axes.insert(axes.end(), to[d].begin(), to[d].end());
+  };
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != to[d] && (!even(global[int(d)], from[d]) || !even(global[int(d)], to[d])))
+      take(d);
+  auto shares = [&](const AxisList& a) {
+    return std::any_of(a.begin(), a.end(), [&](const std::string& x) {
+      return std::find(axes.begin(), axes.end(), x) != axes.end();
+    });
+  };
+  for (bool grew = !dims.empty(); grew;) {
+    grew = false;
+    for (size_t d = 0; d < from.size(); ++d)
+      if (from[d] != to[d] && std::find(dims.begin(), dims.end(), int(d)) == dims.end() &&
+          (shares(from[d]) || shares(to[d]))) {
+        take(d);
+        grew = true;
+      }
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// x moved to `to` along `dims` by halo::relayout, when that sends no more bytes than one
+// all_gather of them would.
+std::optional<Array> relayout_if_cheaper(const Array& x, const Split& from, const Split& to,
+                                         const Shape& global, const std::vector<int>& dims,
+                                         const CollectiveLog& log) {
+  std::vector<halo::Layout> source, target;
+  std::vector<int64_t> extents;
+  int64_t sources = 1;
+  for (int d : dims) {
+    source.push_back(layout_of(from, global, d));
+    target.push_back(layout_of(to, global, d));
+    extents.push_back(global[d]);
+    sources *= product(from[size_t(d)]);
+  }
+  const std::optional<int64_t> bytes =
+      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  if (sources == 1 || !bytes || *bytes > nbytes(x) * (sources - 1)) return std::nullopt;
+  return halo::relayout(x, dims, source, target, extents, log);
+}
+
+// The dims `padded_moves` names, moved to `to` by ppermutes (halo::relayout) when some stays
+// split and that sends no more bytes than one all_gather of them; else each of them split
+// unevenly is gathered whole (and sliced again by reshard).
+Array reshard_padded(Array x, Split& from, const Split& to, const Shape& global,
+                     const CollectiveLog& log) {
+  const std::vector<int> dims = padded_moves(from, to, global);
+  if (dims.empty()) return x;
+  if (std::any_of(dims.begin(), dims.end(), [&](int d) { return !to[size_t(d)].empty(); })) {
+    if (std::optional<Array> y = relayout_if_cheaper(x, from, to, global, dims, log)) {
+      for (int d : dims) from[size_t(d)] = to[size_t(d)];
+      return *y;
+    }
+  }
+  for (int d : dims) {
+    const AxisList& axes = from[size_t(d)];
+    if (axes.empty() || (even(global[d], axes) && even(global[d], to[size_t(d)]))) continue;
+    x = gather_whole(x, d, global[d], axes, log);
+    from[size_t(d)].clear();
+  }
+  return x;
+}
+
 // Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
 // bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
-// all-gather, axes that arrive are slices of what the device already holds. A dim split unevenly
-// on either side moves the rows each device lacks by ppermutes (halo::reshard_dim), or is
-// gathered whole and sliced again when that moves more: its padded blocks do not nest.
+// all-gather, axes that arrive are slices of what the device already holds. Dims split unevenly
+// on either side move the rows each device lacks by ppermutes (reshard_padded), or are
+// gathered whole and sliced again when that moves more: their padded blocks do not nest.
 Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
   const size_t rank = from.size();
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t n = global[int(d)];
-    if (from[d] == to[d] || (even(n, from[d]) && even(n, to[d]))) continue;
-    if (std::optional<Array> y = halo::reshard_dim(x, from, to[d], int(d), n, log)) {
-      x = *y;
-      from[d] = to[d];
-      continue;
-    }
-    if (!from[d].empty()) x = gather_whole(x, int(d), n, from[d], log);
-    from[d].clear();
-  }
+  x = reshard_padded(std::move(x), from, to, global, log);
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t d = 0; d < rank && !moved; ++d) {
@@ -353,16 +425,21 @@ class Partitioner {
   // reduced dims are whole over it and each device computes only its own block of the result
   // (a weight gradient over a split batch, wanted split over its rows: the activations
   // all-gathered and the output gradients all_to_all'd, where the partial product is a whole
-  // weight per device). The plan that costs each device fewer bytes is taken (`cost`).
-  FactorChoice choose_factors(const Equation& e, const ShardingRule& rule) const {
+  // weight per device). The plan that costs each device fewer bytes is taken (`cost`). With
+  // `compound`, the results may split the major factor of a compound dim unevenly
+  // (major_padded).
+  FactorChoice choose_factors(const Equation& e, const ShardingRule& rule,
+                              bool compound = false) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
-    auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
+    auto offer = [&](const ShardingRule::Tensor& dims, const Split& split, bool uneven) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
         for (int factor : dims[d]) {
           const size_t k = size_t(factor);
-          AxisList mine = take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
+          AxisList mine = uneven && major_padded(rule, factor)
+                              ? take_major(axes, rule.factor_sizes[k])
+                              : take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
@@ -370,7 +447,7 @@ class Partitioner {
       }
     };
     for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r)
-      offer(rule.results[r], splits_[size_t(e.outputs[r])].dims);
+      offer(rule.results[r], splits_[size_t(e.outputs[r])].dims, compound);
     AxisList wanted;
     for (size_t k = 0; k < f.size(); ++k)
       if (rule.factor_kinds[k] != FactorKind::reduction)
@@ -381,7 +458,7 @@ class Partitioner {
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return global_.type_of(e.inputs[a]).shape.size() > global_.type_of(e.inputs[b]).shape.size();
     });
-    for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split);
+    for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split, false);
     FactorChoice partial{settled(rule, f), false};
     if (!rule.combiner) return partial;
     bool given_away = false;
@@ -488,6 +565,16 @@ class Partitioner {
     return out;
   }
 
+  // The axes of a compound dim for its major factor: as take_factor does when they split it
+  // evenly and whole (the rest then split the minor factors), else all of them, unevenly.
+  AxisList take_major(AxisList& axes, int64_t size) const {
+    AxisList rest = axes;
+    AxisList out = take_factor(rest, size, false);
+    if (product(out) != size) return std::exchange(axes, {});
+    axes = std::move(rest);
+    return out;
+  }
+
   int64_t product(const AxisList& axes) const {
     int64_t n = 1;
     for (const std::string& a : axes) n *= mesh_.axis_size(a);
@@ -570,15 +657,22 @@ class Partitioner {
       results = args;
       return true;
     }
+    if (!types_match(*local.primitive, in_types, local.params, out_types)) return false;
+    results = spmd::bind(*local.primitive, args, local.params);
+    return true;
+  }
+
+  // Whether `primitive` on blocks of types `in` gives blocks of types `out`.
+  static bool types_match(const Primitive& primitive, const std::vector<AbstractValue>& in,
+                          const Params& params, const std::vector<AbstractValue>& out) {
     try {
-      std::vector<AbstractValue> got = abstract_eval(*local.primitive, in_types, local.params);
-      if (got.size() != out_types.size()) return false;
+      std::vector<AbstractValue> got = abstract_eval(primitive, in, params);
+      if (got.size() != out.size()) return false;
       for (size_t r = 0; r < got.size(); ++r)
-        if (got[r].shape != out_types[r].shape || got[r].dtype != out_types[r].dtype) return false;
+        if (got[r].shape != out[r].shape || got[r].dtype != out[r].dtype) return false;
     } catch (const std::exception&) {
       return false;
     }
-    results = spmd::bind(*local.primitive, args, local.params);
     return true;
   }
 
@@ -606,6 +700,7 @@ class Partitioner {
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
+    if (run_on_major_blocks(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
     FactorChoice choice;
@@ -646,6 +741,174 @@ class Partitioner {
       for (size_t i = 0; i < results.size(); ++i) complete(e, rule, i, partial, results[i], out[i]);
     }
     store_results(e, results, out);
+  }
+
+  // Whether factor f may be split unevenly as the major factor of a compound dim (a reshape's):
+  // the rule runs it on padded blocks and it leads every dim holding it, so that a block of it
+  // is a run of whole rows of each such dim, padded at the end as an uneven split is.
+  static bool major_padded(const ShardingRule& rule, int f) {
+    if (!rule.factor_pads[size_t(f)]) return false;
+    bool compound = false;
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t) {
+          if (std::find(dim.begin(), dim.end(), f) == dim.end()) continue;
+          if (dim[0] != f) return false;
+          compound = compound || dim.size() > 1;
+        }
+    return compound;
+  }
+
+  // The dims of a tensor (factors `dims`, global type `t`, split as `split` by the factor
+  // splits `f`) whose blocks hold whole rows of a major factor split unevenly, where that
+  // differs from the split's ceil-sized blocks: the relayout between the two.
+  struct MajorBlocks {
+    bool uneven = false;  // a compound dim is led by a factor split unevenly
+    std::vector<int> led;  // the dims led by a factor split unevenly
+    std::vector<int> dims;
+    std::vector<halo::Layout> split, major;
+    std::vector<int64_t> extents;
+  };
+
+  MajorBlocks major_blocks(const ShardingRule& rule, const ShardingRule::Tensor& dims,
+                           const Shape& shape, const Split& split,
+                           const std::vector<AxisList>& f) const {
+    MajorBlocks m;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].empty()) continue;
+      const int64_t size = rule.factor_sizes[size_t(dims[d][0])];
+      const int64_t k = product(f[size_t(dims[d][0])]);
+      if (size % k == 0) continue;
+      m.led.push_back(int(d));
+      if (dims[d].size() < 2) continue;
+      m.uneven = true;
+      const halo::Layout ceil_blocks = layout_of(split, shape, int(d));
+      const int64_t rows = (size + k - 1) / k * (shape[int(d)] / size);
+      if (rows == ceil_blocks.block) continue;
+      m.dims.push_back(int(d));
+      m.split.push_back(ceil_blocks);
+      m.major.push_back({split[d], rows});
+      m.extents.push_back(shape[int(d)]);
+    }
+    return m;
+  }
+
+  // The block type of a value of type `t` split as `split`, with the dims of `m` in blocks of
+  // whole rows of their major factor.
+  AbstractValue major_block_type(const AbstractValue& t, const Split& split,
+                                 const MajorBlocks& m) const {
+    AbstractValue b = block_type(t, split);
+    for (size_t i = 0; i < m.dims.size(); ++i) b.shape[m.dims[i]] = m.major[i].block;
+    return b;
+  }
+
+  CollectiveLog logged(const std::string& cause) {
+    return [this, cause](std::string collective, int64_t bytes) {
+      collectives_.push_back({std::move(collective), cause, bytes, true});
+    };
+  }
+
+  static bool has_compound_dim(const ShardingRule& rule) {
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t)
+          if (dim.size() > 1) return true;
+    return false;
+  }
+
+  // How an equation runs on blocks of whole rows of major factors: the splits of its operands
+  // and results, their dims in such blocks, and the blocks' types.
+  struct MajorPlan {
+    std::vector<Split> in, out;
+    std::vector<MajorBlocks> in_blocks, out_blocks;
+    std::vector<AbstractValue> in_types, out_types;
+  };
+
+  // The plan of `e` on blocks of whole rows of the major factors its results split unevenly;
+  // nothing when no compound dim is led by such a factor, or when the relayouts to and from
+  // those blocks send no fewer bytes than gathering the operands' dims that hold the factors.
+  std::optional<MajorPlan> plan_major_blocks(const Equation& e, const ShardingRule& rule) const {
+    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true).f;
+    MajorPlan p;
+    int64_t relayouts = 0, gathers = 0;
+    bool any = false;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const AbstractValue& t = global_.type_of(e.inputs[k]);
+      p.in.push_back(join(rule.operands[k], f));
+      const MajorBlocks& m =
+          p.in_blocks.emplace_back(major_blocks(rule, rule.operands[k], t.shape, p.in.back(), f));
+      p.in_types.push_back(major_block_type(t, p.in.back(), m));
+      any = any || m.uneven;
+      if (e.inputs[k].is_literal()) continue;
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      int64_t held = 1;
+      for (int d : m.led) held *= product(x.split[size_t(d)]);
+      gathers += nbytes(x.value) * (held - 1);
+      if (m.dims.empty()) continue;
+      const std::optional<int64_t> bytes = halo::relayout_bytes(
+          block_type(t, p.in.back()), m.dims, m.split, m.major, m.extents);
+      if (!bytes) return std::nullopt;
+      relayouts += *bytes;
+    }
+    for (size_t r = 0; r < e.outputs.size(); ++r) {
+      const AbstractValue& t = global_.types[size_t(e.outputs[r])];
+      p.out.push_back(join(rule.results[r], f));
+      const MajorBlocks& m = p.out_blocks.emplace_back(
+          major_blocks(rule, rule.results[r], t.shape, p.out.back(), f));
+      p.out_types.push_back(major_block_type(t, p.out.back(), m));
+      any = any || m.uneven;
+      if (m.dims.empty()) continue;
+      const std::optional<int64_t> bytes =
+          halo::relayout_bytes(p.out_types.back(), m.dims, m.major, m.split, m.extents);
+      if (!bytes) return std::nullopt;
+      relayouts += *bytes;
+    }
+    if (!any || relayouts >= gathers) return std::nullopt;
+    return p;
+  }
+
+  // A reshape whose result is wanted split unevenly along the major factor of a compound dim
+  // ([6, 4] merged into [24], [10, 8] split into [5, 16], 4 ways) runs on blocks of whole rows
+  // of that factor, as XLA's partitioner reshapes padded blocks: the operand moves to such
+  // blocks and the result from them to its split by ppermutes of the rows each device lacks
+  // (halo::relayout), when that sends fewer bytes than the even factors' plan (plan_major_blocks).
+  bool run_on_major_blocks(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) ||
+        e.outputs.size() != rule.results.size() || e.inputs.size() != rule.operands.size())
+      return false;
+    const std::optional<MajorPlan> p = plan_major_blocks(e, rule);
+    if (!p) return false;
+    LocalEquation local{e.primitive, e.params};
+    if (e.primitive->localize) local = e.primitive->localize(e.params, p->in_types, p->out_types);
+    if (!local.primitive || !types_match(*local.primitive, p->in_types, local.params, p->out_types))
+      return false;
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      const Shape& shape = global_.type_of(a).shape;
+      const std::string cause = operand_cause(e, k, p->in[k]) + ", in blocks of whole rows of " +
+                                "the major factor of its merged or split dims";
+      const Array x = a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), p->in[k],
+                                            shape, cause, true)
+                                     : moved(value(a), env_[size_t(a.var)].split, p->in[k], shape,
+                                             cause, true);
+      const MajorBlocks& m = p->in_blocks[k];
+      args.push_back(m.dims.empty() ? x
+                                    : halo::relayout(x, m.dims, m.split, m.major, m.extents,
+                                                     logged(cause)));
+    }
+    std::vector<Array> results = spmd::bind(*local.primitive, args, local.params);
+    for (size_t r = 0; r < results.size(); ++r) {
+      const MajorBlocks& m = p->out_blocks[r];
+      if (m.dims.empty()) continue;
+      results[r] = halo::relayout(results[r], m.dims, m.major, m.split, m.extents,
+                                  logged("result " + std::to_string(r) + " of " +
+                                         equation_name(e) + " goes from blocks of whole rows " +
+                                         "of the major factor of its merged or split dims to " +
+                                         ValueSplit{p->out[r], {}}.spec().repr()));
+    }
+    store_results(e, results, p->out);
+    return true;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

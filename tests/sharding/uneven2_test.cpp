@@ -159,8 +159,9 @@ TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
     const std::string text = sp::jit(c.f).explain(c.args);
     const std::vector<Sent> sent = account(text);
     EXPECT_LE(bytes_moved(sent), xla_bytes(hlo.at(c.name))) << c.name << "\n" << text;
-    if (hlo.at(c.name).find("all-gather") == std::string::npos)
+    if (hlo.at(c.name).find("all-gather") == std::string::npos) {
       EXPECT_EQ(text.find("all_gather"), std::string::npos) << c.name << "\n" << text;
+    }
   }
 }
 

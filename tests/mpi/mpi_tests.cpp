@@ -82,6 +82,36 @@ TEST(Processes, PsumOverAMeshThatSpansProcesses) {
   expect_local_blocks(y, want, sp::Shape({8, 2}));
 }
 
+TEST(Processes, LaunchesOnOneDevicePerProcessKeepEachDevicesOrder) {
+  // A launch over one device per process runs that device's share on the launching thread when
+  // the device is idle, else behind the work queued on it. Launches over all 8 devices (left
+  // running on devices 0 and 4) alternate with launches over devices 0 and 4 alone, whose psum
+  // has the same pair of devices and so the same MPI communicator, with blocks of the same size:
+  // a launch that ran beside the queued one instead of after it would exchange with the wrong
+  // psum. Each result feeds the next launch of its mesh; small integers keep every sum exact.
+  const std::vector<sp::Device> all = sp::devices();
+  sp::Mesh wide = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Mesh pair(std::vector<sp::Device>{all[0], all[4]}, {2}, {"a"});
+  const int64_t n = 16;
+  auto psum_a = [](sp::Array b) { return sp::lax::psum(b, "a"); };
+  auto wide_step = sp::jit(sp::shard_map(psum_a, wide, P("a", "b"), P("a", "b")));
+  auto pair_step = sp::jit(sp::shard_map(psum_a, pair, P("a"), P("a")));
+  std::vector<float> xs(size_t(8 * n)), ws(size_t(2 * n));
+  for (size_t k = 0; k < xs.size(); ++k) xs[k] = float(k % 7) - 3.f;
+  for (size_t k = 0; k < ws.size(); ++k) ws[k] = float(k % 5) + 1.f;
+  sp::Array x = sp::device_put(sp::array(xs, {2, 4, n}), sp::NamedSharding(wide, P("a", "b")));
+  sp::Array w = sp::device_put(sp::array(ws, {2, n}), sp::NamedSharding(pair, P("a")));
+  for (int round = 0; round < 6; ++round) {
+    x = wide_step(x);
+    w = pair_step(w);
+    // Both rows become the sum of the two.
+    for (int64_t j = 0; j < 4 * n; ++j) xs[size_t(j)] = xs[size_t(4 * n + j)] += xs[size_t(j)];
+    for (int64_t j = 0; j < n; ++j) ws[size_t(j)] = ws[size_t(n + j)] += ws[size_t(j)];
+  }
+  expect_local_blocks(x, xs, sp::Shape({2, 4, n}));
+  expect_local_blocks(w, ws, sp::Shape({2, n}));
+}
+
 TEST(Processes, LargePsumReducesWithinEachProcessFirst) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   const int64_t n = 1 << 16;  // 256 KiB per device: above the size that gathers every block

@@ -101,7 +101,7 @@ TEST(Processes, LaunchesOnOneDevicePerProcessKeepEachDevicesOrder) {
   for (size_t k = 0; k < ws.size(); ++k) ws[k] = float(k % 5) + 1.f;
   sp::Array x = sp::device_put(sp::array(xs, {2, 4, n}), sp::NamedSharding(wide, P("a", "b")));
   sp::Array w = sp::device_put(sp::array(ws, {2, n}), sp::NamedSharding(pair, P("a")));
-  for (int round = 0; round < 6; ++round) {
+  for (int round = 0; round < 10; ++round) {
     x = wide_step(x);
     w = pair_step(w);
     // Both rows become the sum of the two.
@@ -898,6 +898,30 @@ std::vector<float> ragged(int64_t devices, int64_t per_device) {
       v[size_t(d * per_device + k)] = float((d * 7919 + k * 104729) % 2003 - 1001) *
                                       std::ldexp(1.f, int((d * 5 + k) % 23) - 11);
   return v;
+}
+
+TEST(Processes, SmallReductionsInPartsSendTheLeadingBlocksReducedToOne) {
+  // A psum of 32 KiB per device over 2 processes of 4, with one process's bits. Process 0 holds
+  // the group's first 4 blocks and sends process 1 their sum, where each element's left-to-right
+  // sum starts, instead of the blocks; the parts are sized so that both receive about as much:
+  // process 0 reduces a fifth of the elements over the 4 blocks it receives, process 1 the rest
+  // over that sum and its own; then each receives the other's reduced part. With halves and
+  // every block sent, each process received 2.5 blocks' bytes.
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t count = 8192;
+  const std::vector<float> x = ragged(8, count);
+  sp::Array xa = sp::device_put(sp::array(x, {8, count}), sp::NamedSharding(mesh, P("i")));
+  std::vector<float> want(x.size());
+  for (int64_t j = 0; j < count; ++j) {
+    float sum = x[size_t(j)];
+    for (int64_t d = 1; d < 8; ++d) sum += x[size_t(d * count + j)];
+    for (int64_t d = 0; d < 8; ++d) want[size_t(d * count + j)] = sum;
+  }
+  auto f = sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"));
+  const int64_t received =
+      bytes_received_by([&] { expect_local_blocks(f(xa), want, sp::Shape({8, count})); });
+  const int64_t first = count / 5, rest = count - first;
+  EXPECT_EQ(received, (sp::process_index() == 0 ? 4 * first + rest : rest + first) * 4);
 }
 
 TEST(AnyJob, PsumScatterGivesOneProcesssBitsAndReceivesOnlyTheChunksOfItsDevices) {

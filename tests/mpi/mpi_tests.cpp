@@ -918,8 +918,9 @@ TEST(Processes, SmallReductionsInPartsSendTheLeadingBlocksReducedToOne) {
     for (int64_t d = 0; d < 8; ++d) want[size_t(d * count + j)] = sum;
   }
   auto f = sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"));
-  const int64_t received =
-      bytes_received_by([&] { expect_local_blocks(f(xa), want, sp::Shape({8, count})); });
+  const int64_t received = bytes_received_by([&] {
+    expect_local_blocks(f(xa), want, sp::Shape({8, count}));
+  });
   const int64_t first = count / 5, rest = count - first;
   EXPECT_EQ(received, (sp::process_index() == 0 ? 4 * first + rest : rest + first) * 4);
 }

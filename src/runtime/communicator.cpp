@@ -1145,8 +1145,8 @@ namespace {
 // send the others the reduction of those blocks, which every element's reduction starts with,
 // instead of the blocks themselves. The parts are then sized so that every process receives
 // about as many bytes: the lead, which receives every other process's blocks of its part, gets
-// the smaller part. With 2 processes of 4 members a process receives 0.8 blocks' bytes instead
-// of 2 (and 4 without parts).
+// the smaller part. With 2 processes of 4 members each process receives 0.8 blocks' bytes in
+// the exchange instead of 2.
 struct PartsPlan {
   std::vector<int64_t> bounds;
   int lead = -1;  // no lead when position 0's process does not also hold position 1
@@ -1196,9 +1196,10 @@ PartsPlan parts_plan(const std::vector<std::vector<int>>& positions, int64_t cou
 // process computes, element by element). Each process sends every other one that part of its
 // members' blocks (the lead its prefix reduced to one block), reduces its own part, and the
 // reduced parts are then gathered (a reduce-scatter, then an all-gather). Against gathering
-// every block on every process, with 2 processes of 4 members a process receives 0.8 blocks'
-// bytes instead of 4. This process's members meet first, and whichever claims the step's one
-// piece makes both exchanges into the members' shared result.
+// every block on every process, with 2 processes of 4 members a process receives 1 to 1.6
+// blocks' bytes in all instead of 4 (2.5 with equal parts and every block sent). This process's
+// members meet first, and whichever claims the step's one piece makes both exchanges into the
+// members' shared result.
 std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params& p, const Cross& c,
                                                                    const void* in) {
   const int procs = int(c.positions.size());

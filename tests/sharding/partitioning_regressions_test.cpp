@@ -177,6 +177,21 @@ std::vector<ResultOnlySplit> result_only_splits() {
        }},
       {"min over a split dim, kept dims constrained", {4, 2}, {{8, 6}}, {x},
        [=](V a, C c) { return c(sp::min(a[0], {0}, true), P(sp::None, "y")); }},
+      {"broadcast operand split on the dim the result does not split", {8}, {{8}, {8, 8}},
+       {x, rep}, [=](V a, C c) { return c(a[1] + a[0], x); }},
+      {"outer product constrained to split its columns", {4, 2}, {{8}}, {x},
+       [=](V a, C c) {
+         return c(sp::reshape(a[0], {8, 1}) * sp::reshape(a[0], {1, 8}), P(sp::None, "x"));
+       }},
+      {"product constrained in a loop carry", {4, 2}, {{8, 8}, {8, 8}}, {x, none_y},
+       [=](V a, C c) {
+         return sp::lax::fori_loop(
+             0, 2,
+             [&](const Array&, const Array& v) { return c(sp::matmul(v, a[1]) * 0.25f, xy); },
+             a[0]);
+       }},
+      {"reduction of a transposed constrained value", {4, 2}, {{8, 8}}, {rep},
+       [=](V a, C c) { return sp::sum(sp::transpose(c(a[0], xy)), {0}); }},
   };
 }
 

@@ -44,7 +44,7 @@ JaxDonation jax_donation(const std::string& name) {
     in >> key;
     if (key == "warning") {
       std::getline(in >> std::ws, rest);
-      for (size_t at; (at = rest.find("\\n")) != std::string::npos;) rest.replace(at, 2, "\n");
+      for (size_t at; (at = rest.find("\\n")) != std::string::npos;) rest.replace(at, 2, 1, '\n');
       out.warning = rest == "none" ? "" : rest;
       continue;
     }

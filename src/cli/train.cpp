@@ -412,6 +412,10 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
   sp::JitOptions step_options;
   step_options.out_shardings = {sp::ShardingTree(param_tree), sp::ShardingTree(state_tree),
                                 sp::NamedSharding(mesh, P())};
+  // The step's parameters and optimizer state are donated, as JAX training loops do: the old
+  // values die with the call, and their buffers back the updated ones wherever the step computes
+  // those after its last read of the old.
+  step_options.donate_argnums = {0, 1};
   auto step = sp::jit(
       [&](const StateDict& p, const sp::optim::State& s, const Array& x, const Array& y) {
         auto [loss, grads] = sp::value_and_grad(loss_fn)(p, x, y);

@@ -3,6 +3,7 @@
 #include <spmd/config.h>
 #include <spmd/error.h>
 
+#include "compile/op_by_op.h"
 #include "compile/partition.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
@@ -297,6 +298,63 @@ void recover_user_shardings(std::vector<Array>& results,
       data->sharding = given;
     else if (!given && model && results[k].ndim() == model_ndim && *model == *data->sharding)
       data->sharding = model;
+  }
+}
+
+namespace {
+
+// The spec of a split as JAX reads it back from a rule's fixed dims: one entry per dim.
+PartitionSpec spec_of_fixed(const ShardingRule::Split& split) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const std::vector<std::string>& axes : split)
+    entries.push_back(axes.empty() ? PartitionSpec::Entry() : AxisNames(axes, axes.size() > 1));
+  return PartitionSpec(std::move(entries));
+}
+
+}  // namespace
+
+void recover_op_by_op_shardings(std::vector<Array>& results, const Program& program,
+                                std::span<const Array> operands, const Placement& placement) {
+  const Mesh& mesh = placement.mesh;
+  if (placement.single_device || mesh.axis_names().empty()) return;
+  const std::vector<ValueSplit> splits =
+      propagate_shardings(program, mesh, placement.in, placement.out);
+  // Per variable, the sharding its eager op prints; null while uncommitted.
+  std::vector<std::shared_ptr<const Sharding>> printed(program.types.size());
+  for (size_t i = 0; i < program.invars.size() && i < operands.size(); ++i)
+    if (const std::shared_ptr<ShardedData>& data = operands[i].impl()->sharded)
+      printed[size_t(program.invars[i])] = data->sharding;
+  for (const Equation& eq : program.equations) {
+    std::shared_ptr<const Sharding> first;
+    bool any = false;
+    for (size_t k = 0; k < eq.inputs.size(); ++k) {
+      if (eq.inputs[k].is_literal()) continue;
+      const std::shared_ptr<const Sharding>& s = printed[size_t(eq.inputs[k].var)];
+      any = any || s;
+      if (k == 0) first = s;
+    }
+    const ShardingRule rule = sharding_rule_of(program, eq);
+    const bool fixed =
+        !rule.fixed_results.empty() && rule.fixed_results.size() == eq.outputs.size();
+    for (size_t r = 0; r < eq.outputs.size(); ++r) {
+      const int v = eq.outputs[r];
+      if (fixed) {
+        printed[size_t(v)] = std::make_shared<NamedSharding>(
+            fixed_mesh(rule).value_or(mesh), spec_of_fixed(rule.fixed_results[r]));
+        continue;
+      }
+      if (!any) continue;
+      auto read_back = std::make_shared<NamedSharding>(mesh, splits[size_t(v)].spec());
+      const bool like_first = first && program.types[size_t(v)].shape.ndim() ==
+                                           program.types[size_t(eq.inputs[0].var)].shape.ndim();
+      printed[size_t(v)] = like_first && *first == *read_back ? first : read_back;
+    }
+  }
+  for (size_t k = 0; k < results.size() && k < program.outputs.size(); ++k) {
+    const std::shared_ptr<ShardedData>& data = results[k].impl()->sharded;
+    if (!data || program.outputs[k].is_literal()) continue;
+    const std::shared_ptr<const Sharding>& s = printed[size_t(program.outputs[k].var)];
+    if (s && *s == *data->sharding) data->sharding = s;
   }
 }
 

@@ -2,6 +2,7 @@
 #include "compile/executable.h"
 
 #include "backends/cpu/parallel.h"
+#include "compile/donation.h"
 #include "compile/fusion.h"
 #include "compile/passes.h"
 #include "core/env.h"
@@ -155,6 +156,12 @@ struct RunScratch {
   std::vector<Operand> operands;
   std::vector<Result> results;
   std::vector<int> donors;  // per output of the equation running
+  // A run with donated arguments: per variable, the donated argument (its variable) whose buffer
+  // it is to take (the result donation_aliases pairs with that argument), else -1; the donated
+  // buffers, each with its argument; and those whose last holder has died, free for their result.
+  std::vector<int> backs;
+  std::vector<std::pair<const Buffer*, int>> donated_buffers;
+  std::vector<std::pair<int, std::shared_ptr<Buffer>>> spare;
 };
 
 namespace {
@@ -166,11 +173,14 @@ class ScratchLease {
     scratch_ = stack_[depth_++].get();
     scratch_->env.resize(num_vars);
     scratch_->owned.assign(num_vars, false);
+    scratch_->backs.clear();
+    scratch_->donated_buffers.clear();
   }
   ~ScratchLease() {
     // Drop every reference the run still holds, so buffers go back at once.
     for (Array& x : scratch_->env) x = Array();
     scratch_->ins.clear();
+    scratch_->spare.clear();
     --depth_;
   }
   ScratchLease(const ScratchLease&) = delete;
@@ -185,6 +195,48 @@ class ScratchLease {
 
 thread_local std::vector<std::unique_ptr<RunScratch>> ScratchLease::stack_;
 thread_local size_t ScratchLease::depth_ = 0;
+
+// Pairs the donated arguments with results (donation_aliases) and notes their buffers. A result
+// that is itself an argument keeps that argument's buffer.
+void plan_aliases(const Program& p, RunScratch& s, const std::vector<bool>& donated) {
+  const std::vector<int> aliases = donation_aliases(p.in_types(), donated, p.out_types());
+  for (size_t i = 0; i < aliases.size(); ++i) {
+    if (aliases[i] < 0) continue;
+    const int arg = p.invars[i];
+    const Atom& out = p.outputs[size_t(aliases[i])];
+    const std::shared_ptr<ArrayImpl>& x = s.env[size_t(arg)].impl();
+    if (out.is_literal() || !s.owned[size_t(arg)] || !x || !x->buffer) continue;
+    if (s.backs.empty()) s.backs.assign(s.env.size(), -1);
+    s.backs[size_t(out.var)] = arg;
+    s.donated_buffers.emplace_back(x->buffer.get(), arg);
+  }
+}
+
+// Keeps the buffer of `v`, dying now, for the result paired with its argument, when it is a
+// donated argument's buffer that nothing else holds.
+void keep_spare(RunScratch& s, int v) {
+  const std::shared_ptr<ArrayImpl>& x = s.env[size_t(v)].impl();
+  if (!s.owned[size_t(v)] || !x || x.use_count() != 1 || !x->buffer ||
+      x->buffer.use_count() != 1)
+    return;
+  for (const auto& [buffer, arg] : s.donated_buffers)
+    if (buffer == x->buffer.get()) {
+      s.spare.emplace_back(arg, std::move(x->buffer));
+      return;
+    }
+}
+
+// The free buffer of the donated argument paired with result `v`, if it has the result's size.
+std::shared_ptr<Buffer> take_spare(RunScratch& s, int v, const AbstractValue& type) {
+  if (s.backs.empty() || s.backs[size_t(v)] < 0) return nullptr;
+  for (auto it = s.spare.begin(); it != s.spare.end(); ++it)
+    if (it->first == s.backs[size_t(v)] && it->second->nbytes() == size_t(type.nbytes())) {
+      std::shared_ptr<Buffer> buffer = std::move(it->second);
+      s.spare.erase(it);
+      return buffer;
+    }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -203,6 +255,7 @@ std::vector<Array> Executable::run(std::vector<Array> args,
     s.env[size_t(program_.invars[i])] = std::move(args[i]);
     s.owned[size_t(program_.invars[i])] = i < donated.size() && donated[i];
   }
+  plan_aliases(program_, s, donated);
   return execute(s);
 }
 
@@ -254,8 +307,12 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
           env[size_t(v)] = std::move(out);
           continue;
         }
-        Array out = donor >= 0 ? make_array(type, env[size_t(donor)].impl()->buffer)
-                               : make_uninitialized(type, prim.name.c_str());
+        // The buffer of the donated argument paired with this result comes first, so the
+        // result lands where JAX puts it.
+        std::shared_ptr<Buffer> buffer = take_spare(s, v, type);
+        if (!buffer && donor >= 0) buffer = env[size_t(donor)].impl()->buffer;
+        Array out = buffer ? make_array(type, std::move(buffer))
+                           : make_uninitialized(type, prim.name.c_str());
         // Allocated here or written over an owned buffer: later elementwise equations may write
         // over it once it dies, so a chain of them holds one buffer instead of several.
         owned[size_t(v)] = true;
@@ -264,7 +321,11 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
       }
       prim.cpu_kernel(KernelArgs{operands, results, e.params});
     }
-    for (int v : release_after_[i]) env[size_t(v)] = Array();
+    ins.clear();  // a value dying here is then held by `env` alone
+    for (int v : release_after_[i]) {
+      if (!s.donated_buffers.empty()) keep_spare(s, v);
+      env[size_t(v)] = Array();
+    }
     if (profiling) record_equation(p, e, start);
   }
   std::vector<Array> outputs;

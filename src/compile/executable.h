@@ -2,7 +2,8 @@
 // order; each value is released right after its last use, so its buffer is reused by later
 // equations (the buffer cache hands freed blocks back out). The buffer of a donated argument or
 // of a result the run allocated is written over in place by an elementwise result once its
-// value is dead.
+// value is dead, and a donated argument's buffer backs the result it is paired with
+// (compile/donation.h) when that result is computed after the buffer's last use.
 #pragma once
 
 #include "ir/program.h"
@@ -24,7 +25,10 @@ class Executable {
   std::vector<Array> run(std::span<const Array> args) const;
   // As run(args), where `donated[i]` says argument i's buffer may take the result of an
   // elementwise equation of its size after the argument's last use, when no other Array holds
-  // that buffer. The caller gives up the donated arrays (jit's donate_argnums).
+  // that buffer; the result donation_aliases pairs with the argument takes the buffer when its
+  // equation (any but a collective that gives one buffer to every device) runs after that last
+  // use, or is the argument itself. The caller gives up the donated arrays (jit's
+  // donate_argnums).
   std::vector<Array> run(std::vector<Array> args, const std::vector<bool>& donated) const;
   const Program& program() const { return program_; }
 

@@ -279,10 +279,13 @@ std::vector<AbstractValue> reshard_types(std::span<const AbstractValue> in, cons
   if (in.size() != 1)
     throw TypeError("[reshard] expected 1 operand, got " + std::to_string(in.size()));
   AbstractValue out = in[0];
-  out.sharding = dst_of(p);
-  if (int(out.sharding->dims.size()) != out.shape.ndim())
-    throw ValueError("[reshard] a sharding of " + std::to_string(out.sharding->dims.size()) +
+  const TypeSharding& dst = dst_of(p);
+  if (int(dst.dims.size()) != out.shape.ndim())
+    throw ValueError("[reshard] a sharding of " + std::to_string(dst.dims.size()) +
                      " dims for a value of shape " + out.shape.str());
+  // Types name Explicit axes only: onto a mesh of Auto axes the result is untyped.
+  for (const TypeSharding::Axis& axis : dst.mesh)
+    if (axis.is_explicit) out.sharding = dst;
   return {out};
 }
 

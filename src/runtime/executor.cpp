@@ -52,7 +52,29 @@ class Worker {
   // Returns once the queue is empty and no task runs.
   void wait_idle() {
     std::unique_lock lock(mu_);
-    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+    idle_.wait(lock, [&] { return tasks_.empty() && !busy_ && !claimed_; });
+  }
+  // Lends the device to the calling thread when nothing is queued or running on it: tasks
+  // posted meanwhile wait until release(), so the device still runs one task at a time, in
+  // launch order. False when the device is in use.
+  bool try_claim() {
+    std::lock_guard lock(mu_);
+    if (busy_ || claimed_ || !tasks_.empty()) return false;
+    claimed_ = true;
+    return true;
+  }
+  // Ends a try_claim() that succeeded.
+  void release() {
+    bool idle;
+    {
+      std::lock_guard lock(mu_);
+      claimed_ = false;
+      idle = tasks_.empty();
+    }
+    if (idle)
+      idle_.notify_all();
+    else
+      cv_.notify_one();
   }
 
  private:
@@ -65,7 +87,7 @@ class Worker {
         std::unique_lock lock(mu_);
         busy_ = false;
         if (tasks_.empty()) idle_.notify_all();
-        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        cv_.wait(lock, [&] { return !claimed_ && (stop_ || !tasks_.empty()); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -79,6 +101,7 @@ class Worker {
   std::condition_variable idle_;  // signalled when the queue runs empty
   std::deque<std::function<void()>> tasks_;
   bool busy_ = false;
+  bool claimed_ = false;  // the device's work runs on a thread that claimed it
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it uses
 };
@@ -128,8 +151,9 @@ std::shared_ptr<Outstanding>& this_thread_launches() {
   return waiter.launches;
 }
 
-// The shared state of one launch. Destroyed on the device thread that lets go of it last,
-// after every rank has run; the function (and what it captured) goes before the ticket.
+// The shared state of one launch. Destroyed on the thread that lets go of it last (a device's,
+// or the launching thread), after every rank has run; the function (and what it captured) goes
+// before the ticket.
 struct LaunchState {
   // A rank's error, and whether it is a PeerFailure (a consequence of another rank's error).
   struct RankError {
@@ -254,6 +278,47 @@ void check_device_ids(std::span<const int> device_ids) {
                              " is not one of the " + std::to_string(count) + " devices");
 }
 
+// Runs `rank`'s share of a launch on the calling thread (device `device`'s worker, or a thread
+// that claimed it), recording an error as the rank's.
+void run_rank(LaunchState& state, int rank, int device, int kernel_threads) {
+  omp_set_num_threads(kernel_threads);
+  cpu::set_thread_limit(kernel_threads);
+  try {
+    if (fault::armed()) inject_launch_fault(device, state);
+    state.fn(rank);
+  } catch (...) {
+    state.fail(rank, device);
+  }
+  state.finish_rank();
+}
+
+// A launch whose one local device has its peers in other processes (a mesh of one device per
+// process) runs that device's share on the launching thread, which then waits for it anyway:
+// posting it to the device's thread and waiting for that thread to finish costs two thread
+// wake-ups, more than a small collective between processes. Not from a device thread, and
+// never within one process, where launches stay asynchronous.
+bool runs_inline(std::span<const int> device_ids, int local_count) {
+  return local_count == 1 && device_ids.size() > 1 && t_device < 0;
+}
+
+// Runs `rank`'s share on the calling thread, which has claimed `w`, as device `device`'s own
+// thread would (its id, its floating-point mode), then gives the device back.
+void run_claimed(Worker& w, LaunchState& state, int rank, int device, int kernel_threads) {
+  struct Restore {
+    Worker& w;
+    int omp_threads = omp_get_max_threads();
+    ~Restore() {
+      t_device = -1;
+      cpu::set_thread_limit(0);
+      omp_set_num_threads(omp_threads);
+      w.release();
+    }
+  } restore{w};
+  t_device = device;
+  cpu::DenormalsAreZero ftz;
+  run_rank(state, rank, device, kernel_threads);
+}
+
 }  // namespace
 
 int current_device_id() {
@@ -279,20 +344,20 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
   // eight devices on two cores do not oversubscribe.
   const int kernel_threads = std::max(1, config::num_threads() / n);
   Workers& ws = workers();
-  std::lock_guard order(ws.launch_mu);
+  std::unique_lock order(ws.launch_mu);
+  if (runs_inline(device_ids, n)) {
+    const int rank = local_ranks.front(), device = device_ids[size_t(rank)];
+    Worker& w = ws.at(device);
+    if (w.try_claim()) {
+      order.unlock();
+      run_claimed(w, *state, rank, device, kernel_threads);
+      return result;
+    }
+  }
   for (int rank : local_ranks) {
     const int device = device_ids[size_t(rank)];
-    ws.at(device).post([state, rank, device, kernel_threads] {
-      omp_set_num_threads(kernel_threads);
-      cpu::set_thread_limit(kernel_threads);
-      try {
-        if (fault::armed()) inject_launch_fault(device, *state);
-        state->fn(rank);
-      } catch (...) {
-        state->fail(rank, device);
-      }
-      state->finish_rank();
-    });
+    ws.at(device).post(
+        [state, rank, device, kernel_threads] { run_rank(*state, rank, device, kernel_threads); });
   }
   return result;
 }

@@ -12,9 +12,12 @@ namespace spmd::runtime {
 
 class Communicator;
 
-// Runs fn(rank) on the thread of device `device_ids[rank]` for every rank. Returns at once.
-// Launches are queued on every device in the order launch() is called, so a launch that reads
-// an earlier launch's results on the same device sees them. When fn throws on a rank, `comm`
+// Runs fn(rank) on the thread of device `device_ids[rank]` for every rank. Returns at once,
+// except when this process holds exactly one of several devices and that device is idle: then
+// its rank runs on the calling thread (as that device, current_device_id() included) and the
+// launch returns when it has finished, its error in the future as for any launch.
+// Launches run on every device in the order launch() is called, so a launch that reads an
+// earlier launch's results on the same device sees them. When fn throws on a rank, `comm`
 // (the launch's Communicator, if any) is aborted for that rank, so the ranks waiting for it in a
 // collective fail at once instead of at the timeout. The future rethrows the first error by rank
 // that is a device's own: a PeerFailure (a collective left waiting by that failure) only when

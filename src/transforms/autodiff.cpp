@@ -8,10 +8,14 @@
 #include <spmd/transforms.h>
 
 #include "compile/compiled.h"
+#include "compile/op_by_op.h"
 #include "compile/partition.h"
 #include "ops/op_util.h"
 #include "prims/primitive.h"
 #include "prims/sharding.h"
+#include "runtime/sharded.h"
+#include "sharding/propagation.h"
+#include "sharding/type_sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -139,7 +143,58 @@ using transform_detail::FlatFn;
 struct Linearized {
   std::vector<Array> outputs;
   std::shared_ptr<Program> linear;  // tangents of the inputs → tangents of the outputs
+  Program primal;                   // fn as traced on the primals' types
 };
+
+// The mesh of a concrete array committed over one (JAX's abstract mesh of its type).
+std::optional<Mesh> mesh_of_committed(const Array& x) {
+  if (!x.valid() || !is_concrete(x) || !x.impl()->sharded) return std::nullopt;
+  const auto* named = dynamic_cast<const NamedSharding*>(x.impl()->sharded->sharding.get());
+  if (!named) return std::nullopt;
+  return named->mesh();
+}
+
+std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq);
+
+// The first mesh an equation of `body` fixes splits on.
+std::optional<Mesh> fixed_mesh_in(const Program& body) {
+  for (const Equation& inner : body.equations)
+    if (std::optional<Mesh> mesh = fixed_mesh_of(body, inner)) return mesh;
+  return std::nullopt;
+}
+
+// The mesh an equation's rule fixes splits on (a shard_map's mesh, a constraint's sharding), in
+// it or in the programs it holds (control-flow bodies, a call's sub-program).
+std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq) {
+  const ShardingRule rule = sharding_rule_of(program, eq);
+  if (std::optional<Mesh> mesh = fixed_mesh(rule)) return mesh;
+  for (const ShardingRule::Body& body : rule.bodies)
+    if (std::optional<Mesh> mesh = fixed_mesh_in(*body.program)) return mesh;
+  if (!eq.primitive->call_body.empty())
+    return fixed_mesh_in(*eq.params.get<ProgramRef>(eq.primitive->call_body));
+  return std::nullopt;
+}
+
+// The mesh JAX's type of `program`'s first output carries, run on `args`: a value computed from
+// a shard_map's result, a sharding constraint, or an argument or constant committed over a mesh
+// has that abstract mesh in its type (with every dim unsplit on Auto axes). None otherwise.
+std::optional<Mesh> carried_mesh(const Program& program, std::span<const Array> args) {
+  std::vector<std::optional<Mesh>> mesh(program.types.size());
+  for (size_t i = 0; i < program.invars.size() && i < args.size(); ++i)
+    mesh[size_t(program.invars[i])] = mesh_of_committed(args[i]);
+  for (size_t j = 0; j < program.constvars.size(); ++j)
+    mesh[size_t(program.constvars[j])] = mesh_of_committed(program.consts[j]);
+  for (const Equation& eq : program.equations) {
+    std::optional<Mesh> m = fixed_mesh_of(program, eq);
+    for (const Atom& a : eq.inputs)
+      if (!m && !a.is_literal()) m = mesh[size_t(a.var)];
+    for (int v : eq.outputs) mesh[size_t(v)] = m;
+  }
+  if (program.outputs.empty() || program.outputs[0].is_literal()) return std::nullopt;
+  const std::optional<Mesh>& m = mesh[size_t(program.outputs[0].var)];
+  if (!m || m->axis_names().empty()) return std::nullopt;
+  return m;
+}
 
 // Runs fn's primal computation in the current context and stages its tangent computation.
 Linearized linearize(const FlatFn& fn, std::span<const Array> primals, const char* api) {
@@ -162,11 +217,12 @@ Linearized linearize(const FlatFn& fn, std::span<const Array> primals, const cha
     }
   }
   auto linear = std::make_shared<Program>(trace->finish(linear_outs));
-  return {outs, linear};
+  return {outs, linear, std::move(program)};
 }
 
 // Runs fn now as one compiled Program when everything is concrete, else inline. Committed
-// arguments (or constants) place it as they place jit: partitioned over their devices.
+// arguments (or constants) place it as they place jit: partitioned over their devices, the
+// results printing the shardings JAX's op-by-op run gives them.
 std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, const char* api) {
   if (!all_concrete(args)) return fn(args);
   Program p = trace_to_program(fn, types_of(args), api);
@@ -176,7 +232,9 @@ std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, co
   operands.insert(operands.end(), args.begin(), args.end());
   std::optional<Placement> placement = place(*program, operands, {}, {}, api, {});
   if (!placement) return Compiled(p).run(args);
-  return compile_partitioned(program, *placement).run(operands);
+  std::vector<Array> results = compile_partitioned(program, *placement).run(operands);
+  recover_op_by_op_shardings(results, *program, operands, *placement);
+  return results;
 }
 
 // JAX's _vjp_check_ct_avals: a cotangent has its output's shape and, where both are typed with
@@ -250,13 +308,16 @@ std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const A
 
 namespace {
 
-// JAX's grad seeds its pullback with full_like(out, 1.0) on the output's abstract mesh: on a
-// mesh with Explicit axes, a reshard of the literal.
-Array cotangent_seed(const Array& out) {
+// JAX's grad seeds its pullback with full_like(out, 1.0) on the output's abstract mesh: where
+// the output's type carries a mesh (Explicit axes, or `carried`, see carried_mesh), a reshard of
+// the literal onto it.
+Array cotangent_seed(const Array& out, const std::optional<Mesh>& carried) {
   Array one = ops::scalar(1.0, out.dtype());
-  const std::optional<TypeSharding>& typed = aval_of(out).sharding;
-  if (!typed || !innermost_trace({&out, 1})) return one;
-  return reshard_to(one, TypeSharding{typed->mesh, {}}, NoneParam{});
+  if (!innermost_trace({&out, 1})) return one;
+  if (const std::optional<TypeSharding>& typed = aval_of(out).sharding)
+    return reshard_to(one, TypeSharding{typed->mesh, {}}, NoneParam{});
+  if (!carried) return one;
+  return reshard_to(one, unsplit_on(*carried, 0), NoneParam{});
 }
 
 }  // namespace
@@ -291,7 +352,7 @@ GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size
                       "differentiation of non-holomorphic functions involving complex outputs, "
                       "use jax.vjp directly.");
     std::vector<Array> cts(lin.linear->outputs.size());
-    cts[0] = cotangent_seed(out);
+    cts[0] = cotangent_seed(out, carried_mesh(lin.primal, primals));
     std::vector<Array> grads = transpose_program(*lin.linear, cts);
     for (size_t i = 0; i < grads.size(); ++i)
       if (is_zero(grads[i])) grads[i] = zeros_like_aval(aval_of(xs[i]));

@@ -5,7 +5,11 @@
 #include <spmd/parallel.h>
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <iterator>
 #include <map>
+#include <numeric>
 #include <utility>
 
 namespace spmd::halo {
@@ -245,18 +249,20 @@ bool cheaper_than_gathers(std::span<const DimPlan> plans) {
                      [](const auto& r) { return r.second.first <= r.second.second; });
 }
 
-// A reshard's devices: the axes of both splits, the source's first, and the source and target
-// block of each device (its linear index over `axes`).
+// A relayout's devices: the axes of both sides' layouts (the source's first), and for each
+// device (its linear index over `axes`) its source and target block along each moved dim.
 struct Devices {
   AxisList axes;
   int64_t count = 1;
-  std::vector<int64_t> source, target;
+  std::vector<std::vector<int64_t>> source, target;
 };
 
-Devices reshard_devices(const AxisList& from, const AxisList& to) {
-  Devices d{from, 1, {}, {}};
-  for (const std::string& a : to)
-    if (std::find(d.axes.begin(), d.axes.end(), a) == d.axes.end()) d.axes.push_back(a);
+Devices relayout_devices(std::span<const Layout> from, std::span<const Layout> to) {
+  Devices d;
+  for (std::span<const Layout> side : {from, to})
+    for (const Layout& l : side)
+      for (const std::string& a : l.axes)
+        if (std::find(d.axes.begin(), d.axes.end(), a) == d.axes.end()) d.axes.push_back(a);
   for (const std::string& a : d.axes) d.count *= axis_size(AxisNames(a));
   for (int64_t u = 0; u < d.count; ++u) {
     std::map<std::string, int64_t> coords;
@@ -265,56 +271,109 @@ Devices reshard_devices(const AxisList& from, const AxisList& to) {
       coords[d.axes[size_t(i)]] = rest % size;
       rest /= size;
     }
-    auto block = [&](const AxisList& split) {
-      int64_t index = 0;
-      for (const std::string& a : split) index = index * axis_size(AxisNames(a)) + coords[a];
-      return index;
+    auto blocks = [&](std::span<const Layout> side) {
+      std::vector<int64_t> out;
+      for (const Layout& l : side) {
+        int64_t index = 0;
+        for (const std::string& a : l.axes) index = index * axis_size(AxisNames(a)) + coords[a];
+        out.push_back(index);
+      }
+      return out;
     };
-    d.source.push_back(block(from));
-    d.target.push_back(block(to));
+    d.source.push_back(blocks(from));
+    d.target.push_back(blocks(to));
   }
   return d;
 }
 
-// Rows [begin, begin + rows) of the source block of device `sender` land at row `at` of the
-// target block of device `receiver`.
+// A box of rows [begin, begin + rows) along each moved dim of the source block of device
+// `sender`, landing at row `at` of each dim of the target block of device `receiver`.
 struct Move {
-  int64_t sender, receiver, begin, rows, at;
+  int64_t sender, receiver;
+  std::vector<int64_t> begin, rows, at;
+
+  int64_t volume() const {
+    return std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<>());
+  }
 };
 
-// The moves that fill every target block with its real rows: from the device itself when it
-// holds the source block, else from the device holding it (one differing only in the source's
-// axes, the leading ones: block * inner + r) that sends the fewest moves so far, to spread them.
-std::vector<Move> moves_of(const Devices& d, int64_t sources, int64_t extent, int64_t in_block,
-                           int64_t out_block) {
-  const int64_t inner = d.count / sources;
+// The rows of target block `block` of a dim (`extent` rows, blocks of `out_block`) in each
+// source block (of `in_block` rows) that holds some: (source block, first row, end row).
+std::vector<std::array<int64_t, 3>> pieces_of(int64_t block, int64_t extent, int64_t in_block,
+                                              int64_t out_block) {
+  std::vector<std::array<int64_t, 3>> pieces;
+  const int64_t begin = block * out_block, end = std::min(begin + out_block, extent);
+  for (int64_t s = begin / in_block; s * in_block < end; ++s)
+    pieces.push_back({s, std::max(begin, s * in_block), std::min(end, (s + 1) * in_block)});
+  return pieces;
+}
+
+// The moves that fill every target block with its real rows: a box per source block it
+// overlaps, from the device itself when it holds that block, else from the device holding it
+// that sends the fewest moves so far, to spread them.
+std::vector<Move> moves_of(const Devices& d, std::span<const Layout> from,
+                           std::span<const Layout> to, std::span<const int64_t> extents) {
+  std::map<std::vector<int64_t>, std::vector<int64_t>> holders;
+  for (int64_t u = 0; u < d.count; ++u) holders[d.source[size_t(u)]].push_back(u);
   std::vector<int64_t> sends(size_t(d.count), 0);
   std::vector<Move> moves;
+  const size_t rank = from.size();
   for (int64_t t = 0; t < d.count; ++t) {
-    const int64_t begin = d.target[size_t(t)] * out_block;
-    const int64_t end = std::min(begin + out_block, extent);
-    for (int64_t s = begin / in_block; s * in_block < end; ++s) {
-      const int64_t lo = std::max(begin, s * in_block);
-      const int64_t hi = std::min(end, (s + 1) * in_block);
-      int64_t sender = t;
-      if (d.source[size_t(t)] != s) {
-        sender = s * inner + t % inner;
-        for (int64_t r = 0; r < inner; ++r)
-          if (sends[size_t(s * inner + r)] < sends[size_t(sender)]) sender = s * inner + r;
-        ++sends[size_t(sender)];
+    std::vector<std::vector<std::array<int64_t, 3>>> pieces;
+    for (size_t i = 0; i < rank; ++i)
+      pieces.push_back(
+          pieces_of(d.target[size_t(t)][i], extents[i], from[i].block, to[i].block));
+    // Every combination of one piece per dim is one box.
+    std::vector<size_t> pick(rank, 0);
+    const bool empty = std::any_of(pieces.begin(), pieces.end(),
+                                   [](const auto& p) { return p.empty(); });
+    for (bool more = !empty; more;) {
+      Move m{t, t, {}, {}, {}};
+      std::vector<int64_t> key;
+      for (size_t i = 0; i < rank; ++i) {
+        const auto [s, lo, hi] = pieces[i][pick[i]];
+        key.push_back(s);
+        m.begin.push_back(lo - s * from[i].block);
+        m.rows.push_back(hi - lo);
+        m.at.push_back(lo - d.target[size_t(t)][i] * to[i].block);
       }
-      moves.push_back({sender, t, lo - s * in_block, hi - lo, lo - begin});
+      if (key != d.source[size_t(t)]) {
+        const std::vector<int64_t>& held = holders.at(key);
+        m.sender = held[size_t(t) % held.size()];
+        for (int64_t u : held)
+          if (sends[size_t(u)] < sends[size_t(m.sender)]) m.sender = u;
+        ++sends[size_t(m.sender)];
+      }
+      moves.push_back(std::move(m));
+      more = false;
+      for (size_t i = rank; i-- > 0 && !more;) {
+        more = ++pick[i] < pieces[i].size();
+        if (!more) pick[i] = 0;
+      }
     }
   }
   return moves;
 }
 
+// The box a round sends: along each dim, the most rows any of its moves sends.
+std::vector<int64_t> bounds(const std::vector<Move>& round) {
+  std::vector<int64_t> rows(round.empty() ? 0 : round.front().rows.size(), 0);
+  for (const Move& m : round)
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = std::max(rows[i], m.rows[i]);
+  return rows;
+}
+
+int64_t volume(const std::vector<Move>& round) {
+  const std::vector<int64_t> rows = bounds(round);
+  return std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<>());
+}
+
 // The moves between devices grouped into rounds in which each device sends at most once and
-// receives at most once, so each round is one ppermute; the longest first, so that a round
-// sends rows of similar counts.
+// receives at most once, so each round is one ppermute. The moves go largest first, each into
+// the first round both its devices are free in, so that a round sends boxes of similar sizes.
 std::vector<std::vector<Move>> rounds_of(std::vector<Move> moves) {
   std::stable_sort(moves.begin(), moves.end(),
-                   [](const Move& a, const Move& b) { return a.rows > b.rows; });
+                   [](const Move& a, const Move& b) { return a.volume() > b.volume(); });
   std::vector<std::vector<Move>> rounds;
   for (const Move& m : moves) {
     if (m.sender == m.receiver) continue;
@@ -330,48 +389,129 @@ std::vector<std::vector<Move>> rounds_of(std::vector<Move> moves) {
   return rounds;
 }
 
-int64_t longest(const std::vector<Move>& round) {
-  int64_t rows = 0;
-  for (const Move& m : round) rows = std::max(rows, m.rows);
-  return rows;
+// The moves between devices colored into as few rounds as any device has moves to send or to
+// receive (König's edge colouring of the bipartite graph of senders and receivers), largest
+// first: each move takes a round its sender has free; when its receiver already receives in
+// that round, the two rounds trade places along the path of moves alternating between them
+// from the receiver on, which frees it.
+std::vector<std::vector<Move>> colored_rounds(std::vector<Move> moves) {
+  std::erase_if(moves, [](const Move& m) { return m.sender == m.receiver; });
+  std::stable_sort(moves.begin(), moves.end(),
+                   [](const Move& a, const Move& b) { return a.volume() > b.volume(); });
+  // sends[u][c], receives[v][c]: the move device u sends, v receives, in round c, or -1.
+  std::map<int64_t, std::vector<int>> sends, receives;
+  std::vector<int> color(moves.size(), -1);
+  auto slot = [](std::vector<int>& v, int c) -> int& {
+    if (v.size() <= size_t(c)) v.resize(size_t(c) + 1, -1);
+    return v[size_t(c)];
+  };
+  auto free_round = [](const std::vector<int>& v) {
+    int c = 0;
+    while (size_t(c) < v.size() && v[size_t(c)] >= 0) ++c;
+    return c;
+  };
+  auto assign = [&](int e, int c) {
+    color[size_t(e)] = c;
+    slot(sends[moves[size_t(e)].sender], c) = e;
+    slot(receives[moves[size_t(e)].receiver], c) = e;
+  };
+  for (int i = 0; i < int(moves.size()); ++i) {
+    const Move& m = moves[size_t(i)];
+    const int a = free_round(sends[m.sender]), b = free_round(receives[m.receiver]);
+    if (a != b && slot(receives[m.receiver], a) >= 0) {
+      std::vector<int> path;
+      int64_t node = m.receiver;
+      for (bool receiver = true;; receiver = !receiver) {
+        const int c = path.size() % 2 == 0 ? a : b;
+        const int e = slot(receiver ? receives[node] : sends[node], c);
+        if (e < 0) break;
+        path.push_back(e);
+        node = receiver ? moves[size_t(e)].sender : moves[size_t(e)].receiver;
+      }
+      for (int e : path) {
+        slot(sends[moves[size_t(e)].sender], color[size_t(e)]) = -1;
+        slot(receives[moves[size_t(e)].receiver], color[size_t(e)]) = -1;
+      }
+      for (int e : path) assign(e, color[size_t(e)] == a ? b : a);
+    }
+    assign(i, a);
+  }
+  std::vector<std::vector<Move>> rounds;
+  for (size_t i = 0; i < moves.size(); ++i) {
+    if (rounds.size() <= size_t(color[i])) rounds.resize(size_t(color[i]) + 1);
+    rounds[size_t(color[i])].push_back(moves[i]);
+  }
+  return rounds;
 }
 
-// Per device, the `field` of the move it sends (`by_sender`) or receives in `round`; 0 if none.
-std::vector<int64_t> table(const Devices& d, const std::vector<Move>& round, int64_t Move::*field,
-                           bool by_sender) {
+int64_t total_volume(const std::vector<std::vector<Move>>& rounds) {
+  int64_t n = 0;
+  for (const auto& round : rounds) n += volume(round);
+  return n;
+}
+
+// Per device, entry `i` of the `field` of the move it sends (`by_sender`) or receives in
+// `round`; 0 if none.
+std::vector<int64_t> table(const Devices& d, const std::vector<Move>& round,
+                           std::vector<int64_t> Move::*field, size_t i, bool by_sender) {
   std::vector<int64_t> values(size_t(d.count), 0);
-  for (const Move& m : round) values[size_t(by_sender ? m.sender : m.receiver)] = m.*field;
+  for (const Move& m : round) values[size_t(by_sender ? m.sender : m.receiver)] = (m.*field)[i];
   return values;
 }
 
-// Whether an axis of the reshard also splits another dim of the block: the devices a ppermute
-// over them pairs would then hold different blocks of that dim.
-bool crosses_other_dims(const Split& from, const AxisList& to, int dim) {
-  const AxisList& axes = from[size_t(dim)];
-  for (size_t e = 0; e < from.size(); ++e)
-    for (const std::string& a : from[e])
-      if (int(e) != dim &&
-          (std::count(axes.begin(), axes.end(), a) || std::count(to.begin(), to.end(), a)))
-        return true;
-  return false;
+// A relayout planned: the devices, the move a device makes to itself and the rounds between
+// devices, and the bytes each device sends.
+struct Relayout {
+  Devices devices;
+  std::vector<Move> local;
+  std::vector<std::vector<Move>> rounds;
+  // The bytes of one row of every moved dim (all of the other dims' block), and of all rounds.
+  int64_t element_bytes = 0, bytes = 0;
+};
+
+Relayout plan_relayout(const AbstractValue& block, std::span<const int> dims,
+                       std::span<const Layout> from, std::span<const Layout> to,
+                       std::span<const int64_t> extents) {
+  Relayout r{relayout_devices(from, to), {}, {}, 0, 0};
+  std::vector<Move> moves = moves_of(r.devices, from, to, extents);
+  std::copy_if(moves.begin(), moves.end(), std::back_inserter(r.local),
+               [](const Move& m) { return m.sender == m.receiver; });
+  // Whichever packing sends fewer bytes (then fewer rounds): the greedy one groups moves of
+  // similar sizes, the colouring needs fewest rounds.
+  r.rounds = rounds_of(moves);
+  std::vector<std::vector<Move>> colored = colored_rounds(std::move(moves));
+  const int64_t greedy = total_volume(r.rounds), fewest = total_volume(colored);
+  if (fewest < greedy || (fewest == greedy && colored.size() < r.rounds.size()))
+    r.rounds = std::move(colored);
+  int64_t moved_rows = 1;
+  for (int dim : dims) moved_rows *= block.shape[dim];
+  r.element_bytes = moved_rows == 0 ? 0 : block.nbytes() / moved_rows;
+  for (const auto& round : r.rounds) r.bytes += volume(round) * r.element_bytes;
+  return r;
 }
 
-Array pad_dim(const Array& x, int dim, int64_t rows) {
+Array pad_dims(const Array& x, std::span<const int> dims, std::span<const int64_t> rows) {
   std::vector<lax::PadConfig> config(size_t(x.ndim()));
-  config[size_t(dim)].high = rows;
+  for (size_t i = 0; i < dims.size(); ++i) config[size_t(dims[i])].high = rows[i];
   return lax::pad(x, zeros(Shape{}, x.dtype()), config);
 }
 
-// A target block being assembled from the moves' rows.
+// A target block being assembled from the moves' boxes.
 struct Assembly {
   const Devices& d;
-  int dim;
+  std::span<const int> dims;
   Array source, target, index;
 
-  // The rows each device reads for `round` from its (padded) source block.
+  // The box each device reads for `round` from its (padded) source block.
   Array chunk(const std::vector<Move>& round) const {
-    return lax::dynamic_slice_in_dim(source, per_device(table(d, round, &Move::begin, true), index),
-                                     longest(round), dim);
+    std::vector<Array> starts(size_t(source.ndim()), Array(0));
+    std::vector<int64_t> sizes = source.shape().dims();
+    const std::vector<int64_t> rows = bounds(round);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      starts[size_t(dims[i])] = per_device(table(d, round, &Move::begin, i, true), index);
+      sizes[size_t(dims[i])] = rows[i];
+    }
+    return lax::dynamic_slice(source, starts, sizes);
   }
 
   Array send(const std::vector<Move>& round) const {
@@ -380,20 +520,70 @@ struct Assembly {
     return ppermute(chunk(round), names_of(d.axes), std::move(pairs));
   }
 
-  // Writes the rows each device receives in `round` (`rows`, the chunk's first rows, at the
-  // move's row) into the target, leaving the others.
+  // Writes the box each device receives in `round` (its `rows`, the chunk's first rows along
+  // each dim, at the move's rows) into the target, leaving the others.
   void place(const std::vector<Move>& round, const Array& chunk) {
-    const Array at = per_device(table(d, round, &Move::at, false), index);
-    const Array rows = per_device(table(d, round, &Move::rows, false), index);
     std::vector<Array> starts(size_t(target.ndim()), Array(0));
-    starts[size_t(dim)] = at;
+    Array inside;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const Array at = per_device(table(d, round, &Move::at, i, false), index);
+      const Array rows = per_device(table(d, round, &Move::rows, i, false), index);
+      starts[size_t(dims[i])] = at;
+      const Array row = lax::broadcasted_iota(int32, target.shape(), dims[i]);
+      const Array here = lax::bitwise_and(lax::ge(row, at), lax::lt(row, at + rows));
+      inside = inside.valid() ? lax::bitwise_and(inside, here) : here;
+    }
     const Array placed =
         lax::dynamic_update_slice(zeros(target.shape(), target.dtype()), chunk, starts);
-    const Array row = lax::broadcasted_iota(int32, target.shape(), dim);
-    target =
-        spmd::where(lax::bitwise_and(lax::ge(row, at), lax::lt(row, at + rows)), placed, target);
+    target = spmd::where(inside, placed, target);
   }
 };
+
+std::string dims_str(std::span<const int> dims) {
+  std::string s = dims.size() == 1 ? "dim " : "dims ";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s;
+}
+
+// "P('a', ('a', 'b'))": the axes of each moved dim's layout.
+std::string axes_str(std::span<const Layout> side) {
+  std::string s = "P(";
+  for (size_t i = 0; i < side.size(); ++i)
+    s += (i ? ", " : "") + (side[i].axes.empty() ? "None" : names_of(side[i].axes).repr());
+  return s + ")";
+}
+
+// What a round moves ("6 rows", "a box of 3x2 rows") and between which blocks.
+std::string round_str(const std::vector<Move>& round, std::span<const Layout> from,
+                      std::span<const Layout> to) {
+  const std::vector<int64_t> rows = bounds(round);
+  std::string s;
+  if (rows.size() == 1) {
+    s = std::to_string(rows[0]) + (rows[0] == 1 ? " row" : " rows");
+  } else {
+    s = "a box of ";
+    for (size_t i = 0; i < rows.size(); ++i) s += (i ? "x" : "") + std::to_string(rows[i]);
+    s += " rows";
+  }
+  const bool same_axes = std::equal(from.begin(), from.end(), to.begin(), to.end(),
+                                    [](const Layout& a, const Layout& b) {
+                                      return a.axes == b.axes;
+                                    });
+  if (!same_axes) {
+    if (from.size() == 1)
+      return s + " from the blocks split by " + names_of(from[0].axes).repr() +
+             " to the blocks split by " + names_of(to[0].axes).repr();
+    return s + " from the blocks split as " + axes_str(from) + " to the blocks split as " +
+           axes_str(to);
+  }
+  std::string sizes_from, sizes_to;
+  for (size_t i = 0; i < from.size(); ++i) {
+    sizes_from += (i ? "x" : "") + std::to_string(from[i].block);
+    sizes_to += (i ? "x" : "") + std::to_string(to[i].block);
+  }
+  return s + " from the blocks of " + sizes_from + " rows to the blocks of " + sizes_to +
+         " rows";
+}
 
 }  // namespace
 
@@ -430,45 +620,45 @@ Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const A
   return result;
 }
 
-std::optional<Array> reshard_dim(const Array& x, const Split& from, const AxisList& to, int dim,
-                                 int64_t extent, const CollectiveLog& log) {
-  const AxisList& axes = from[size_t(dim)];
-  if (extent == 0 || axes.empty() || to.empty() || crosses_other_dims(from, to, dim))
+std::optional<int64_t> relayout_bytes(const AbstractValue& block, std::span<const int> dims,
+                                      std::span<const Layout> from, std::span<const Layout> to,
+                                      std::span<const int64_t> extents) {
+  if (dims.empty()) return 0;
+  if (std::any_of(extents.begin(), extents.end(), [](int64_t n) { return n == 0; }))
     return std::nullopt;
-  const int64_t sources = devices_of(axes), in_block = x.shape()[dim];
-  const int64_t out_block = ceil_div(extent, devices_of(to));
-  const Devices d = reshard_devices(axes, to);
-  const std::vector<Move> moves = moves_of(d, sources, extent, in_block, out_block);
-  const std::vector<std::vector<Move>> rounds = rounds_of(moves);
-  int64_t rows = 0, slack = 0;
-  for (const auto& round : rounds) {
-    rows += longest(round);
-    slack = std::max(slack, longest(round));
+  return plan_relayout(block, dims, from, to, extents).bytes;
+}
+
+Array relayout(const Array& x, std::span<const int> dims, std::span<const Layout> from,
+               std::span<const Layout> to, std::span<const int64_t> extents,
+               const CollectiveLog& log) {
+  const Relayout r = plan_relayout(aval_of(x), dims, from, to, extents);
+  // Each device reads a round's box from its block padded with as many zero rows as the
+  // largest box has along each dim, so no read clamps, and writes it into a target with as
+  // many rows of slack.
+  std::vector<int64_t> slack = bounds(r.local);
+  slack.resize(dims.size(), 0);
+  for (const auto& round : r.rounds) {
+    const std::vector<int64_t> rows = bounds(round);
+    for (size_t i = 0; i < dims.size(); ++i) slack[i] = std::max(slack[i], rows[i]);
   }
-  if (rows > (sources - 1) * in_block) return std::nullopt;
-  std::vector<Move> local;
-  std::copy_if(moves.begin(), moves.end(), std::back_inserter(local),
-               [](const Move& m) { return m.sender == m.receiver; });
-  // Each device reads `longest` rows a round from its block padded with that many zero rows, so
-  // no read clamps, and writes them into a target with as many rows of slack.
-  Assembly a{d, dim, pad_dim(x, dim, std::max(slack, longest(local))), Array(), Array()};
+  Assembly a{r.devices, dims, pad_dims(x, dims, slack), Array(), Array()};
   Shape shape = x.shape();
-  shape[dim] = out_block + std::max(slack, longest(local));
+  for (size_t i = 0; i < dims.size(); ++i) shape[dims[i]] = to[i].block + slack[i];
   a.target = zeros(shape, x.dtype());
-  a.index = axis_index(names_of(d.axes));
-  if (!local.empty()) a.place(local, a.chunk(local));
+  a.index = r.devices.axes.empty() ? Array(0) : axis_index(names_of(r.devices.axes));
+  if (!r.local.empty()) a.place(r.local, a.chunk(r.local));
   const std::string along =
-      "ppermute over " + names_of(d.axes).repr() + " along dim " + std::to_string(dim) + ": round ";
-  const std::string what = " from the blocks split by " + names_of(axes).repr() +
-                           " to the blocks split by " + names_of(to).repr();
-  for (size_t r = 0; r < rounds.size(); ++r) {
-    const int64_t n = longest(rounds[r]);
-    log(along + std::to_string(r + 1) + " of " + std::to_string(rounds.size()) + ", " +
-            std::to_string(n) + (n == 1 ? " row" : " rows") + what,
-        n * (aval_of(x).nbytes() / in_block));
-    a.place(rounds[r], a.send(rounds[r]));
+      "ppermute over " + names_of(r.devices.axes).repr() + " along " + dims_str(dims) + ": round ";
+  for (size_t k = 0; k < r.rounds.size(); ++k) {
+    log(along + std::to_string(k + 1) + " of " + std::to_string(r.rounds.size()) + ", " +
+            round_str(r.rounds[k], from, to),
+        volume(r.rounds[k]) * r.element_bytes);
+    a.place(r.rounds[k], a.send(r.rounds[k]));
   }
-  return lax::slice_in_dim(a.target, 0, out_block, 1, dim);
+  std::vector<int64_t> starts(size_t(x.ndim()), 0), limits = shape.dims();
+  for (size_t i = 0; i < dims.size(); ++i) limits[size_t(dims[i])] = to[i].block;
+  return lax::slice(a.target, starts, limits);
 }
 
 }  // namespace spmd::halo

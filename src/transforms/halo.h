@@ -58,14 +58,29 @@ std::optional<std::vector<DimPlan>> plan(std::span<const ShardingRule::Shift> sh
 Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const Array& fill,
           const CollectiveLog& log);
 
-// Dim `dim` (of `extent` rows) of this device's block, split by `from[dim]`, moved to the
-// blocks split by `to` without gathering the dim (when either split is uneven their padded
-// blocks do not nest): each target block is an interval of rows, copied from the source blocks
-// that cover it, the moves grouped by (source, target) device into ppermute rounds over the axes
-// of both splits, each round a permutation; rows no block holds stay zero. Nothing when that
-// would move more rows than an all_gather of the dim, or when the axes of both splits also split
-// another dim of the block (a ppermute over them would mix its blocks).
-std::optional<Array> reshard_dim(const Array& x, const Split& from, const AxisList& to, int dim,
-                                 int64_t extent, const CollectiveLog& log);
+// How a block is laid out along one dim: split by `axes` into blocks of `block` rows, so that
+// the device with index i along them holds rows [i * block, (i + 1) * block) of the dim, those
+// past its extent padding. A split's blocks have the ceil size; a reshape's padded blocks of a
+// compound dim hold whole rows of its major factor (halo::relayout moves between the two).
+struct Layout {
+  AxisList axes;
+  int64_t block;
+};
+
+// This device's block, laid out as `from` along `dims` (of `extents` rows), moved to the blocks
+// laid out as `to` without gathering them (padded blocks of two layouts do not nest): each
+// target block is a box of rows, copied from the source blocks that overlap it, the moves
+// grouped by (source, target) device into ppermute rounds over the axes of both layouts, each
+// round a permutation; rows no block holds stay zero. The axes of both layouts must split no
+// other dim of the block. `log` names each round with its rows and bytes.
+Array relayout(const Array& x, std::span<const int> dims, std::span<const Layout> from,
+               std::span<const Layout> to, std::span<const int64_t> extents,
+               const CollectiveLog& log);
+
+// The bytes each device sends in relayout() of a block of type `block`; nothing when a dim is
+// empty.
+std::optional<int64_t> relayout_bytes(const AbstractValue& block, std::span<const int> dims,
+                                      std::span<const Layout> from, std::span<const Layout> to,
+                                      std::span<const int64_t> extents);
 
 }  // namespace spmd::halo

@@ -90,24 +90,96 @@ Array identity_of(const Primitive& combiner, DType dtype) {
   return zeros(Shape{}, dtype);
 }
 
+// The layout of dim d of a block split as `split` of a value of shape `global`: ceil-sized
+// blocks of its axes.
+halo::Layout layout_of(const Split& split, const Shape& global, int d) {
+  const int64_t k = product(split[size_t(d)]);
+  return {split[size_t(d)], (global[d] + k - 1) / k};
+}
+
+// The dims a reshard from `from` to `to` moves between padded blocks: those it changes that
+// are split unevenly on either side, with the changed dims that share an axis with them (an
+// axis leaving one dim for another), since a ppermute over an axis mixes the blocks of every
+// dim it splits.
+std::vector<int> padded_moves(const Split& from, const Split& to, const Shape& global) {
+  std::vector<int> dims;
+  AxisList axes;
+  auto take = [&](size_t d) {
+    dims.push_back(int(d));
+    axes.insert(axes.end(), from[d].begin(), from[d].end());
+    axes.insert(axes.end(), to[d].begin(), to[d].end());
+  };
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != to[d] && (!even(global[int(d)], from[d]) || !even(global[int(d)], to[d])))
+      take(d);
+  auto shares = [&](const AxisList& a) {
+    return std::any_of(a.begin(), a.end(), [&](const std::string& x) {
+      return std::find(axes.begin(), axes.end(), x) != axes.end();
+    });
+  };
+  for (bool grew = !dims.empty(); grew;) {
+    grew = false;
+    for (size_t d = 0; d < from.size(); ++d)
+      if (from[d] != to[d] && std::find(dims.begin(), dims.end(), int(d)) == dims.end() &&
+          (shares(from[d]) || shares(to[d]))) {
+        take(d);
+        grew = true;
+      }
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// x moved to `to` along `dims` by halo::relayout, when that sends no more bytes than one
+// all_gather of them would.
+std::optional<Array> relayout_if_cheaper(const Array& x, const Split& from, const Split& to,
+                                         const Shape& global, const std::vector<int>& dims,
+                                         const CollectiveLog& log) {
+  std::vector<halo::Layout> source, target;
+  std::vector<int64_t> extents;
+  int64_t sources = 1;
+  for (int d : dims) {
+    source.push_back(layout_of(from, global, d));
+    target.push_back(layout_of(to, global, d));
+    extents.push_back(global[d]);
+    sources *= product(from[size_t(d)]);
+  }
+  const std::optional<int64_t> bytes =
+      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  if (sources == 1 || !bytes || *bytes > nbytes(x) * (sources - 1)) return std::nullopt;
+  return halo::relayout(x, dims, source, target, extents, log);
+}
+
+// The dims `padded_moves` names, moved to `to` by ppermutes (halo::relayout) when some stays
+// split and that sends no more bytes than one all_gather of them; else each of them split
+// unevenly is gathered whole (and sliced again by reshard).
+Array reshard_padded(Array x, Split& from, const Split& to, const Shape& global,
+                     const CollectiveLog& log) {
+  const std::vector<int> dims = padded_moves(from, to, global);
+  if (dims.empty()) return x;
+  if (std::any_of(dims.begin(), dims.end(), [&](int d) { return !to[size_t(d)].empty(); })) {
+    if (std::optional<Array> y = relayout_if_cheaper(x, from, to, global, dims, log)) {
+      for (int d : dims) from[size_t(d)] = to[size_t(d)];
+      return *y;
+    }
+  }
+  for (int d : dims) {
+    const AxisList& axes = from[size_t(d)];
+    if (axes.empty() || (even(global[d], axes) && even(global[d], to[size_t(d)]))) continue;
+    x = gather_whole(x, d, global[d], axes, log);
+    from[size_t(d)].clear();
+  }
+  return x;
+}
+
 // Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
 // bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
-// all-gather, axes that arrive are slices of what the device already holds. A dim split unevenly
-// on either side moves the rows each device lacks by ppermutes (halo::reshard_dim), or is
-// gathered whole and sliced again when that moves more: its padded blocks do not nest.
+// all-gather, axes that arrive are slices of what the device already holds. Dims split unevenly
+// on either side move the rows each device lacks by ppermutes (reshard_padded), or are
+// gathered whole and sliced again when that moves more: their padded blocks do not nest.
 Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
   const size_t rank = from.size();
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t n = global[int(d)];
-    if (from[d] == to[d] || (even(n, from[d]) && even(n, to[d]))) continue;
-    if (std::optional<Array> y = halo::reshard_dim(x, from, to[d], int(d), n, log)) {
-      x = *y;
-      from[d] = to[d];
-      continue;
-    }
-    if (!from[d].empty()) x = gather_whole(x, int(d), n, from[d], log);
-    from[d].clear();
-  }
+  x = reshard_padded(std::move(x), from, to, global, log);
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t d = 0; d < rank && !moved; ++d) {
@@ -337,19 +409,37 @@ class Partitioner {
     return !rule.fixed_operands.empty() || !rule.fixed_results.empty();
   }
 
-  // A factor split for each factor of the rule: the results' propagated splits for factors they
-  // hold, otherwise the operands' current ones (the largest operand's first); then made
-  // consistent (an axis splits one factor; a compound dim splits a minor factor only when the
-  // major ones are fully split).
-  std::vector<AxisList> choose_factors(const Equation& e, const ShardingRule& rule) const {
+  // The factor splits of an equation, and whether they leave its reduced factors whole over axes
+  // a result is wanted split over (choose_factors).
+  struct FactorChoice {
+    std::vector<AxisList> f;
+    bool whole_reduced = false;
+  };
+
+  // The factor splits `e` runs with. By default the results' propagated splits for factors they
+  // hold, otherwise the operands' current ones (the largest operand's first), made consistent
+  // (an axis splits one factor; a compound dim splits a minor factor only when the major ones
+  // are fully split; the reduced factors first, so a result wanted split over their axes is a
+  // reduce-scatter of partial results). Where a result asks for an axis a reduced factor holds,
+  // the other plan gives it to the result's factor instead: the operands move so that the
+  // reduced dims are whole over it and each device computes only its own block of the result
+  // (a weight gradient over a split batch, wanted split over its rows: the activations
+  // all-gathered and the output gradients all_to_all'd, where the partial product is a whole
+  // weight per device). The plan that costs each device fewer bytes is taken (`cost`). With
+  // `compound`, the results may split the major factor of a compound dim unevenly
+  // (major_padded).
+  FactorChoice choose_factors(const Equation& e, const ShardingRule& rule,
+                              bool compound = false) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
-    auto offer = [&](const ShardingRule::Tensor& dims, const Split& split) {
+    auto offer = [&](const ShardingRule::Tensor& dims, const Split& split, bool uneven) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
         for (int factor : dims[d]) {
           const size_t k = size_t(factor);
-          AxisList mine = take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
+          AxisList mine = uneven && major_padded(rule, factor)
+                              ? take_major(axes, rule.factor_sizes[k])
+                              : take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
@@ -357,14 +447,37 @@ class Partitioner {
       }
     };
     for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r)
-      offer(rule.results[r], splits_[size_t(e.outputs[r])].dims);
+      offer(rule.results[r], splits_[size_t(e.outputs[r])].dims, compound);
+    AxisList wanted;
+    for (size_t k = 0; k < f.size(); ++k)
+      if (rule.factor_kinds[k] != FactorKind::reduction)
+        wanted.insert(wanted.end(), f[k].begin(), f[k].end());
     std::vector<size_t> order;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k)
       if (!e.inputs[k].is_literal()) order.push_back(k);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return global_.type_of(e.inputs[a]).shape.size() > global_.type_of(e.inputs[b]).shape.size();
     });
-    for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split);
+    for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split, false);
+    FactorChoice partial{settled(rule, f), false};
+    if (!rule.combiner) return partial;
+    bool given_away = false;
+    for (size_t k = 0; k < f.size(); ++k) {
+      if (rule.factor_kinds[k] != FactorKind::reduction) continue;
+      auto given = std::remove_if(f[k].begin(), f[k].end(), [&](const std::string& a) {
+        return std::find(wanted.begin(), wanted.end(), a) != wanted.end();
+      });
+      given_away = given_away || given != f[k].end();
+      f[k].erase(given, f[k].end());
+    }
+    if (!given_away) return partial;
+    FactorChoice whole{settled(rule, f), true};
+    if (whole.f == partial.f || cost(e, rule, whole.f) >= cost(e, rule, partial.f)) return partial;
+    return whole;
+  }
+
+  // Offered factor splits with the factors that cannot be split cleared, made consistent.
+  std::vector<AxisList> settled(const ShardingRule& rule, std::vector<AxisList> f) const {
     for (size_t k = 0; k < f.size(); ++k)
       if (rule.factor_kinds[k] == FactorKind::need_replication ||
           rule.factor_kinds[k] == FactorKind::permutation ||
@@ -372,6 +485,67 @@ class Partitioner {
         f[k].clear();
     make_consistent(rule, f);
     return f;
+  }
+
+  // What running `e` with factor splits `f` costs each device, in bytes: those its operands'
+  // reshards send, those of the result blocks it computes, and those sent to complete the
+  // results and move them to their propagated splits, with kRendezvousBytes more for each
+  // collective. The plans choose_factors weighs do the same arithmetic; they differ in what they
+  // send and in the size of the results each device writes (a partial result is the whole of
+  // the dims the reduced axes do not split).
+  int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f) const {
+    int64_t bytes = 0;
+    for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
+      if (e.inputs[k].is_literal()) continue;
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      bytes += reshard_cost(aval_of(x.value), x.split, join(rule.operands[k], f),
+                            global_.type_of(e.inputs[k]).shape);
+    }
+    AxisList partial;
+    for (size_t k = 0; k < f.size(); ++k)
+      if (rule.factor_kinds[k] == FactorKind::reduction)
+        partial.insert(partial.end(), f[k].begin(), f[k].end());
+    for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r) {
+      const AbstractValue& type = global_.types[size_t(e.outputs[r])];
+      const Split& want = splits_[size_t(e.outputs[r])].dims;
+      Split out = join(rule.results[r], f);
+      const AbstractValue block = block_type(type, out);
+      const int64_t n = product(partial), size = block.nbytes();
+      bytes += size;
+      if (partial.empty()) {
+        bytes += reshard_cost(block, out, want, type.shape);
+      } else if (std::optional<ScatterPlan> plan = scatter_plan(e, r, partial, out, block.shape)) {
+        const int64_t s = product(plan->scatter), rest = n / s, sliced = size / plan->sliced;
+        bytes += kRendezvousBytes + sliced * (s - 1) / s;
+        if (rest > 1) bytes += kRendezvousBytes + 2 * (sliced / s) * (rest - 1) / rest;
+      } else {
+        bytes +=
+            kRendezvousBytes + 2 * size * (n - 1) / n + reshard_cost(block, out, want, type.shape);
+      }
+    }
+    return bytes;
+  }
+
+  // What choose_factors counts for each collective beside its bytes: every device meets its
+  // peers. In one process a 4 KiB collective over 8 devices takes 50–65 µs on this machine and
+  // over 2 devices 3–4 µs (docs/PERFORMANCE.md, "The Communicator alone"), the time of copying
+  // some 30–500 KiB; between processes it is more.
+  static constexpr int64_t kRendezvousBytes = 64 << 10;
+
+  // What moving a block of type `block` from split `from` to `to` costs each device: the bytes
+  // it sends and kRendezvousBytes for each collective (the reshard traced on its own, its
+  // collectives counted and the trace dropped).
+  int64_t reshard_cost(const AbstractValue& block, const Split& from, const Split& to,
+                       const Shape& global) const {
+    if (from == to) return 0;
+    int64_t bytes = 0;
+    auto count = [&](std::span<const Array> x) {
+      return std::vector<Array>{reshard(x[0], from, to, global, [&](const std::string&, int64_t b) {
+        bytes += kRendezvousBytes + b;
+      })};
+    };
+    trace_to_program(count, std::vector<AbstractValue>{block}, "partitioner");
+    return bytes;
   }
 
   // The leading axes of `axes` whose product divides `size` (all of them when `uneven`),
@@ -388,6 +562,16 @@ class Partitioner {
     }
     axes.erase(axes.begin(), axes.begin() + std::ptrdiff_t(i));
     if (n != size) axes.clear();
+    return out;
+  }
+
+  // The axes of a compound dim for its major factor: as take_factor does when they split it
+  // evenly and whole (the rest then split the minor factors), else all of them, unevenly.
+  AxisList take_major(AxisList& axes, int64_t size) const {
+    AxisList rest = axes;
+    AxisList out = take_factor(rest, size, false);
+    if (product(out) != size) return std::exchange(axes, {});
+    axes = std::move(rest);
     return out;
   }
 
@@ -447,7 +631,8 @@ class Partitioner {
   // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
   // cannot run on such blocks (its localized types disagree).
   bool try_local(const Equation& e, const ShardingRule& rule, const std::vector<Split>& in,
-                 const std::vector<Split>& out, bool implicit, std::vector<Array>& results) {
+                 const std::vector<Split>& out, bool implicit, std::vector<Array>& results,
+                 const std::string& why = "") {
     std::vector<Array> args;
     std::vector<AbstractValue> in_types, out_types;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -457,7 +642,7 @@ class Partitioner {
       } else {
         const Local& x = env_[size_t(a.var)];
         args.push_back(moved(x.value, x.split, in[k], global_.type_of(a).shape,
-                             operand_cause(e, k, in[k]), implicit));
+                             operand_cause(e, k, in[k]) + why, implicit));
         if (rule.combiner && k < rule.operands.size())
           args.back() =
               masked(args.back(), rule, rule.operands[k], in[k], global_.type_of(a).shape);
@@ -472,15 +657,22 @@ class Partitioner {
       results = args;
       return true;
     }
+    if (!types_match(*local.primitive, in_types, local.params, out_types)) return false;
+    results = spmd::bind(*local.primitive, args, local.params);
+    return true;
+  }
+
+  // Whether `primitive` on blocks of types `in` gives blocks of types `out`.
+  static bool types_match(const Primitive& primitive, const std::vector<AbstractValue>& in,
+                          const Params& params, const std::vector<AbstractValue>& out) {
     try {
-      std::vector<AbstractValue> got = abstract_eval(*local.primitive, in_types, local.params);
-      if (got.size() != out_types.size()) return false;
+      std::vector<AbstractValue> got = abstract_eval(primitive, in, params);
+      if (got.size() != out.size()) return false;
       for (size_t r = 0; r < got.size(); ++r)
-        if (got[r].shape != out_types[r].shape || got[r].dtype != out_types[r].dtype) return false;
+        if (got[r].shape != out[r].shape || got[r].dtype != out[r].dtype) return false;
     } catch (const std::exception&) {
       return false;
     }
-    results = spmd::bind(*local.primitive, args, local.params);
     return true;
   }
 
@@ -508,8 +700,10 @@ class Partitioner {
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
+    if (run_on_major_blocks(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
+    FactorChoice choice;
     if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) {
       in = rule.fixed_operands;
       out = rule.fixed_results;
@@ -518,15 +712,21 @@ class Partitioner {
       for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
       for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
     } else {
-      const std::vector<AxisList> f = choose_factors(e, rule);
-      for (const auto& t : rule.operands) in.push_back(join(t, f));
-      for (const auto& t : rule.results) out.push_back(join(t, f));
-      for (size_t k = 0; k < f.size(); ++k)
+      choice = choose_factors(e, rule);
+      for (const auto& t : rule.operands) in.push_back(join(t, choice.f));
+      for (const auto& t : rule.results) out.push_back(join(t, choice.f));
+      for (size_t k = 0; k < choice.f.size(); ++k)
         if (rule.factor_kinds[k] == FactorKind::reduction)
-          partial.insert(partial.end(), f[k].begin(), f[k].end());
+          partial.insert(partial.end(), choice.f[k].begin(), choice.f[k].end());
     }
+    // Operands moved so that a result is computed where it is wanted split are part of the
+    // equation, as the reduce-scatter they replace would be.
+    const std::string why =
+        choice.whole_reduced ? ": its reduced dims are whole where its result is split over their "
+                               "axes, in place of a reduce-scatter of partial results"
+                             : "";
     std::vector<Array> results;
-    if (!try_local(e, rule, in, out, !fixes_splits(rule), results)) {
+    if (!try_local(e, rule, in, out, !fixes_splits(rule) && !choice.whole_reduced, results, why)) {
       in.clear();
       out.clear();
       partial.clear();
@@ -541,6 +741,174 @@ class Partitioner {
       for (size_t i = 0; i < results.size(); ++i) complete(e, rule, i, partial, results[i], out[i]);
     }
     store_results(e, results, out);
+  }
+
+  // Whether factor f may be split unevenly as the major factor of a compound dim (a reshape's):
+  // the rule runs it on padded blocks and it leads every dim holding it, so that a block of it
+  // is a run of whole rows of each such dim, padded at the end as an uneven split is.
+  static bool major_padded(const ShardingRule& rule, int f) {
+    if (!rule.factor_pads[size_t(f)]) return false;
+    bool compound = false;
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t) {
+          if (std::find(dim.begin(), dim.end(), f) == dim.end()) continue;
+          if (dim[0] != f) return false;
+          compound = compound || dim.size() > 1;
+        }
+    return compound;
+  }
+
+  // The dims of a tensor (factors `dims`, global type `t`, split as `split` by the factor
+  // splits `f`) whose blocks hold whole rows of a major factor split unevenly, where that
+  // differs from the split's ceil-sized blocks: the relayout between the two.
+  struct MajorBlocks {
+    bool uneven = false;  // a compound dim is led by a factor split unevenly
+    std::vector<int> led;  // the dims led by a factor split unevenly
+    std::vector<int> dims;
+    std::vector<halo::Layout> split, major;
+    std::vector<int64_t> extents;
+  };
+
+  MajorBlocks major_blocks(const ShardingRule& rule, const ShardingRule::Tensor& dims,
+                           const Shape& shape, const Split& split,
+                           const std::vector<AxisList>& f) const {
+    MajorBlocks m;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].empty()) continue;
+      const int64_t size = rule.factor_sizes[size_t(dims[d][0])];
+      const int64_t k = product(f[size_t(dims[d][0])]);
+      if (size % k == 0) continue;
+      m.led.push_back(int(d));
+      if (dims[d].size() < 2) continue;
+      m.uneven = true;
+      const halo::Layout ceil_blocks = layout_of(split, shape, int(d));
+      const int64_t rows = (size + k - 1) / k * (shape[int(d)] / size);
+      if (rows == ceil_blocks.block) continue;
+      m.dims.push_back(int(d));
+      m.split.push_back(ceil_blocks);
+      m.major.push_back({split[d], rows});
+      m.extents.push_back(shape[int(d)]);
+    }
+    return m;
+  }
+
+  // The block type of a value of type `t` split as `split`, with the dims of `m` in blocks of
+  // whole rows of their major factor.
+  AbstractValue major_block_type(const AbstractValue& t, const Split& split,
+                                 const MajorBlocks& m) const {
+    AbstractValue b = block_type(t, split);
+    for (size_t i = 0; i < m.dims.size(); ++i) b.shape[m.dims[i]] = m.major[i].block;
+    return b;
+  }
+
+  CollectiveLog logged(const std::string& cause) {
+    return [this, cause](std::string collective, int64_t bytes) {
+      collectives_.push_back({std::move(collective), cause, bytes, true});
+    };
+  }
+
+  static bool has_compound_dim(const ShardingRule& rule) {
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t)
+          if (dim.size() > 1) return true;
+    return false;
+  }
+
+  // How an equation runs on blocks of whole rows of major factors: the splits of its operands
+  // and results, their dims in such blocks, and the blocks' types.
+  struct MajorPlan {
+    std::vector<Split> in, out;
+    std::vector<MajorBlocks> in_blocks, out_blocks;
+    std::vector<AbstractValue> in_types, out_types;
+  };
+
+  // The plan of `e` on blocks of whole rows of the major factors its results split unevenly;
+  // nothing when no compound dim is led by such a factor, or when the relayouts to and from
+  // those blocks send no fewer bytes than gathering the operands' dims that hold the factors.
+  std::optional<MajorPlan> plan_major_blocks(const Equation& e, const ShardingRule& rule) const {
+    const std::vector<AxisList> f = choose_factors(e, rule, /*compound=*/true).f;
+    MajorPlan p;
+    int64_t relayouts = 0, gathers = 0;
+    bool any = false;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const AbstractValue& t = global_.type_of(e.inputs[k]);
+      p.in.push_back(join(rule.operands[k], f));
+      const MajorBlocks& m =
+          p.in_blocks.emplace_back(major_blocks(rule, rule.operands[k], t.shape, p.in.back(), f));
+      p.in_types.push_back(major_block_type(t, p.in.back(), m));
+      any = any || m.uneven;
+      if (e.inputs[k].is_literal()) continue;
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      int64_t held = 1;
+      for (int d : m.led) held *= product(x.split[size_t(d)]);
+      gathers += nbytes(x.value) * (held - 1);
+      if (m.dims.empty()) continue;
+      const std::optional<int64_t> bytes = halo::relayout_bytes(
+          block_type(t, p.in.back()), m.dims, m.split, m.major, m.extents);
+      if (!bytes) return std::nullopt;
+      relayouts += *bytes;
+    }
+    for (size_t r = 0; r < e.outputs.size(); ++r) {
+      const AbstractValue& t = global_.types[size_t(e.outputs[r])];
+      p.out.push_back(join(rule.results[r], f));
+      const MajorBlocks& m = p.out_blocks.emplace_back(
+          major_blocks(rule, rule.results[r], t.shape, p.out.back(), f));
+      p.out_types.push_back(major_block_type(t, p.out.back(), m));
+      any = any || m.uneven;
+      if (m.dims.empty()) continue;
+      const std::optional<int64_t> bytes =
+          halo::relayout_bytes(p.out_types.back(), m.dims, m.major, m.split, m.extents);
+      if (!bytes) return std::nullopt;
+      relayouts += *bytes;
+    }
+    if (!any || relayouts >= gathers) return std::nullopt;
+    return p;
+  }
+
+  // A reshape whose result is wanted split unevenly along the major factor of a compound dim
+  // ([6, 4] merged into [24], [10, 8] split into [5, 16], 4 ways) runs on blocks of whole rows
+  // of that factor, as XLA's partitioner reshapes padded blocks: the operand moves to such
+  // blocks and the result from them to its split by ppermutes of the rows each device lacks
+  // (halo::relayout), when that sends fewer bytes than the even factors' plan (plan_major_blocks).
+  bool run_on_major_blocks(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) ||
+        e.outputs.size() != rule.results.size() || e.inputs.size() != rule.operands.size())
+      return false;
+    const std::optional<MajorPlan> p = plan_major_blocks(e, rule);
+    if (!p) return false;
+    LocalEquation local{e.primitive, e.params};
+    if (e.primitive->localize) local = e.primitive->localize(e.params, p->in_types, p->out_types);
+    if (!local.primitive || !types_match(*local.primitive, p->in_types, local.params, p->out_types))
+      return false;
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      const Shape& shape = global_.type_of(a).shape;
+      const std::string cause = operand_cause(e, k, p->in[k]) + ", in blocks of whole rows of " +
+                                "the major factor of its merged or split dims";
+      const Array x = a.is_literal() ? moved(a.literal, Split(size_t(shape.ndim())), p->in[k],
+                                            shape, cause, true)
+                                     : moved(value(a), env_[size_t(a.var)].split, p->in[k], shape,
+                                             cause, true);
+      const MajorBlocks& m = p->in_blocks[k];
+      args.push_back(m.dims.empty() ? x
+                                    : halo::relayout(x, m.dims, m.split, m.major, m.extents,
+                                                     logged(cause)));
+    }
+    std::vector<Array> results = spmd::bind(*local.primitive, args, local.params);
+    for (size_t r = 0; r < results.size(); ++r) {
+      const MajorBlocks& m = p->out_blocks[r];
+      if (m.dims.empty()) continue;
+      results[r] = halo::relayout(results[r], m.dims, m.major, m.split, m.extents,
+                                  logged("result " + std::to_string(r) + " of " +
+                                         equation_name(e) + " goes from blocks of whole rows " +
+                                         "of the major factor of its merged or split dims to " +
+                                         ValueSplit{p->out[r], {}}.spec().repr()));
+    }
+    store_results(e, results, p->out);
+    return true;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split
@@ -872,32 +1240,53 @@ class Partitioner {
   // extend `have` or holds no reduced axis.
   std::optional<Array> scattered(const Equation& e, const ShardingRule& rule, size_t i,
                                  const AxisList& partial, const Array& r, const Split& have) {
+    const std::optional<ScatterPlan> plan = scatter_plan(e, i, partial, have, r.shape());
+    if (!plan) return std::nullopt;
+    Array x = scattered_blocks(e, *rule.combiner, r, plan->extra, plan->scatter);
+    AxisList rest;
+    std::copy_if(
+        partial.begin(), partial.end(), std::back_inserter(rest), [&](const std::string& a) {
+          return std::find(plan->scatter.begin(), plan->scatter.end(), a) == plan->scatter.end();
+        });
+    if (!rest.empty()) reduce(e, rule, rest, x);
+    return x;
+  }
+
+  // How `scattered` completes result i of `e` from partial results over `partial` in a block of
+  // shape `block` split as `have`: the axes that split each dim further (`extra`, major to
+  // minor) and the reduced ones among them, which the reduce-scatter goes over; `sliced` is the
+  // product of the others, taken as slices first.
+  struct ScatterPlan {
+    Split extra;
+    AxisList scatter;
+    int64_t sliced = 1;
+  };
+
+  std::optional<ScatterPlan> scatter_plan(const Equation& e, size_t i, const AxisList& partial,
+                                          const Split& have, const Shape& block) const {
     const int var = e.outputs[i];
     const Split& want = splits_[size_t(var)].dims;
     if (want.size() != have.size()) return std::nullopt;
     auto reduced = [&](const std::string& a) {
       return std::find(partial.begin(), partial.end(), a) != partial.end();
     };
-    Split extra(want.size());
-    AxisList scatter;
+    ScatterPlan plan{Split(want.size()), {}, 1};
     for (size_t d = 0; d < want.size(); ++d) {
       if (!is_prefix(have[d], want[d])) return std::nullopt;
-      extra[d].assign(want[d].begin() + std::ptrdiff_t(have[d].size()), want[d].end());
-      if (extra[d].empty()) continue;
+      AxisList& extra = plan.extra[d];
+      extra.assign(want[d].begin() + std::ptrdiff_t(have[d].size()), want[d].end());
+      if (extra.empty()) continue;
       if (!even(global_.types[size_t(var)].shape[int(d)], want[d]) ||
-          r.shape()[int(d)] % product(extra[d]) != 0)
+          block[int(d)] % product(extra) != 0)
         return std::nullopt;
-      std::copy_if(extra[d].begin(), extra[d].end(), std::back_inserter(scatter), reduced);
+      for (const std::string& a : extra)
+        if (reduced(a))
+          plan.scatter.push_back(a);
+        else
+          plan.sliced *= mesh_.axis_size(a);
     }
-    if (scatter.empty()) return std::nullopt;
-    Array x = scattered_blocks(e, *rule.combiner, r, extra, scatter);
-    AxisList rest;
-    std::copy_if(partial.begin(), partial.end(), std::back_inserter(rest),
-                 [&](const std::string& a) {
-                   return std::find(scatter.begin(), scatter.end(), a) == scatter.end();
-                 });
-    if (!rest.empty()) reduce(e, rule, rest, x);
-    return x;
+    if (plan.scatter.empty()) return std::nullopt;
+    return plan;
   }
 
   // The reduce-scatter of `r` over `scatter` into the blocks that split each dim d further by

@@ -1,5 +1,6 @@
 // A two-process program whose device 5 (in process 1) fails inside a shard_map body, at its psum
-// (SPMD_FAULT='device=5,at=psum,action=throw', set by tests/mpi/failure_test.sh). Each process
+// (SPMD_FAULT='device=5,at=psum,action=throw', set by tests/mpi/failure_test.sh); or device 1,
+// with one device per process, whose share runs on the launching thread. Each process
 // prints the error it gets and exits with status 1; the test checks that both do, promptly.
 // With the argument `large`, the psum is of 256 KiB per device, which reduces within each process
 // first and then crosses processes in the same meeting. With the argument `device_put`, process 0
@@ -12,6 +13,7 @@
 #include <spmd/spmd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -39,9 +41,10 @@ int device_put_without_process_1(const sp::Array& x) {
 
 int main(int argc, char** argv) {
   sp::distributed::initialize();
-  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
-  const int width = argc > 1 && std::string(argv[1]) == "large" ? 1 << 16 : 2;
-  sp::Array x = sp::device_put(sp::arange(8 * width).astype(sp::float32).reshape({8, width}),
+  const int64_t n = sp::device_count();
+  sp::Mesh mesh = sp::make_mesh({n}, {"i"});
+  const int64_t width = argc > 1 && std::string(argv[1]) == "large" ? 1 << 16 : 2;
+  sp::Array x = sp::device_put(sp::arange(int(n * width)).astype(sp::float32).reshape({n, width}),
                                sp::NamedSharding(mesh, sp::P("i")));
   if (argc > 1 && std::string(argv[1]) == "device_put") return device_put_without_process_1(x);
   try {

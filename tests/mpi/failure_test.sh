@@ -14,12 +14,14 @@ fail() {
   exit 1
 }
 
-# run FAULT TIMEOUT_MS [ARG]: runs the probe on 2 processes of 4 devices; sets status and elapsed.
+# run FAULT TIMEOUT_MS [ARG]: runs the probe on 2 processes of $devices devices (4 unless set);
+# sets status and elapsed.
+devices=4
 run() {
   local start fault=()
   [ -z "$1" ] || fault=("SPMD_FAULT=$1")
   start=$(date +%s)
-  env "${fault[@]}" SPMD_COLLECTIVE_TIMEOUT_MS="$2" SPMD_CPU_DEVICES=4 \
+  env "${fault[@]}" SPMD_COLLECTIVE_TIMEOUT_MS="$2" SPMD_CPU_DEVICES="$devices" \
     timeout 120 "$mpirun" -np 2 --oversubscribe --bind-to none "$probe" ${3:-} >"$out" 2>&1
   status=$?
   elapsed=$(($(date +%s) - start))
@@ -65,3 +67,25 @@ run '' 1000 device_put
 grep -q "process 0 caught: \[device_put\] moving blocks between processes timed out after 1000 ms" "$out" ||
   fail "process 0 did not time out in its device_put"
 echo "OK: a device_put left alone timed out in ${elapsed} s, mpirun status ${status}"
+
+# One device per process: each process runs its device's share on the launching thread. A throw
+# there, at the psum or at the start of the share, reaches both processes; a stall times out on
+# both.
+devices=1
+for at in psum launch; do
+  where="in psum"
+  [ "$at" = psum ] || where="at the start of a launch"
+  run "device=1,at=$at,action=throw" 60000
+  [ "$elapsed" -lt 30 ] || fail "the failure at $at on one device per process took ${elapsed} s"
+  grep -q "process 1 caught: .*injected failure on device 1 $where" "$out" ||
+    fail "process 1 did not report its own device's error at $at"
+  grep -q "process 0 caught: .*process 1 failed on device 1: .*injected failure on device 1 $where" \
+    "$out" || fail "process 0 did not learn of process 1's failure at $at"
+  echo "OK: a throw at $at on one device per process reached both processes in ${elapsed} s"
+done
+# A stall of 3 s against a 1 s timeout: process 0, waiting on its launching thread, gives up
+# after its timeout (process 1 may then complete its psum from what process 0 had sent).
+run 'device=1,at=psum,action=stall,stall_ms=3000' 1000
+[ "$elapsed" -lt 15 ] || fail "the timeout on one device per process took ${elapsed} s"
+grep -q "process 0 caught: .*timed out" "$out" || fail "process 0 did not time out on one device"
+echo "OK: a stall on one device per process timed out on process 0 in ${elapsed} s"

@@ -82,6 +82,36 @@ TEST(Processes, PsumOverAMeshThatSpansProcesses) {
   expect_local_blocks(y, want, sp::Shape({8, 2}));
 }
 
+TEST(Processes, LaunchesOnOneDevicePerProcessKeepEachDevicesOrder) {
+  // A launch over one device per process runs that device's share on the launching thread when
+  // the device is idle, else behind the work queued on it. Launches over all 8 devices (left
+  // running on devices 0 and 4) alternate with launches over devices 0 and 4 alone, whose psum
+  // has the same pair of devices and so the same MPI communicator, with blocks of the same size:
+  // a launch that ran beside the queued one instead of after it would exchange with the wrong
+  // psum. Each result feeds the next launch of its mesh; small integers keep every sum exact.
+  const std::vector<sp::Device> all = sp::devices();
+  sp::Mesh wide = sp::make_mesh({2, 4}, {"a", "b"});
+  sp::Mesh pair(std::vector<sp::Device>{all[0], all[4]}, {2}, {"a"});
+  const int64_t n = 16;
+  auto psum_a = [](sp::Array b) { return sp::lax::psum(b, "a"); };
+  auto wide_step = sp::jit(sp::shard_map(psum_a, wide, P("a", "b"), P("a", "b")));
+  auto pair_step = sp::jit(sp::shard_map(psum_a, pair, P("a"), P("a")));
+  std::vector<float> xs(size_t(8 * n)), ws(size_t(2 * n));
+  for (size_t k = 0; k < xs.size(); ++k) xs[k] = float(k % 7) - 3.f;
+  for (size_t k = 0; k < ws.size(); ++k) ws[k] = float(k % 5) + 1.f;
+  sp::Array x = sp::device_put(sp::array(xs, {2, 4, n}), sp::NamedSharding(wide, P("a", "b")));
+  sp::Array w = sp::device_put(sp::array(ws, {2, n}), sp::NamedSharding(pair, P("a")));
+  for (int round = 0; round < 10; ++round) {
+    x = wide_step(x);
+    w = pair_step(w);
+    // Both rows become the sum of the two.
+    for (int64_t j = 0; j < 4 * n; ++j) xs[size_t(j)] = xs[size_t(4 * n + j)] += xs[size_t(j)];
+    for (int64_t j = 0; j < n; ++j) ws[size_t(j)] = ws[size_t(n + j)] += ws[size_t(j)];
+  }
+  expect_local_blocks(x, xs, sp::Shape({2, 4, n}));
+  expect_local_blocks(w, ws, sp::Shape({2, n}));
+}
+
 TEST(Processes, LargePsumReducesWithinEachProcessFirst) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   const int64_t n = 1 << 16;  // 256 KiB per device: above the size that gathers every block
@@ -868,6 +898,31 @@ std::vector<float> ragged(int64_t devices, int64_t per_device) {
       v[size_t(d * per_device + k)] = float((d * 7919 + k * 104729) % 2003 - 1001) *
                                       std::ldexp(1.f, int((d * 5 + k) % 23) - 11);
   return v;
+}
+
+TEST(Processes, SmallReductionsInPartsSendTheLeadingBlocksReducedToOne) {
+  // A psum of 32 KiB per device over 2 processes of 4, with one process's bits. Process 0 holds
+  // the group's first 4 blocks and sends process 1 their sum, where each element's left-to-right
+  // sum starts, instead of the blocks; the parts are sized so that both receive about as much:
+  // process 0 reduces a fifth of the elements over the 4 blocks it receives, process 1 the rest
+  // over that sum and its own; then each receives the other's reduced part. With halves and
+  // every block sent, each process received 2.5 blocks' bytes.
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t count = 8192;
+  const std::vector<float> x = ragged(8, count);
+  sp::Array xa = sp::device_put(sp::array(x, {8, count}), sp::NamedSharding(mesh, P("i")));
+  std::vector<float> want(x.size());
+  for (int64_t j = 0; j < count; ++j) {
+    float sum = x[size_t(j)];
+    for (int64_t d = 1; d < 8; ++d) sum += x[size_t(d * count + j)];
+    for (int64_t d = 0; d < 8; ++d) want[size_t(d * count + j)] = sum;
+  }
+  auto f = sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "i"); }, mesh, P("i"), P("i"));
+  const int64_t received = bytes_received_by([&] {
+    expect_local_blocks(f(xa), want, sp::Shape({8, count}));
+  });
+  const int64_t first = count / 5, rest = count - first;
+  EXPECT_EQ(received, (sp::process_index() == 0 ? 4 * first + rest : rest + first) * 4);
 }
 
 TEST(AnyJob, PsumScatterGivesOneProcesssBitsAndReceivesOnlyTheChunksOfItsDevices) {

@@ -71,13 +71,19 @@ void expect_timed_out_waiting_for(const std::string& message, const std::string&
   for (int id : missing) EXPECT_TRUE(contains(waited_for(message), id)) << message;
 }
 
-// Every test leaves no fault armed, and collectives of shard_map give up after 200 ms.
+// The collective timeout of a launch that no stalled device holds up: long enough that a
+// loaded machine (ThreadSanitizer, other jobs) never reaches it, so such a launch fails only by
+// the fault it is given.
+constexpr const char* kUnstalledTimeoutMs = "60000";
+
+// Every test leaves no fault armed, and collectives of shard_map give up after 60 s, or after
+// 200 ms where stalled_error() runs them.
 class FaultInjection : public ::testing::Test {
  protected:
   void SetUp() override {
     fault::clear();
     if (const char* t = std::getenv("SPMD_COLLECTIVE_TIMEOUT_MS")) saved_timeout_ = t;
-    setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "200", 1);
+    setenv("SPMD_COLLECTIVE_TIMEOUT_MS", kUnstalledTimeoutMs, 1);
   }
   void TearDown() override {
     fault::clear();
@@ -90,6 +96,15 @@ class FaultInjection : public ::testing::Test {
  private:
   std::string saved_timeout_;
 };
+
+// The CollectiveError of `launch`, whose collective waits for a stalled device, with collectives
+// giving up after 200 ms: the stall, not the load, decides that they time out.
+std::string stalled_error(const std::function<void()>& launch) {
+  setenv("SPMD_COLLECTIVE_TIMEOUT_MS", "200", 1);
+  std::string message = error_message<sp::CollectiveError>(launch);
+  setenv("SPMD_COLLECTIVE_TIMEOUT_MS", kUnstalledTimeoutMs, 1);
+  return message;
+}
 
 fault::Fault collective_fault(const std::string& api, fault::Action action) {
   return {
@@ -294,8 +309,8 @@ TEST_F(FaultInjection, AStallAtTheStartOfAShardMapTimesOutItsCollective) {
   auto f = sp::shard_map([](const Array& b) { return sp::lax::psum(b, "x"); }, mesh8(), P("x"),
                          P("x"), {.check_vma = false});
   fault::inject({.device = kFaulty, .where = fault::Where::launch, .action = fault::Action::stall});
-  expect_timed_out_waiting_for(
-      error_message<sp::CollectiveError>([&] { f(input()).block_until_ready(); }), "psum", {3});
+  expect_timed_out_waiting_for(stalled_error([&] { f(input()).block_until_ready(); }), "psum",
+                               {3});
   EXPECT_EQ(f(input()).to_vector<float>(), kSums);
 }
 
@@ -365,8 +380,8 @@ TEST_F(FaultInjection, EveryCollectiveInAShardMapSurvivesAStallAndAThrow) {
     SCOPED_TRACE(c.name);
     auto f = sp::shard_map(c.body, mesh8(), P("x"), P("x"), {.check_vma = false});
     fault::inject(collective_fault(c.api, fault::Action::stall));
-    expect_timed_out_waiting_for(
-        error_message<sp::CollectiveError>([&] { f(input()).block_until_ready(); }), c.api, {3});
+    expect_timed_out_waiting_for(stalled_error([&] { f(input()).block_until_ready(); }), c.api,
+                                 {3});
     fault::inject(collective_fault(c.api, fault::Action::throw_));
     EXPECT_EQ(error_message<fault::InjectedFault>([&] { f(input()).block_until_ready(); }),
               injected("in " + c.api));
@@ -381,8 +396,8 @@ TEST_F(FaultInjection, TwoStalledDevicesAreBothNamed) {
     fault::inject({.device = device,
                    .where = fault::Where::collective,
                    .action = fault::Action::stall});  // any collective
-  expect_timed_out_waiting_for(
-      error_message<sp::CollectiveError>([&] { f(input()).block_until_ready(); }), "psum", {3, 5});
+  expect_timed_out_waiting_for(stalled_error([&] { f(input()).block_until_ready(); }), "psum",
+                               {3, 5});
   EXPECT_EQ(f(input()).to_vector<float>(), kSums);
 }
 

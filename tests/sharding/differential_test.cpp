@@ -5,7 +5,9 @@
 // to the mesh.
 //
 // A second run starts each program with a sharding constraint that splits dims their mesh axes
-// do not divide (padded blocks inside the partitioner), and lets later constraints do so too.
+// do not divide (padded blocks inside the partitioner), and lets later constraints do so too;
+// a quarter of its ops move such splits: reshapes, dynamic_slices and reshards between two
+// uneven constraints.
 //
 // SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, and 100 with uneven splits);
 // SPMD_DIFFERENTIAL_SEED=S runs only seed S. A failure prints the seed, the mesh, the input
@@ -122,6 +124,7 @@ class Generator {
   using Op = std::optional<int> (Generator::*)(int);
 
   std::optional<int> apply_random_op(int x) {
+    if (uneven_ && coin(0.25)) return uneven_move(x);
     static const Op ops[] = {
         &Generator::unary,        &Generator::binary,        &Generator::dot,
         &Generator::self_dot,     &Generator::reduce,        &Generator::argmax,
@@ -756,6 +759,37 @@ class Generator {
       auto [final_carry, ys] = sp::lax::scan(body, sp::zeros(carry), e[size_t(x)]);
       return want_carry ? final_carry : ys;
     });
+  }
+
+  // A reshape (merging or splitting the dims of a compound factor), a dynamic_slice or a
+  // reshard (the axes of two dims swapped) between two constraints that split dims unevenly.
+  std::optional<int> uneven_move(int x) {
+    if (shape(x).ndim() == 0) return std::nullopt;
+    const int from = constrained(x, uneven_spec(shape(x)));
+    std::optional<int> y;
+    switch (pick(3)) {
+      case 0:
+        y = reshape(from);
+        break;
+      case 1:
+        y = dynamic_slice(from);
+        break;
+      default:
+        return constrained(from, swapped_axes(shape(from)));
+    }
+    if (!y) return std::nullopt;
+    return constrained(*y, uneven_spec(shape(*y)));
+  }
+
+  // An uneven spec whose first two dims then trade their axes (P('a', 'b') to P('b', 'a')).
+  P swapped_axes(const Shape& shape) {
+    const P spec = uneven_spec(shape);
+    if (shape.ndim() < 2) return spec;
+    std::vector<P::Entry> entries = spec.entries();
+    entries.resize(size_t(shape.ndim()));
+    const int a = pick(shape.ndim()), b = (a + 1 + pick(shape.ndim() - 1)) % shape.ndim();
+    std::swap(entries[size_t(a)], entries[size_t(b)]);
+    return P(entries);
   }
 
   // with_sharding_constraint to a random spec (only where the program runs on a mesh).

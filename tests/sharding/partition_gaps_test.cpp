@@ -1,8 +1,10 @@
 // Partitioning against JAX 0.10.2 (tools/goldens/gen_partition_gaps.py) where the partitioner
 // moves fewer bytes than a plain reading of the splits would: a reduction wanted split over its
 // reduced axes is a reduce-scatter (over several dims, in another axis order, beside axes that
-// are slices, with the reduced axes it is not split over summed after), control flow keeps
-// padded blocks per value, and reshards between meshes on the same devices are collectives.
+// are slices, with the reduced axes it is not split over summed after), or a product whose
+// result is large computes only its own block from operands moved so that the contracting dim is
+// whole, control flow keeps padded blocks per value, and reshards between meshes on the same
+// devices are collectives.
 // Results have JAX's splits and values; sp::explain lists every collective with its bytes.
 #include <spmd/spmd.h>
 
@@ -54,6 +56,7 @@ class PartitionGaps : public ::testing::Test {
 
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
   sp::Mesh mesh3 = sp::make_mesh({2, 2, 2}, {"a", "b", "c"});
+  sp::Mesh mesh8 = sp::make_mesh({8}, {"a"});
   Array x16 = sp::arange(256.0f).reshape({16, 16});
   Array w16 = sp::arange(128.0f).reshape({16, 8}) / 16;
   Array x3 = sp::arange(1024.0f).reshape({8, 8, 16});
@@ -149,6 +152,97 @@ TEST_F(PartitionGaps, AReductionScattersThenSumsTheAxesItIsNotSplitOver) {
             std::string::npos)
       << text;
   expect_jax("scatter_then_psum", {f(u)});
+}
+
+// Signed multiples of 1/8 scattered over the array, as the generator makes them: every sum of
+// products of them is exact in float32.
+Array scrambled(int64_t rows, int64_t cols, int shift = 0) {
+  const Array i = (sp::arange(int(rows * cols)) * 37 + shift) % 17 - 8;
+  return (i.astype(sp::DType::float32) / 8.0f).reshape({rows, cols});
+}
+
+// dW = gᵀ·x over the rows of both (a linear layer's weight gradient over a batch).
+Array weight_grad(const Array& g, const Array& x) {
+  return sp::lax::dot_general(g, x, {.lhs_contracting = {0}, .rhs_contracting = {0}, .lhs_batch = {}, .rhs_batch = {}});
+}
+
+// y = h·wᵀ (a linear layer with a torch-layout weight).
+Array column_parallel(const Array& h, const Array& w) {
+  return sp::lax::dot_general(h, w, {.lhs_contracting = {1}, .rhs_contracting = {1}, .lhs_batch = {}, .rhs_batch = {}});
+}
+
+const std::string kWhole =
+    ": its reduced dims are whole where its result is split over their axes, in place of a "
+    "reduce-scatter of partial results; each device sends ";
+
+// A product whose contracting dim is split over the axis its result is wanted split over on a
+// free dim runs either as partial products and a reduce-scatter or on operands moved so that the
+// contracting dim is whole, whichever costs each device fewer bytes (those sent, 64 KiB per
+// collective, and those of the results it computes). Here partial products would be a whole
+// f32[256,192] per device (196608 bytes) and a reduce-scatter sending 196608 · 7/8; moving the
+// operands sends 28672 (g's f32[32,256] block all_to_all'd, so that each device holds all rows of
+// its 32 columns) and 24576 · 7 (x's rows all-gathered), and each device computes only its
+// f32[32,192] rows. XLA all-reduces the partial products.
+TEST_F(PartitionGaps, AWeightGradientMovesItsOperandsInsteadOfScatteringPartialProducts) {
+  auto f = sp::jit(weight_grad, {.out_shardings = sp::NamedSharding(mesh8, P("a", None))});
+  const Array g = put(mesh8, scrambled(256, 256), P("a", None));
+  const Array x = put(mesh8, scrambled(256, 192, 5), P("a", None));
+  const std::string text = f.explain(g, x);
+  EXPECT_NE(text.find("1. all_to_all over 'a' from dim 0 to dim 1: operand 0 of dot_general "
+                      "(equation 0) is needed split as P(None, 'a')" +
+                      kWhole + "28672 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2. all_gather over 'a' along dim 0: operand 1 of dot_general (equation 0) "
+                      "is needed split as P()" +
+                      kWhole + "172032 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum"), 0u) << text;
+  EXPECT_EQ(count(text, "implicit resharding"), 0u) << text;
+  expect_jax("whole_weight_gradient", {f(g, x)});
+}
+
+// The moves are part of the product, as the reduce-scatter they replace would be: a program
+// that asks for no resharding still runs.
+TEST_F(PartitionGaps, MovedOperandsOfAProductAreNotImplicitResharding) {
+  spmd_test::ImplicitReshardingScope strict(sp::config::ImplicitResharding::error);
+  auto f = sp::jit(weight_grad, {.out_shardings = sp::NamedSharding(mesh8, P("a", None))});
+  expect_jax("whole_weight_gradient", {f(put(mesh8, scrambled(256, 256), P("a", None)),
+                                         put(mesh8, scrambled(256, 192, 5), P("a", None)))});
+}
+
+// An f32[8,8] result: the partial products (256 bytes) and their reduce-scatter (224) cost less
+// than moving the operands (224 + 256 · 7, in two collectives).
+TEST_F(PartitionGaps, AProductWithASmallResultKeepsTheReduceScatter) {
+  auto f = sp::jit(weight_grad, {.out_shardings = sp::NamedSharding(mesh8, P("a", None))});
+  const Array g = put(mesh8, scrambled(64, 8), P("a", None));
+  const Array x = put(mesh8, scrambled(64, 8, 5), P("a", None));
+  const std::string text = f.explain(g, x);
+  EXPECT_NE(text.find("1. psum_scatter over 'a': psum_scatter completes the partial results of "
+                      "dot_general (equation 0) where its result is split over them; each device "
+                      "sends 224 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "; each device sends "), 1u) << text;
+  expect_jax("whole_small_result", {f(g, x)});
+}
+
+// A column-parallel layer on features split over 'b': h's f32[4,16] block is all-gathered over
+// 'b' (256 bytes), as XLA does, where partial products would move the weight's f32[8,32] block
+// to a column split (512 bytes) every call and reduce-scatter f32[4,16] partial products.
+TEST_F(PartitionGaps, AColumnParallelLayerGathersItsInputFeatures) {
+  auto f = sp::jit(column_parallel, {.out_shardings = sp::NamedSharding(mesh, P("a", "b"))});
+  const Array h = put(mesh, scrambled(16, 32), P("a", "b"));
+  const Array w = put(mesh, scrambled(16, 32, 3), P("b"));
+  const std::string text = f.explain(h, w);
+  EXPECT_NE(text.find("1. all_gather over 'b' along dim 1: operand 0 of dot_general (equation 0) "
+                      "is needed split as P('a',)" +
+                      kWhole + "256 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "; each device sends "), 1u) << text;
+  expect_jax("whole_column_parallel", {f(h, w)});
 }
 
 Array fori_body(const Array& i, const Array& c) {

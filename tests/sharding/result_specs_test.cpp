@@ -1,7 +1,10 @@
 // How results print a PartitionSpec with trailing Nones, against JAX 0.10.2 (goldens from
 // tools/goldens/gen_result_specs.py; the cases use its names): jit's out_shardings and
 // device_put keep the spec as given, a jit result split like its first sharded argument takes
-// that argument's sharding, and other results print the spec without trailing Nones.
+// that argument's sharding, and other results print the spec without trailing Nones. Outside
+// jit, grad runs op by op as JAX's does, so a gradient prints as the last op of its backward pass
+// leaves it; shard_map results print their out_specs as given and pmap results a NamedSharding
+// on the pmap's mesh.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
@@ -41,6 +44,18 @@ sp::Array twice(const sp::Array& v) {
   return v * 2.0f;
 }
 
+sp::Array loss_sin(const sp::Array& w) {
+  return sp::sum(sp::sin(w) * 2.0f);
+}
+
+sp::Array loss_square(const sp::Array& w) {
+  return sp::sum(w * w);
+}
+
+sp::Array loss_product(const std::tuple<sp::Array, sp::Array>& uv) {
+  return sp::sum(std::get<0>(uv) * std::get<1>(uv));
+}
+
 class ResultSpecsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,6 +68,10 @@ class ResultSpecsTest : public ::testing::Test {
   }
   static auto out_jit(const sp::NamedSharding& s) { return sp::jit(twice, {.out_shardings = s}); }
   static auto in_jit(const sp::NamedSharding& s) { return sp::jit(twice, {.in_shardings = s}); }
+  static auto sm(const P& spec, const sp::Mesh& mesh) {
+    return sp::shard_map(twice, mesh, spec, spec);
+  }
+  auto sm(const P& spec) const { return sm(spec, m); }
 
   sp::Mesh m = sp::make_mesh({8}, {"a"});
   sp::Mesh m2 = sp::make_mesh({4, 2}, {"a", "b"});
@@ -126,6 +145,78 @@ TEST_F(ResultSpecsTest, ResultsSplitLikeTheFirstArgumentTakeItsSharding) {
 TEST_F(ResultSpecsTest, EagerOpsKeepTheArgumentsSpec) {
   EXPECT_EQ(reprs(put(x, S(P("a", None))) * 2.0f), golden("eager_a_none"));
   EXPECT_EQ(reprs(put(x, S(P(None, None))) + 1.0f), golden("eager_none_none"));
+}
+
+TEST_F(ResultSpecsTest, GradOutsideJitPrintsAsItsLastOp) {
+  sp::Array g = sp::grad(loss_sin)(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(g), golden("grad_sin"));
+  EXPECT_TRUE(sp::allclose(sp::device_get(g), sp::cos(x) * 2.0f));
+  sp::Array g2 = sp::grad(loss_square)(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(g2), golden("grad_square"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g2), x * 2.0f));
+  EXPECT_EQ(reprs(sp::grad(loss_square)(put(x, S(P("a"))))), golden("grad_square_a"));
+  EXPECT_EQ(reprs(sp::grad(loss_square)(put(x, S(P(None, None))))),
+            golden("grad_square_none_none"));
+  EXPECT_EQ(reprs(sp::grad(loss_square)(put(x, S2(P("a", "b"))))), golden("grad_square_mesh2"));
+  auto uv = std::make_tuple(put(x, S(P("a", None))), put(x, S(P("a"))));
+  EXPECT_EQ(reprs(sp::grad(loss_product)(uv)), golden("grad_two_args"));
+  auto [value, grad] = sp::value_and_grad(loss_sin)(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(std::make_tuple(value, grad)), golden("value_and_grad_sin"));
+  EXPECT_TRUE(sp::allclose(sp::device_get(value), sp::sum(sp::sin(x) * 2.0f)));
+}
+
+TEST_F(ResultSpecsTest, GradUnderJitFollowsJitsRule) {
+  auto g = sp::jit(sp::grad(loss_sin));
+  sp::Array r = g(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(r), golden("jit_grad_sin"));
+  EXPECT_TRUE(sp::allclose(sp::device_get(r), sp::cos(x) * 2.0f));
+  EXPECT_EQ(reprs(g(put(x, S(P("a"))))), golden("jit_grad_sin_a"));
+  EXPECT_EQ(reprs(g(put(x, S(P(None, "a"))))), golden("jit_grad_sin_none_a"));
+  EXPECT_EQ(reprs(g(put(x, S2(P("a", None))))), golden("jit_grad_sin_mesh2"));
+  auto uv = std::make_tuple(put(x, S(P("a", None))), put(x, S(P("a"))));
+  EXPECT_EQ(reprs(sp::jit(sp::grad(loss_product))(uv)), golden("jit_grad_two_args"));
+  auto [value, grad] = sp::jit(sp::value_and_grad(loss_sin))(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(std::make_tuple(value, grad)), golden("jit_value_and_grad_sin"));
+}
+
+TEST_F(ResultSpecsTest, ShardMapResultsPrintTheirOutSpecs) {
+  sp::Array r = sm(P("a", None))(x);
+  EXPECT_EQ(reprs(r), golden("sm_a_none"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), x * 2.0f));
+  EXPECT_EQ(reprs(sm(P("a"))(x)), golden("sm_a"));
+  EXPECT_EQ(reprs(sm(P(None, "a"))(x)), golden("sm_none_a"));
+  EXPECT_EQ(reprs(sm(P("a", None))(put(x, S(P("a", None))))), golden("sm_a_none_committed"));
+  auto summed = [&](const P& out) {
+    return sp::shard_map([](const sp::Array& v) { return sp::lax::psum(v, "a"); }, m, P("a"),
+                         out);
+  };
+  EXPECT_EQ(reprs(summed(P())(x)), golden("sm_psum_empty"));
+  EXPECT_EQ(reprs(summed(P(None, None))(x)), golden("sm_psum_none_none"));
+  EXPECT_EQ(reprs(sm(P("a", "b"), m2)(x)), golden("sm_mesh2_a_b"));
+  EXPECT_EQ(reprs(sm(P("a", None), m2)(x)), golden("sm_mesh2_a_none"));
+  EXPECT_EQ(reprs(sp::jit(sm(P("a", None)))(x)), golden("jit_sm_a_none"));
+  EXPECT_EQ(reprs(sp::jit(sm(P("a", None)))(put(x, S(P("a", None))))),
+            golden("jit_sm_a_none_committed"));
+  auto loss = [&](const sp::Array& v) { return sp::sum(sp::square(sm(P("a", None))(v))); };
+  sp::Array g = sp::grad(loss)(put(x, S(P("a", None))));
+  EXPECT_EQ(reprs(g), golden("grad_sm_a_none"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g), x * 8.0f));
+  EXPECT_EQ(reprs(sp::grad(loss)(x)), golden("grad_sm_a_none_uncommitted"));
+}
+
+TEST_F(ResultSpecsTest, PmapResultsAreNamedShardingsOnThePmapMesh) {
+  sp::Array r = sp::pmap(twice)(x);
+  EXPECT_EQ(reprs(r), golden("pmap"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), x * 2.0f));
+  EXPECT_EQ(reprs(sp::pmap(twice, {.axis_name = "i"})(x)), golden("pmap_named"));
+  EXPECT_EQ(reprs(sp::pmap(twice)(x3)), golden("pmap_3d"));
+  EXPECT_EQ(reprs(sp::pmap(twice)(put(x, S(P("a", None))))), golden("pmap_committed"));
+  EXPECT_EQ(reprs(sp::pmap(twice, {.out_axes = {1}})(x)), golden("pmap_out_axes_1"));
+  auto summed = sp::pmap([](const sp::Array& v) { return sp::lax::psum(v, "i"); },
+                         {.axis_name = "i", .out_axes = {None}});
+  sp::Array s = summed(x);
+  EXPECT_EQ(reprs(s), golden("pmap_out_axes_none"));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(s), sp::sum(x, {0})));
 }
 
 }  // namespace

@@ -130,6 +130,79 @@ TEST(ShardMapJaxpr, GradThroughPsumWithVmaIsExact) {
   EXPECT_TRUE(sp::array_equal(g, sp::ones({8, 16})));
 }
 
+// grad through a shard_map or a sharding constraint on an Auto mesh
+// (tools/goldens/gen_shard_map_grad_jaxprs.py): the loss's type carries the mesh, so JAX seeds
+// the pullback with `reshard 1.0:f32[]`; with no mesh in the loss's type the seed stays the
+// literal.
+TEST(ShardMapJaxpr, GradSeedsTheCotangentOnTheLossesMesh) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"a"});
+  auto negated = sp::shard_map([](const sp::Array& v) { return -v; }, mesh, P("a", sp::None),
+                               P("a", sp::None));
+  auto summed = sp::shard_map([](const sp::Array& v) { return sp::lax::psum(v, "a"); }, mesh,
+                              P("a", sp::None), P());
+  const sp::Array x = sp::zeros({8, 8});
+  auto golden = [](const std::string& name) {
+    return spmd_test::golden_text("shard_map_grad_jaxprs/" + name + ".txt");
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad([&](const sp::Array& w) { return sp::sum(negated(w)); }))(x)
+                .str(),
+            golden("grad_neg"));
+  EXPECT_EQ(sp::make_jaxpr(sp::grad([&](const sp::Array& w) { return sp::sum(summed(w)); }))(x)
+                .str(),
+            golden("grad_psum"));
+  auto twice = [&](const sp::Array& w) { return sp::sum(negated(w) * 2.0f); };
+  EXPECT_EQ(sp::make_jaxpr(sp::value_and_grad(twice))(x).str(),
+            golden("value_and_grad_neg_times_two"));
+  auto constrained = [&](const sp::Array& w) {
+    return sp::sum(sp::with_sharding_constraint(w, sp::NamedSharding(mesh, P("a"))));
+  };
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(constrained))(x).str(), golden("grad_constraint"));
+  // Through a jit call holding the shard_map, the seed is the same reshard (the rest of the text
+  // differs: JAX keeps the call and its transpose as `jit` equations, spmd inlines them).
+  auto jitted = sp::jit(negated);
+  const std::string seed = "e:f32[] = reshard 1.0:f32[]\n";
+  ASSERT_NE(golden("grad_jit_neg").find(seed), std::string::npos);
+  EXPECT_NE(sp::make_jaxpr(sp::grad([&](const sp::Array& w) { return sp::sum(jitted(w)); }))(x)
+                .str()
+                .find(seed),
+            std::string::npos);
+  // The values, as JAX's: d/dw sum(-w) is -1 everywhere; with check_vma psum transposes to
+  // pvary, so d/dw sum(psum(w)) is 1, as is d/dw of the constraint's sum.
+  const sp::Array w = sp::arange(64.0f).reshape({8, 8});
+  auto neg_loss = [&](const sp::Array& v) { return sp::sum(negated(v)); };
+  EXPECT_TRUE(sp::array_equal(sp::grad(neg_loss)(w), -sp::ones({8, 8})));
+  auto sum_loss = [&](const sp::Array& v) { return sp::sum(summed(v)); };
+  EXPECT_TRUE(sp::array_equal(sp::grad(sum_loss)(w), sp::ones({8, 8})));
+  EXPECT_TRUE(sp::array_equal(sp::grad(constrained)(w), sp::ones({8, 8})));
+}
+
+// The seed notebook's extra jaxprs of grad through psum and all_gather bodies on a 4 × 2 mesh,
+// with and without check_vma (tests/goldens/seeds/MANIFEST.md).
+TEST(ShardMapJaxpr, GradThroughPsumAndAllGatherAsTheSeedsExtraJaxprs) {
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  const sp::Array a = sp::zeros({8, 16});
+  for (bool check_vma : {true, false}) {
+    const std::string suffix = check_vma ? "" : "_check_vma_false";
+    auto psum_loss = [&](const sp::Array& x) {
+      return sp::sum(sp::shard_map([](const sp::Array& blk) { return sp::lax::psum(blk, "y"); },
+                                   mesh, P("x", "y"), P("x", sp::None),
+                                   {.check_vma = check_vma})(x));
+    };
+    EXPECT_EQ(sp::make_jaxpr(sp::grad(psum_loss))(a).str(),
+              seed_golden("extra_jaxpr_grad_shard_map_psum" + suffix + ".txt"));
+    auto gather_loss = [&](const sp::Array& x) {
+      return sp::sum(sp::shard_map(
+          [](const sp::Array& blk) {
+            return sp::lax::all_gather(blk, "y", {.axis = 1, .tiled = true});
+          },
+          mesh, P("x", "y"), check_vma ? P("x", "y") : P("x", sp::None),
+          {.check_vma = check_vma})(x));
+    };
+    EXPECT_EQ(sp::make_jaxpr(sp::grad(gather_loss))(a).str(),
+              seed_golden("extra_jaxpr_grad_shard_map_all_gather" + suffix + ".txt"));
+  }
+}
+
 }  // namespace
 
 namespace {

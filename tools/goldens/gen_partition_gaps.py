@@ -1,7 +1,9 @@
 """Records what JAX gives where spmd's partitioner used to fall short of XLA's, for
 tests/sharding/partition_gaps_test.cpp: reductions wanted split over their reduced axes (over
-several dims, in another order, with other axes beside them), control flow holding padded
-blocks, and reshards between meshes on the same devices.
+several dims, in another order, with other axes beside them), products whose contracting dim is
+split over axes their result is wanted split over on a free dim (a data-parallel weight
+gradient, a column-parallel layer on split features, a product with a small result), control
+flow holding padded blocks, and reshards between meshes on the same devices.
 
 Writes tests/goldens/partitioning/:
   gaps_results.txt  "=== <case>" followed by one line per result leaf, in flattening order:
@@ -58,6 +60,25 @@ def sum0(u):
     return u.sum(0)
 
 
+mesh8 = Mesh(mesh_utils.create_device_mesh((8,)), ("a",))
+
+
+# Signed multiples of 1/8 scattered over the array (37 is prime to the sizes used): every sum
+# of products of them is exact in float32, whatever the order of summation.
+def scrambled(rows, cols, shift=0):
+    n = rows * cols
+    return (((jnp.arange(n, dtype=jnp.int32) * 37 + shift) % 17 - 8) / 8).astype(
+        jnp.float32).reshape(rows, cols)
+
+
+def weight_grad(g, x):
+    return g.T @ x
+
+
+def column_parallel(h, w):
+    return h @ w.T
+
+
 def fori_body(i, c):
     return jnp.sin(c) + c.max(0) * 0.5 - i
 
@@ -108,6 +129,15 @@ CASES = [
     ("scatter_beside_a_slice", sum0, (put(mesh3, x3, "a", "b", None),),
      S(mesh3, ("b", "c"), "a")),
     ("scatter_then_psum", sum0, (put(mesh3, x3, ("a", "c"), "b", None),), S(mesh3, "b", "a")),
+    ("whole_weight_gradient", weight_grad,
+     (put(mesh8, scrambled(256, 256), "a", None), put(mesh8, scrambled(256, 192, 5), "a", None)),
+     S(mesh8, "a", None)),
+    ("whole_small_result", weight_grad,
+     (put(mesh8, scrambled(64, 8), "a", None), put(mesh8, scrambled(64, 8, 5), "a", None)),
+     S(mesh8, "a", None)),
+    ("whole_column_parallel", column_parallel,
+     (put(mesh, scrambled(16, 32), "a", "b"), put(mesh, scrambled(16, 32, 3), "b")),
+     S(mesh, "a", "b")),
     ("fori_padded_and_rolled", padded_and_rolled, (x10,), None),
     ("fori_nested_padded", nested_padded, (x10,), None),
     # Reshards between meshes: the same devices in another order, under other axes, or others.

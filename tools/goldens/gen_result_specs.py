@@ -3,6 +3,10 @@ jit's out_shardings are kept as given (P('a', None) stays P('a', None)), device_
 spec, a jit result split like its first sharded argument takes that argument's sharding, and any
 other result gets the spec JAX reads back from the compiled program, which has no trailing Nones
 (results of in_shardings on uncommitted arguments among them, unless a mesh is in context).
+grad and value_and_grad outside jit run op by op, each op an eager jit of one primitive, so a
+gradient prints as the last op of the backward pass leaves it; under jit they follow jit's rule.
+shard_map results print their out_specs as given; under jit, jit's rule. pmap results are
+NamedShardings on the pmap's one-axis mesh ('_internal_pmap_axis_name' without axis_name).
 
 Writes tests/goldens/sharding/result_specs.txt: "=== <case>" followed by one line per result
 leaf, "<repr(sharding)>".
@@ -47,6 +51,27 @@ def under(mesh, fn):
 
 def double(v):
     return v * 2
+
+
+def loss_sin(w):
+    return jnp.sum(jnp.sin(w) * 2)
+
+
+def loss_square(w):
+    return jnp.sum(w * w)
+
+
+def loss_product(u, v):
+    return jnp.sum(u * v)
+
+
+def sm(spec, mesh=m):
+    return jax.shard_map(double, mesh=mesh, in_specs=spec, out_specs=spec)
+
+
+def sm_psum(out_spec):
+    return jax.shard_map(lambda v: jax.lax.psum(v, "a"), mesh=m, in_specs=P("a"),
+                         out_specs=out_spec)
 
 
 RESULTS = [
@@ -96,6 +121,46 @@ RESULTS = [
     ("committed_two_results", lambda: jax.jit(lambda v: (v + 1, v.T))(put(x, S("a", None)))),
     ("eager_a_none", lambda: put(x, S("a", None)) * 2),
     ("eager_none_none", lambda: put(x, S(None, None)) + 1),
+    # grad and value_and_grad: op by op outside jit, jit's rule inside.
+    ("grad_sin", lambda: jax.grad(loss_sin)(put(x, S("a", None)))),
+    ("grad_square", lambda: jax.grad(loss_square)(put(x, S("a", None)))),
+    ("grad_square_a", lambda: jax.grad(loss_square)(put(x, S("a")))),
+    ("grad_square_none_none", lambda: jax.grad(loss_square)(put(x, S(None, None)))),
+    ("grad_square_mesh2", lambda: jax.grad(loss_square)(put(x, S2("a", "b")))),
+    ("grad_two_args", lambda: jax.grad(loss_product, argnums=(0, 1))(
+        put(x, S("a", None)), put(x, S("a")))),
+    ("value_and_grad_sin", lambda: jax.value_and_grad(loss_sin)(put(x, S("a", None)))),
+    ("jit_grad_sin", lambda: jax.jit(jax.grad(loss_sin))(put(x, S("a", None)))),
+    ("jit_grad_sin_a", lambda: jax.jit(jax.grad(loss_sin))(put(x, S("a")))),
+    ("jit_grad_sin_none_a", lambda: jax.jit(jax.grad(loss_sin))(put(x, S(None, "a")))),
+    ("jit_grad_sin_mesh2", lambda: jax.jit(jax.grad(loss_sin))(put(x, S2("a", None)))),
+    ("jit_grad_two_args", lambda: jax.jit(jax.grad(loss_product, argnums=(0, 1)))(
+        put(x, S("a", None)), put(x, S("a")))),
+    ("jit_value_and_grad_sin", lambda: jax.jit(jax.value_and_grad(loss_sin))(
+        put(x, S("a", None)))),
+    # shard_map: the out_specs as given; under jit, jit's rule.
+    ("sm_a_none", lambda: sm(P("a", None))(x)),
+    ("sm_a", lambda: sm(P("a"))(x)),
+    ("sm_none_a", lambda: sm(P(None, "a"))(x)),
+    ("sm_a_none_committed", lambda: sm(P("a", None))(put(x, S("a", None)))),
+    ("sm_psum_empty", lambda: sm_psum(P())(x)),
+    ("sm_psum_none_none", lambda: sm_psum(P(None, None))(x)),
+    ("sm_mesh2_a_b", lambda: sm(P("a", "b"), m2)(x)),
+    ("sm_mesh2_a_none", lambda: sm(P("a", None), m2)(x)),
+    ("jit_sm_a_none", lambda: jax.jit(sm(P("a", None)))(x)),
+    ("jit_sm_a_none_committed", lambda: jax.jit(sm(P("a", None)))(put(x, S("a", None)))),
+    ("grad_sm_a_none", lambda: jax.grad(lambda v: jnp.sum(sm(P("a", None))(v) ** 2))(
+        put(x, S("a", None)))),
+    ("grad_sm_a_none_uncommitted", lambda: jax.grad(
+        lambda v: jnp.sum(sm(P("a", None))(v) ** 2))(x)),
+    # pmap: a NamedSharding on the pmap's mesh.
+    ("pmap", lambda: jax.pmap(double)(x)),
+    ("pmap_named", lambda: jax.pmap(double, axis_name="i")(x)),
+    ("pmap_3d", lambda: jax.pmap(double)(x3)),
+    ("pmap_committed", lambda: jax.pmap(double)(put(x, S("a", None)))),
+    ("pmap_out_axes_1", lambda: jax.pmap(double, out_axes=1)(x)),
+    ("pmap_out_axes_none", lambda: jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i",
+                                            out_axes=None)(x)),
 ]
 
 

@@ -4,6 +4,7 @@
 #include <spmd/transforms.h>
 
 #include "compile/compiled.h"
+#include "compile/donation.h"
 #include "compile/partition.h"
 #include "core/axis_env.h"
 #include "prims/dimension_numbers.h"
@@ -15,6 +16,7 @@
 #include "transforms/staging.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <ostream>
 #include <unordered_map>
@@ -62,20 +64,28 @@ std::vector<bool> donation_vector(const JitOptions& options, const TreeDef& in_d
   return donated;
 }
 
-// The donated leaves an output takes over, as JAX's _set_up_aliases matches them: each output in
-// order takes the first donated leaf left of its shape and dtype. Only these are deleted; JAX
-// warns about the others and leaves them alone.
-std::vector<bool> usable_donations(const std::vector<bool>& donated, std::span<const Array> leaves,
-                                   std::span<const AbstractValue> out_types) {
+// The donated leaves a result takes over, as JAX pairs them (donation_aliases over the types
+// of `program`, the compiled one: one device's blocks on a mesh, whose first `num_consts`
+// inputs are constants). Only these are deleted; the others are left alone, and `warning` gets
+// JAX's warning about them.
+std::vector<bool> usable_donations(std::vector<bool> donated, const Program& program,
+                                   size_t num_consts, std::string* warning) {
+  std::vector<AbstractValue> in_types = program.in_types();
+  in_types.erase(in_types.begin(), in_types.begin() + std::ptrdiff_t(num_consts));
+  // An argument nothing reads is no input of JAX's program (keep_unused=False): neither used
+  // nor warned about.
+  std::vector<bool> read(program.types.size(), false);
+  for (const Equation& e : program.equations)
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) read[size_t(a.var)] = true;
+  for (const Atom& a : program.outputs)
+    if (!a.is_literal()) read[size_t(a.var)] = true;
+  for (size_t k = 0; k < donated.size(); ++k)
+    donated[k] = donated[k] && read[size_t(program.invars[num_consts + k])];
+  const std::vector<int> aliases = donation_aliases(in_types, donated, program.out_types());
+  *warning = unusable_donations_warning(in_types, donated, aliases);
   std::vector<bool> usable(donated.size(), false);
-  for (const AbstractValue& out : out_types)
-    for (size_t k = 0; k < leaves.size(); ++k) {
-      const AbstractValue& t = aval_of(leaves[k]);
-      if (donated[k] && !usable[k] && t.shape == out.shape && t.dtype == out.dtype) {
-        usable[k] = true;
-        break;
-      }
-    }
+  for (size_t k = 0; k < usable.size(); ++k) usable[k] = aliases[k] >= 0;
   return usable;
 }
 
@@ -266,6 +276,8 @@ struct CacheEntry {
   // The Compiled for each placement of the operands met so far, built on the first concrete
   // call with that placement.
   std::vector<std::pair<OperandShardings, const Compiled*>> compiled;
+  // Those whose unusable donations were warned about (once per compilation, as JAX does).
+  std::vector<const Compiled*> warned;
 };
 
 struct JitState {
@@ -355,11 +367,26 @@ const Compiled& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& 
   return *compiled;
 }
 
+// Prints JAX's warning about donations no result can take, once per compilation, when JAX
+// gives it: on one device, or on a mesh with out_shardings (else XLA pairs them, silently).
+void warn_unusable(JitState& state, CacheEntry& entry, const Compiled& compiled,
+                   const std::string& warning) {
+  if (warning.empty() || (compiled.on_mesh() && state.options.out_shardings.is_unspecified()))
+    return;
+  std::lock_guard<std::mutex> lock(state.mu);
+  if (std::find(entry.warned.begin(), entry.warned.end(), &compiled) != entry.warned.end()) return;
+  entry.warned.push_back(&compiled);
+  std::fprintf(stderr, "spmd: UserWarning: %s\n", warning.c_str());
+}
+
 // Runs a compiled call whose arguments include donated leaves: those an output can take over are
 // deleted for the caller and their buffers handed to the Executable.
 std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compiled& compiled,
                                 std::span<const Array> leaves, const std::vector<bool>& donated) {
-  std::vector<bool> usable = usable_donations(donated, leaves, entry.program->out_types());
+  std::string warning;
+  std::vector<bool> usable =
+      usable_donations(donated, compiled.program(), entry.consts.size(), &warning);
+  warn_unusable(state, entry, compiled, warning);
   check_donated_once(leaves, usable);
   std::vector<Array> operands;
   std::vector<bool> closed_over(leaves.size(), false);

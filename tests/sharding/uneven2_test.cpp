@@ -1,0 +1,243 @@
+// Reshapes, dynamic_slices and reshards of dims split unevenly inside jit, against JAX 0.10.2
+// (tools/goldens/gen_uneven2.py): values, where the results are split, and the bytes the
+// collectives send. A reshape whose result is split unevenly along the major factor of a merged
+// or split dim runs on blocks of whole rows of that factor and moves only the rows each device
+// lacks (ppermutes), as XLA's collective-permutes do; a reshard of uneven dims whose axes move
+// between dims (P('a', 'b') to P('b', 'a')) moves boxes of rows by ppermutes, where XLA uses
+// all-to-alls and collective-permutes; a dynamic_slice at a runtime start gathers its operand's
+// dim, as XLA does. spmd never sends more bytes than XLA's compiled program.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "sharding/golden_cases.h"
+#include "support/golden.h"
+
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::Array;
+using sp::P;
+using sharding_test::placed;
+
+const sp::Mesh& mesh_named(const std::string& name) {
+  static const sp::Mesh m4 = sp::make_mesh({4}, {"a"});
+  static const sp::Mesh m42 = sp::make_mesh({4, 2}, {"a", "b"});
+  static const sp::Mesh m24 = sp::make_mesh({2, 4}, {"a", "b"});
+  static const sp::Mesh m8 = sp::make_mesh({8}, {"x"});
+  if (name == "m4") return m4;
+  if (name == "m42") return m42;
+  if (name == "m24") return m24;
+  return m8;
+}
+
+using Fn = std::function<Array(const std::vector<Array>&)>;
+
+Array constrain(const Array& v, const std::string& mesh, const P& spec) {
+  return sp::with_sharding_constraint(v, sp::NamedSharding(mesh_named(mesh), spec));
+}
+
+// u * 2 split as `before`, reshaped to `shape`, plus 1, split as `after`.
+Fn reshaped(std::string mesh, sp::Shape shape, P before, P after) {
+  return [=](const std::vector<Array>& u) {
+    return constrain(constrain(u[0] * 2, mesh, before).reshape(shape) + 1, mesh, after);
+  };
+}
+
+// u * 2 split as `before`, its dynamic_slice of `sizes` at the runtime start u[1] along the dims
+// `at` marks (0 along the others), minus 1, split as `after` when given.
+Fn sliced(std::string mesh, std::vector<bool> at, std::vector<int64_t> sizes, P before,
+          std::optional<P> after = std::nullopt) {
+  return [=](const std::vector<Array>& u) {
+    std::vector<Array> starts;
+    for (bool d : at) starts.push_back(d ? u[1] : Array(0));
+    const Array y = sp::lax::dynamic_slice(constrain(u[0] * 2, mesh, before), starts, sizes) - 1;
+    return after ? constrain(y, mesh, *after) : y;
+  };
+}
+
+// u * 2 split as `before`, plus 1, split as `after`.
+Fn moved(std::string mesh, P before, P after) {
+  return [=](const std::vector<Array>& u) {
+    return constrain(constrain(u[0] * 2, mesh, before) + 1, mesh, after);
+  };
+}
+
+Array grid(sp::Shape shape) {
+  return sp::arange(float(shape.size())).reshape(shape) - 7;
+}
+
+struct Case {
+  std::string name;
+  Fn f;
+  std::vector<Array> args;
+};
+
+std::vector<Case> cases() {
+  const auto ab = sp::axes("a", "b");
+  const auto ba = sp::axes("b", "a");
+  const Array i3 = Array(3);
+  return {
+      {"merge_6x4_m4", reshaped("m4", {24}, P("a"), P("a")), {grid({6, 4})}},
+      {"merge_10x8_m4", reshaped("m4", {80}, P("a"), P("a")), {grid({10, 8})}},
+      {"split_10x8_m4", reshaped("m4", {5, 16}, P("a"), P("a")), {grid({10, 8})}},
+      {"split_24_m4", reshaped("m4", {6, 4}, P("a"), P("a")), {grid({24})}},
+      {"merge_10x4_m8", reshaped("m8", {40}, P("x"), P("x")), {grid({10, 4})}},
+      {"merge_12x6_m8", reshaped("m8", {72}, P("x"), P("x")), {grid({12, 6})}},
+      {"merge_6x4_tuple_m42", reshaped("m42", {24}, P(ab), P(ab)), {grid({6, 4})}},
+      {"merge_6x4x8_m24", reshaped("m24", {24, 8}, P("b", sp::None, "a"), P("b", "a")),
+       {grid({6, 4, 8})}},
+      {"split_10x8_m42", reshaped("m42", {5, 2, 8}, P("a", "b"), P("a", sp::None, "b")),
+       {grid({10, 8})}},
+      {"split_20x3_m42", reshaped("m42", {5, 4, 3}, P("a"), P("a")), {grid({20, 3})}},
+      {"merge_6x4_unsplit_m4", reshaped("m4", {24}, P("a"), P()), {grid({6, 4})}},
+      {"ds_10_m4", sliced("m4", {true}, {6}, P("a")), {grid({10}), i3}},
+      {"ds_16_to_10_m4", sliced("m4", {true}, {10}, P("a"), P("a")), {grid({16}), i3}},
+      {"ds_10x8_cols_m42", sliced("m42", {false, true}, {10, 5}, P("a", "b")),
+       {grid({10, 8}), i3}},
+      {"ds_14_to_12_m8", sliced("m8", {true}, {12}, P("x"), P("x")), {grid({14}), i3}},
+      {"ab_to_ba_10x6_m42", moved("m42", P("a", "b"), P("b", "a")), {grid({10, 6})}},
+      {"ab_to_ba_10x6_m24", moved("m24", P("a", "b"), P("b", "a")), {grid({10, 6})}},
+      {"ab_to_ba_14x6_m42", moved("m42", P("a", "b"), P("b", "a")), {grid({14, 6})}},
+      {"ab_to_ba_6x10_m42", moved("m42", P("a", "b"), P("b", "a")), {grid({6, 10})}},
+      {"ab_to_ba_13x7_m24", moved("m24", P("a", "b"), P("b", "a")), {grid({13, 7})}},
+      {"x_to_cols_10x12_m8", moved("m8", P("x"), P(sp::None, "x")), {grid({10, 12})}},
+      {"a_to_cols_b_10x6_m42", moved("m42", P("a"), P("b", "a")), {grid({10, 6})}},
+  };
+}
+
+// One collective of `explain`'s account: what it is and the bytes each device sends.
+struct Sent {
+  std::string line;
+  int64_t bytes;
+};
+
+std::vector<Sent> account(const std::string& text) {
+  std::vector<Sent> out;
+  const std::string marker = "; each device sends ";
+  for (const std::string& line : sharding_test::lines_of(text)) {
+    const size_t at = line.find(marker);
+    if (at != std::string::npos)
+      out.push_back({line, std::stoll(line.substr(at + marker.size()))});
+  }
+  return out;
+}
+
+// The bytes of the collectives that move data (XLA's hlo.txt counts the same kinds).
+int64_t bytes_moved(const std::vector<Sent>& sent) {
+  return std::accumulate(sent.begin(), sent.end(), int64_t(0),
+                         [](int64_t n, const Sent& s) { return n + s.bytes; });
+}
+
+int64_t xla_bytes(const std::string& block) {
+  const size_t at = block.find("bytes ");
+  return at == std::string::npos ? -1 : std::stoll(block.substr(at + 6));
+}
+
+TEST(Uneven2, ResultsAndSplitsAreJaxs) {
+  const auto blocks = spmd_test::golden_blocks("uneven2/results.txt");
+  const auto& values = spmd_test::load_golden("uneven2/values.npz");
+  for (const Case& c : cases()) {
+    const Array y = sp::jit(c.f)(c.args);
+    ASSERT_TRUE(blocks.count(c.name)) << "no golden case " << c.name;
+    EXPECT_EQ(placed({y}), blocks.at(c.name)) << c.name;
+    EXPECT_TRUE(spmd_test::arrays_close(y, values.at(c.name + "/0"), 0, 0)) << c.name;
+  }
+}
+
+// Each device sends no more bytes than in XLA's compiled program, and gathers nothing where XLA
+// gathers nothing.
+TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
+  const auto hlo = spmd_test::golden_blocks("uneven2/hlo.txt");
+  for (const Case& c : cases()) {
+    ASSERT_TRUE(hlo.count(c.name)) << "no golden case " << c.name;
+    const std::string text = sp::jit(c.f).explain(c.args);
+    const std::vector<Sent> sent = account(text);
+    EXPECT_LE(bytes_moved(sent), xla_bytes(hlo.at(c.name))) << c.name << "\n" << text;
+    if (hlo.at(c.name).find("all-gather") == std::string::npos) {
+      EXPECT_EQ(text.find("all_gather"), std::string::npos) << c.name << "\n" << text;
+    }
+  }
+}
+
+// [6, 4] split 4 ways holds rows [2i, 2i + 2), elements [8i, 8i + 8) of the merged [24]; its
+// blocks of 6 are [6i, 6i + 6). Device i + 1 lacks the last 2, 4 and 6 elements of block i: one
+// round of 6 float32s (24 bytes), as XLA's one collective-permute of f32[6].
+TEST(Uneven2, AMergeSendsTheRowsTheNewBlocksLack) {
+  const Case c = cases()[0];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 1u) << text;
+  EXPECT_NE(sent[0].line.find("ppermute over 'a' along dim 0: round 1 of 1, 6 rows from the "
+                              "blocks of 8 rows to the blocks of 6 rows"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sent[0].bytes, 24) << text;
+}
+
+// [10, 8] split 4 ways holds rows [3i, 3i + 3); [5, 16] split 4 ways needs rows [4i, 4i + 4) of
+// it (2 rows of the major factor 5): rows 3, [6, 8) and 9 move one block back, one round of 2
+// rows of 8 float32s (64 bytes), then the result leaves gathered as JAX's does.
+TEST(Uneven2, ASplitMovesTheOperandToWholeRowsOfTheMajorFactor) {
+  const Case c = cases()[2];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  EXPECT_NE(text.find("ppermute over 'a' along dim 0: round 1 of 1, 2 rows from the blocks of "
+                      "3 rows to the blocks of 4 rows: operand 0 of reshape"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("each device sends 64 bytes"), std::string::npos) << text;
+}
+
+// A reshard of 10 x 6 from P('a', 'b') to P('b', 'a') on 4 x 2 devices moves boxes of both dims
+// at once (the axes trade dims), by ppermutes over both axes: no all_gather until the result
+// leaves with its uneven dim gathered.
+TEST(Uneven2, SwappedAxesMoveBoxesOfRows) {
+  const Case c = cases()[15];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  EXPECT_NE(text.find("ppermute over ('a', 'b') along dims 0, 1: round 1 of"), std::string::npos)
+      << text;
+  const size_t gather = text.find("all_gather");
+  ASSERT_NE(gather, std::string::npos) << text;
+  EXPECT_NE(text.find("output 0 leaves", gather), std::string::npos) << text;
+}
+
+// Small merges, splits and reshards over 1-D and 2-D meshes agree with the unsplit program,
+// exactly, whichever way the partitioner moves them (ppermutes, or the gather when that sends
+// fewer bytes).
+TEST(Uneven2Sweep, ReshapesAndReshardsAgreeWithTheUnsplitProgram) {
+  const auto ab = sp::axes("a", "b");
+  for (const char* mesh : {"m4", "m42", "m24", "m8"}) {
+    const bool one_axis = std::string(mesh) == "m4" || std::string(mesh) == "m8";
+    const P row = one_axis ? P(std::string(mesh) == "m4" ? "a" : "x") : P(ab);
+    for (int64_t rows : {1, 3, 5, 6, 7, 10, 13})
+      for (int64_t cols : {1, 3, 4}) {
+        const Array x = grid({rows, cols});
+        const Array flat = grid({rows * cols});
+        struct Program {
+          std::string name;
+          Fn f;
+          Array arg, want;
+        };
+        std::vector<Program> programs = {
+            {"merge", reshaped(mesh, {rows * cols}, row, row), x, (x * 2).reshape({rows * cols}) + 1},
+            {"split", reshaped(mesh, {rows, cols}, row, row), flat, (flat * 2).reshape({rows, cols}) + 1},
+        };
+        if (!one_axis)
+          programs.push_back({"swap", moved(mesh, P("a", "b"), P("b", "a")), x, x * 2 + 1});
+        for (const Program& p : programs) {
+          const Array got = sp::jit(p.f)(std::vector<Array>{p.arg});
+          EXPECT_TRUE(sp::array_equal(got, p.want))
+              << p.name << " " << mesh << " " << rows << "x" << cols << "\n"
+              << got << "\n"
+              << p.want;
+        }
+      }
+  }
+}
+
+}  // namespace

@@ -107,6 +107,24 @@ void clear_equation_profile() {
   table.entries.clear();
 }
 
+namespace {
+
+thread_local int t_program_depth = 0;
+
+}  // namespace
+
+bool inside_program() {
+  return t_program_depth > 0;
+}
+
+ProgramScope::ProgramScope() {
+  ++t_program_depth;
+}
+
+ProgramScope::~ProgramScope() {
+  --t_program_depth;
+}
+
 Executable::Executable(const Program& program, bool optimized)
     : program_(optimized ? optimize(program) : program) {
   const Program& p = program_;
@@ -260,6 +278,7 @@ std::vector<Array> Executable::run(std::vector<Array> args,
 }
 
 std::vector<Array> Executable::execute(RunScratch& s) const {
+  ProgramScope scope;
   const Program& p = program_;
   std::vector<Array>& env = s.env;
   std::vector<bool>& owned = s.owned;

@@ -18,6 +18,20 @@ namespace spmd {
 
 struct RunScratch;
 
+// Whether this thread is running a program's equations (Executable::run, a device's body) or
+// folding a program's constants (constant_folding): an op bound there computes one of the
+// program's values, which an eager op's placement on the mesh in context leaves where it is.
+bool inside_program();
+
+// Marks the thread as inside a program while it lives.
+class ProgramScope {
+ public:
+  ProgramScope();
+  ~ProgramScope();
+  ProgramScope(const ProgramScope&) = delete;
+  ProgramScope& operator=(const ProgramScope&) = delete;
+};
+
 class Executable {
  public:
   // Optimises `program` (passes.h), unless told not to, and plans its execution.

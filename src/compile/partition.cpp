@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace spmd {
@@ -455,11 +456,38 @@ PartitionedProgram partition_program(const Program& global, const Placement& pla
   return p;
 }
 
+namespace {
+
+// Marks the thread as compiling a partitioned program while it lives. A compile that reaches
+// compile_partitioned again on the same thread (an eager op on committed operands bound while
+// the program compiles) raises, where it would wait for its own lock.
+class CompileGuard {
+ public:
+  CompileGuard() {
+    if (compiling_)
+      throw std::logic_error(
+          "[jit] internal error: compiling a partitioned program ran an eager op on committed "
+          "operands, which needs a partitioned compile of its own");
+    compiling_ = true;
+  }
+  ~CompileGuard() { compiling_ = false; }
+  CompileGuard(const CompileGuard&) = delete;
+  CompileGuard& operator=(const CompileGuard&) = delete;
+
+ private:
+  static thread_local bool compiling_;
+};
+
+thread_local bool CompileGuard::compiling_ = false;
+
+}  // namespace
+
 const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement) {
   program->hash();  // memoized outside the lock
   static std::mutex mu;
   static auto* cache = new std::unordered_map<PartitionKey, std::unique_ptr<Compiled>,
                                               PartitionKeyHash, PartitionKeyEqual>();
+  const CompileGuard guard;
   std::lock_guard<std::mutex> lock(mu);
   std::unique_ptr<Compiled>& slot = (*cache)[PartitionKey{program, placement}];
   if (!slot) {

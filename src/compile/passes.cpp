@@ -1,6 +1,7 @@
 // DCE, CSE and constant folding over Programs.
 #include "compile/passes.h"
 
+#include "compile/executable.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
 #include "prims/primitive.h"
@@ -120,6 +121,7 @@ Program common_subexpression_elimination(const Program& p) {
 }
 
 Program constant_folding(const Program& p) {
+  ProgramScope scope;
   Program out = p;
   std::vector<Array> known(p.types.size());
   for (size_t i = 0; i < p.constvars.size(); ++i)

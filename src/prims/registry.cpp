@@ -3,6 +3,7 @@
 #include <spmd/sharding.h>
 
 #include "compile/compiled.h"
+#include "compile/executable.h"
 #include "core/trace.h"
 #include "prims/families.h"
 #include "prims/kinds.h"
@@ -100,10 +101,12 @@ namespace {
 
 // On uncommitted operands, a result typed by a given out_sharding (the batched program of an
 // eager vmap, a full_like inside it) is laid out on the mesh in context when its type is on that
-// mesh, as JAX's jit places it there; without that mesh it stays uncommitted.
+// mesh, as JAX's jit places it there; without that mesh it stays uncommitted. Inside a program
+// (a device's body, constant folding) the result is one of the program's values and stays as
+// computed: placing it there would launch on the mesh from within a launch or a compile.
 std::vector<Array> placed_as_given(std::vector<Array> outs, const Params& params) {
   const TypeSharding* given = given_out_sharding(params);
-  if (!given || outs.size() != 1) return outs;
+  if (!given || outs.size() != 1 || inside_program()) return outs;
   const Mesh mesh = get_mesh();
   if (mesh.size() == 0 || !(unsplit_on(mesh, 0).mesh == given->mesh)) return outs;
   outs[0] = device_put(outs[0], NamedSharding(mesh, spec_of(*given, given->dims.size())));

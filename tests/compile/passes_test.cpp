@@ -1,13 +1,15 @@
 // Program passes run by jit: a transposed 2-D product becomes the product with its operands
 // swapped, and a broadcast that only inserts unit dims becomes a reshape; both give the same
-// values.
+// values. Constant folding inside a partitioned compile does not wait on that compile.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "compile/partition.h"
 #include "compile/passes.h"
 #include "core/array_impl.h"
 #include "ir/program.h"
 #include "prims/primitive.h"
+#include "support/golden.h"
 
 #include <string>
 #include <vector>
@@ -117,6 +119,38 @@ TEST(UnitBroadcastsToReshapes, InsertingUnitDimsSharesTheOperandsBytes) {
   })(x);
   EXPECT_EQ(z.impl()->buffer, y.impl()->buffer);
   EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+}  // namespace
+
+namespace {
+
+// A partitioned program whose constant folding meets a committed constant would compile that
+// eager op with the partitioned compile in progress on the same thread: it raises instead of
+// waiting for its own lock.
+TEST(ConstantFolding, ACommittedConstantInAPartitionedCompileRaisesInsteadOfHanging) {
+  if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  const sp::Mesh mesh = sp::make_mesh({8}, {"a"});
+  const Array c = sp::device_put(sp::arange(16.0f), sp::NamedSharding(mesh, sp::P("a")));
+  sp::Program program;
+  const int v = program.new_var(sp::aval_of(c));
+  program.constvars = {v};
+  program.consts = {c};
+  const sp::Primitive& sin = sp::primitive("sin");
+  const int out = program.new_var(sp::abstract_eval(sin, {{sp::aval_of(c)}}, {}).front());
+  program.equations.push_back({&sin, {}, {sp::Atom::of_var(v)}, {out}});
+  program.outputs = {sp::Atom::of_var(out)};
+  // Replicated, the constant's sine is one the body can fold.
+  const std::vector<std::shared_ptr<const sp::Sharding>> out_shardings = {
+      std::make_shared<const sp::NamedSharding>(mesh, sp::P())};
+  const std::optional<sp::Placement> placement =
+      sp::place(program, {}, {}, out_shardings, "f", {});
+  ASSERT_TRUE(placement);
+  const auto ref = std::make_shared<const sp::Program>(std::move(program));
+  EXPECT_EQ(spmd_test::error_message<std::logic_error>(
+                [&] { sp::compile_partitioned(ref, *placement); }),
+            "[jit] internal error: compiling a partitioned program ran an eager op on committed "
+            "operands, which needs a partitioned compile of its own");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sharding/explicit_goldens.h"
 #include "support/golden.h"
 
 namespace {
@@ -18,66 +19,10 @@ namespace {
 namespace sp = spmd;
 using sp::None;
 using sp::P;
-using spmd_test::golden_blocks;
 
-constexpr sp::AxisType kE = sp::AxisType::Explicit;
-
-class Explicit3Test : public ::testing::Test {
+class Explicit3Test : public spmd_test::ExplicitGoldenTest<3> {
  protected:
-  void SetUp() override {
-    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
-  }
-  static std::string block(const std::string& file, const std::string& name) {
-    const auto blocks = golden_blocks("explicit/" + file);
-    auto it = blocks.find(name);
-    return it == blocks.end() ? "(missing golden " + name + ")" : it->second;
-  }
   static std::string text(const std::string& name) { return block("texts3.txt", name); }
-  static std::string error(const std::string& name) {
-    return spmd_test::jax_error("explicit/errors3.txt", name);
-  }
-  static const sp::Array& value(const std::string& name) {
-    return spmd_test::load_golden("explicit/values3.npz").at(name);
-  }
-  // Per leaf, its sharding's spec without trailing Nones or "uncommitted", as specs3.txt has
-  // them.
-  static std::string specs_of(const std::vector<sp::Array>& leaves) {
-    std::string out;
-    for (const sp::Array& v : leaves) {
-      if (!out.empty()) out += '\n';
-      const auto* named = dynamic_cast<const sp::NamedSharding*>(v.sharding().get());
-      out += !v.committed() ? "uncommitted"
-             : named        ? trimmed(named->spec()).repr()
-                            : v.sharding()->repr();
-    }
-    return out;
-  }
-  static sp::PartitionSpec trimmed(const sp::PartitionSpec& spec) {
-    std::vector<sp::PartitionSpec::Entry> entries = spec.entries();
-    while (!entries.empty() && !entries.back()) entries.pop_back();
-    return sp::PartitionSpec(entries);
-  }
-  // The leaves' types, specs and values against case `name`.
-  static void check(const std::string& name, const std::vector<sp::Array>& leaves) {
-    std::string types;
-    for (const sp::Array& v : leaves) {
-      if (!types.empty()) types += ' ';
-      types += sp::type_of(v).str();
-    }
-    EXPECT_EQ(types, block("types3.txt", name)) << name;
-    EXPECT_EQ(specs_of(leaves), block("specs3.txt", name)) << name;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const std::string key = leaves.size() == 1 ? name : name + "." + std::to_string(i);
-      EXPECT_TRUE(spmd_test::arrays_close(sp::device_get(leaves[i]), value(key))) << key;
-    }
-  }
-  sp::Array put(const sp::Array& v, const sp::PartitionSpec& spec) const {
-    return sp::device_put(v, S(spec));
-  }
-  sp::NamedSharding S(const sp::PartitionSpec& spec) const { return sp::NamedSharding(m, spec); }
-
-  sp::Mesh m = sp::make_mesh({4, 2}, {"a", "b"}, {kE, kE});
-  sp::Array X = sp::arange(256.0f).reshape({16, 16});
 };
 
 using Unary = std::function<sp::Array(const sp::Array&)>;

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sharding/explicit_goldens.h"
 #include "support/golden.h"
 
 namespace {
@@ -22,28 +23,14 @@ namespace {
 namespace sp = spmd;
 using sp::None;
 using sp::P;
-using spmd_test::golden_blocks;
 
-constexpr sp::AxisType kE = sp::AxisType::Explicit;
-
-class Explicit4Test : public ::testing::Test {
+class Explicit4Test : public spmd_test::ExplicitGoldenTest<4> {
  protected:
-  void SetUp() override {
-    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
-  }
-  static std::string block(const std::string& file, const std::string& name) {
-    const auto blocks = golden_blocks("explicit/" + file);
-    auto it = blocks.find(name);
-    return it == blocks.end() ? "(missing golden " + name + ")" : it->second;
-  }
   // JAX's jaxpr of case `name`, its NumPy ints (batching's) spelled as plain ints, and the
   // params they alone pushed past the line width back on one line.
   static std::string text(const std::string& name) {
     const std::string jaxpr = spmd_test::without_numpy_ints(block("texts4.txt", "jaxpr_" + name));
     return std::regex_replace(jaxpr, std::regex(R"(\[\n +([^\n]*)\n +\])"), "[$1]");
-  }
-  static std::string error(const std::string& name) {
-    return spmd_test::jax_error("explicit/errors4.txt", name);
   }
   // The message of the error f raises, without its "[api] " prefix.
   template <class F>
@@ -51,39 +38,6 @@ class Explicit4Test : public ::testing::Test {
     const std::string what = spmd_test::error_message(f);
     return what.substr(what.find("] ") + 2);
   }
-  static const sp::Array& value(const std::string& name) {
-    return spmd_test::load_golden("explicit/values4.npz").at(name);
-  }
-  // Per leaf, its sharding's spec without trailing Nones, as specs4.txt has them.
-  static std::string specs_of(const std::vector<sp::Array>& leaves) {
-    std::string out;
-    for (const sp::Array& v : leaves) {
-      const auto* named = dynamic_cast<const sp::NamedSharding*>(v.sharding().get());
-      std::vector<sp::PartitionSpec::Entry> entries;
-      if (named) entries = named->spec().entries();
-      while (!entries.empty() && !entries.back()) entries.pop_back();
-      out += (out.empty() ? "" : "\n") +
-             (!v.committed() ? "uncommitted" : sp::PartitionSpec(entries).repr());
-    }
-    return out;
-  }
-  // The leaves' types, specs and values against case `name`.
-  static void check(const std::string& name, const std::vector<sp::Array>& leaves) {
-    std::string types;
-    for (const sp::Array& v : leaves) types += (types.empty() ? "" : " ") + sp::type_of(v).str();
-    EXPECT_EQ(types, block("types4.txt", name)) << name;
-    EXPECT_EQ(specs_of(leaves), block("specs4.txt", name)) << name;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const std::string key = leaves.size() == 1 ? name : name + "." + std::to_string(i);
-      EXPECT_TRUE(spmd_test::arrays_close(sp::device_get(leaves[i]), value(key))) << key;
-    }
-  }
-  sp::Array put(const sp::Array& v, const sp::PartitionSpec& spec) const {
-    return sp::device_put(v, sp::NamedSharding(m, spec));
-  }
-
-  sp::Mesh m = sp::make_mesh({4, 2}, {"a", "b"}, {kE, kE});
-  sp::Array X = sp::arange(256.0f).reshape({16, 16});
 };
 
 using Unary = std::function<sp::Array(const sp::Array&)>;

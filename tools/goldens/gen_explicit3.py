@@ -133,8 +133,20 @@ def pullback(f, x, *ct_spec):
     return pull(put(ones, *ct_spec) if ct_spec else ones)[0]
 
 
-def main():
+def write_goldens(n, types, specs, texts, errors, values):
+    """Writes the blocks of gen_explicit<n>.py to types<n>.txt, specs<n>.txt, texts<n>.txt,
+    errors<n>.txt and values<n>.npz."""
     os.makedirs(OUT, exist_ok=True)
+    header = f"# JAX 0.10.2 on 8 CPU devices; see gen_explicit{n}.py\n"
+    files = {f"types{n}.txt": types, f"specs{n}.txt": specs, f"texts{n}.txt": texts,
+             f"errors{n}.txt": [header] + errors}
+    for file, blocks in files.items():
+        with open(os.path.join(OUT, file), "w") as f:
+            f.write("".join(blocks))
+    np.savez(os.path.join(OUT, f"values{n}.npz"), **values)
+
+
+def main():
     types, specs, values, errors, texts = [], [], {}, [], []
     for name, (f, arg) in LIKES.items():
         texts.append(f"=== jaxpr_{name}\n{jax.make_jaxpr(f)(arg())}\n")
@@ -164,12 +176,7 @@ def main():
             specs, values, errors)
     attempt("pullback_sin_ct_typed", lambda: pullback(jnp.sin, put(X, 'a', 'b'), 'a', 'b'), types,
             specs, values, errors)
-    files = {"types3.txt": types, "specs3.txt": specs, "texts3.txt": texts,
-             "errors3.txt": ["# JAX 0.10.2 on 8 CPU devices; see gen_explicit3.py\n"] + errors}
-    for file, blocks in files.items():
-        with open(os.path.join(OUT, file), "w") as f:
-            f.write("".join(blocks))
-    np.savez(os.path.join(OUT, "values3.npz"), **values)
+    write_goldens(3, types, specs, texts, errors, values)
 
 
 if __name__ == "__main__":

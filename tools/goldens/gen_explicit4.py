@@ -6,7 +6,7 @@ broadcast_in_dim, a transpose's reduce_sum) and of broadcast unbatched values ov
 shardings, auto_axes under vmap and grad, and the types control flow gives bodies whose results
 are resharded.
 
-The names are gen_explicit2.py's: m = jax.make_mesh((4, 2), ('a', 'b'), axis_types=(Explicit,
+The names are gen_explicit3.py's (imported from it): m = jax.make_mesh((4, 2), ('a', 'b'), axis_types=(Explicit,
 Explicit)), X = jnp.arange(256.0).reshape(16, 16), S(*spec) = NamedSharding(m, P(*spec)) and
 put(v, *spec) = jax.device_put(v, S(*spec)). Every case runs with m in context (jax.set_mesh).
 
@@ -26,26 +26,11 @@ import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P, reshard  # noqa: E402
+from jax.sharding import PartitionSpec as P, reshard  # noqa: E402
 
 from gen_explicit2 import message  # noqa: E402
-from gen_explicit3 import spec_of  # noqa: E402
-
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
-                   "explicit")
-E = AxisType.Explicit
-m = jax.make_mesh((4, 2), ("a", "b"), axis_types=(E, E))
-X = jnp.arange(256.0, dtype=jnp.float32).reshape(16, 16)
-
-
-def S(*spec):
-    return NamedSharding(m, P(*spec))
-
-
-def put(v, *spec):
-    return jax.device_put(v, S(*spec))
+from gen_explicit3 import X, m, put, record, write_goldens  # noqa: E402
 
 
 # vmap over dims split over Explicit axes: (function, arguments). Each is vmapped with the
@@ -138,17 +123,6 @@ CONTROL_ERRORS = {
 }
 
 
-def record(name, result, types, specs, values):
-    leaves = jax.tree.leaves(result)
-    types.append(f"=== {name}\n{' '.join(str(jax.typeof(v)) for v in leaves)}\n")
-    specs.append(f"=== {name}\n" + "".join(f"{spec_of(v)}\n" for v in leaves))
-    if len(leaves) == 1:
-        values[name] = np.asarray(leaves[0])
-    else:
-        for i, v in enumerate(leaves):
-            values[f"{name}.{i}"] = np.asarray(v)
-
-
 def attempt(name, f, args, types, specs, values, errors, texts):
     try:
         texts.append(f"=== jaxpr_{name}\n{jax.make_jaxpr(f)(*args)}\n")
@@ -158,19 +132,13 @@ def attempt(name, f, args, types, specs, values, errors, texts):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
     types, specs, values, errors, texts = [], [], {}, [], []
     with jax.set_mesh(m):
         for name, (f, options, args) in {**VMAPS, **VMAP_ERRORS}.items():
             attempt(name, jax.vmap(f, **options), args(), types, specs, values, errors, texts)
         for name, (f, args) in {**GRADS, **CONTROL, **CONTROL_ERRORS}.items():
             attempt(name, f, args(), types, specs, values, errors, texts)
-    files = {"types4.txt": types, "specs4.txt": specs, "texts4.txt": texts,
-             "errors4.txt": ["# JAX 0.10.2 on 8 CPU devices; see gen_explicit4.py\n"] + errors}
-    for file, blocks in files.items():
-        with open(os.path.join(OUT, file), "w") as f:
-            f.write("".join(blocks))
-    np.savez(os.path.join(OUT, "values4.npz"), **values)
+    write_goldens(4, types, specs, texts, errors, values)
 
 
 if __name__ == "__main__":

@@ -559,11 +559,16 @@ struct Recorded {
   std::vector<std::string> equations;
 };
 
+// The rule of `prim` applied to `args` batched at `dims`, under a vmap whose size is the extent
+// of the first batched argument's batch dim, with the equations it binds.
 Recorded record(const char* prim, const std::vector<sp::Array>& args, const std::vector<int>& dims,
                 const sp::Params& params) {
   auto trace = std::make_shared<RecordingTrace>();
   sp::CurrentTraceScope scope(trace.get());
-  sp::BatchResult r = sp::primitive(prim).batch(args, dims, params, sp::BatchContext{kBatch, ""});
+  size_t first = 0;
+  while (first < dims.size() && dims[first] == kN) ++first;
+  const int64_t size = first < dims.size() ? args[first].shape()[dims[first]] : kBatch;
+  sp::BatchResult r = sp::primitive(prim).batch(args, dims, params, sp::BatchContext{size, ""});
   return {std::move(r), trace->equations};
 }
 

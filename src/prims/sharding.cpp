@@ -109,8 +109,8 @@ BatchResult constraint_batch(std::span<const Array> args, std::span<const int> d
     open.resize(entries.size());
     entries.insert(entries.begin() + d, std::nullopt);
     open.insert(open.begin() + d, true);
-    sharding = std::make_shared<NamedSharding>(
-        named->mesh(), PartitionSpec(std::move(entries), std::move(open)));
+    sharding = std::make_shared<NamedSharding>(named->mesh(),
+                                               PartitionSpec(std::move(entries), std::move(open)));
   }
   return result_at(sharding_constraint(args[0], std::move(sharding)), d);
 }
@@ -136,7 +136,8 @@ ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
     for (int d = 0; d < spec.size(); ++d) {
       if (!spec.is_unconstrained(d)) continue;
       const std::vector<std::string> axes = held->spec().axes_of(d);
-      if (std::any_of(axes.begin(), axes.end(), [&](const std::string& a) { return used.count(a); }))
+      if (std::any_of(axes.begin(), axes.end(),
+                      [&](const std::string& a) { return used.count(a); }))
         continue;
       entries[size_t(d)] = held->spec()[d];
       used.insert(axes.begin(), axes.end());

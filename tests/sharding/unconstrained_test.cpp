@@ -24,8 +24,8 @@ using sp::P;
 constexpr auto U = P::UNCONSTRAINED;
 
 const std::map<std::string, std::string>& blocks() {
-  static const auto* b =
-      new std::map<std::string, std::string>(spmd_test::golden_blocks("sharding/unconstrained.txt"));
+  static const auto* b = new std::map<std::string, std::string>(
+      spmd_test::golden_blocks("sharding/unconstrained.txt"));
   return *b;
 }
 
@@ -56,8 +56,8 @@ std::string specs_of(const std::vector<Array>& leaves) {
 void expect_values(const std::string& name, const std::vector<Array>& leaves) {
   const auto& values = spmd_test::load_golden("sharding/unconstrained_values.npz");
   for (size_t i = 0; i < leaves.size(); ++i)
-    EXPECT_TRUE(spmd_test::arrays_close(leaves[i], values.at(name + "/" + std::to_string(i)),
-                                        1e-6, 1e-6))
+    EXPECT_TRUE(
+        spmd_test::arrays_close(leaves[i], values.at(name + "/" + std::to_string(i)), 1e-6, 1e-6))
         << name << " leaf " << i;
 }
 
@@ -161,9 +161,8 @@ TEST_F(Unconstrained, UnderGrad) {
               }),
               put(mesh, x88, P("a")));
   expect_case("grad_vmap", sp::grad([b](const Array& v) {
-                return sp::sum(sp::vmap([b](const Array& r) {
-                  return sp::with_sharding_constraint(r * r, b);
-                })(v));
+                return sp::sum(sp::vmap(
+                    [b](const Array& r) { return sp::with_sharding_constraint(r * r, b); })(v));
               }),
               put(mesh, x88, P("a")));
 }
@@ -182,18 +181,18 @@ TEST_F(Unconstrained, EagerConstraintsKeepTheOperandsSplitInOpenDims) {
 TEST_F(Unconstrained, RefusedWhereJaxRefusesThem) {
   sp::NamedSharding ub(mesh, P(U, "b"));
   auto twice = [](const Array& v) { return v * 2.0f; };
-  EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
-                [&] { sp::jit(twice, {.in_shardings = ub})(x88); }),
-            "[jit] " + spmd_test::jax_error("sharding/unconstrained.txt", "in_shardings"));
-  EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
-                [&] { sp::jit(twice, {.out_shardings = ub})(x88); }),
-            "[jit] " + spmd_test::jax_error("sharding/unconstrained.txt", "out_shardings"));
+  EXPECT_EQ(
+      spmd_test::error_message<sp::ValueError>([&] { sp::jit(twice, {.in_shardings = ub})(x88); }),
+      "[jit] " + spmd_test::jax_error("sharding/unconstrained.txt", "in_shardings"));
+  EXPECT_EQ(
+      spmd_test::error_message<sp::ValueError>([&] { sp::jit(twice, {.out_shardings = ub})(x88); }),
+      "[jit] " + spmd_test::jax_error("sharding/unconstrained.txt", "out_shardings"));
   const std::string put_error =
       spmd_test::error_message<sp::KeyError>([&] { sp::device_put(x88, ub); });
-  EXPECT_EQ(put_error.rfind("[device_put] " +
-                                spmd_test::jax_error("sharding/unconstrained.txt", "device_put"),
-                            0),
-            0u)
+  EXPECT_EQ(
+      put_error.rfind(
+          "[device_put] " + spmd_test::jax_error("sharding/unconstrained.txt", "device_put"), 0),
+      0u)
       << put_error;
 }
 

@@ -133,6 +133,17 @@ TEST_F(Unconstrained, OpenDimsBetweenOtherEquations) {
         return std::make_tuple(y, sp::with_sharding_constraint(y * 2.0f, rows));
       },
       x88);
+  expect_case(
+      "open_in_loop",
+      [ub](const Array& v) {
+        return sp::lax::fori_loop(
+            0, 3,
+            [ub](const Array&, const Array& carry) {
+              return sp::with_sharding_constraint(carry * 2.0f, ub);
+            },
+            v);
+      },
+      put(mesh, x88, P("a")));
   expect_case("open_3d_ends", c(mesh, P(U, None, U)), put(mesh, x848, P("a", None, "b")));
   expect_case("open_3d_middle", c(mesh, P(None, U, "b")), put(mesh, x488, P(None, "a", None)));
 }

@@ -70,6 +70,8 @@ CASES = {
     "vmap_mesh8": (jax.vmap(c(mesh8, None)), [put(mesh8, x88, "x")]),
     "vmap_in_axes_1_3d": (jax.vmap(c(mesh, "b", None), in_axes=1),
                           [put(mesh, x848, None, None, "a")]),
+    "open_in_loop": (lambda v: jax.lax.fori_loop(
+        0, 3, lambda i, carry: wsc(carry * 2.0, S(mesh, U, "b")), v), [put(mesh, x88, "a")]),
     "grad_open": (jax.grad(lambda v: jnp.sum(jnp.sin(wsc(v, S(mesh, U, "b"))))),
                   [put(mesh, x88, "a")]),
     "grad_vmap": (jax.grad(lambda v: jnp.sum(jax.vmap(lambda r: wsc(r * r, S(mesh, "b")))(v))),

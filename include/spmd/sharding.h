@@ -123,48 +123,75 @@ MeshScope use_mesh(const Mesh& mesh);
 // Mesh() (jax.sharding.get_mesh).
 Mesh get_mesh();
 
-// What P(...) takes for one dim: an axis name, sp::axes(...), or sp::None.
+// JAX's PartitionSpec.UNCONSTRAINED, spelled sp::P::UNCONSTRAINED: a dim a sharding constraint
+// leaves open, to be split as propagation decides (`{?}` in StableHLO).
+struct UnconstrainedAxis {
+  bool operator==(const UnconstrainedAxis&) const = default;
+};
+
+// What P(...) takes for one dim: an axis name, sp::axes(...), sp::None or P::UNCONSTRAINED.
 template <class E>
 concept PartitionSpecEntry =
-    std::convertible_to<const E&, AxisNames> || std::same_as<std::remove_cvref_t<E>, NoneAxis>;
+    std::convertible_to<const E&, AxisNames> || std::same_as<std::remove_cvref_t<E>, NoneAxis> ||
+    std::same_as<std::remove_cvref_t<E>, UnconstrainedAxis>;
 
 // How each array dim is split over mesh axes (jax.sharding.PartitionSpec): per dim, None (not
 // split), one axis name, or several (major to minor). Missing trailing entries mean None, and mesh
-// axes the spec does not mention hold replicas. P() is fully replicated.
+// axes the spec does not mention hold replicas. P() is fully replicated. A dim may be
+// P::UNCONSTRAINED, accepted by with_sharding_constraint only: it reads as None wherever an
+// array is placed, and inside jit propagation decides its split.
 class PartitionSpec {
  public:
   // nullopt is None. A tuple of one name is stored as that name and an empty tuple as None,
   // as JAX canonicalises them.
   using Entry = std::optional<AxisNames>;
+  static constexpr UnconstrainedAxis UNCONSTRAINED{};
 
   PartitionSpec() = default;
   explicit PartitionSpec(std::vector<Entry> entries);
-  // P("x", sp::None, sp::axes("a", "b")).
+  // `entries` with the dims `unconstrained` marks (one flag per entry, or empty) left open; their
+  // entries must be None.
+  PartitionSpec(std::vector<Entry> entries, std::vector<bool> unconstrained);
+  // P("x", sp::None, sp::axes("a", "b")), P(P::UNCONSTRAINED, "b").
   template <PartitionSpecEntry First, PartitionSpecEntry... Rest>
   explicit PartitionSpec(const First& first, const Rest&... rest)
-      : PartitionSpec(std::vector<Entry>{to_entry(first), to_entry(rest)...}) {}
+      : PartitionSpec(std::vector<Entry>{to_entry(first), to_entry(rest)...},
+                      std::vector<bool>{is_open(first), is_open(rest)...}) {}
 
   int size() const { return int(entries_.size()); }
   const std::vector<Entry>& entries() const { return entries_; }
   // The entry for array dim `d`; None past the end.
   Entry operator[](int d) const;
-  // The mesh axes that split dim `d`, major first (empty for None or past the end).
+  // The mesh axes that split dim `d`, major first (empty for None, UNCONSTRAINED or past the
+  // end).
   std::vector<std::string> axes_of(int d) const;
+  // Whether dim `d` is P::UNCONSTRAINED.
+  bool is_unconstrained(int d) const;
+  bool has_unconstrained() const { return !unconstrained_.empty(); }
+  // One flag per entry (empty when no dim is UNCONSTRAINED).
+  const std::vector<bool>& unconstrained() const { return unconstrained_; }
 
   // Duplicate or unknown mesh axes throw ShardingError "[api] " + JAX's message.
   void check(const Mesh& mesh, std::string_view api = "NamedSharding") const;
   // An axis splitting two dims throws check's ShardingError (JAX's DuplicateSpecError).
   void check_unique(std::string_view api) const;
 
-  // "P('x', None)", "P(('x', 'y'),)", "P()", as JAX 0.10 prints a PartitionSpec.
+  // "P('x', None)", "P(('x', 'y'),)", "P()", "P(UNCONSTRAINED, 'b')", as JAX 0.10 prints a
+  // PartitionSpec.
   std::string repr() const;
   bool operator==(const PartitionSpec& o) const = default;
 
  private:
   static Entry to_entry(NoneAxis) { return std::nullopt; }
+  static Entry to_entry(UnconstrainedAxis) { return std::nullopt; }
   static Entry to_entry(const AxisNames& names) { return names; }
+  template <class E>
+  static bool is_open(const E&) {
+    return std::same_as<E, UnconstrainedAxis>;
+  }
 
   std::vector<Entry> entries_;
+  std::vector<bool> unconstrained_;
 };
 using P = PartitionSpec;
 

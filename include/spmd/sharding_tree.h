@@ -58,4 +58,10 @@ std::vector<std::shared_ptr<const Sharding>> broadcast_shardings(const ShardingT
                                                                  const std::string& api,
                                                                  const std::string& what);
 
+// JAX's check of jit's in_shardings and out_shardings (`arg_name`): a leaf whose spec has a
+// P::UNCONSTRAINED dim raises ValueError "[<api>] Unconstrained dims are not allowed when passed
+// to <arg_name>: <the sharding or spec>".
+void refuse_unconstrained(const ShardingTree& shardings, const std::string& api,
+                          const std::string& arg_name);
+
 }  // namespace spmd

@@ -340,7 +340,8 @@ void recover_op_by_op_shardings(std::vector<Array>& results, const Program& prog
       const int v = eq.outputs[r];
       if (fixed) {
         printed[size_t(v)] = std::make_shared<NamedSharding>(
-            fixed_mesh(rule).value_or(mesh), spec_of_fixed(rule.fixed_results[r]));
+            fixed_mesh(rule).value_or(mesh),
+            spec_of_fixed(with_open_dims(rule.fixed_results[r], rule, eq, r, splits)));
         continue;
       }
       if (!any) continue;

@@ -65,6 +65,14 @@ struct ShardingRule {
   std::vector<Split> fixed_operands;
   std::vector<Split> fixed_results;
   ObjectParam fixed_on;
+  // Per pair of operand k and result k, the dims of their fixed splits the primitive leaves open
+  // (a constraint's UNCONSTRAINED dims; empty when none): propagation may split them further,
+  // and the pair then runs with the split propagation gave result k there.
+  std::vector<std::vector<bool>> open_dims;
+  // Whether dim d of operand or result k is open.
+  bool is_open(size_t k, size_t d) const {
+    return k < open_dims.size() && d < open_dims[k].size() && open_dims[k][d];
+  }
 
   // Dims along which data moves at an affine index (slice, pad, rev, concatenate): element j of
   // result dim `dim` is element `(scale * j + offset) / spread` of the same dim of operand

@@ -38,11 +38,21 @@ void check_constraint_rank(const Array& x, const Sharding& sharding) {
   }
 }
 
+// An UNCONSTRAINED dim places nothing: JAX's device_put fails on it with a KeyError naming it.
+void refuse_unconstrained_put(const Sharding* sharding) {
+  const auto* named = dynamic_cast<const NamedSharding*>(sharding);
+  if (named && named->spec().has_unconstrained())
+    throw KeyError("[device_put] UNCONSTRAINED: device_put expects each dim of " +
+                   named->spec().repr() +
+                   " to be None or mesh axes; UNCONSTRAINED is for with_sharding_constraint");
+}
+
 }  // namespace
 
 std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
                               const ShardingTree& shardings) {
   auto per_leaf = broadcast_shardings(shardings, def, "device_put", "device_put device");
+  for (const auto& s : per_leaf) refuse_unconstrained_put(s.get());
   // Inside a trace, one equation for the whole tree, as JAX stages it.
   if (innermost_trace(leaves)) return staged_device_put(leaves, ShardingList{per_leaf, "None", {}});
   std::vector<Array> out(leaves.begin(), leaves.end());
@@ -70,6 +80,7 @@ std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const
 }  // namespace placement_detail
 
 Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
+  placement_detail::refuse_unconstrained_put(sharding.get());
   if (innermost_trace({&x, 1})) {
     runtime::check_devices(sharding->device_list(), "device_put");
     return staged_device_put({&x, 1}, ShardingList{{std::move(sharding)}, "None", {}})[0];

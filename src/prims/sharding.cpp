@@ -19,6 +19,7 @@
 #include "sharding/python_repr.h"
 #include "sharding/type_sharding.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -33,17 +34,26 @@ const Primitive& sharding_constraint_p() {
 
 using ShardingPtr = std::shared_ptr<const Sharding>;
 
-Params constraint_params(ShardingPtr sharding, std::set<int64_t> unconstrained_dims) {
+// The dims a NamedSharding's spec leaves UNCONSTRAINED (JAX's get_unconstrained_dims).
+std::set<int64_t> unconstrained_dims_of(const Sharding& sharding) {
+  std::set<int64_t> dims;
+  if (auto* named = dynamic_cast<const NamedSharding*>(&sharding))
+    for (int d = 0; d < named->spec().size(); ++d)
+      if (named->spec().is_unconstrained(d)) dims.insert(d);
+  return dims;
+}
+
+Params constraint_params(ShardingPtr sharding) {
+  std::set<int64_t> unconstrained = unconstrained_dims_of(*sharding);
   // spmd has no mesh context (jax.set_mesh), so the context mesh is always the empty one.
   return Params{{"context_mesh", object_param(Mesh())},
                 {"layout", NoneParam{}},
                 {"sharding", object_param(std::move(sharding))},
-                {"unconstrained_dims", object_param(std::move(unconstrained_dims))}};
+                {"unconstrained_dims", object_param(std::move(unconstrained))}};
 }
 
 Array constrain_as(const Array& x, const Params& params) {
-  return sharding_constraint(x, params.get_object<ShardingPtr>("sharding"),
-                             params.get_object<std::set<int64_t>>("unconstrained_dims"));
+  return sharding_constraint(x, params.get_object<ShardingPtr>("sharding"));
 }
 
 // The value's type is its operand's, with the constraint's sharding over Explicit axes (an
@@ -93,47 +103,74 @@ std::vector<Array> constraint_transpose(std::span<const Array> ct, std::span<con
   return {sharding_constraint(ct[0], std::move(back))};
 }
 
-// A NamedSharding's spec with None inserted at the batch dim `d` and padded to `ndim`, as JAX's
-// _pjit_batcher_for_sharding and _sharding_constraint_batcher lay it out. JAX writes
-// UNCONSTRAINED at `d` (spmd's PartitionSpec has no such entry); unconstrained_dims records it.
-ShardingPtr batched_sharding(const ShardingPtr& sharding, int d, int ndim) {
-  const auto* named = dynamic_cast<const NamedSharding*>(sharding.get());
-  if (!named) return sharding;
-  std::vector<PartitionSpec::Entry> entries = named->spec().entries();
-  entries.resize(size_t(ndim - 1));
-  entries.insert(entries.begin() + d, std::nullopt);
-  return std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(std::move(entries)));
-}
-
-// JAX's _sharding_constraint_batcher without spmd_axis_name (spmd's vmap has none): the batch
-// dim is unconstrained and the others keep their constraint.
+// JAX's _sharding_constraint_batcher without spmd_axis_name (spmd's vmap has none): a
+// NamedSharding's spec padded to the operand's rank with None, its dims from `d` on shifted
+// one up, and UNCONSTRAINED at the batch dim `d`, which propagation then splits as it likes.
 BatchResult constraint_batch(std::span<const Array> args, std::span<const int> dims,
                              const Params& p, const BatchContext&) {
   const int d = dims[0];
-  std::set<int64_t> unconstrained{d};
-  for (int64_t u : p.get_object<std::set<int64_t>>("unconstrained_dims"))
-    unconstrained.insert(u + (d <= u ? 1 : 0));
-  ShardingPtr sharding = batched_sharding(p.get_object<ShardingPtr>("sharding"), d, args[0].ndim());
-  return result_at(sharding_constraint(args[0], std::move(sharding), std::move(unconstrained)), d);
+  ShardingPtr sharding = p.get_object<ShardingPtr>("sharding");
+  if (const auto* named = dynamic_cast<const NamedSharding*>(sharding.get())) {
+    const PartitionSpec& spec = named->spec();
+    std::vector<PartitionSpec::Entry> entries = spec.entries();
+    std::vector<bool> open = spec.unconstrained();
+    entries.resize(size_t(args[0].ndim() - 1));
+    open.resize(entries.size());
+    entries.insert(entries.begin() + d, std::nullopt);
+    open.insert(open.begin() + d, true);
+    sharding = std::make_shared<NamedSharding>(named->mesh(),
+                                               PartitionSpec(std::move(entries), std::move(open)));
+  }
+  return result_at(sharding_constraint(args[0], std::move(sharding)), d);
 }
 
 }  // namespace
 
-Array sharding_constraint(const Array& x, ShardingPtr sharding,
-                          std::set<int64_t> unconstrained_dims) {
+namespace {
+
+// Where a constraint places x outside a trace: its open dims keep the split of a committed x on
+// the constraint's mesh where their axes are free of the fixed dims, as jit's propagation gives
+// them when JAX applies the primitive; otherwise they are unsplit.
+ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
+  const auto* named = dynamic_cast<const NamedSharding*>(sharding.get());
+  if (!named || !named->spec().has_unconstrained()) return sharding;
+  const PartitionSpec& spec = named->spec();
+  std::vector<PartitionSpec::Entry> entries = spec.entries();
+  const auto* held =
+      x.committed() ? dynamic_cast<const NamedSharding*>(x.sharding().get()) : nullptr;
+  if (held && held->mesh() == named->mesh()) {
+    std::set<std::string> used;
+    for (int d = 0; d < spec.size(); ++d)
+      for (const std::string& a : spec.axes_of(d)) used.insert(a);
+    for (int d = 0; d < spec.size(); ++d) {
+      if (!spec.is_unconstrained(d)) continue;
+      const std::vector<std::string> axes = held->spec().axes_of(d);
+      if (std::any_of(axes.begin(), axes.end(),
+                      [&](const std::string& a) { return used.count(a); }))
+        continue;
+      entries[size_t(d)] = held->spec()[d];
+      used.insert(axes.begin(), axes.end());
+    }
+  }
+  return std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(std::move(entries)));
+}
+
+}  // namespace
+
+Array sharding_constraint(const Array& x, ShardingPtr sharding) {
   if (!innermost_trace({&x, 1})) {
     // JAX checks divisibility only when the value is placed (inside jit it may be uneven).
     sharding->check_shape(x.shape(), "with_sharding_constraint");
-    return device_put(x, std::move(sharding));
+    return device_put(x, placed_sharding(x, std::move(sharding)));
   }
-  return bind1(sharding_constraint_p(), {x},
-               constraint_params(std::move(sharding), std::move(unconstrained_dims)));
+  return bind1(sharding_constraint_p(), {x}, constraint_params(std::move(sharding)));
 }
 
 namespace {
 
 // The constraint fixes its operand's and result's split to the sharding's spec, on the
-// sharding's devices. Unconstrained dims (vmap's batch dim) are fixed unsplit.
+// sharding's devices, except its unconstrained dims (P::UNCONSTRAINED, vmap's batch dim):
+// those are open, split as propagation decides.
 ShardingRule constraint_sharding(std::span<const AbstractValue> in,
                                  std::span<const AbstractValue> out, const Params& p) {
   ShardingRule rule = elementwise_sharding_rule(in, out);
@@ -144,6 +181,10 @@ ShardingRule constraint_sharding(std::span<const AbstractValue> in,
   rule.fixed_operands = {split};
   rule.fixed_results = {split};
   rule.fixed_on = std::get<ObjectParam>(p.at("sharding"));
+  std::vector<bool> open(split.size());
+  for (int64_t d : p.get_object<std::set<int64_t>>("unconstrained_dims"))
+    if (d >= 0 && d < int64_t(open.size())) open[size_t(d)] = true;
+  if (std::find(open.begin(), open.end(), true) != open.end()) rule.open_dims = {open};
   return rule;
 }
 

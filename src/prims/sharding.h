@@ -17,10 +17,10 @@
 namespace spmd {
 
 // x constrained to `sharding` (JAX's sharding_constraint_p.bind): staged under a trace; with no
-// trace x is placed as device_put places it (a committed result). `unconstrained_dims` are dims
-// the constraint leaves to propagation (vmap's batch dims).
-Array sharding_constraint(const Array& x, std::shared_ptr<const Sharding> sharding,
-                          std::set<int64_t> unconstrained_dims = {});
+// trace x is placed as device_put places it (a committed result). The spec's UNCONSTRAINED dims
+// (the param unconstrained_dims) are left to propagation; with no trace they keep a committed
+// x's split where its axes are free, as JAX's apply_primitive of the constraint does.
+Array sharding_constraint(const Array& x, std::shared_ptr<const Sharding> sharding);
 
 // JAX's reshard_p.bind: x moved to `dst`, its result's type sharding; `concrete_mesh` is the
 // Mesh (an ObjectParam) `dst` was given on, or None for a sharding read off a type.

@@ -29,6 +29,7 @@ size_t hash_spec(const PartitionSpec& spec) {
     hash_combine(h, e ? size_t(e->is_tuple()) + 1 : 0);
     if (e) hash_names(h, e->names());
   }
+  for (int d = 0; d < spec.size(); ++d) hash_combine(h, size_t(spec.is_unconstrained(d)));
   return h;
 }
 

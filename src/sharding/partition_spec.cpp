@@ -2,6 +2,7 @@
 #include <spmd/error.h>
 #include <spmd/sharding.h>
 
+#include <algorithm>
 #include <map>
 #include <ostream>
 
@@ -18,6 +19,21 @@ PartitionSpec::PartitionSpec(std::vector<Entry> entries) : entries_(std::move(en
     else if (e->size() == 1 && e->is_tuple())
       e = AxisNames(e->names()[0]);
   }
+}
+
+PartitionSpec::PartitionSpec(std::vector<Entry> entries, std::vector<bool> unconstrained)
+    : PartitionSpec(std::move(entries)) {
+  unconstrained.resize(entries_.size());
+  for (size_t d = 0; d < unconstrained.size(); ++d)
+    if (unconstrained[d] && entries_[d])
+      throw ValueError("[PartitionSpec] an UNCONSTRAINED dim names no mesh axes, got " +
+                       entries_[d]->repr() + " at dim " + std::to_string(d));
+  if (std::find(unconstrained.begin(), unconstrained.end(), true) != unconstrained.end())
+    unconstrained_ = std::move(unconstrained);
+}
+
+bool PartitionSpec::is_unconstrained(int d) const {
+  return d >= 0 && d < int(unconstrained_.size()) && unconstrained_[size_t(d)];
 }
 
 PartitionSpec::Entry PartitionSpec::operator[](int d) const {
@@ -67,7 +83,10 @@ void PartitionSpec::check(const Mesh& mesh, std::string_view api) const {
 
 std::string PartitionSpec::repr() const {
   std::vector<std::string> items;
-  for (const Entry& e : entries_) items.push_back(e ? e->repr() : "None");
+  for (int d = 0; d < size(); ++d) {
+    const Entry& e = entries_[size_t(d)];
+    items.push_back(e ? e->repr() : is_unconstrained(d) ? "UNCONSTRAINED" : "None");
+  }
   std::string t = python_repr::tuple(items);
   return "P" + t;
 }

@@ -82,12 +82,13 @@ class Propagation {
   }
 
   // Given splits of inputs and outputs are even (the jit boundary checks them); a constraint's
-  // may split a dim unevenly, which the partitioner pads.
-  void fix(int var, const ValueSplit& split) {
+  // may split a dim unevenly, which the partitioner pads. The dims in `open` (a constraint's
+  // unconstrained dims) start from the given axes and stay open.
+  void fix(int var, const ValueSplit& split, const std::vector<bool>& open = {}) {
     ValueSplit& s = splits_[size_t(var)];
     s.dims = split.dims;
     s.dims.resize(s.closed.size());
-    std::fill(s.closed.begin(), s.closed.end(), true);
+    for (size_t d = 0; d < s.closed.size(); ++d) s.closed[d] = !(d < open.size() && open[d]);
   }
 
   // Explicit mode: a type's sharding says where the value lives, as a constraint would. A dim
@@ -117,7 +118,8 @@ class Propagation {
       const ShardingRule& rule = *rules_[i];
       const Equation& e = program_.equations[i];
       for (size_t r = 0; r < rule.fixed_results.size() && r < e.outputs.size(); ++r)
-        fix(e.outputs[r], ValueSplit{rule.fixed_results[r], {}});
+        fix(e.outputs[r], ValueSplit{rule.fixed_results[r], {}},
+            r < rule.open_dims.size() ? rule.open_dims[r] : std::vector<bool>{});
     }
   }
 
@@ -366,7 +368,9 @@ class Propagation {
       if (!e.inputs[k].is_literal())
         changed |= refine(e.inputs[k].var, rule.fixed_operands[k],
                           std::vector<bool>(rule.fixed_operands[k].size(), true));
-    if (!rule.fixed_operands.empty() || !rule.fixed_results.empty()) return changed;
+    // Open dims of fixed splits pass splits between operand and result through the factors.
+    if ((!rule.fixed_operands.empty() || !rule.fixed_results.empty()) && rule.open_dims.empty())
+      return changed;
     std::vector<Member> ms = members(i);
     std::vector<Projected> ts;
     size_t n_operands = 0;
@@ -465,6 +469,17 @@ std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& 
   p.fix_constraints();
   p.run();
   return p.take();
+}
+
+std::vector<std::vector<std::string>> with_open_dims(std::vector<std::vector<std::string>> split,
+                                                     const ShardingRule& rule, const Equation& e,
+                                                     size_t k,
+                                                     const std::vector<ValueSplit>& splits) {
+  if (k >= rule.open_dims.size() || k >= e.outputs.size()) return split;
+  const ValueSplit& result = splits[size_t(e.outputs[k])];
+  for (size_t d = 0; d < split.size() && d < result.dims.size(); ++d)
+    if (rule.is_open(k, d)) split[d] = result.dims[d];
+  return split;
 }
 
 std::optional<Mesh> fixed_mesh(const ShardingRule& rule) {

@@ -49,6 +49,14 @@ std::vector<ValueSplit> propagate_shardings(const Program& program, const Mesh& 
                                             const std::vector<std::optional<ValueSplit>>& in,
                                             const std::vector<std::optional<ValueSplit>>& out);
 
+// `split`, the fixed split of operand or result k of `e` (its rule's fixed_operands[k] or
+// fixed_results[k]), with the rule's open dims of pair k taken from the split propagation gave
+// result k: what the equation runs with, operand and result alike.
+std::vector<std::vector<std::string>> with_open_dims(std::vector<std::vector<std::string>> split,
+                                                     const ShardingRule& rule, const Equation& e,
+                                                     size_t k,
+                                                     const std::vector<ValueSplit>& splits);
+
 // The splits fixed by an equation's rule refer to this mesh (a sharding_constraint's sharding or
 // shard_map's mesh), if the rule fixes any.
 std::optional<Mesh> fixed_mesh(const ShardingRule& rule);

@@ -101,4 +101,18 @@ std::vector<std::shared_ptr<const Sharding>> broadcast_shardings(const ShardingT
   return std::move(b.out);
 }
 
+void refuse_unconstrained(const ShardingTree& shardings, const std::string& api,
+                          const std::string& arg_name) {
+  auto refuse = [&](const std::string& what) {
+    throw ValueError("[" + api + "] Unconstrained dims are not allowed when passed to " + arg_name +
+                     ": " + what);
+  };
+  if (shardings.is_spec() && shardings.spec()->has_unconstrained())
+    refuse(shardings.spec()->repr());
+  if (shardings.is_sharding())
+    if (auto* named = dynamic_cast<const NamedSharding*>(shardings.sharding().get()))
+      if (named->spec().has_unconstrained()) refuse(named->repr());
+  for (const ShardingTree& child : shardings.children()) refuse_unconstrained(child, api, arg_name);
+}
+
 }  // namespace spmd

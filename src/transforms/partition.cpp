@@ -262,10 +262,10 @@ bool keeps_padding(const Program& program0, const Mesh& mesh,
   const Program program = inline_calls(program0);
   const std::vector<ValueSplit> splits = propagate_shardings(program, mesh, in, out);
   auto keeps = [&](const ShardingRule& rule, int var, const ShardingRule::Tensor* dims,
-                   const Split* fixed) {
+                   const Split* fixed, size_t k) {
     const Split& split = splits[size_t(var)].dims;
     for (size_t d = 0; d < split.size(); ++d) {
-      if (even(program.types[size_t(var)].shape[int(d)], split[d])) continue;
+      if (even(program.types[size_t(var)].shape[int(d)], split[d]) || rule.is_open(k, d)) continue;
       if (fixed) {
         if (d >= fixed->size() || (*fixed)[d] != split[d]) return false;
         continue;
@@ -288,10 +288,11 @@ bool keeps_padding(const Program& program0, const Mesh& mesh,
     auto at = [](const auto& v, size_t i) { return i < v.size() ? &v[i] : nullptr; };
     for (size_t k = 0; k < e.inputs.size(); ++k)
       if (!e.inputs[k].is_literal() &&
-          !keeps(rule, e.inputs[k].var, at(rule.operands, k), at(rule.fixed_operands, k)))
+          !keeps(rule, e.inputs[k].var, at(rule.operands, k), at(rule.fixed_operands, k), k))
         return false;
     for (size_t r = 0; r < e.outputs.size(); ++r)
-      if (!keeps(rule, e.outputs[r], at(rule.results, r), at(rule.fixed_results, r))) return false;
+      if (!keeps(rule, e.outputs[r], at(rule.results, r), at(rule.fixed_results, r), r))
+        return false;
   }
   return true;
 }
@@ -709,8 +710,14 @@ class Partitioner {
       out = rule.fixed_results;
       in.resize(e.inputs.size());
       out.resize(e.outputs.size());
-      for (size_t k = 0; k < in.size(); ++k) in[k].resize(size_t(in_types[k].shape.ndim()));
-      for (size_t r = 0; r < out.size(); ++r) out[r].resize(size_t(out_types[r].shape.ndim()));
+      for (size_t k = 0; k < in.size(); ++k) {
+        in[k].resize(size_t(in_types[k].shape.ndim()));
+        in[k] = with_open_dims(std::move(in[k]), rule, e, k, splits_);
+      }
+      for (size_t r = 0; r < out.size(); ++r) {
+        out[r].resize(size_t(out_types[r].shape.ndim()));
+        out[r] = with_open_dims(std::move(out[r]), rule, e, r, splits_);
+      }
     } else {
       choice = choose_factors(e, rule);
       for (const auto& t : rule.operands) in.push_back(join(t, choice.f));

@@ -2,7 +2,8 @@
 // ops run once on plain uncommitted inputs (the reference, on the default device) and once
 // jit'ed on inputs committed to random shardings of a random mesh (single-op programs eagerly
 // too). Both must agree up to float reassociation, and the partitioned results must be committed
-// to the mesh.
+// to the mesh. A third of the random constraints leave some unsplit dims open
+// (P::UNCONSTRAINED).
 //
 // A second run starts each program with a sharding constraint that splits dims their mesh axes
 // do not divide (padded blocks inside the partitioner), and lets later constraints do so too;
@@ -96,7 +97,7 @@ struct Program {
 class Generator {
  public:
   // `uneven`: constraints may split dims unevenly, and the first op is such a constraint.
-  Generator(uint64_t seed, bool uneven) : rng_(seed), uneven_(uneven) {}
+  Generator(uint64_t seed, bool uneven) : rng_(seed), open_rng_(seed), uneven_(uneven) {}
 
   Program program() {
     p_.mesh = random_mesh();
@@ -794,7 +795,21 @@ class Generator {
 
   // with_sharding_constraint to a random spec (only where the program runs on a mesh).
   std::optional<int> constraint(int x) {
-    return constrained(x, uneven_ && coin(0.5) ? uneven_spec(shape(x)) : random_spec(shape(x)));
+    const P spec = uneven_ && coin(0.5) ? uneven_spec(shape(x)) : random_spec(shape(x));
+    return constrained(x, with_open_dims(spec, shape(x).ndim()));
+  }
+
+  // A third of the constraints leave some of their unsplit dims open (P::UNCONSTRAINED), for
+  // propagation to split. The draws come from a stream of their own, so that each seed still
+  // generates the program it did before.
+  P with_open_dims(const P& spec, int ndim) {
+    if (!std::bernoulli_distribution(1.0 / 3)(open_rng_)) return spec;
+    std::vector<P::Entry> entries = spec.entries();
+    entries.resize(size_t(ndim));
+    std::vector<bool> open(static_cast<size_t>(ndim));
+    for (size_t d = 0; d < open.size(); ++d)
+      open[d] = !entries[d] && std::bernoulli_distribution(0.5)(open_rng_);
+    return P(std::move(entries), std::move(open));
   }
 
   int constrained(int x, const P& spec) {
@@ -804,7 +819,7 @@ class Generator {
     });
   }
 
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_, open_rng_;
   bool uneven_;
   Program p_;
   bool has_while_ = false;

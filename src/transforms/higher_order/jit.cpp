@@ -293,6 +293,8 @@ std::shared_ptr<JitState> new_jit_state(JitOptions options) {
   auto s = std::make_shared<JitState>();
   s->options = std::move(options);
   if (s->options.name.empty()) s->options.name = "jit";
+  refuse_unconstrained(s->options.in_shardings, s->options.name, "in_shardings");
+  refuse_unconstrained(s->options.out_shardings, s->options.name, "out_shardings");
   return s;
 }
 

@@ -1,0 +1,126 @@
+"""Records JAX 0.10.2's make_jaxpr text of grad through jit calls, for
+tests/transforms/grad_jit_jaxpr_test.cpp: JAX keeps the call as two `jit` equations of the
+same name, the forward one (primal outputs, then the residuals that are not its own inputs or
+outputs) and the transposed one (residuals, then the cotangents).
+
+Writes tests/goldens/grad_jaxprs2/<case>.txt: str(jax.make_jaxpr(...)(args)) and a newline, and
+<case>.grad.txt: the gradient's values (repr of numpy arrays, float32) for the test's inputs.
+Run: XLA_FLAGS=--xla_force_host_platform_device_count=8 \
+  /work/jaxenv/bin/python tools/goldens/gen_grad_jaxprs2.py   (needs jax 0.10.2; the tests do not)
+"""
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from functools import partial  # noqa: E402
+
+import jax  # noqa: E402
+
+jax.config.update("jax_pprint_use_color", False)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
+                   "grad_jaxprs2")
+
+
+@jax.jit
+def g(x):
+    return jnp.sin(x) * x
+
+
+@jax.jit
+def h(x):
+    return 2.0 * x
+
+
+@jax.jit
+def outer(x):
+    return g(x) + 1.0
+
+
+@jax.jit
+def two(x, y):
+    return jnp.exp(x) * y
+
+
+@jax.jit
+def pair(x):
+    return x * x, jnp.cos(x)
+
+
+@jax.jit
+def ident(x):
+    return x, jnp.sin(x)
+
+
+@partial(jax.jit, static_argnums=1)
+def power(x, n):
+    return x ** n
+
+
+@jax.jit
+def tree(p):
+    return jnp.tanh(p["w"]) * p["b"]
+
+
+@jax.jit
+def first(x, y):
+    return x * 3.0
+
+
+def xs(n=3, start=0.5):
+    return jnp.arange(n, dtype=jnp.float32) * 0.25 + start
+
+
+CASES = {
+    # sum(sin(x) * x) through a call: residuals cos x and sin x, x forwarded.
+    "jit_sin_mul": (jax.grad(lambda x: jnp.sum(g(x))), (xs(),)),
+    # A linear body keeps no residuals.
+    "jit_linear": (jax.grad(lambda x: jnp.sum(h(x))), (xs(),)),
+    # A call inside a call.
+    "jit_nested": (jax.grad(lambda x: jnp.sum(outer(x))), (xs(),)),
+    # Two arguments, both differentiated.
+    "jit_two_args": (jax.grad(lambda x, y: jnp.sum(two(x, y)), argnums=(0, 1)),
+                     (xs(), xs(start=1.0))),
+    # Only the first argument differentiated: the second has no tangent.
+    "jit_two_args_first": (jax.grad(lambda x, y: jnp.sum(two(x, y))), (xs(), xs(start=1.0))),
+    # Two results, both used.
+    "jit_two_results": (jax.grad(lambda x: jnp.sum(pair(x)[0] + pair(x)[1])), (xs(),)),
+    # One result of two used: the other's cotangent is zero.
+    "jit_unused_result": (jax.grad(lambda x: jnp.sum(pair(x)[1])), (xs(),)),
+    # A result that is the call's own input.
+    "jit_forwarded_result": (jax.grad(lambda x: jnp.sum(ident(x)[0] * ident(x)[1])), (xs(),)),
+    # A static argument.
+    "jit_static": (jax.grad(lambda x: jnp.sum(power(x, 3))), (xs(),)),
+    # A pytree argument.
+    "jit_pytree": (jax.grad(lambda w, b: jnp.sum(tree({"w": w, "b": b})), argnums=(0, 1)),
+                   (xs(), xs(start=1.0))),
+    # An argument the body does not read.
+    "jit_unread_arg": (jax.grad(lambda x, y: jnp.sum(first(x, y)), argnums=(0, 1)),
+                       (xs(), xs(start=1.0))),
+    # jit under vmap under grad.
+    "jit_under_vmap": (jax.grad(lambda x: jnp.sum(jax.vmap(g)(x))),
+                       (jnp.arange(6, dtype=jnp.float32).reshape(2, 3) * 0.25,)),
+    # The call's result used twice, then a second call.
+    "jit_chain": (jax.grad(lambda x: jnp.sum(h(g(x)))), (xs(),)),
+}
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, (fn, args) in CASES.items():
+        text = str(jax.make_jaxpr(fn)(*args))
+        with open(os.path.join(OUT, name + ".txt"), "w") as f:
+            f.write(text + "\n")
+        grads = fn(*args)
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        with open(os.path.join(OUT, name + ".grad.txt"), "w") as f:
+            for gr in grads:
+                f.write(" ".join(repr(float(v)) for v in np.asarray(gr).ravel()) + "\n")
+        print(f"== {name}\n{text}")
+
+
+if __name__ == "__main__":
+    main()

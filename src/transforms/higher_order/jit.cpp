@@ -164,14 +164,6 @@ bool linearizing(std::span<const Array> primals, std::span<const Array> tangents
   return primal_trace && tangent_trace->level() > primal_trace->level();
 }
 
-// Where a residual of a linearized call comes from: one of the call's inputs, one of its primal
-// outputs, an extra output of the forward call, or a value from outside the call.
-struct ResidualSource {
-  enum class Kind { input, output, extra, outside } kind;
-  size_t index = 0;
-  Array value;  // kind == outside
-};
-
 // A call's body linearized as JAX's linearize_jaxpr does it: the forward program (its constants,
 // then the primal inputs, to the primal outputs that are not inputs, then the extra residuals)
 // and the tangent program (the residuals, then the nonzero tangents, to the nonzero output
@@ -181,16 +173,10 @@ struct LinearizedCall {
   std::vector<Array> forward_consts;
   ProgramRef tangent;
   std::vector<int> out_input;  // per primal output: the input it is, or -1 (a forward output)
+  size_t num_forward_outs = 0;  // the forward program's outputs before the extra residuals
   std::vector<ResidualSource> residuals;
   std::vector<bool> nonzero_out;
 };
-
-// The index of the value in xs that x is (the same traced value), or -1.
-int find_value(std::span<const Array> xs, const Array& x) {
-  for (size_t k = 0; k < xs.size(); ++k)
-    if (xs[k].impl() == x.impl()) return int(k);
-  return -1;
-}
 
 // The tangent program with its constants (the residuals) as leading inputs.
 ProgramRef residuals_first(Program tangent) {
@@ -204,49 +190,25 @@ ProgramRef residuals_first(Program tangent) {
 // Linearizes `body` for the inputs whose tangents are nonzero (`nonzero[i]`).
 LinearizedCall linearize_call(const Program& body, const std::vector<bool>& nonzero) {
   LinearizedCall lc;
-  std::vector<AbstractValue> in_types = body.in_types();
   transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
-    auto* primal_trace = dynamic_cast<StagingTrace*>(current_trace());
-    auto trace = std::make_shared<StagingTrace>("jvp");
-    std::vector<Array> tangents(xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!nonzero[i]) continue;
-      AbstractValue t = in_types[i];
-      t.weak_type = false;
-      tangents[i] = trace->new_input(t);
-    }
-    auto [outs, touts] = jvp_program(body, xs, tangents);
-    std::vector<Array> nonzero_touts;
-    for (const Array& t : touts) {
-      lc.nonzero_out.push_back(!is_zero(t));
-      if (!is_zero(t)) nonzero_touts.push_back(t);
-    }
-    Program tangent = trace->finish(nonzero_touts);
+    LinearizedBody lb = linearize_body(body, xs, nonzero);
     std::vector<Array> results;
-    for (const Array& out : outs) {
-      const int input = primal_trace && primal_trace->owns(out) ? find_value(xs, out) : -1;
+    for (const Array& out : lb.outs) {
+      int input = -1;
+      for (size_t k = 0; k < xs.size() && input < 0; ++k)
+        if (xs[k].impl() == out.impl()) input = int(k);
       lc.out_input.push_back(input);
       if (input < 0) results.push_back(out);
     }
-    for (const Array& c : tangent.consts) {
-      ResidualSource source{ResidualSource::Kind::outside, 0, c};
-      if (primal_trace && primal_trace->owns(c)) {
-        if (int k = find_value(xs, c); k >= 0) {
-          source = {ResidualSource::Kind::input, size_t(k), {}};
-        } else if (int j = find_value(outs, c); j >= 0 && lc.out_input[size_t(j)] < 0) {
-          source = {ResidualSource::Kind::output, size_t(j), {}};
-        } else {
-          source = {ResidualSource::Kind::extra, results.size(), {}};
-          results.push_back(c);
-        }
-      }
-      lc.residuals.push_back(std::move(source));
-    }
-    lc.tangent = residuals_first(std::move(tangent));
+    lc.num_forward_outs = results.size();
+    results.insert(results.end(), lb.extras.begin(), lb.extras.end());
+    lc.nonzero_out = std::move(lb.nonzero_out);
+    lc.residuals = std::move(lb.residuals);
+    lc.tangent = residuals_first(std::move(lb.tangent));
     return results;
   };
   lc.forward = std::make_shared<const Program>(
-      hoist_consts(trace_to_program(fn, in_types, "jvp"), &lc.forward_consts));
+      hoist_consts(trace_to_program(fn, body.in_types(), "jvp"), &lc.forward_consts));
   return lc;
 }
 
@@ -310,7 +272,9 @@ JvpResult linearize_jit(std::span<const Array> primals, std::span<const Array> t
     switch (s.kind) {
       case ResidualSource::Kind::input: tangent_operands.push_back(primals[s.index]); break;
       case ResidualSource::Kind::output: tangent_operands.push_back(r.primals_out[s.index]); break;
-      case ResidualSource::Kind::extra: tangent_operands.push_back(forward_outs[s.index]); break;
+      case ResidualSource::Kind::extra:
+        tangent_operands.push_back(forward_outs[lc->num_forward_outs + s.index]);
+        break;
       case ResidualSource::Kind::outside: tangent_operands.push_back(s.value); break;
     }
   }

@@ -1,7 +1,8 @@
-// make_jaxpr of grad through jit calls against JAX 0.10.2's text
-// (tools/goldens/gen_grad_jaxprs2.py): the call is kept as a forward `jit` equation (primal
-// outputs, then residuals) and a transposed one of the same name (residuals, then cotangents),
-// and the gradients' values are JAX's.
+// make_jaxpr of grad through jit calls and shard_maps against JAX 0.10.2's text
+// (tools/goldens/gen_grad_jaxprs2.py): a call is kept as a forward `jit` equation (primal
+// outputs, then residuals) and a transposed one of the same name (residuals, then cotangents);
+// a shard_map's residuals leave first, along their existing leading dim, and its transpose
+// takes the cotangents first. The gradients' values are JAX's.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -16,16 +17,13 @@
 #include <vector>
 
 namespace sp = spmd;
+using sp::P;
 using spmd_test::arrays_close;
 using spmd_test::golden_text;
 
 namespace {
 
 using Pair = std::tuple<sp::Array, sp::Array>;
-
-std::string golden(const std::string& name) {
-  return golden_text("grad_jaxprs2/" + name + ".txt");
-}
 
 // The gradient JAX computed for case `name`: one line of values per differentiated argument.
 std::vector<std::vector<float>> golden_grads(const std::string& name) {
@@ -71,7 +69,7 @@ auto first = sp::jit([](const sp::Array& x, const sp::Array&) { return x * 3.0f;
 template <class F>
 void check_one(const std::string& name, F loss, const sp::Array& x) {
   SCOPED_TRACE(name);
-  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(x).str(), golden(name));
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(x).str(), golden_text("grad_jaxprs2/" + name + ".txt"));
   const std::vector<std::vector<float>> want = golden_grads(name);
   ASSERT_EQ(want.size(), 1u);
   EXPECT_TRUE(arrays_close(sp::grad(loss)(x), from(want[0], x.shape())));
@@ -83,7 +81,7 @@ template <class F>
 void check_two(const std::string& name, F loss, const sp::Array& x, const sp::Array& y) {
   SCOPED_TRACE(name);
   const Pair args(x, y);
-  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(args).str(), golden(name));
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(args).str(), golden_text("grad_jaxprs2/" + name + ".txt"));
   const std::vector<std::vector<float>> want = golden_grads(name);
   ASSERT_EQ(want.size(), 2u);
   auto [gx, gy] = sp::grad(loss)(args);
@@ -129,7 +127,7 @@ TEST(GradJitJaxpr, TwoArguments) {
 TEST(GradJitJaxpr, OneOfTwoArgumentsDifferentiated) {
   SCOPED_TRACE("jit_two_args_first");
   auto loss = [](const sp::Array& x, const sp::Array& y) { return sp::sum(two(x, y)); };
-  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(xs(), xs(1.0f)).str(), golden("jit_two_args_first"));
+  EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(xs(), xs(1.0f)).str(), golden_text("grad_jaxprs2/jit_two_args_first.txt"));
   const std::vector<std::vector<float>> want = golden_grads("jit_two_args_first");
   EXPECT_TRUE(arrays_close(sp::grad(loss)(xs(), xs(1.0f)), from(want[0], {3})));
 }
@@ -162,6 +160,78 @@ TEST(GradJitJaxpr, ArgumentTheBodyDoesNotRead) {
   check_two("jit_unread_arg",
             [](const Pair& p) { return sp::sum(first(std::get<0>(p), std::get<1>(p))); }, xs(),
             xs(1.0f));
+}
+
+// grid() of the generator: 0.03125·i + start, as 8 × 8.
+sp::Array grid(float start = 0.0f) {
+  return sp::arange(64.0f).reshape({8, 8}) * 0.03125f + start;
+}
+
+const sp::Mesh& mesh_a() {
+  static const sp::Mesh mesh(sp::create_device_mesh({8}), {"a"});
+  return mesh;
+}
+
+// The loss sum(shard_map(body)(x)) over mesh_a.
+template <class Body>
+auto summed(Body body, P in, P out, bool check_vma = true) {
+  auto f = sp::shard_map(body, mesh_a(), in, out, {.check_vma = check_vma});
+  return [f](const sp::Array& x) { return sp::sum(f(x)); };
+}
+
+TEST(GradShardMapJaxpr, ResidualsLeaveFirstAlongTheExistingDim) {
+  check_one("sm_sin", summed([](const sp::Array& v) { return sp::sin(v); }, P("a", sp::None),
+                             P("a", sp::None)),
+            grid());
+  check_one("sm_sin_mul",
+            summed([](const sp::Array& v) { return sp::sin(v) * v; }, P("a"), P("a")), grid());
+}
+
+TEST(GradShardMapJaxpr, ResidualThatIsTheOutput) {
+  check_one("sm_exp", summed([](const sp::Array& v) { return sp::exp(v); }, P(sp::None, "a"),
+                             P(sp::None, "a")),
+            grid());
+}
+
+TEST(GradShardMapJaxpr, BlocksSplitOnDimOne) {
+  check_one("sm_sin_mul_dim1",
+            summed([](const sp::Array& v) { return sp::sin(v) * v; }, P(sp::None, "a"),
+                   P(sp::None, "a")),
+            grid());
+}
+
+TEST(GradShardMapJaxpr, TwoAxesWithoutVmaCheck) {
+  sp::Mesh mesh(sp::create_device_mesh({4, 2}), {"x", "y"});
+  auto f = sp::shard_map([](const sp::Array& v) { return sp::sin(v) * v; }, mesh,
+                         P("x", sp::None), P("x", sp::None), {.check_vma = false});
+  check_one("sm_sin_mul_2d_no_vma", [f](const sp::Array& x) { return sp::sum(f(x)); }, grid());
+}
+
+TEST(GradShardMapJaxpr, ScalarResidual) {
+  check_one("sm_scalar_residual",
+            summed([](const sp::Array& v) { return sp::sum(v) * v; }, P("a", sp::None),
+                   P("a", sp::None)),
+            grid());
+}
+
+TEST(GradShardMapJaxpr, UnderPsum) {
+  check_one("sm_psum_sin",
+            summed([](const sp::Array& v) { return sp::lax::psum(sp::sin(v), "a"); },
+                   P("a", sp::None), P()),
+            grid());
+}
+
+TEST(GradShardMapJaxpr, TwoOperands) {
+  auto f = sp::shard_map([](const sp::Array& u, const sp::Array& v) { return u * v; }, mesh_a(),
+                         {P("a", sp::None), P("a", sp::None)}, P("a", sp::None));
+  check_two("sm_mul_two", [f](const Pair& p) { return sp::sum(f(std::get<0>(p), std::get<1>(p))); },
+            grid(), grid(1.0f));
+}
+
+TEST(GradShardMapJaxpr, LinearBody) {
+  check_one("sm_linear", summed([](const sp::Array& v) { return 2.0f * v; }, P("a", sp::None),
+                                P("a", sp::None)),
+            grid());
 }
 
 }  // namespace

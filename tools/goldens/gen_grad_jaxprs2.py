@@ -1,7 +1,9 @@
-"""Records JAX 0.10.2's make_jaxpr text of grad through jit calls, for
-tests/transforms/grad_jit_jaxpr_test.cpp: JAX keeps the call as two `jit` equations of the
+"""Records JAX 0.10.2's make_jaxpr text of grad through jit calls and shard_maps, for
+tests/transforms/grad_jit_jaxpr_test.cpp: JAX keeps a jit call as two `jit` equations of the
 same name, the forward one (primal outputs, then the residuals that are not its own inputs or
-outputs) and the transposed one (residuals, then the cotangents).
+outputs) and the transposed one (residuals, then the cotangents). A shard_map's forward
+returns its residuals first, along their existing leading dim split over the axes they vary
+over, and its transpose takes the cotangents first, then the residuals.
 
 Writes tests/goldens/grad_jaxprs2/<case>.txt: str(jax.make_jaxpr(...)(args)) and a newline, and
 <case>.grad.txt: the gradient's values (repr of numpy arrays, float32) for the test's inputs.
@@ -19,6 +21,8 @@ import jax  # noqa: E402
 jax.config.update("jax_pprint_use_color", False)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.sharding import AxisType, PartitionSpec as P  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
                    "grad_jaxprs2")
@@ -69,6 +73,23 @@ def first(x, y):
     return x * 3.0
 
 
+m = jax.make_mesh((8,), ("a",), axis_types=(AxisType.Auto,))
+m2 = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def smap(body, in_specs, out_specs, mesh=m, check_vma=True):
+    return jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                         check_vma=check_vma)
+
+
+def summed(f):
+    return lambda *a: jnp.sum(f(*a))
+
+
+def grid(start=0.0):
+    return jnp.arange(64, dtype=jnp.float32).reshape(8, 8) * 0.03125 + start
+
+
 def xs(n=3, start=0.5):
     return jnp.arange(n, dtype=jnp.float32) * 0.25 + start
 
@@ -104,6 +125,31 @@ CASES = {
                        (jnp.arange(6, dtype=jnp.float32).reshape(2, 3) * 0.25,)),
     # The call's result used twice, then a second call.
     "jit_chain": (jax.grad(lambda x: jnp.sum(h(g(x)))), (xs(),)),
+    # shard_map bodies keeping residuals.
+    "sm_sin": (jax.grad(summed(smap(jnp.sin, P("a", None), P("a", None)))), (grid(),)),
+    "sm_sin_mul": (jax.grad(summed(smap(lambda v: jnp.sin(v) * v, P("a"), P("a")))), (grid(),)),
+    # The residual is the body's output.
+    "sm_exp": (jax.grad(summed(smap(jnp.exp, P(None, "a"), P(None, "a")))), (grid(),)),
+    # Blocks split on dim 1: the residuals still leave along dim 0.
+    "sm_sin_mul_dim1": (jax.grad(summed(smap(lambda v: jnp.sin(v) * v, P(None, "a"),
+                                             P(None, "a")))), (grid(),)),
+    # A 2-D mesh without check_vma: residuals over both axes.
+    "sm_sin_mul_2d_no_vma": (jax.grad(summed(smap(lambda v: jnp.sin(v) * v, P("x", None),
+                                                  P("x", None), mesh=m2, check_vma=False))),
+                             (grid(),)),
+    # A scalar residual leaves as f32[1] and is squeezed in the transposed body.
+    "sm_scalar_residual": (jax.grad(summed(smap(lambda v: jnp.sum(v) * v, P("a", None),
+                                                P("a", None)))), (grid(),)),
+    # A residual-keeping body under psum.
+    "sm_psum_sin": (jax.grad(summed(smap(lambda v: lax.psum(jnp.sin(v), "a"), P("a", None),
+                                         P()))), (grid(),)),
+    # Two operands: each one's residual is the other.
+    "sm_mul_two": (jax.grad(summed(smap(lambda u, v: u * v, (P("a", None), P("a", None)),
+                                        P("a", None))), argnums=(0, 1)),
+                   (grid(), grid(1.0))),
+    # A linear body keeps none.
+    "sm_linear": (jax.grad(summed(smap(lambda v: 2.0 * v, P("a", None), P("a", None)))),
+                  (grid(),)),
 }
 
 

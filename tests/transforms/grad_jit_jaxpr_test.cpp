@@ -65,6 +65,14 @@ auto tree = sp::jit(
 auto first = sp::jit([](const sp::Array& x, const sp::Array&) { return x * 3.0f; },
                      {.name = "first"});
 
+// For the shard_map cases (named sm_...), the gradients print the shardings JAX's do.
+void expect_shardings(const std::string& name, const std::vector<sp::Array>& grads) {
+  if (name.rfind("sm_", 0) != 0) return;
+  std::string got;
+  for (const sp::Array& g : grads) got += g.sharding()->repr() + "\n";
+  EXPECT_EQ(got, golden_text("grad_jaxprs2/" + name + ".sharding.txt") + "\n");
+}
+
 // Checks the text of make_jaxpr(grad(f)) and the gradient of one argument.
 template <class F>
 void check_one(const std::string& name, F loss, const sp::Array& x) {
@@ -72,7 +80,9 @@ void check_one(const std::string& name, F loss, const sp::Array& x) {
   EXPECT_EQ(sp::make_jaxpr(sp::grad(loss))(x).str(), golden_text("grad_jaxprs2/" + name + ".txt"));
   const std::vector<std::vector<float>> want = golden_grads(name);
   ASSERT_EQ(want.size(), 1u);
-  EXPECT_TRUE(arrays_close(sp::grad(loss)(x), from(want[0], x.shape())));
+  const sp::Array grad = sp::grad(loss)(x);
+  EXPECT_TRUE(arrays_close(grad, from(want[0], x.shape())));
+  expect_shardings(name, {grad});
 }
 
 // Checks the text of make_jaxpr(grad(f)) of two arguments passed as one tuple, and both
@@ -87,6 +97,7 @@ void check_two(const std::string& name, F loss, const sp::Array& x, const sp::Ar
   auto [gx, gy] = sp::grad(loss)(args);
   EXPECT_TRUE(arrays_close(gx, from(want[0], x.shape())));
   EXPECT_TRUE(arrays_close(gy, from(want[1], y.shape())));
+  expect_shardings(name, {gx, gy});
 }
 
 TEST(GradJitJaxpr, KeepsTheCallAsAForwardAndATransposedCall) {

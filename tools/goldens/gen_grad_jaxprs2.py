@@ -6,7 +6,10 @@ returns its residuals first, along their existing leading dim split over the axe
 over, and its transpose takes the cotangents first, then the residuals.
 
 Writes tests/goldens/grad_jaxprs2/<case>.txt: str(jax.make_jaxpr(...)(args)) and a newline, and
-<case>.grad.txt: the gradient's values (repr of numpy arrays, float32) for the test's inputs.
+<case>.grad.txt: the gradient's values (float32, one line per differentiated argument) for the
+test's inputs, and for the shard_map cases <case>.sharding.txt: the repr of each gradient's
+sharding (outside jit grad runs op by op, so a gradient prints the transposed shard_map's
+out_specs, the in_specs as written).
 Run: XLA_FLAGS=--xla_force_host_platform_device_count=8 \
   /work/jaxenv/bin/python tools/goldens/gen_grad_jaxprs2.py   (needs jax 0.10.2; the tests do not)
 """
@@ -165,6 +168,10 @@ def main():
         with open(os.path.join(OUT, name + ".grad.txt"), "w") as f:
             for gr in grads:
                 f.write(" ".join(repr(float(v)) for v in np.asarray(gr).ravel()) + "\n")
+        if name.startswith("sm_"):
+            with open(os.path.join(OUT, name + ".sharding.txt"), "w") as f:
+                for gr in grads:
+                    f.write(repr(gr.sharding) + "\n")
         print(f"== {name}\n{text}")
 
 

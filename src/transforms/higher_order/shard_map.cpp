@@ -746,6 +746,7 @@ ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
   for (size_t k = 0; k < out.size(); ++k) {
     rule.results.emplace_back(size_t(out[k].shape.ndim()));
     rule.fixed_results.push_back(fixed(info.out_specs[k], out[k].shape.ndim()));
+    rule.fixed_results_written.push_back(size_t(info.out_specs[k].size()));
   }
   rule.fixed_on = std::get<ObjectParam>(p.at("mesh"));
   return rule;

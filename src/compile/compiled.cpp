@@ -303,11 +303,17 @@ void recover_user_shardings(std::vector<Array>& results,
 
 namespace {
 
-// The spec of a split as JAX reads it back from a rule's fixed dims: one entry per dim.
-PartitionSpec spec_of_fixed(const ShardingRule::Split& split) {
+// The spec of `split`, result r's split as the rule fixes it (open dims as propagation split
+// them): one entry per dim, or as many as the rule says it was written with.
+PartitionSpec spec_of_fixed(const ShardingRule& rule, size_t r,
+                            const ShardingRule::Split& split) {
+  const size_t n = r < rule.fixed_results_written.size()
+                       ? std::min(rule.fixed_results_written[r], split.size())
+                       : split.size();
   std::vector<PartitionSpec::Entry> entries;
-  for (const std::vector<std::string>& axes : split)
-    entries.push_back(axes.empty() ? PartitionSpec::Entry() : AxisNames(axes, axes.size() > 1));
+  for (size_t d = 0; d < n; ++d)
+    entries.push_back(split[d].empty() ? PartitionSpec::Entry()
+                                       : AxisNames(split[d], split[d].size() > 1));
   return PartitionSpec(std::move(entries));
 }
 
@@ -341,7 +347,7 @@ void recover_op_by_op_shardings(std::vector<Array>& results, const Program& prog
       if (fixed) {
         printed[size_t(v)] = std::make_shared<NamedSharding>(
             fixed_mesh(rule).value_or(mesh),
-            spec_of_fixed(with_open_dims(rule.fixed_results[r], rule, eq, r, splits)));
+            spec_of_fixed(rule, r, with_open_dims(rule.fixed_results[r], rule, eq, r, splits)));
         continue;
       }
       if (!any) continue;

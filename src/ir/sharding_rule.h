@@ -73,6 +73,9 @@ struct ShardingRule {
   bool is_open(size_t k, size_t d) const {
     return k < open_dims.size() && d < open_dims[k].size() && open_dims[k][d];
   }
+  // Per fixed result, how many dims its spec was written with (JAX prints a fixed result's spec
+  // as written: P('a',) for a rank-2 result split on dim 0 given so); empty: one per dim.
+  std::vector<size_t> fixed_results_written;
 
   // Dims along which data moves at an affine index (slice, pad, rev, concatenate): element j of
   // result dim `dim` is element `(scale * j + offset) / spread` of the same dim of operand

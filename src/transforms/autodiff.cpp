@@ -138,6 +138,54 @@ std::vector<Array> transpose_program(const Program& linear, std::span<const Arra
 
 namespace {
 
+// The index of the value in xs that x is (the same traced value), or -1.
+int find_value(std::span<const Array> xs, const Array& x) {
+  for (size_t k = 0; k < xs.size(); ++k)
+    if (xs[k].impl() == x.impl()) return int(k);
+  return -1;
+}
+
+}  // namespace
+
+LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
+                              const std::vector<bool>& nonzero) {
+  auto* primal_trace = dynamic_cast<StagingTrace*>(current_trace());
+  auto trace = std::make_shared<StagingTrace>("jvp");
+  std::vector<Array> tangents(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!nonzero[i]) continue;
+    AbstractValue t = body.types[size_t(body.invars[i])];
+    t.weak_type = false;
+    tangents[i] = trace->new_input(t);
+  }
+  LinearizedBody lb;
+  std::vector<Array> touts;
+  std::tie(lb.outs, touts) = jvp_program(body, xs, tangents);
+  std::vector<Array> nonzero_touts;
+  for (const Array& t : touts) {
+    lb.nonzero_out.push_back(!is_zero(t));
+    if (!is_zero(t)) nonzero_touts.push_back(t);
+  }
+  lb.tangent = trace->finish(nonzero_touts);
+  for (const Array& c : lb.tangent.consts) {
+    ResidualSource source{ResidualSource::Kind::outside, 0, c};
+    if (primal_trace && primal_trace->owns(c)) {
+      if (int k = find_value(xs, c); k >= 0) {
+        source = {ResidualSource::Kind::input, size_t(k), {}};
+      } else if (int j = find_value(lb.outs, c); j >= 0) {
+        source = {ResidualSource::Kind::output, size_t(j), {}};
+      } else {
+        source = {ResidualSource::Kind::extra, lb.extras.size(), {}};
+        lb.extras.push_back(c);
+      }
+    }
+    lb.residuals.push_back(std::move(source));
+  }
+  return lb;
+}
+
+namespace {
+
 using transform_detail::FlatFn;
 
 struct Linearized {

@@ -16,6 +16,29 @@ namespace spmd {
 std::pair<std::vector<Array>, std::vector<Array>> jvp_program(const Program& program,
                                                               std::span<const Array> primals,
                                                               std::span<const Array> tangents);
+// Where a residual of a linearized body comes from: one of the body's inputs, one of its
+// outputs, a further value the body computes (an extra output of the forward program), or a value
+// from outside the body (a constant, or a value of an outer trace).
+struct ResidualSource {
+  enum class Kind { input, output, extra, outside } kind;
+  size_t index = 0;  // into the inputs, the outputs or the extras
+  Array value;       // kind == outside
+};
+
+// A body linearized as JAX's linearize_jaxpr does it, called while the trace of a forward
+// program is current and `xs` are its inputs: the primal equations go to that trace, the tangent
+// equations (for the inputs with nonzero[i]) to a Program of their own.
+struct LinearizedBody {
+  std::vector<Array> outs;                // the primal outputs
+  std::vector<bool> nonzero_out;          // whether each output's tangent is nonzero
+  Program tangent;                        // constants (the residuals) and nonzero tangents in,
+                                          // nonzero output tangents out
+  std::vector<ResidualSource> residuals;  // one per constant of `tangent`
+  std::vector<Array> extras;              // the residuals of kind extra
+};
+LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
+                              const std::vector<bool>& nonzero);
+
 // Transposes a linear Program (constants = residuals): output cotangents to input cotangents.
 std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents);
 // Evaluates `program` with the batching rules; dims[i] is args[i]'s batch dim or kNotBatched.

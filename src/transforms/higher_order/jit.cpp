@@ -139,39 +139,265 @@ ProgramRef body_with_shardings(const Params& p) {
   return std::make_shared<const Program>(trace_to_program(fn, body->in_types(), "jit"));
 }
 
+// The highest-level trace among the values (nullptr when all are concrete).
+Trace* highest_trace(std::span<const Array> xs) {
+  Trace* top = nullptr;
+  for (const Array& x : xs)
+    if (x.valid() && x.impl()->trace && (!top || x.impl()->trace->level() > top->level()))
+      top = x.impl()->trace.get();
+  return top;
+}
+
+// Whether a call is being linearized: its nonzero tangents are staged into a trace of their own,
+// inner to the one its primals are computed in (grad and vjp), rather than computed beside the
+// primals (jvp). Concrete primals (an eager vjp) run the body inline.
+bool linearizing(std::span<const Array> primals, std::span<const Array> tangents) {
+  std::vector<Array> nonzero;
+  for (const Array& t : tangents)
+    if (!is_zero(t)) nonzero.push_back(t);
+  Trace* tangent_trace = highest_trace(nonzero);
+  if (!dynamic_cast<StagingTrace*>(tangent_trace)) return false;
+  Trace* primal_trace = highest_trace(primals);
+  Trace* current = current_trace();
+  if (!primal_trace || (current && current->level() > primal_trace->level()))
+    primal_trace = current;
+  return primal_trace && tangent_trace->level() > primal_trace->level();
+}
+
+// A call's body linearized as JAX's linearize_jaxpr does it: the forward program (its constants,
+// then the primal inputs, to the primal outputs that are not inputs, then the extra residuals)
+// and the tangent program (the residuals, then the nonzero tangents, to the nonzero output
+// tangents).
+struct LinearizedCall {
+  ProgramRef forward;
+  std::vector<Array> forward_consts;
+  ProgramRef tangent;
+  std::vector<int> out_input;  // per primal output: the input it is, or -1 (a forward output)
+  size_t num_forward_outs = 0;  // the forward program's outputs before the extra residuals
+  std::vector<ResidualSource> residuals;
+  std::vector<bool> nonzero_out;
+};
+
+// The tangent program with its constants (the residuals) as leading inputs.
+ProgramRef residuals_first(Program tangent) {
+  tangent.invars.insert(tangent.invars.begin(), tangent.constvars.begin(),
+                        tangent.constvars.end());
+  tangent.constvars.clear();
+  tangent.consts.clear();
+  return std::make_shared<const Program>(std::move(tangent));
+}
+
+// Linearizes `body` for the inputs whose tangents are nonzero (`nonzero[i]`).
+LinearizedCall linearize_call(const Program& body, const std::vector<bool>& nonzero) {
+  LinearizedCall lc;
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    LinearizedBody lb = linearize_body(body, xs, nonzero);
+    std::vector<Array> results;
+    for (const Array& out : lb.outs) {
+      int input = -1;
+      for (size_t k = 0; k < xs.size() && input < 0; ++k)
+        if (xs[k].impl() == out.impl()) input = int(k);
+      lc.out_input.push_back(input);
+      if (input < 0) results.push_back(out);
+    }
+    lc.num_forward_outs = results.size();
+    results.insert(results.end(), lb.extras.begin(), lb.extras.end());
+    lc.nonzero_out = std::move(lb.nonzero_out);
+    lc.residuals = std::move(lb.residuals);
+    lc.tangent = residuals_first(std::move(lb.tangent));
+    return results;
+  };
+  lc.forward = std::make_shared<const Program>(
+      hoist_consts(trace_to_program(fn, body.in_types(), "jvp"), &lc.forward_consts));
+  return lc;
+}
+
+// Linearizations by body and nonzero tangents, kept while the body lives: calls of one body
+// share their forward program, as JAX's cached linearize_jaxpr makes them (the jaxpr prints it
+// once, `let name = ...`). Linearizations holding traced values are not kept.
+std::shared_ptr<const LinearizedCall> cached_linearization(const ProgramRef& body,
+                                                           const std::vector<bool>& nonzero) {
+  struct Entry {
+    std::weak_ptr<const Program> body;
+    std::vector<bool> nonzero;
+    std::shared_ptr<const LinearizedCall> linearized;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(cache, [](const Entry& e) { return e.body.expired(); });
+    for (const Entry& e : cache)
+      if (e.body.lock() == body && e.nonzero == nonzero) return e.linearized;
+  }
+  auto linearized = std::make_shared<const LinearizedCall>(linearize_call(*body, nonzero));
+  bool traced = !std::all_of(linearized->forward_consts.begin(),
+                             linearized->forward_consts.end(), is_concrete);
+  for (const ResidualSource& s : linearized->residuals)
+    traced = traced || (s.value.valid() && !is_concrete(s.value));
+  if (!traced) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.push_back({body, nonzero, linearized});
+  }
+  return linearized;
+}
+
+// A `jit` equation's params for `body` (consts hoisted into *operands, before the others).
+Params call_params(const Params& p, const Program& body, std::vector<Array>* operands) {
+  std::vector<Array> consts;
+  auto program = std::make_shared<const Program>(hoist_consts(body, &consts));
+  operands->insert(operands->begin(), consts.begin(), consts.end());
+  return Params{{"name", p.at("name")}, {"jaxpr", ProgramRef(program)}};
+}
+
+// jvp while linearizing, as JAX's pjit linearization: a forward call of the primals computing
+// the primal outputs and the residuals, and a tangent call of the residuals and the tangents,
+// both named as the call.
+JvpResult linearize_jit(std::span<const Array> primals, std::span<const Array> tangents,
+                        const Params& p) {
+  std::vector<bool> nonzero;
+  for (const Array& t : tangents) nonzero.push_back(!is_zero(t));
+  const std::shared_ptr<const LinearizedCall> lc =
+      cached_linearization(p.get<ProgramRef>("jaxpr"), nonzero);
+  std::vector<Array> operands = lc->forward_consts;
+  operands.insert(operands.end(), primals.begin(), primals.end());
+  const std::vector<Array> forward_outs = spmd::bind(
+      primitive("jit"), operands, Params{{"name", p.at("name")}, {"jaxpr", lc->forward}});
+  JvpResult r;
+  size_t next = 0;
+  for (int input : lc->out_input)
+    r.primals_out.push_back(input >= 0 ? primals[size_t(input)] : forward_outs[next++]);
+  std::vector<Array> tangent_operands;
+  for (const ResidualSource& s : lc->residuals) {
+    switch (s.kind) {
+      case ResidualSource::Kind::input: tangent_operands.push_back(primals[s.index]); break;
+      case ResidualSource::Kind::output: tangent_operands.push_back(r.primals_out[s.index]); break;
+      case ResidualSource::Kind::extra:
+        tangent_operands.push_back(forward_outs[lc->num_forward_outs + s.index]);
+        break;
+      case ResidualSource::Kind::outside: tangent_operands.push_back(s.value); break;
+    }
+  }
+  for (const Array& t : tangents)
+    if (!is_zero(t)) tangent_operands.push_back(t);
+  const std::vector<Array> touts = spmd::bind(
+      primitive("jit"), tangent_operands, Params{{"name", p.at("name")}, {"jaxpr", lc->tangent}});
+  next = 0;
+  for (bool nz : lc->nonzero_out) r.tangents_out.push_back(nz ? touts[next++] : Array());
+  return r;
+}
+
 // The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
-// the batched body, as JAX's pjit batching rule does), transposition transposes it inline. Its
-// shardings constrain the primals and tangents, and the cotangents.
+// the batched body, as JAX's pjit batching rule does). While linearizing, jvp keeps it as a
+// forward and a tangent call; transposition transposes it into a call when traced, inline
+// otherwise. Its shardings constrain the primals and tangents, and the cotangents (such calls
+// stay inline).
 JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                   const Params& p) {
   const ShardingList* in = call_shardings(p, "in_shardings");
   const ShardingList* out = call_shardings(p, "out_shardings");
+  if (!in && !out && linearizing(primals, tangents)) return linearize_jit(primals, tangents, p);
   auto [outs, touts] =
       jvp_program(*p.get<ProgramRef>("jaxpr"), constrained(primals, in), constrained(tangents, in));
   return {constrained(std::move(outs), out), constrained(std::move(touts), out)};
 }
 
-std::vector<Array> jit_transpose(std::span<const Array> cts_out, std::span<const LinearInput> ins,
-                                 const Params& p) {
-  const std::vector<Array> cts = constrained(cts_out, call_shardings(p, "out_shardings"));
-  // The call's linear inputs are its body's; the others become the body's constants.
-  const Program& body = *p.get<ProgramRef>("jaxpr");
+// The call's body with its known inputs as constants (`known[k]` for each non-linear input k):
+// the linear program transpose_program takes.
+Program with_known_inputs(const Program& body, std::span<const LinearInput> ins,
+                          std::span<const Array> known) {
   Program sub = body;
   std::vector<int> linear_invars;
+  size_t j = 0;
   for (size_t k = 0; k < ins.size(); ++k) {
     if (ins[k].is_linear()) {
       linear_invars.push_back(body.invars[k]);
     } else {
       sub.constvars.push_back(body.invars[k]);
-      sub.consts.push_back(ins[k].value);
+      sub.consts.push_back(known[j++]);
     }
   }
   sub.invars = linear_invars;
-  std::vector<Array> sub_cts = transpose_program(sub, cts);
+  return sub;
+}
+
+// Drops the first `count` inputs of `program` that nothing in it reads, with their operands: the
+// residuals the part of a call that gets nonzero cotangents does not need (JAX removes them from
+// the call by dead-code elimination of the linear program before transposing it).
+void drop_unread_inputs(Program* program, std::vector<Array>* operands, size_t count) {
+  std::vector<bool> read(program->types.size(), false);
+  for (const Equation& e : program->equations)
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) read[size_t(a.var)] = true;
+  for (const Atom& a : program->outputs)
+    if (!a.is_literal()) read[size_t(a.var)] = true;
+  std::vector<int> invars;
+  std::vector<Array> kept;
+  for (size_t k = 0; k < program->invars.size(); ++k) {
+    if (k < count && !read[size_t(program->invars[k])]) continue;
+    invars.push_back(program->invars[k]);
+    kept.push_back((*operands)[k]);
+  }
+  program->invars = std::move(invars);
+  *operands = std::move(kept);
+}
+
+// Transposition kept as a call, as JAX's pjit transpose: a call of the same name from the known
+// inputs and the nonzero cotangents to the nonzero cotangents of the linear inputs.
+std::vector<Array> transpose_as_call(std::span<const Array> cts, std::span<const LinearInput> ins,
+                                     const Params& p) {
+  const Program& body = *p.get<ProgramRef>("jaxpr");
+  std::vector<Array> operands;
+  for (const LinearInput& in : ins)
+    if (!in.is_linear()) operands.push_back(in.value);
+  const size_t num_known = operands.size();
+  for (const Array& ct : cts)
+    if (!is_zero(ct)) operands.push_back(ct);
+  std::vector<bool> nonzero_in;
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    std::vector<Array> sub_cts;
+    size_t j = num_known;
+    for (const Array& ct : cts) sub_cts.push_back(is_zero(ct) ? Array() : xs[j++]);
+    std::vector<Array> out =
+        transpose_program(with_known_inputs(body, ins, xs.first(num_known)), sub_cts);
+    std::vector<Array> nonzero;
+    for (const Array& ct : out) {
+      nonzero_in.push_back(!is_zero(ct));
+      if (!is_zero(ct)) nonzero.push_back(ct);
+    }
+    return nonzero;
+  };
+  Program transposed = trace_to_program(fn, types_of(operands), "vjp");
+  drop_unread_inputs(&transposed, &operands, num_known);
+  const Params params = call_params(p, transposed, &operands);
+  const std::vector<Array> results = spmd::bind(primitive("jit"), operands, params);
+  std::vector<Array> cts_in;
+  size_t next = 0, linear = 0;
+  for (const LinearInput& in : ins)
+    cts_in.push_back(in.is_linear() && nonzero_in[linear++] ? results[next++] : Array());
+  return cts_in;
+}
+
+std::vector<Array> jit_transpose(std::span<const Array> cts_out, std::span<const LinearInput> ins,
+                                 const Params& p) {
+  const ShardingList* in_shardings = call_shardings(p, "in_shardings");
+  const ShardingList* out_shardings = call_shardings(p, "out_shardings");
+  std::vector<Array> values(cts_out.begin(), cts_out.end());
+  for (const LinearInput& in : ins)
+    if (!in.is_linear()) values.push_back(in.value);
+  if (!in_shardings && !out_shardings && !all_concrete(values))
+    return transpose_as_call(cts_out, ins, p);
+  const std::vector<Array> cts = constrained(cts_out, out_shardings);
+  // The call's linear inputs are its body's; the others become the body's constants.
+  std::vector<Array> known;
+  for (const LinearInput& in : ins)
+    if (!in.is_linear()) known.push_back(in.value);
+  std::vector<Array> sub_cts =
+      transpose_program(with_known_inputs(*p.get<ProgramRef>("jaxpr"), ins, known), cts);
   std::vector<Array> cts_in;
   size_t j = 0;
   for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
-  return constrained(std::move(cts_in), call_shardings(p, "in_shardings"));
+  return constrained(std::move(cts_in), in_shardings);
 }
 
 // A call's shardings under vmap, as JAX's pjit batching rule lays them out without

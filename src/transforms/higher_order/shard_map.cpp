@@ -4,6 +4,7 @@
 // each device's worker thread at once; collectives inside meet through the launch's
 // Communicator. Results are sharded Arrays that become ready when every device has finished.
 #include <spmd/error.h>
+#include <spmd/lax.h>
 #include <spmd/ops.h>
 #include <spmd/parallel.h>
 #include <spmd/placement.h>
@@ -23,6 +24,7 @@
 #include "transforms/signature.h"
 #include "transforms/staging.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -502,9 +504,15 @@ std::vector<std::string> unmentioned(const Mesh& mesh, const PartitionSpec& spec
   return out;
 }
 
-// Residuals are per-device values: stacked along a new leading dim over every mesh axis.
-PartitionSpec stacked_spec(const Mesh& mesh) {
-  return PartitionSpec({PartitionSpec::Entry(AxisNames(mesh.axis_names(), true))});
+// How a residual leaves the forward shard_map (JAX's nospec): along its existing leading dim,
+// split over the mesh axes it varies over (with check_vma) or over every mesh axis (without).
+PartitionSpec residual_spec(const Mesh& mesh, const AbstractValue& type, bool check_vma) {
+  std::vector<std::string> axes;
+  for (const std::string& a : mesh.axis_names())
+    if (!check_vma || std::find(type.vma.begin(), type.vma.end(), a) != type.vma.end())
+      axes.push_back(a);
+  if (axes.empty()) return PartitionSpec();
+  return PartitionSpec({PartitionSpec::Entry(AxisNames(axes, true))});
 }
 
 PartitionSpec with_leading_none(const PartitionSpec& spec) {
@@ -513,128 +521,121 @@ PartitionSpec with_leading_none(const PartitionSpec& spec) {
   return PartitionSpec(entries);
 }
 
-// jvp: one shard_map computes the primal results and the residuals the tangents need; a second,
-// linear in the tangents, computes the output tangents from the residuals.
+// jvp, as JAX's shard_map linearization: one shard_map computes the residuals the tangents
+// need, then the primal results; a second, linear in the nonzero tangents, computes the nonzero
+// output tangents from the residuals, then the tangents. Residuals that are the body's inputs
+// or outputs are not returned again; the others leave along their leading dim (a 0-d one as
+// [1], squeezed in the tangent body).
 JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                         const Params& p) {
   const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
-  const size_t n_out = body->outputs.size();
-  std::vector<size_t> nz;
-  for (size_t i = 0; i < tangents.size(); ++i)
-    if (!is_zero(tangents[i])) nz.push_back(i);
+  std::vector<bool> nonzero;
+  for (const Array& t : tangents) nonzero.push_back(!is_zero(t));
 
-  Program linear;
-  std::vector<size_t> residual_consts;  // positions in linear.consts that are residuals
-  std::vector<AbstractValue> residual_types;
+  LinearizedBody lb;
   auto primal_fn = [&](std::span<const Array> xs) {
-    auto lt = std::make_shared<StagingTrace>("jvp");
-    std::vector<Array> ts(xs.size());
-    for (size_t i : nz) {
-      AbstractValue t = body->types[size_t(body->invars[i])];
-      t.weak_type = false;
-      ts[i] = lt->new_input(t);
-    }
-    auto [outs, touts] = jvp_program(*body, xs, ts);
-    std::vector<Array> lin_outs;
-    for (size_t k = 0; k < n_out; ++k) {
-      if (is_zero(touts[k])) {
-        CurrentTraceScope in_linear(lt.get());
-        lin_outs.push_back(zeros_like_aval(aval_of(outs[k])));
-      } else {
-        lin_outs.push_back(touts[k]);
-      }
-    }
-    linear = lt->finish(lin_outs);
-    std::vector<Array> result = outs;
-    for (size_t j = 0; j < linear.consts.size(); ++j) {
-      if (is_concrete(linear.consts[j])) continue;
-      residual_consts.push_back(j);
-      residual_types.push_back(aval_of(linear.consts[j]));
-      result.push_back(expand_dims(linear.consts[j], {0}));
-    }
+    lb = linearize_body(*body, xs, nonzero);
+    std::vector<Array> result;
+    for (const Array& r : lb.extras)
+      result.push_back(r.ndim() == 0 ? lax::broadcast_in_dim(r, Shape({1}), {}) : r);
+    result.insert(result.end(), lb.outs.begin(), lb.outs.end());
     return result;
   };
   Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh, info.check_vma);
   auto pinfo = derived_info(info);
   pinfo.in_specs = info.in_specs;
-  pinfo.out_specs = info.out_specs;
-  pinfo.out_specs.insert(pinfo.out_specs.end(), residual_consts.size(), stacked_spec(info.mesh));
+  for (const Array& r : lb.extras)
+    pinfo.out_specs.push_back(residual_spec(info.mesh, aval_of(r), info.check_vma));
+  pinfo.out_specs.insert(pinfo.out_specs.end(), info.out_specs.begin(), info.out_specs.end());
   std::vector<Array> outs = bind_shard_map(primal_body, pinfo, primals);
-  std::vector<Array> residuals(outs.begin() + long(n_out), outs.end());
-  outs.resize(n_out);
+  const std::vector<Array> extras(outs.begin(), outs.begin() + long(lb.extras.size()));
+  outs.erase(outs.begin(), outs.begin() + long(lb.extras.size()));
 
-  const size_t n_res = residual_consts.size();
-  auto tangent_fn = [&](std::span<const Array> xs) {
-    Program lp = linear;
-    std::vector<int> invars;
-    std::vector<Array> args;
-    std::vector<bool> is_residual(lp.consts.size(), false);
-    for (size_t r = 0; r < n_res; ++r) {
-      is_residual[residual_consts[r]] = true;
-      invars.push_back(lp.constvars[residual_consts[r]]);
-      args.push_back(squeeze(xs[r], {0}));
-    }
-    std::vector<int> constvars;
-    std::vector<Array> consts;
-    for (size_t j = 0; j < lp.consts.size(); ++j) {
-      if (is_residual[j]) continue;
-      constvars.push_back(lp.constvars[j]);
-      consts.push_back(lp.consts[j]);
-    }
-    lp.constvars = constvars;
-    lp.consts = consts;
-    invars.insert(invars.end(), lp.invars.begin(), lp.invars.end());
-    lp.invars = invars;
-    args.insert(args.end(), xs.begin() + long(n_res), xs.end());
-    return eval_program(lp, args);
-  };
-  std::vector<AbstractValue> ttypes;
-  for (const AbstractValue& t : residual_types) {
-    AbstractValue s = t;
-    std::vector<int64_t> dims{1};
-    dims.insert(dims.end(), t.shape.dims().begin(), t.shape.dims().end());
-    s.shape = Shape(dims);
-    ttypes.push_back(s);
-  }
+  // The tangent shard_map's operands: the residuals (not those from outside the body, which
+  // stay constants of its body), then the nonzero tangents.
   auto tinfo = derived_info(info);
-  tinfo.in_specs.assign(n_res, stacked_spec(info.mesh));
-  std::vector<Array> targs = residuals;
-  for (size_t i : nz) {
+  std::vector<Array> targs;
+  std::vector<AbstractValue> ttypes;
+  std::vector<int> residual_vars;
+  std::vector<bool> squeezed;
+  Program linear = lb.tangent;
+  linear.constvars.clear();
+  linear.consts.clear();
+  for (size_t j = 0; j < lb.residuals.size(); ++j) {
+    const ResidualSource& s = lb.residuals[j];
+    if (s.kind == ResidualSource::Kind::outside) {
+      linear.constvars.push_back(lb.tangent.constvars[j]);
+      linear.consts.push_back(s.value);
+      continue;
+    }
+    AbstractValue t = lb.tangent.types[size_t(lb.tangent.constvars[j])];
+    const bool scalar = s.kind == ResidualSource::Kind::extra && t.shape.ndim() == 0;
+    if (scalar) t.shape = Shape({1});
+    residual_vars.push_back(lb.tangent.constvars[j]);
+    squeezed.push_back(scalar);
+    ttypes.push_back(t);
+    switch (s.kind) {
+      case ResidualSource::Kind::input:
+        targs.push_back(primals[s.index]);
+        tinfo.in_specs.push_back(info.in_specs[s.index]);
+        break;
+      case ResidualSource::Kind::output:
+        targs.push_back(outs[s.index]);
+        tinfo.in_specs.push_back(info.out_specs[s.index]);
+        break;
+      default:
+        targs.push_back(extras[s.index]);
+        tinfo.in_specs.push_back(pinfo.out_specs[s.index]);
+        break;
+    }
+  }
+  const size_t n_res = residual_vars.size();
+  linear.invars.insert(linear.invars.begin(), residual_vars.begin(), residual_vars.end());
+  for (size_t i = 0; i < tangents.size(); ++i) {
+    if (!nonzero[i]) continue;
     AbstractValue t = body->types[size_t(body->invars[i])];
     t.weak_type = false;
     ttypes.push_back(t);
     tinfo.in_specs.push_back(info.in_specs[i]);
     targs.push_back(tangents[i]);
   }
-  tinfo.out_specs = info.out_specs;
+  for (size_t k = 0; k < lb.nonzero_out.size(); ++k)
+    if (lb.nonzero_out[k]) tinfo.out_specs.push_back(info.out_specs[k]);
+  if (tinfo.out_specs.empty()) return {outs, std::vector<Array>(outs.size())};
+  auto tangent_fn = [&](std::span<const Array> xs) {
+    std::vector<Array> args(xs.begin(), xs.end());
+    for (size_t r = 0; r < n_res; ++r)
+      if (squeezed[r]) args[r] = lax::squeeze(xs[r], {0});
+    return eval_program(linear, args);
+  };
   Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh, info.check_vma);
-  std::vector<Array> touts = bind_shard_map(tangent_body, tinfo, targs);
+  const std::vector<Array> nonzero_touts = bind_shard_map(tangent_body, tinfo, targs);
+  std::vector<Array> touts;
+  size_t next = 0;
+  for (bool nz : lb.nonzero_out) touts.push_back(nz ? nonzero_touts[next++] : Array());
   return {outs, touts};
 }
 
-// Transpose of a shard_map linear in some operands: a shard_map of the transposed body from the
-// output cotangents (and the known operands) to the cotangents of the linear operands. As JAX
-// does without vma checking, cotangents of outputs replicated over mesh axes are divided among
-// the replicas and cotangents of replicated operands are summed over their replicas.
+// Transpose of a shard_map linear in some operands, as JAX's: a shard_map of the transposed body
+// from the nonzero output cotangents, then the known operands, to the nonzero cotangents of the
+// linear operands. As JAX does without vma checking, cotangents of outputs replicated over mesh
+// axes are divided among the replicas and cotangents of replicated operands are summed over
+// their replicas.
 std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
                                        const Params& p) {
   const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
-  std::vector<AbstractValue> gouts = shard_map_shape_rule({}, p);
-  std::vector<size_t> known, lin;
+  std::vector<size_t> known, lin, nonzero_cts;
   for (size_t i = 0; i < ins.size(); ++i) (ins[i].is_linear() ? lin : known).push_back(i);
 
   auto tinfo = derived_info(info);
   std::vector<Array> args;
   std::vector<AbstractValue> types;
-  for (size_t i : known) {
-    args.push_back(ins[i].value);
-    types.push_back(body->types[size_t(body->invars[i])]);
-    tinfo.in_specs.push_back(info.in_specs[i]);
-  }
   for (size_t k = 0; k < cts.size(); ++k) {
-    Array c = instantiate_zero(cts[k], gouts[k]);
+    if (is_zero(cts[k])) continue;
+    nonzero_cts.push_back(k);
+    Array c = cts[k];
     int64_t replicas = 1;
     for (const std::string& a : unmentioned(info.mesh, info.out_specs[k]))
       replicas *= info.mesh.axis_size(a);
@@ -646,24 +647,30 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
     types.push_back(t);
     tinfo.in_specs.push_back(info.out_specs[k]);
   }
-  for (size_t i : lin) tinfo.out_specs.push_back(info.in_specs[i]);
+  for (size_t i : known) {
+    args.push_back(ins[i].value);
+    types.push_back(body->types[size_t(body->invars[i])]);
+    tinfo.in_specs.push_back(info.in_specs[i]);
+  }
 
+  std::vector<bool> nonzero_out;
   auto fn = [&](std::span<const Array> xs) {
     Program sub = *body;
     std::vector<int> lin_vars;
     for (size_t j = 0; j < known.size(); ++j) {
       sub.constvars.push_back(body->invars[known[j]]);
-      sub.consts.push_back(xs[j]);
+      sub.consts.push_back(xs[nonzero_cts.size() + j]);
     }
     for (size_t i : lin) lin_vars.push_back(body->invars[i]);
     sub.invars = lin_vars;
-    std::vector<Array> sub_cts = transpose_program(sub, xs.subspan(known.size()));
+    std::vector<Array> sub_cts(cts.size());
+    for (size_t j = 0; j < nonzero_cts.size(); ++j) sub_cts[nonzero_cts[j]] = xs[j];
+    sub_cts = transpose_program(sub, sub_cts);
     std::vector<Array> outs;
     for (size_t j = 0; j < lin.size(); ++j) {
-      Array c = instantiate_zero(
-          sub_cts[j], ins[lin[j]].aval.shape == body->types[size_t(body->invars[lin[j]])].shape
-                          ? ins[lin[j]].aval
-                          : body->types[size_t(body->invars[lin[j]])]);
+      nonzero_out.push_back(!is_zero(sub_cts[j]));
+      if (is_zero(sub_cts[j])) continue;
+      Array c = sub_cts[j];
       std::vector<std::string> axes = unmentioned(info.mesh, info.in_specs[lin[j]]);
       if (!axes.empty() && !info.check_vma) c = psum(c, AxisNames(axes, true));
       outs.push_back(c);
@@ -671,9 +678,14 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
     return outs;
   };
   Program tbody = trace_body(fn, types, info.mesh, info.check_vma);
-  std::vector<Array> res = bind_shard_map(tbody, tinfo, args);
   std::vector<Array> out(ins.size());
-  for (size_t j = 0; j < lin.size(); ++j) out[lin[j]] = res[j];
+  for (size_t j = 0; j < lin.size(); ++j)
+    if (nonzero_out[j]) tinfo.out_specs.push_back(info.in_specs[lin[j]]);
+  if (tinfo.out_specs.empty()) return out;
+  std::vector<Array> res = bind_shard_map(tbody, tinfo, args);
+  size_t next = 0;
+  for (size_t j = 0; j < lin.size(); ++j)
+    if (nonzero_out[j]) out[lin[j]] = res[next++];
   return out;
 }
 
@@ -734,6 +746,7 @@ ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
   for (size_t k = 0; k < out.size(); ++k) {
     rule.results.emplace_back(size_t(out[k].shape.ndim()));
     rule.fixed_results.push_back(fixed(info.out_specs[k], out[k].shape.ndim()));
+    rule.fixed_results_written.push_back(size_t(info.out_specs[k].size()));
   }
   rule.fixed_on = std::get<ObjectParam>(p.at("mesh"));
   return rule;

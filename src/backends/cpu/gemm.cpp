@@ -304,7 +304,9 @@ constexpr int64_t kPackedMinElements = int64_t(1) << 16;
 // pack a half each. On one thread the halves' products equal the whole's bit for bit up to 640
 // rows (checked for K from 256 to 4096, N from 512 to 4096, every transpose); at 768 and more
 // rows with a transposed B oneDNN blocks the sum over K differently for the narrower product.
-constexpr int64_t kSplitPackMaxRows = 512;
+// At 256 rows the two narrower products cost more than the halved packing saves (a `--mesh
+// 4x2` training epoch, whose products have 256 rows, took 3 % longer with the split).
+constexpr int64_t kSplitPackMaxRows = 128;
 // Columns of B below which it is packed whole, and the multiple a half's width keeps.
 constexpr int64_t kSplitPackMinColumns = 256;
 constexpr int64_t kSplitPackAlign = 64;

@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -298,18 +299,54 @@ namespace {
 // packing saves too little to be worth a cache entry.
 constexpr int64_t kPackedMinRows = 64;
 constexpr int64_t kPackedMinElements = int64_t(1) << 16;
+// B is packed in two halves of its columns (two products of half the width, written side by
+// side) when the product has at most this many rows: the devices that meet an unpacked B then
+// pack a half each. On one thread the halves' products equal the whole's bit for bit up to 640
+// rows (checked for K from 256 to 4096, N from 512 to 4096, every transpose); at 768 and more
+// rows with a transposed B oneDNN blocks the sum over K differently for the narrower product.
+// At 256 rows the two narrower products cost more than the halved packing saves (a `--mesh
+// 4x2` training epoch, whose products have 256 rows, took 3 % longer with the split).
+constexpr int64_t kSplitPackMaxRows = 128;
+// Columns of B below which it is packed whole, and the multiple a half's width keeps.
+constexpr int64_t kSplitPackMinColumns = 256;
+constexpr int64_t kSplitPackAlign = 64;
+// A buffer held this many times at its first sighting is packed then: several devices (or
+// arrays) share it and will read it, where a buffer one array and one run hold waits for its
+// second product.
+constexpr long kPackAtFirstSightingHolders = 3;
 
 bool packing_available() {
   return dnnl::impl::cpu::sgemm_pack_get_size && dnnl::impl::cpu::sgemm_pack &&
          dnnl::impl::cpu::sgemm_compute;
 }
 
-// B of one product shape, packed from one buffer.
-struct PackedB {
-  GemmShape shape;
+// Columns [begin, end) of B, packed on their own.
+struct PackedPart {
+  int64_t begin = 0, end = 0;
   std::once_flag once;
   std::shared_ptr<Buffer> packed;  // null when oneDNN declined to pack
 };
+
+// B of one product shape, packed from one buffer in one or two parts.
+struct PackedB {
+  GemmShape shape;
+  std::vector<std::unique_ptr<PackedPart>> parts;
+  std::atomic<size_t> arrivals{0};  // which part a product packs first
+};
+
+std::shared_ptr<PackedB> make_packed_b(const GemmShape& s) {
+  auto p = std::make_shared<PackedB>();
+  p->shape = s;
+  const int64_t half = s.n / 2 / kSplitPackAlign * kSplitPackAlign;
+  std::vector<int64_t> bounds = {0, s.n};
+  if (s.m <= kSplitPackMaxRows && s.n >= kSplitPackMinColumns && half > 0) bounds = {0, half, s.n};
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    p->parts.push_back(std::make_unique<PackedPart>());
+    p->parts.back()->begin = bounds[i];
+    p->parts.back()->end = bounds[i + 1];
+  }
+  return p;
+}
 
 // The packed forms of one buffer. The entry holds a reference to the buffer: its memory cannot
 // be reused for another value, and a run writes over a buffer only when it is the sole owner (a
@@ -324,13 +361,15 @@ class PackedCache {
   // The entry for B = `source`'s data in product `s`, or null while B has been seen only once:
   // packing pays when a second device or a second run reads the same B. Only buffers that more
   // than one array holds get an entry: a value of one run alone (an activation) is read once,
-  // and a reference from the cache would keep the run from reusing its memory.
+  // and a reference from the cache would keep the run from reusing its memory. A buffer held
+  // kPackAtFirstSightingHolders times or more is packed at its first sighting.
   std::shared_ptr<PackedB> find(const std::shared_ptr<Buffer>& source, const GemmShape& s) {
     std::lock_guard lock(mu_);
     // Buffers only the cache still holds are dead values.
     std::erase_if(sources_, [](const PackedSource& e) { return e.buffer.use_count() == 1; });
     auto it = std::find_if(sources_.begin(), sources_.end(),
                            [&](const PackedSource& e) { return e.buffer == source; });
+    const bool shared_widely = source.use_count() >= kPackAtFirstSightingHolders;
     if (it == sources_.end()) {
       if (source.use_count() < 2) return nullptr;
       if (sources_.size() >= kMaxSources) sources_.erase(sources_.begin());
@@ -338,11 +377,9 @@ class PackedCache {
     }
     for (auto& p : it->products)
       if (same_product(p->shape, s)) return p;
-    // The first sighting only records the shape.
-    auto p = std::make_shared<PackedB>();
-    p->shape = s;
-    it->products.push_back(std::move(p));
-    return nullptr;
+    it->products.push_back(make_packed_b(s));
+    // Otherwise the first sighting only records the shape.
+    return shared_widely ? it->products.back() : nullptr;
   }
 
  private:
@@ -361,25 +398,31 @@ PackedCache& packed_cache() {
   return cache;
 }
 
-// Our B (K×N, or N×K when transposed) in the library's terms: its "A", N×K column-major.
+std::atomic<int64_t> unpacked_sightings{0}, parts_packed{0}, packed_products{0};
+
+// Columns [begin, end) of our B (K×N, or N×K when transposed) in the library's terms: its "A",
+// (end - begin)×K column-major, and where that part's columns of C start.
 struct LibraryDims {
   dnnl_dim_t m, n, k, ld_b, ld_a, ld_c;
   char trans_b, trans_a;
+  int64_t b_offset, c_offset;
 };
-LibraryDims library_dims(const GemmShape& s) {
-  return {s.n,
+LibraryDims library_dims(const GemmShape& s, const PackedPart& part) {
+  return {part.end - part.begin,
           s.m,
           s.k,
           s.trans_b ? s.k : s.n,
           s.trans_a ? s.m : s.k,
           s.n,
           s.trans_b ? 'T' : 'N',
-          s.trans_a ? 'T' : 'N'};
+          s.trans_a ? 'T' : 'N',
+          s.trans_b ? part.begin * s.k : part.begin,
+          part.begin};
 }
 
-void pack_b(PackedB& e, const float* b) {
+void pack_part(const GemmShape& s, PackedPart& part, const float* b) {
   namespace lib = dnnl::impl::cpu;
-  const LibraryDims d = library_dims(e.shape);
+  const LibraryDims d = library_dims(s, part);
   size_t bytes = 0;
   bool pack = false;
   if (lib::sgemm_pack_get_size("A", &d.trans_b, &d.trans_a, &d.m, &d.n, &d.k, &d.ld_b, &d.ld_a,
@@ -387,29 +430,60 @@ void pack_b(PackedB& e, const float* b) {
       !pack)
     return;
   auto packed = Buffer::allocate(bytes);
-  if (lib::sgemm_pack("A", &d.trans_b, &d.trans_a, &d.m, &d.n, &d.k, &d.ld_b, &d.ld_a, b,
-                      static_cast<float*>(packed->data())) == dnnl_success)
-    e.packed = std::move(packed);
+  if (lib::sgemm_pack("A", &d.trans_b, &d.trans_a, &d.m, &d.n, &d.k, &d.ld_b, &d.ld_a,
+                      b + d.b_offset, static_cast<float*>(packed->data())) == dnnl_success) {
+    part.packed = std::move(packed);
+    parts_packed.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
-// Runs the product on a packed copy of B when B is `b_buffer`'s data and has been seen before;
-// false when the caller should run it on dnnl_sgemm.
+// Every part of `e` packed: a product takes the parts in turn from the one its arrival picks,
+// so products meeting an unpacked B pack different parts at once (and then wait for the rest).
+bool pack_all(PackedB& e, const float* b) {
+  const size_t n = e.parts.size();
+  const size_t first = e.arrivals.fetch_add(1, std::memory_order_relaxed) % n;
+  bool all = true;
+  for (size_t i = 0; i < n; ++i) {
+    PackedPart& part = *e.parts[(first + i) % n];
+    std::call_once(part.once, [&] { pack_part(e.shape, part, b); });
+    all = all && part.packed;
+  }
+  return all;
+}
+
+// Runs the product on a packed copy of B when B is `b_buffer`'s data and has been seen before
+// (or is shared widely); false when the caller should run it on dnnl_sgemm.
 bool packed_sgemm(const GemmShape& s, const float* a, const float* b, float* c,
                   const std::shared_ptr<Buffer>* b_buffer) {
   if (!b_buffer || !*b_buffer || (*b_buffer)->data() != b || s.batch != 1 || s.m < kPackedMinRows ||
       s.n * s.k < kPackedMinElements || gemm_threads(s) != 1 || !packing_available())
     return false;
   std::shared_ptr<PackedB> e = packed_cache().find(*b_buffer, s);
-  if (!e) return false;
-  std::call_once(e->once, [&] { pack_b(*e, b); });
-  if (!e->packed) return false;
-  const LibraryDims d = library_dims(s);
+  if (!e) {
+    unpacked_sightings.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (!pack_all(*e, b)) return false;
   const char packed = 'P';
   const float beta = 0.0f;
-  return dnnl::impl::cpu::sgemm_compute(&packed, &d.trans_a, &d.m, &d.n, &d.k,
-                                        static_cast<const float*>(e->packed->data()), &d.ld_b, a,
-                                        &d.ld_a, &beta, c, &d.ld_c) == dnnl_success;
+  for (const auto& part : e->parts) {
+    const LibraryDims d = library_dims(s, *part);
+    if (dnnl::impl::cpu::sgemm_compute(&packed, &d.trans_a, &d.m, &d.n, &d.k,
+                                       static_cast<const float*>(part->packed->data()), &d.ld_b, a,
+                                       &d.ld_a, &beta, c + d.c_offset, &d.ld_c) != dnnl_success)
+      return false;
+  }
+  packed_products.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
+
+}  // namespace
+
+PackedGemmCounts packed_gemm_counts() {
+  return {unpacked_sightings.load(), parts_packed.load(), packed_products.load()};
+}
+
+namespace {
 
 // float32 GEMM. One product runs on dnnl_sgemm (faster than the matmul primitive for large
 // square products on one thread, and cheaper to call), or on a packed B shared with earlier

@@ -32,6 +32,16 @@ void gemm(DType operand, DType result, const GemmShape& shape, const void* a, co
           void* c, const std::shared_ptr<Buffer>* b_buffer = nullptr);
 bool gemm_supports(DType operand, DType result);
 
+// What the packed-B path of float32 products (one thread, a B buffer given) has done in this
+// process so far: products that ran on dnnl_sgemm because the cache had no packed B for them
+// (B seen for the first time and held fewer than three times, or held by one array alone), parts
+// of B packed (a B is packed whole, or in two halves of its columns for products of at most 128
+// rows, which the devices meeting it pack at once), and products run on a packed B.
+struct PackedGemmCounts {
+  int64_t unpacked_sightings = 0, parts_packed = 0, packed_products = 0;
+};
+PackedGemmCounts packed_gemm_counts();
+
 // XLA's DotGeneral on row-major buffers. The output holds the batch dims (in lhs_batch order),
 // then lhs free dims, then rhs free dims. As on XLA:CPU, operands of different dtypes (and
 // integer operands of a float or wider result) are first converted to the output dtype; floats

@@ -109,4 +109,72 @@ TEST(PackedGemm, DevicesSharingBGetTheUnpackedResult) {
   for (size_t d = 0; d < 8; ++d) EXPECT_TRUE(bitwise_equal(got[d], want[d])) << "device " << d;
 }
 
+// B as the devices of a process share it: one buffer that each device's array holds.
+struct WidelySharedB {
+  std::shared_ptr<sp::Buffer> buffer;
+  std::vector<std::shared_ptr<sp::Buffer>> holders;
+  const float* data() const { return static_cast<const float*>(buffer->data()); }
+};
+WidelySharedB widely_shared(const std::vector<float>& v, int holders) {
+  auto b = sp::Buffer::allocate(v.size() * sizeof(float));
+  std::memcpy(b->data(), v.data(), v.size() * sizeof(float));
+  return {b, std::vector<std::shared_ptr<sp::Buffer>>(size_t(holders), b)};
+}
+
+// Four devices meeting a B that all of them hold: none runs unpacked (the first sighting packs,
+// where before the first product ran on dnnl_sgemm), B is packed once (in two halves of its
+// columns at 128 rows, whole at 256), and every result equals dnnl_sgemm's bit for bit, at the row
+// counts and widths of the training step's products (128 and 256 rows, K 784 and 1024), every
+// transpose.
+TEST(PackedGemm, DevicesSharingBPackItOnceInHalvesAtFirstSighting) {
+  constexpr unsigned kDevices = 4;
+  for (int64_t m : {128, 256})
+    for (int64_t k : {784, 1024})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          SCOPED_TRACE("m " + std::to_string(m) + " k " + std::to_string(k) + " ta " +
+                       std::to_string(ta) + " tb " + std::to_string(tb));
+          const cpu::GemmShape s{
+              .batch = 1, .m = m, .n = 1024, .k = k, .trans_a = ta, .trans_b = tb};
+          const WidelySharedB b = widely_shared(random_floats(size_t(s.k * s.n), 5), kDevices);
+          std::vector<std::vector<float>> a, got(kDevices), want(kDevices);
+          for (unsigned d = 0; d < kDevices; ++d)
+            a.push_back(random_floats(size_t(s.m * s.k), 40 + d));
+          {
+            OneThread one;
+            for (size_t d = 0; d < kDevices; ++d) want[d] = product(s, a[d], b.data());
+          }
+          const cpu::PackedGemmCounts before = cpu::packed_gemm_counts();
+          std::vector<std::thread> devices;
+          for (size_t d = 0; d < kDevices; ++d)
+            devices.emplace_back([&, d] {
+              OneThread one;
+              got[d] = product(s, a[d], b.data(), &b.buffer);
+            });
+          for (auto& t : devices) t.join();
+          const cpu::PackedGemmCounts after = cpu::packed_gemm_counts();
+          EXPECT_EQ(after.unpacked_sightings - before.unpacked_sightings, 0);
+          EXPECT_EQ(after.parts_packed - before.parts_packed, m == 128 ? 2 : 1);
+          EXPECT_EQ(after.packed_products - before.packed_products, int64_t(kDevices));
+          for (size_t d = 0; d < kDevices; ++d)
+            EXPECT_TRUE(bitwise_equal(got[d], want[d])) << "device " << d;
+        }
+}
+
+// At 1024 rows B is packed whole (the halves' products would sum in another order there, and
+// from 256 rows they cost more than one product).
+TEST(PackedGemm, ProductsOfManyRowsPackBWhole) {
+  OneThread one;
+  const cpu::GemmShape s{
+      .batch = 1, .m = 1024, .n = 1024, .k = 784, .trans_a = false, .trans_b = true};
+  const WidelySharedB b = widely_shared(random_floats(size_t(s.k * s.n), 6), 4);
+  const auto a = random_floats(size_t(s.m * s.k), 7);
+  const std::vector<float> want = product(s, a, b.data());
+  const cpu::PackedGemmCounts before = cpu::packed_gemm_counts();
+  EXPECT_TRUE(bitwise_equal(product(s, a, b.data(), &b.buffer), want));
+  const cpu::PackedGemmCounts after = cpu::packed_gemm_counts();
+  EXPECT_EQ(after.parts_packed - before.parts_packed, 1);
+  EXPECT_EQ(after.packed_products - before.packed_products, 1);
+}
+
 }  // namespace

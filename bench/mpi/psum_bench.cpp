@@ -13,6 +13,9 @@
 // barrier and taking the slowest process's time. busbw follows nccl-tests: algbw · 2(n−1)/n with
 // n the devices reduced over.
 //
+// `--loop call|chain` instead runs that form alone at --min-bytes for --reps × 1000 calls, with no
+// barrier and no raw MPI in between: a steady loop to profile (perf record on one rank).
+//
 // `--mlp` instead times the seed's data-parallel grad step (784-1024-1024-1024-10 MLP, MSE loss,
 // jit(value_and_grad)) with the batch sharded over every device of every process and
 // `--per-device-batch` rows per device: run it on 1 and on 2 processes for weak scaling.
@@ -47,6 +50,7 @@ struct Options {
   bool mlp = false;
   int64_t per_device_batch = 1024;
   int steps = 10;
+  std::string loop;  // "call" or "chain": profile that form alone
 };
 
 int64_t parse_bytes(std::string_view s) {
@@ -81,10 +85,17 @@ Options parse(int argc, char** argv) {
       o.per_device_batch = parse_bytes(value());
     else if (a == "--steps")
       o.steps = std::stoi(std::string(value()));
+    else if (a == "--loop") {
+      o.loop = std::string(value());
+      if (o.loop != "call" && o.loop != "chain") {
+        std::fprintf(stderr, "psum_bench: --loop takes call or chain, got %s\n", o.loop.c_str());
+        std::exit(2);
+      }
+    }
     else {
       std::fprintf(stderr,
                    "usage: psum_bench [--min-bytes N] [--max-bytes N[K|M]] [--factor F] "
-                   "[--reps R] | --mlp [--per-device-batch B] [--steps S]\n");
+                   "[--reps R] [--loop call|chain] | --mlp [--per-device-batch B] [--steps S]\n");
       std::exit(2);
     }
   }
@@ -242,7 +253,7 @@ void print_header(int local, const char* of) {
 void print_row(const Row& r, int local, int n) {
   const double us = 1e6;
   if (local == 1) {
-    std::printf("%9s %10.1f %10.1f %6.2f %10.1f %6.2f %9.3f %9.3f\n", size_str(r.bytes).c_str(),
+    std::printf("%9s %10.2f %10.2f %6.2f %10.2f %6.2f %9.3f %9.3f\n", size_str(r.bytes).c_str(),
                 r.raw * us, r.call * us, r.call / r.raw, r.chain * us, r.chain / r.raw,
                 busbw(r.bytes, r.raw, n), busbw(r.bytes, r.chain, n));
   } else {
@@ -267,6 +278,25 @@ void psum_table(const Options& o) {
   if (!rank0()) return;
   print_header(local, "minimum");
   for (const Row& r : mins) print_row(r, local, sp::device_count());
+}
+
+// One psum form alone in a loop (--loop): nothing else between its calls.
+void psum_loop(const Options& o) {
+  const int64_t count = std::max<int64_t>(1, o.min_bytes / 4);
+  const int n = sp::device_count();
+  sp::Mesh mesh = sp::make_mesh({sp::process_count(), sp::local_device_count()}, {"p", "l"});
+  sp::Array x = sp::device_put(sp::ones({int64_t(n), count}, sp::float32),
+                               sp::NamedSharding(mesh, P(sp::axes("p", "l"))));
+  const Psums all = psums(mesh, sp::axes("p", "l"));
+  check_psums(all, x, n);
+  const auto& fn = o.loop == "chain" ? all.chain : all.once;
+  const int calls = o.reps * 1000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) fn(x).block_until_ready();
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rank0())
+    std::printf("%s of %s: %.2f us per launch over %d launches\n", o.loop.c_str(),
+                size_str(count * 4).c_str(), t / calls * 1e6, calls);
 }
 
 // ---- the seed's MLP data-parallel step --------------------------------------------------------
@@ -326,6 +356,8 @@ int main(int argc, char** argv) {
   sp::distributed::initialize();
   if (o.mlp)
     mlp_step(o);
+  else if (!o.loop.empty())
+    psum_loop(o);
   else
     psum_table(o);
   sp::distributed::shutdown();

@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -271,6 +272,10 @@ class NamedSharding : public Sharding {
  private:
   Mesh mesh_;
   PartitionSpec spec_;
+  // The last layout computed and its global shape: every launch of a program asks for the same
+  // ones. Shared by copies, which have the same mesh and spec.
+  struct Memo;
+  std::shared_ptr<Memo> memo_;
 };
 
 // An op's out_sharding argument (JAX's keyword of dot, matmul, einsum, reshape, ...): none, a

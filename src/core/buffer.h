@@ -28,9 +28,11 @@ class Buffer {
   const void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
- private:
+ protected:  // allocate() makes them, with the shared_ptr's count in the same allocation
   Buffer(void* data, size_t nbytes, size_t capacity)
       : data_(data), nbytes_(nbytes), capacity_(capacity) {}
+
+ private:
   void* data_;
   size_t nbytes_;
   size_t capacity_;  // allocated size (≥ nbytes_), the key for reuse

@@ -230,22 +230,38 @@ void check_bound(const std::vector<std::string>& names, const char* api) {
   }
 }
 
+namespace {
+
+// The subgroup of `g` that holds this device (positions along the named axes).
+runtime::Group subgroup_of(const char* api, const runtime::Group& g,
+                           const AxisIndexGroups& groups) {
+  for (const auto& sub : groups) {
+    auto it = std::find(sub.begin(), sub.end(), g.me);
+    if (it == sub.end()) continue;
+    runtime::Group mine;
+    for (int k : sub) mine.ranks.push_back(g.ranks[size_t(k)]);
+    mine.me = int(it - sub.begin());
+    return mine;
+  }
+  throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
+}
+
+}  // namespace
+
 Participants participants(const char* api, const std::vector<std::string>& names,
                           const std::optional<AxisIndexGroups>& groups) {
   const runtime::LaunchContext* ctx = runtime::current_launch();
+  if (ctx)
+    for (const runtime::LaunchContext::KnownGroup& k : ctx->known_groups)
+      if (k.names == names && k.subgroups == groups)
+        return Participants{ctx, k.group.ranks, k.group.me};
   for (const auto& name : names)
     if (!ctx || ctx->axis_of(name) < 0) throw NameError(prefix(api) + "unbound axis name: " + name);
   runtime::Group g = runtime::group_over(*ctx, names);
-  if (!groups) return Participants{ctx, std::move(g.ranks), g.me};
-  Participants p{ctx, {}, 0};
-  for (const auto& sub : *groups) {
-    auto it = std::find(sub.begin(), sub.end(), g.me);
-    if (it == sub.end()) continue;
-    for (int k : sub) p.ranks.push_back(g.ranks[size_t(k)]);
-    p.me = int(it - sub.begin());
-    return p;
-  }
-  throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
+  if (groups) g = subgroup_of(api, g, *groups);
+  const auto& known = ctx->known_groups.emplace_back(
+      runtime::LaunchContext::KnownGroup{names, groups, std::move(g)});
+  return Participants{ctx, known.group.ranks, known.group.me};
 }
 
 std::vector<std::string> typed(const std::vector<std::string>& names) {

@@ -67,9 +67,10 @@ void check_bound(const std::vector<std::string>& names, const char* api);
 
 // The devices this one meets in a collective over `names`: the launch's group over those mesh
 // axes, narrowed to the listed subgroup holding this device when axis_index_groups is given.
+// `ranks` lies in the launch context's known groups, valid for the rest of the launch.
 struct Participants {
   const runtime::LaunchContext* ctx;
-  std::vector<int> ranks;
+  std::span<const int> ranks;
   int me = 0;
 };
 Participants participants(const char* api, const std::vector<std::string>& names,

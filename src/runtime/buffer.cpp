@@ -122,7 +122,16 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes) {
     p = std::aligned_alloc(kAlign, capacity);
   }
   if (!p) throw_exhausted(nbytes);
-  return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity));
+  // The Buffer and its reference count in one allocation (make_shared), not two.
+  struct Made final : Buffer {
+    Made(void* data, size_t n, size_t cap) : Buffer(data, n, cap) {}
+  };
+  try {
+    return std::make_shared<Made>(p, nbytes, capacity);
+  } catch (...) {
+    std::free(p);
+    throw;
+  }
 }
 
 size_t Buffer::cached_bytes() {

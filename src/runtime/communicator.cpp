@@ -23,6 +23,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <span>
 
 #include <spmd/config.h>
 
@@ -305,9 +306,6 @@ std::chrono::microseconds yield_budget(size_t devices) {
   return std::chrono::microseconds(0);
 }
 
-// For elements [begin, end) of the flat inputs: reduces srcs[0..n) in order, and writes the
-// result at `dst_offset` of every dst. Works chunkwise through a small buffer so a dst may alias
-// the caller's own input.
 // Whether [a, a + n) and [b, b + n) share a byte.
 bool overlap(const Byte* a, const Byte* b, size_t n) {
   return a < b + n && b < a + n;
@@ -317,9 +315,11 @@ bool overlap(const Byte* a, const Byte* b, size_t n) {
 // result at `dst_offset` of every dst. A single destination that overlaps no input is reduced
 // into directly; otherwise the work goes chunkwise through a small buffer, so a dst may alias
 // the caller's own input.
+// Spans, so that a caller with one or two buffers passes them from the stack: a small reduction
+// between processes does this once per element block, and each allocation counts there.
 template <class T, ReduceOp kOp>
-void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t end,
-                  const std::vector<Byte*>& dsts, int64_t dst_offset, bool may_stream) {
+void reduce_range(std::span<const Byte* const> srcs, int64_t begin, int64_t end,
+                  std::span<Byte* const> dsts, int64_t dst_offset, bool may_stream) {
   using A = AccOf<T>;
   constexpr int64_t kChunk = 2048;
   alignas(64) A acc[kChunk];
@@ -377,9 +377,8 @@ void reduce_range(const std::vector<const Byte*>& srcs, int64_t begin, int64_t e
   if (stream) stream_fence();
 }
 
-void reduce_range(ReduceOp op, DType dtype, const std::vector<const Byte*>& srcs, int64_t begin,
-                  int64_t end, const std::vector<Byte*>& dsts, int64_t dst_offset,
-                  bool may_stream) {
+void reduce_range(ReduceOp op, DType dtype, std::span<const Byte* const> srcs, int64_t begin,
+                  int64_t end, std::span<Byte* const> dsts, int64_t dst_offset, bool may_stream) {
   if (begin >= end) return;
   dispatch_dtype(dtype, [&](auto t) {
     using T = decltype(t);
@@ -392,6 +391,13 @@ void reduce_range(ReduceOp op, DType dtype, const std::vector<const Byte*>& srcs
         return reduce_range<T, ReduceOp::min>(srcs, begin, end, dsts, dst_offset, may_stream);
     }
   });
+}
+
+// reduce_range into the one destination `dst`.
+void reduce_range(ReduceOp op, DType dtype, std::span<const Byte* const> srcs, int64_t begin,
+                  int64_t end, Byte* dst, int64_t dst_offset, bool may_stream) {
+  reduce_range(op, dtype, srcs, begin, end, std::span<Byte* const>(&dst, 1), dst_offset,
+               may_stream);
 }
 
 // The [begin, end) share of `total` items of member `i` of `n`, with boundaries on multiples of
@@ -488,7 +494,7 @@ Work all_reduce_work(ReduceOp op, DType dtype, int64_t total, int n, int me) {
                          outputs_exceed_cache(int64_t(dsts.size()) * total * item));
           },
           [=](const Ins& ins, const Outs& outs) {
-            reduce_range(op, dtype, ins, 0, total, {outs[me]}, 0, false);
+            reduce_range(op, dtype, ins, 0, total, outs[me], 0, false);
           }};
 }
 
@@ -554,8 +560,9 @@ void combine_into(ReduceOp op, DType dtype, const void* in, void* inout, int64_t
 }
 
 void combine(ReduceOp op, DType dtype, const void* a, const void* b, void* out, int64_t n) {
-  reduce_range(op, dtype, {static_cast<const Byte*>(a), static_cast<const Byte*>(b)}, 0, n,
-               {static_cast<Byte*>(out)}, 0, outputs_exceed_cache(n * itemsize(dtype)));
+  const Byte* const srcs[] = {static_cast<const Byte*>(a), static_cast<const Byte*>(b)};
+  reduce_range(op, dtype, srcs, 0, n, static_cast<Byte*>(out), 0,
+               outputs_exceed_cache(n * itemsize(dtype)));
 }
 
 struct Communicator::State {
@@ -605,8 +612,13 @@ struct Communicator::State {
     int64_t bytes;
     std::function<void(const Ins& blocks, Byte* result)> fn;
   };
-  std::shared_ptr<Buffer> gather_one_each(const Params& p, const Cross& c, const void* in,
+  std::shared_ptr<Buffer> gather_one_each(const char* api, const Cross& c, const void* in,
                                           int64_t bytes, std::shared_ptr<Buffer>* reuse = nullptr);
+  // A reduction of `count` elements (at most the staging size) over a group with one member in
+  // each process, in group order: the blocks gathered into the Cross's kept buffer, then reduced
+  // into a result of their own.
+  std::shared_ptr<Buffer> reduce_one_each(const char* api, const Cross& c, ReduceOp op,
+                                          DType dtype, int64_t count, const void* in);
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);
@@ -987,11 +999,11 @@ namespace {
 
 // Runs an MPI step, naming the collective in its error as the in-process ones do.
 template <class F>
-void between_processes(const std::string& api, F&& step) {
+void between_processes(const char* api, F&& step) {
   try {
     step();
   } catch (const CollectiveError& e) {
-    throw CollectiveError("[" + api + "] " + e.what());
+    throw CollectiveError(std::string("[") + api + "] " + e.what());
   }
 }
 
@@ -1050,7 +1062,7 @@ int process_holding(const std::vector<std::vector<int>>& positions, int me) {
 // which outlives a wait given up. With `reuse`, the buffer it holds is used again unless it is
 // too small or the MPI module holds it too (a wait given up on it, which MPI may still write):
 // a small reduction chained in one program then allocates nothing here.
-std::shared_ptr<Buffer> Communicator::State::gather_one_each(const Params& p, const Cross& c,
+std::shared_ptr<Buffer> Communicator::State::gather_one_each(const char* api, const Cross& c,
                                                              const void* in, int64_t bytes,
                                                              std::shared_ptr<Buffer>* reuse) {
   const size_t size = size_t(std::max<int64_t>(1, int64_t(c.group.size()) * bytes));
@@ -1062,7 +1074,7 @@ std::shared_ptr<Buffer> Communicator::State::gather_one_each(const Params& p, co
   if (reuse) *reuse = all;
   Byte* mine = static_cast<Byte*>(all->data()) + int64_t(c.me) * bytes;
   std::memcpy(mine, in, size_t(bytes));
-  between_processes(p.api, [&] { mpi::allgather(*c.comm, mine, bytes, all->data(), all, c.wait); });
+  between_processes(api, [&] { mpi::allgather(*c.comm, mine, bytes, all->data(), all, c.wait); });
   return all;
 }
 
@@ -1074,7 +1086,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
                                                           const Finish* finish) {
   const int n = int(c.group.size());
   if (c.one_each) {
-    auto all = gather_one_each(p, c, in, bytes);
+    auto all = gather_one_each(p.api.c_str(), c, in, bytes);
     if (!finish) return all;
     auto result = Buffer::allocate(size_t(std::max<int64_t>(1, finish->bytes)));
     finish->fn(blocks_of(*all, n, bytes), static_cast<Byte*>(result->data()));
@@ -1094,7 +1106,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
     auto recv = Buffer::allocate(size_t(std::max<int64_t>(1, n * bytes)));
     auto keep = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(
         std::vector<std::shared_ptr<Buffer>>{send, recv});
-    between_processes(p.api, [&] {
+    between_processes(p.api.c_str(), [&] {
       mpi::allgatherv(*c.comm, send->data(), int64_t(ins.size()) * bytes, recv->data(), counts,
                       keep, wait);
     });
@@ -1113,6 +1125,23 @@ std::shared_ptr<Buffer> Communicator::State::cross_gather(const Params& p, const
   return all;
 }
 
+std::shared_ptr<Buffer> Communicator::State::reduce_one_each(const char* api, const Cross& c,
+                                                             ReduceOp op, DType dtype,
+                                                             int64_t count, const void* in) {
+  const int64_t bytes = count * itemsize(dtype);
+  auto result = Buffer::allocate(size_t(std::max<int64_t>(1, bytes)));
+  auto all = gather_one_each(api, c, in, bytes, &c.gathered);
+  const int n = int(c.group.size());
+  constexpr int kOnStack = 16;
+  const Byte* on_stack[kOnStack];
+  std::vector<const Byte*> on_heap(size_t(n > kOnStack ? n : 0));
+  const Byte** blocks = n > kOnStack ? on_heap.data() : on_stack;
+  for (int j = 0; j < n; ++j) blocks[j] = static_cast<const Byte*>(all->data()) + j * bytes;
+  reduce_range(op, dtype, std::span<const Byte* const>(blocks, size_t(n)), 0, count,
+               static_cast<Byte*>(result->data()), 0, false);
+  return result;
+}
+
 // out = the reduction of every member's `in` (p.shape of p.dtype, at most the staging size) in
 // group order, the bits one process computes. The blocks are gathered and reduced once in each
 // process, by the member that gathers them, rather than by every member over all n blocks.
@@ -1120,7 +1149,7 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
                                                 void* out) {
   const int64_t count = p.shape.size(), bytes = count * itemsize(p.dtype);
   auto reduce = [&](const Ins& blocks, Byte* to) {
-    reduce_range(p.op, p.dtype, blocks, 0, count, {to}, 0, false);
+    reduce_range(p.op, p.dtype, blocks, 0, count, to, 0, false);
   };
   if (reduces_in_parts(c.positions, bytes)) {
     auto result = cross_reduce_in_parts(p, c, in);
@@ -1128,8 +1157,8 @@ void Communicator::State::cross_reduce_gathered(const Params& p, const Cross& c,
     return;
   }
   if (c.one_each) {
-    reduce(blocks_of(*gather_one_each(p, c, in, bytes, &c.gathered), int(c.group.size()), bytes),
-           static_cast<Byte*>(out));
+    auto result = reduce_one_each(p.api.c_str(), c, p.op, p.dtype, count, in);
+    std::memcpy(out, result->data(), size_t(bytes));
     return;
   }
   const Finish finish{bytes, reduce};
@@ -1214,7 +1243,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
   auto pack_lead = [&](const Ins& ins, int q, Byte* at) {
     const auto [qlo, qhi] = part(q);
     const Ins prefix(ins.begin(), ins.begin() + plan.prefix);
-    reduce_range(p.op, p.dtype, prefix, qlo, qhi, {at}, 0, false);
+    reduce_range(p.op, p.dtype, prefix, qlo, qhi, at, 0, false);
     at += (qhi - qlo) * item;
     for (size_t j = size_t(plan.prefix); j < ins.size(); ++j, at += (qhi - qlo) * item)
       std::memcpy(at, ins[j] + qlo * item, size_t((qhi - qlo) * item));
@@ -1243,7 +1272,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
       }
       at += send_counts[size_t(q)];
     }
-    between_processes(p.api, [&] {
+    between_processes(p.api.c_str(), [&] {
       mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
                      c.wait);
     });
@@ -1274,8 +1303,8 @@ std::shared_ptr<Buffer> Communicator::State::cross_reduce_in_parts(const Params&
       blocks.assign(by_position.begin() + plan.prefix, by_position.end());
       blocks.insert(blocks.begin(), prefix);
     }
-    reduce_range(p.op, p.dtype, blocks, 0, len, {outs[0]}, lo, false);
-    between_processes(p.api, [&] {
+    reduce_range(p.op, p.dtype, blocks, 0, len, outs[0], lo, false);
+    between_processes(p.api.c_str(), [&] {
       mpi::allgatherv(*c.comm, outs[0] + lo * item, parts[size_t(mine)], outs[0], parts, x.keep,
                       c.wait);
     });
@@ -1300,7 +1329,7 @@ std::shared_ptr<Buffer> Communicator::State::cross_all_reduce(const Params& p, c
   const mpi::Wait& wait = c.wait;
   std::shared_ptr<Buffer> partial;
   auto across = [&](const void* from, std::shared_ptr<void> keep, bool in_kept) {
-    between_processes(p.api, [&] {
+    between_processes(p.api.c_str(), [&] {
       mpi::allreduce(*c.comm, p.op, p.dtype, from, partial->data(), count, std::move(keep), wait,
                      in_kept);
     });
@@ -1382,7 +1411,7 @@ void Communicator::State::cross_exchange(const Params& p, const Cross& c, const 
         route.pack(ins[local_index(from)], from, to, at);
         at += route.block;
       }
-    between_processes(p.api, [&] {
+    between_processes(p.api.c_str(), [&] {
       mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
                      c.wait);
     });
@@ -1435,7 +1464,7 @@ void Communicator::State::cross_reduce_scatter(const Params& p, const Cross& c, 
           for (int64_t o = 0; o < s.outer; ++o, at += piece)
             std::memcpy(at, from + (o * s.row + c.positions[r][size_t(i)] * s.chunk) * item,
                         size_t(piece));
-    between_processes(p.api, [&] {
+    between_processes(p.api.c_str(), [&] {
       mpi::alltoallv(*c.comm, x.send->data(), send_counts, x.recv->data(), recv_counts, x.keep,
                      c.wait);
     });
@@ -1456,7 +1485,7 @@ void Communicator::State::cross_reduce_scatter(const Params& p, const Cross& c, 
     for (size_t k = 0; k < here.size(); ++k)
       for (int64_t o = 0; o < s.outer; ++o) {
         for (int j = 0; j < n; ++j) rows[size_t(j)] = first[k][size_t(j)] + o * step_of[size_t(j)];
-        reduce_range(p.op, p.dtype, rows, 0, s.chunk, {outs[k] + o * piece}, 0, false);
+        reduce_range(p.op, p.dtype, rows, 0, s.chunk, outs[k] + o * piece, 0, false);
       }
   };
   Work work{1, [&](const Ins& ins, const Outs& outs, int64_t) { step(ins, outs); }, step, false};
@@ -1553,10 +1582,15 @@ std::shared_ptr<Buffer> Communicator::all_reduce_shared(const char* api, std::sp
                                                         const Shape& shape, const void* in,
                                                         std::shared_ptr<Buffer> in_owner) {
   check_reducible(api, dtype);
+  const int64_t bytes = shape.size() * itemsize(dtype);
+  const State::Cross* c = state_->cross(api, group, me);
+  // The common small reduction between processes, first: it needs no Params (a copy of the
+  // shape) and meets no member of this process.
+  if (c && c->one_each && bytes <= kStagedBytes)
+    return state_->reduce_one_each(api, *c, op, dtype, shape.size(), in);
   Params p{Kind::all_reduce, api, op, dtype, shape, 0, 0, false, {}, true};
   std::shared_ptr<Buffer> result;
-  const int64_t bytes = shape.size() * itemsize(dtype);
-  if (auto c = state_->cross(api, group, me)) {
+  if (c) {
     if (bytes <= kStagedBytes && reduces_in_parts(c->positions, bytes))
       return state_->cross_reduce_in_parts(p, *c, in);
     if (bytes <= kStagedBytes) {
@@ -1628,7 +1662,7 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
       const int64_t j = u / per_member, o = (u % per_member) / chunk, off = u % chunk;
       const int64_t len = std::min(chunk - off, e - u);
       const int64_t from = o * row + j * chunk + off;
-      reduce_range(op, dtype, ins, from, from + len, {outs[j]}, o * chunk + off, may_stream);
+      reduce_range(op, dtype, ins, from, from + len, outs[j], o * chunk + off, may_stream);
       u += len;
     }
   };

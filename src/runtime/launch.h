@@ -6,10 +6,20 @@
 #include "runtime/communicator.h"
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace spmd::runtime {
+
+// A collective's group over the named axes (major to minor): the ranks whose coordinates on
+// every other mesh axis equal this device's, ordered by their linear index over `names`
+// (for (a, b): idx_a · size_b + idx_b), and this device's position in it.
+struct Group {
+  std::vector<int> ranks;
+  int me = 0;
+};
 
 struct LaunchContext {
   std::vector<std::string> axis_names;  // mesh axes, major to minor
@@ -22,15 +32,19 @@ struct LaunchContext {
   int64_t coord(int axis) const;
   // The mesh axis index of `name`, or -1.
   int axis_of(const std::string& name) const;
+
+  // A group this rank's collectives met before: the axis names, the axis_index_groups (when
+  // given), and the group they gave. A chain of collectives in one program finds its group here
+  // instead of computing it again (see collectives' participants()). Only the rank's own thread
+  // uses them; a deque, so that a group found stays where it is when another is added.
+  struct KnownGroup {
+    std::vector<std::string> names;
+    std::optional<std::vector<std::vector<int>>> subgroups;
+    Group group;
+  };
+  mutable std::deque<KnownGroup> known_groups;
 };
 
-// A collective's group over the named axes (major to minor): the ranks whose coordinates on
-// every other mesh axis equal this device's, ordered by their linear index over `names`
-// (for (a, b): idx_a · size_b + idx_b), and this device's position in it.
-struct Group {
-  std::vector<int> ranks;
-  int me = 0;
-};
 Group group_over(const LaunchContext& ctx, const std::vector<std::string>& names);
 
 // The launch the calling thread runs in, or null on a thread outside any launch.

@@ -146,7 +146,10 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     check_blocks_on_ranks(*outs.back(), l.device_ids);
     results.push_back(make_sharded_array(l.out_types[k], outs.back()));
   }
-  if (mpi::active()) prepare_groups(l);
+  if (mpi::active() && !l.groups_made->load(std::memory_order_acquire)) {
+    prepare_groups(l);
+    l.groups_made->store(true, std::memory_order_release);
+  }
   LaunchContext base;
   base.axis_names = l.axis_names;
   base.axis_sizes = l.axis_sizes;

@@ -7,6 +7,7 @@
 
 #include "core/array_impl.h"
 
+#include <atomic>
 #include <compare>
 #include <functional>
 #include <memory>
@@ -45,6 +46,11 @@ struct Launchable {
     auto operator<=>(const IndexGroups&) const = default;
   };
   std::vector<IndexGroups> index_groups;
+
+  // Set once the MPI communicators of its groups exist (run() makes them before its first launch
+  // between processes, on every process alike), so later launches skip the check. Shared by
+  // copies, which launch the same program on the same mesh.
+  std::shared_ptr<std::atomic<bool>> groups_made = std::make_shared<std::atomic<bool>>(false);
 
   bool on_mesh() const { return !device_ids.empty(); }
 };

@@ -4,6 +4,7 @@
 #include <spmd/sharding.h>
 
 #include <algorithm>
+#include <mutex>
 #include <ostream>
 
 #include "sharding/geometry.h"
@@ -43,12 +44,22 @@ std::ostream& operator<<(std::ostream& os, const Sharding& sharding) {
   return os << sharding.repr();
 }
 
+struct NamedSharding::Memo {
+  std::mutex mu;
+  std::optional<Shape> shape;  // set once `layout` is that shape's
+  std::vector<ShardSlot> layout;
+};
+
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
-    : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+    : mesh_(std::move(mesh)), spec_(std::move(spec)), memo_(std::make_shared<Memo>()) {
   spec_.check(mesh_);
 }
 
 std::optional<std::string> NamedSharding::shape_error(const Shape& global) const {
+  if (memo_) {
+    std::lock_guard lock(memo_->mu);
+    if (memo_->shape == global) return std::nullopt;  // a shape laid out before fits
+  }
   const int rank = global.ndim();
   if (spec_.size() > rank)
     return "Sharding " + repr() + " is only valid for values of rank at least " +
@@ -70,8 +81,17 @@ std::optional<std::string> NamedSharding::shape_error(const Shape& global) const
 }
 
 std::vector<ShardSlot> NamedSharding::layout(const Shape& global) const {
+  if (memo_) {
+    std::lock_guard lock(memo_->mu);
+    if (memo_->shape == global) return memo_->layout;
+  }
   check_shape(global, "NamedSharding");
-  return tile_layout(mesh_, spec_, global);
+  std::vector<ShardSlot> made = tile_layout(mesh_, spec_, global);
+  if (!memo_) return made;  // a moved-from sharding
+  std::lock_guard lock(memo_->mu);
+  memo_->shape = global;
+  memo_->layout = made;
+  return made;
 }
 
 bool NamedSharding::is_fully_replicated() const {

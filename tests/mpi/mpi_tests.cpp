@@ -729,6 +729,63 @@ TEST(CrossingGroups, ReductionsWithinGroupsThatCrossProcesses) {
   }
 }
 
+TEST(CrossingGroups, SmallReductionsOfEveryWidthBetweenOneDeviceOfEachProcess) {
+  // Pairs with one device in each process of 2 × 4 (a member's block straight into the gathered
+  // buffer, kept from one reduction to the next), listed either way round: reductions of 1, 2
+  // and 4-byte elements one after another in one program, so a buffer sized or indexed by
+  // elements instead of bytes, or reduced with another dtype's arithmetic, shows. Small
+  // integers keep every result exact in every dtype (and the same as JAX's: psum of bool counts
+  // in int32, pmax and pmin of bool are `or` and `and`).
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const int64_t cols = 37;
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  for (const sp::AxisIndexGroups& groups :
+       {sp::AxisIndexGroups{{0, 4}, {1, 5}, {2, 6}, {3, 7}},
+        sp::AxisIndexGroups{{5, 1}, {4, 0}, {7, 3}, {6, 2}}}) {
+    const sp::ReduceOptions in_groups{.axis_index_groups = groups};
+    auto body = [&](sp::Array b) {
+      sp::Array positive = b > 0;
+      return std::vector<sp::Array>{
+          sp::psum(b, "i", in_groups),
+          sp::psum(b.astype(sp::int32), "i", in_groups),
+          sp::psum(b.astype(sp::bfloat16), "i", in_groups),
+          sp::psum(b.astype(sp::float16), "i", in_groups),
+          sp::pmax(b.astype(sp::int8), "i", in_groups),
+          sp::pmin(b.astype(sp::int16), "i", in_groups),
+          sp::psum(positive, "i", in_groups),
+          sp::pmax(positive, "i", in_groups),
+          sp::pmin(positive, "i", in_groups)};
+    };
+    std::vector<sp::Array> got =
+        sp::jit(sp::shard_map(body, mesh, P("i"), P("i"), {.check_vma = false}))(xa);
+    ASSERT_EQ(got.size(), 9u);
+    const sp::DType want_dtypes[] = {sp::float32, sp::int32, sp::bfloat16, sp::float16, sp::int8,
+                                     sp::int16,   sp::int32, sp::bool_,    sp::bool_};
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].dtype(), want_dtypes[k]) << k;
+    auto reduce = [&](auto op) {
+      return over_devices([&](int d) {
+        const std::vector<int> g = group_of(groups, d).first;
+        std::vector<float> r;
+        for (int64_t j = 0; j < cols; ++j)
+          r.push_back(op(x[size_t(g[0] * cols + j)], x[size_t(g[1] * cols + j)]));
+        return r;
+      });
+    };
+    const std::vector<float> sum = reduce([](float a, float b) { return a + b; });
+    const sp::Shape shape({8, cols});
+    for (size_t k = 0; k < 4; ++k) expect_local_blocks(got[k], sum, shape);
+    expect_local_blocks(got[4], reduce([](float a, float b) { return std::max(a, b); }), shape);
+    expect_local_blocks(got[5], reduce([](float a, float b) { return std::min(a, b); }), shape);
+    expect_local_blocks(got[6], reduce([](float a, float b) { return float(a > 0) + float(b > 0); }),
+                        shape);
+    expect_local_blocks(got[7], reduce([](float a, float b) { return float(a > 0 || b > 0); }),
+                        shape);
+    expect_local_blocks(got[8], reduce([](float a, float b) { return float(a > 0 && b > 0); }),
+                        shape);
+  }
+}
+
 TEST(CrossingGroups, GatherScatterAndAllToAllWithinGroupsThatCrossProcesses) {
   sp::Mesh mesh = sp::make_mesh({8}, {"i"});
   const int64_t cols = 8;

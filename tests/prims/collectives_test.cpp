@@ -35,7 +35,7 @@ std::vector<Array> run_on_mesh(const std::vector<int64_t>& sizes,
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      sp::runtime::LaunchContext ctx{names, sizes, &comm, r, r};
+      sp::runtime::LaunchContext ctx{names, sizes, &comm, r, r, {}};
       sp::runtime::LaunchScope scope(&ctx);
       try {
         out[size_t(r)] = body(r);

@@ -84,7 +84,7 @@ TEST(Executor, CollectivesAcrossALaunchAndAbortOnFailure) {
   auto comm = std::make_shared<rt::Communicator>(ids(n));
   std::vector<float> out(n, 0.f);
   rt::launch(ids(n), [&, comm](int rank) {
-    rt::LaunchContext ctx{{"x", "y"}, {4, 2}, comm.get(), rank, rank};
+    rt::LaunchContext ctx{{"x", "y"}, {4, 2}, comm.get(), rank, rank, {}};
     rt::LaunchScope scope(&ctx);
     rt::Group g = rt::group_over(*rt::current_launch(), {"y"});
     float in = float(rank), sum = 0;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sharding/explicit_goldens.h"
 #include "support/golden.h"
 
 namespace {
@@ -23,24 +24,10 @@ using spmd_test::golden_blocks;
 
 constexpr sp::AxisType kE = sp::AxisType::Explicit;
 
-class Explicit2Test : public ::testing::Test {
+class Explicit2Test : public spmd_test::ExplicitGoldenTest<2> {
  protected:
-  void SetUp() override {
-    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
-  }
-  static std::string block(const std::string& file, const std::string& name) {
-    const auto blocks = golden_blocks("explicit/" + file);
-    auto it = blocks.find(name);
-    return it == blocks.end() ? "(missing golden " + name + ")" : it->second;
-  }
   static std::string type(const std::string& name) { return block("types2.txt", name); }
   static std::string text(const std::string& name) { return block("texts2.txt", name); }
-  static std::string error(const std::string& name) {
-    return spmd_test::jax_error("explicit/errors2.txt", name);
-  }
-  static const sp::Array& value(const std::string& name) {
-    return spmd_test::load_golden("explicit/values2.npz").at(name);
-  }
   // The types of the leaves, space-separated, as types2.txt has them.
   static std::string types_of(const std::vector<sp::Array>& leaves) {
     std::string out;

@@ -5,6 +5,7 @@
 
 #include "compile/op_by_op.h"
 #include "compile/partition.h"
+#include "compile/passes.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "runtime/sharded.h"
@@ -323,8 +324,10 @@ void recover_op_by_op_shardings(std::vector<Array>& results, const Program& prog
                                 std::span<const Array> operands, const Placement& placement) {
   const Mesh& mesh = placement.mesh;
   if (placement.single_device || mesh.axis_names().empty()) return;
+  // As the partitioner propagates (each use of a constant with its own copy, the original ids
+  // kept).
   const std::vector<ValueSplit> splits =
-      propagate_shardings(program, mesh, placement.in, placement.out);
+      propagate_shardings(split_constant_uses(program), mesh, placement.in, placement.out);
   // Per variable, the sharding its eager op prints; null while uncommitted.
   std::vector<std::shared_ptr<const Sharding>> printed(program.types.size());
   for (size_t i = 0; i < program.invars.size() && i < operands.size(); ++i)

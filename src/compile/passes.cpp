@@ -6,6 +6,7 @@
 #include "core/trace.h"
 #include "prims/primitive.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -329,6 +330,127 @@ Program unit_broadcasts_to_reshapes(const Program& p) {
         e.outputs};
   }
   return out;
+}
+
+namespace {
+
+// Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
+// value (a constant expression or a scalar's broadcast, not 0-d) reading a copy of its own.
+class ConstantSplitter {
+ public:
+  explicit ConstantSplitter(const Program& p) : p_(p), producer_(p.types.size(), -1) {
+    for (size_t i = 0; i < p.constvars.size(); ++i) const_index_[p.constvars[i]] = i;
+    std::vector<bool> constant(p.types.size(), false);
+    for (int v : p.constvars) constant[size_t(v)] = true;
+    splittable_.assign(p.types.size(), false);
+    for (size_t i = 0; i < p.equations.size(); ++i) {
+      const Equation& e = p.equations[i];
+      for (int v : e.outputs) producer_[size_t(v)] = int(i);
+      const Primitive& prim = *e.primitive;
+      if (e.outputs.size() != 1 || prim.effectful || prim.device_dependent) continue;
+      const bool of_constants =
+          (prim.keeps_constants || prim.elementwise) &&
+          std::all_of(e.inputs.begin(), e.inputs.end(),
+                      [&](const Atom& a) { return a.is_literal() || constant[size_t(a.var)]; });
+      const bool spread = prim.spreads_scalar && e.inputs.size() == 1 &&
+                          p.type_of(e.inputs[0]).shape.ndim() == 0;
+      const int out = e.outputs[0];
+      constant[size_t(out)] = of_constants;
+      splittable_[size_t(out)] = (of_constants || spread) && p.types[size_t(out)].shape.ndim() > 0;
+    }
+    for (int v : p.constvars) splittable_[size_t(v)] = p.types[size_t(v)].shape.ndim() > 0;
+  }
+
+  Program run() {
+    out_.types = p_.types;
+    out_.invars = p_.invars;
+    out_.constvars = p_.constvars;
+    out_.consts = p_.consts;
+    for (const Equation& e : p_.equations) {
+      if (e.outputs.size() == 1 && splittable_[size_t(e.outputs[0])]) {
+        originals_.push_back(out_.equations.size());
+        out_.equations.push_back(e);
+        continue;
+      }
+      Equation use = e;
+      for (Atom& a : use.inputs) a = copy_for_use(a);
+      out_.equations.push_back(std::move(use));
+    }
+    for (const Atom& a : p_.outputs) out_.outputs.push_back(copy_for_use(a));
+    drop_unused_originals();
+    return std::move(out_);
+  }
+
+ private:
+  Atom copy_for_use(const Atom& a) {
+    if (a.is_literal() || !splittable_[size_t(a.var)]) return a;
+    std::unordered_map<int, int> copies;
+    return Atom::of_var(copy(a.var, copies));
+  }
+
+  // A copy of the sub-computation that defines `v`, sharing the values copied for this use.
+  int copy(int v, std::unordered_map<int, int>& copies) {
+    if (!splittable_[size_t(v)]) return v;
+    if (auto it = copies.find(v); it != copies.end()) return it->second;
+    int fresh;
+    if (producer_[size_t(v)] < 0) {
+      fresh = out_.new_var(p_.types[size_t(v)]);
+      out_.constvars.push_back(fresh);
+      out_.consts.push_back(p_.consts[const_index_.at(v)]);
+    } else {
+      const Equation& e = p_.equations[size_t(producer_[size_t(v)])];
+      Equation c{e.primitive, e.params, {}, {}};
+      for (const Atom& a : e.inputs) c.inputs.push_back(a.is_literal() ? a : Atom::of_var(copy(a.var, copies)));
+      fresh = out_.new_var(p_.types[size_t(v)]);
+      c.outputs = {fresh};
+      out_.equations.push_back(std::move(c));
+    }
+    return copies[v] = fresh;
+  }
+
+  // The original constant expressions that only other unused originals read, and the
+  // constants nothing reads any more.
+  void drop_unused_originals() {
+    std::vector<bool> used(out_.types.size(), false), original(out_.equations.size(), false),
+        keep(out_.equations.size(), true);
+    for (size_t i : originals_) original[i] = true;
+    for (const Atom& a : out_.outputs)
+      if (!a.is_literal()) used[size_t(a.var)] = true;
+    for (size_t i = out_.equations.size(); i-- > 0;) {
+      const Equation& e = out_.equations[i];
+      keep[i] = !original[i] || used[size_t(e.outputs[0])];
+      if (!keep[i]) continue;
+      for (const Atom& a : e.inputs)
+        if (!a.is_literal()) used[size_t(a.var)] = true;
+    }
+    std::vector<Equation> kept;
+    for (size_t i = 0; i < out_.equations.size(); ++i)
+      if (keep[i]) kept.push_back(std::move(out_.equations[i]));
+    out_.equations = std::move(kept);
+    std::vector<int> constvars;
+    std::vector<Array> consts;
+    for (size_t i = 0; i < out_.constvars.size(); ++i) {
+      const int v = out_.constvars[i];
+      if (i < p_.constvars.size() && splittable_[size_t(v)] && !used[size_t(v)]) continue;
+      constvars.push_back(v);
+      consts.push_back(out_.consts[i]);
+    }
+    out_.constvars = std::move(constvars);
+    out_.consts = std::move(consts);
+  }
+
+  const Program& p_;
+  std::vector<int> producer_;
+  std::vector<bool> splittable_;
+  std::unordered_map<int, size_t> const_index_;
+  std::vector<size_t> originals_;
+  Program out_;
+};
+
+}  // namespace
+
+Program split_constant_uses(const Program& p) {
+  return ConstantSplitter(p).run();
 }
 
 Program optimize(const Program& p) {

@@ -35,6 +35,14 @@ std::optional<Atom> scalar_broadcast_source(const Program& p, std::span<const in
 // mapped axis) becomes a reshape: the same bytes, so the result shares the operand's buffer
 // instead of a copy.
 Program unit_broadcasts_to_reshapes(const Program& p);
+// Gives every use of a constant expression (a constant, or an equation of a primitive that
+// keeps constants whose operands all are: Primitive::keeps_constants) and of a 0-d value's
+// broadcast its own copy of that sub-computation, as Shardy's constant splitter does before
+// propagation: uses split differently then take each its own split, where one shared value
+// would be split for one use and moved for the others. 0-d values are shared (never split).
+// Variable ids of `p` keep their meaning; the copies take new ids, and originals left unused
+// are dropped.
+Program split_constant_uses(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
 // the next.
 Program optimize(const Program& p);

@@ -164,6 +164,14 @@ struct Primitive {
   VmaRule vma_rule;
   // Has an effect beyond its outputs (debug printing): never removed or merged by the passes.
   bool effectful = false;
+  // An equation of it whose operands are all constant (literals, constants, or results of such
+  // equations) is a constant expression, which every use gets a copy of before sharding
+  // propagation (compile/passes.h, split_constant_uses), as Shardy's constant splitter does:
+  // iota, broadcast_in_dim, reshape, squeeze, slice, and every elementwise primitive.
+  bool keeps_constants = false;
+  // Spreads a 0-d operand over its result's shape (broadcast_in_dim): every use of such an
+  // equation gets a copy of its own too, whatever the operand.
+  bool spreads_scalar = false;
   // An Array-level implementation used instead of cpu_kernel when set: primitives that run
   // sub-programs (jit calls, control flow) evaluate them as Programs.
   std::function<std::vector<Array>(std::span<const Array>, const Params&)> eager;

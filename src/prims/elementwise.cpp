@@ -741,6 +741,7 @@ void define_conversions(PrimitiveRegistry& r) {
   iota.non_differentiable = true;
   // A device's block of an iota would need the block's offset.
   iota.sharding_rule = replicated_sharding;
+  iota.keeps_constants = true;
 }
 
 // ---- select_n and clamp -------------------------------------------------------------------------

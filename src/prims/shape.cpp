@@ -1280,6 +1280,8 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   deflinear(broadcast_in_dim, unary_transpose(broadcast_in_dim_transpose));
   broadcast_in_dim.batch = binding(broadcast_in_dim, broadcast_in_dim_batch);
   broadcast_in_dim.sharding_rule = broadcast_in_dim_sharding;
+  broadcast_in_dim.keeps_constants = true;
+  broadcast_in_dim.spreads_scalar = true;
   broadcast_in_dim.localize = localize_result_shape(broadcast_in_dim, "shape");
   broadcast_in_dim.hides_param = [](std::string_view key, const ParamValue& v) {
     return key == "shape" || key == "sharding" ||
@@ -1288,6 +1290,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
 
   Primitive& reshape = r.define("reshape", reshape_rule, copy_kernel);
   reshape.output_aliases_input = true;
+  reshape.keeps_constants = true;
   deflinear(reshape, unary_transpose(reshape_transpose));
   reshape.batch = reshape_batch;
   reshape.sharding_rule = reshape_sharding;
@@ -1296,6 +1299,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
 
   Primitive& squeeze = r.define("squeeze", squeeze_rule, copy_kernel);
   squeeze.output_aliases_input = true;
+  squeeze.keeps_constants = true;
   deflinear(squeeze, unary_transpose(squeeze_transpose));
   squeeze.batch = squeeze_batch;
   squeeze.sharding_rule = squeeze_sharding;
@@ -1336,6 +1340,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   slice.batch = binding(slice, slice_batch);
   pad.sharding_rule = pad_sharding;
   slice.sharding_rule = slice_sharding;
+  slice.keeps_constants = true;
   slice.localize = localize_slice(slice);
   slice.impl = slice_impl;
   slice.type_sharding_rule = keep_operand_sharding("slice", "slicing");

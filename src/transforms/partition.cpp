@@ -233,6 +233,13 @@ Array reshard(Array x, Split from, const Split& to, const Shape& global, const C
   return slice ? lax::dynamic_slice(x, starts, sizes) : x;
 }
 
+// What propagation and the partitioner read: `p` with its calls inlined, what nothing reads
+// left out (it would only add collectives that never run), and each use of a constant with a
+// copy of its own (split_constant_uses).
+Program prepared_for_partitioning(const Program& p) {
+  return split_constant_uses(dead_code_elimination(inline_calls(p)));
+}
+
 // The split an output leaves with when it is not the propagated one, and why.
 struct OutputSplit {
   Split split;
@@ -259,7 +266,7 @@ bool bodies_keep_padding(const Program& program, const Mesh& mesh,
 bool keeps_padding(const Program& program0, const Mesh& mesh,
                    const std::vector<std::optional<ValueSplit>>& in,
                    const std::vector<std::optional<ValueSplit>>& out) {
-  const Program program = inline_calls(program0);
+  const Program program = prepared_for_partitioning(program0);
   const std::vector<ValueSplit> splits = propagate_shardings(program, mesh, in, out);
   auto keeps = [&](const ShardingRule& rule, int var, const ShardingRule::Tensor* dims,
                    const Split* fixed, size_t k) {
@@ -1408,7 +1415,7 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
                                       const std::vector<std::optional<ValueSplit>>& out,
                                       bool padded_boundary,
                                       const std::vector<std::optional<HeldArgument>>& held) {
-  const Program global = inline_calls(global0);
+  const Program global = prepared_for_partitioning(global0);
   std::vector<ValueSplit> splits = propagate_shardings(global, mesh, in, out);
   PartitionedProgram result;
   std::vector<AbstractValue> block_types;

@@ -1,6 +1,7 @@
 // Program passes run by jit: a transposed 2-D product becomes the product with its operands
 // swapped, and a broadcast that only inserts unit dims becomes a reshape; both give the same
-// values. Constant folding inside a partitioned compile does not wait on that compile.
+// values. Each use of a constant expression gets a copy of its own before propagation. Constant
+// folding inside a partitioned compile does not wait on that compile.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
@@ -11,7 +12,9 @@
 #include "prims/primitive.h"
 #include "support/golden.h"
 
+#include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -124,6 +127,58 @@ TEST(UnitBroadcastsToReshapes, InsertingUnitDimsSharesTheOperandsBytes) {
 }  // namespace
 
 namespace {
+
+// The equations of `p` that run primitive `name`.
+std::vector<const sp::Equation*> equations_of(const sp::Program& p, const std::string& name) {
+  std::vector<const sp::Equation*> out;
+  for (const sp::Equation& e : p.equations)
+    if (e.primitive->name == name) out.push_back(&e);
+  return out;
+}
+
+TEST(SplitConstantUses, EachUseOfAConstantExpressionReadsACopyOfItsOwn) {
+  // o = sin(ones) read by two products and returned; s = sum(x), a 0-d value, read twice.
+  auto f = [](const Array& x, const Array& y) {
+    const Array o = sp::sin(sp::ones({4, 4}));
+    const Array s = sp::sum(x);
+    return std::make_tuple(o * x, o * y, o, x * s, y * s);
+  };
+  const Array x = arange_matrix(4, 4, 1.0f);
+  const sp::Program before = sp::make_jaxpr(f)(x, x).program();
+  ASSERT_EQ(equations_of(before, "sin").size(), 1u);
+  const sp::Program after = sp::split_constant_uses(before);
+  after.verify();
+  // Three uses (two products and the output), three copies of the whole sub-computation; the
+  // original, then unused, is gone.
+  const auto sines = equations_of(after, "sin");
+  ASSERT_EQ(sines.size(), 3u);
+  EXPECT_EQ(equations_of(after, "broadcast_in_dim").size(), 3u);
+  std::vector<int> read;
+  for (const sp::Equation* e : equations_of(after, "mul"))
+    if (!e->inputs[0].is_literal()) read.push_back(e->inputs[0].var);
+  read.push_back(after.outputs[2].var);
+  for (const sp::Equation* e : sines)
+    EXPECT_EQ(std::count(read.begin(), read.end(), e->outputs[0]), 1) << "a copy read once";
+  // The 0-d sum is shared; the other values keep their ids.
+  EXPECT_EQ(equations_of(after, "reduce_sum").size(), 1u);
+  for (size_t k : {0, 1, 3, 4}) EXPECT_EQ(after.outputs[k].var, before.outputs[k].var);
+  EXPECT_EQ(after.invars, before.invars);
+}
+
+TEST(SplitConstantUses, ABroadcastOfAScalarIsCopiedAndWhatDependsOnArgumentsIsNot) {
+  auto f = [](const Array& x, const Array& s) {
+    const Array spread = sp::broadcast_to(s, {4, 4});
+    const Array e = sp::exp(x);
+    return std::make_tuple(spread * x, spread + x, e * x, e + x);
+  };
+  const Array x = arange_matrix(4, 4, 1.0f);
+  const sp::Program before = sp::make_jaxpr(f)(x, Array(2.0f)).program();
+  const sp::Program after = sp::split_constant_uses(before);
+  after.verify();
+  EXPECT_EQ(equations_of(after, "broadcast_in_dim").size(),
+            equations_of(before, "broadcast_in_dim").size() + 1);
+  EXPECT_EQ(equations_of(after, "exp").size(), 1u);
+}
 
 // A partitioned program whose constant folding meets a committed constant would compile that
 // eager op with the partitioned compile in progress on the same thread: it raises instead of

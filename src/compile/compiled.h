@@ -37,6 +37,10 @@ class Compiled {
   // sp::explain's account of the collectives the partitioner inserted without an annotation
   // asking for them; run() applies config::implicit_resharding to it when it is not empty.
   void set_implicit_resharding(std::string account) { implicit_resharding_ = std::move(account); }
+  // How operand i arrives on a mesh: its spec's sharding, or the layout it is held in.
+  const std::shared_ptr<const Sharding>& in_sharding(size_t i) const {
+    return launchable_.in_shardings.at(i);
+  }
   // Operand i arrives laid out by `sharding` over the mesh's devices (its blocks where they are)
   // rather than by its spec.
   void hold_argument(size_t i, std::shared_ptr<const Sharding> sharding) {

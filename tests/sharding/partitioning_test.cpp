@@ -200,6 +200,24 @@ TEST_F(PartitioningTest, UncommittedOperandsMoveToTheCommittedDevices) {
   EXPECT_TRUE(arrays_equal(r, x + x));
 }
 
+TEST_F(PartitioningTest, AClosedOverArrayIsLaidOutOnceAndNotMovedAgain) {
+  const Array scale = sp::arange(64.0f).reshape({8, 8}) + 1.0f;  // uncommitted
+  auto scaled = sp::jit([&scale](const Array& v) { return v * scale; });
+  Counted first = counted([&] { return scaled(xab); });
+  EXPECT_EQ(first.bytes, scale.nbytes());  // its blocks, to the devices that hold them
+  EXPECT_TRUE(arrays_equal(first.result, x * (x + 1.0f)));
+  for (int call = 0; call < 2; ++call) {
+    Counted again = counted([&] { return scaled(xab); });
+    EXPECT_EQ(again.bytes, 0) << "call " << call + 2;
+    EXPECT_TRUE(arrays_equal(again.result, x * (x + 1.0f)));
+  }
+  // Arguments placed otherwise compile again, with the constant laid out for that program.
+  Counted other = counted([&] { return scaled(x_a); });
+  EXPECT_TRUE(arrays_equal(other.result, x * (x + 1.0f)));
+  EXPECT_EQ(counted([&] { return scaled(x_a); }).bytes, 0);
+  EXPECT_EQ(counted([&] { return scaled(xab); }).bytes, 0);
+}
+
 TEST_F(PartitioningTest, UncommittedOperandsGiveAnUncommittedResult) {
   EXPECT_EQ(placed(sp::sin(x)), on_first_local_device(jax_placed("eager_uncommitted")));
 }

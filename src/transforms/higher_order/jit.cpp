@@ -1,6 +1,7 @@
 // make_jaxpr and jit: tracing to Programs, the signature cache, and the `jit` call primitive that
 // records a jitted function called inside another trace.
 #include <spmd/error.h>
+#include <spmd/placement.h>
 #include <spmd/transforms.h>
 
 #include "compile/compiled.h"
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <ostream>
 #include <unordered_map>
@@ -495,13 +497,22 @@ ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args) {
 // depends on besides the program.
 using OperandShardings = std::vector<std::shared_ptr<const Sharding>>;
 
+// A Compiled of a CacheEntry and what a call of it takes besides its arguments.
+struct CompiledCall {
+  OperandShardings shardings;  // the operands' placement it was built for
+  const Compiled* compiled;
+  // The constants the function closed over, laid out once as the program takes them on its
+  // mesh, so a call moves none of their bytes (empty: off a mesh, the constants as they are).
+  std::vector<Array> placed_consts;
+};
+
 struct CacheEntry {
   ProgramRef program;         // as traced, consts hoisted to leading inputs
   std::vector<Array> consts;  // concrete constants the function closed over
   TreeDef out_def;
   // The Compiled for each placement of the operands met so far, built on the first concrete
-  // call with that placement.
-  std::vector<std::pair<OperandShardings, const Compiled*>> compiled;
+  // call with that placement (a deque: references stay valid as others are added).
+  std::deque<CompiledCall> compiled;
   // Those whose unusable donations were warned about (once per compilation, as JAX does).
   std::vector<const Compiled*> warned;
 };
@@ -580,19 +591,26 @@ bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
 // The Compiled of `entry` for operands placed as these are: partitioned over the devices that
 // committed operands, in_shardings, out_shardings or constraints name, else on the default
 // device. Built once per placement.
-const Compiled& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
-                             std::span<const Array> operands) {
+const CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
+                                 std::span<const Array> operands) {
   OperandShardings placed;
   for (const Array& x : operands)
     placed.push_back(x.committed() && !state.moves_committed ? x.sharding() : nullptr);
   std::lock_guard<std::mutex> lock(state.mu);
-  for (const auto& [shardings, compiled] : entry.compiled)
-    if (same_shardings(shardings, placed)) return *compiled;
+  for (const CompiledCall& call : entry.compiled)
+    if (same_shardings(call.shardings, placed)) return call;
   std::optional<Placement> placement = placement_of(state, entry, in_def, operands);
   const Compiled* compiled =
       placement ? &compile_partitioned(entry.program, *placement) : &compile_program(entry.program);
-  entry.compiled.emplace_back(std::move(placed), compiled);
-  return *compiled;
+  CompiledCall call{std::move(placed), compiled, {}};
+  if (compiled->on_mesh() && !inside_program())
+    for (size_t i = 0; i < entry.consts.size(); ++i) {
+      const std::shared_ptr<const Sharding>& s = compiled->in_sharding(i);
+      call.placed_consts.push_back(dynamic_cast<const NamedSharding*>(s.get())
+                                       ? device_put(entry.consts[i], s)
+                                       : entry.consts[i]);
+    }
+  return entry.compiled.emplace_back(std::move(call));
 }
 
 // Prints JAX's warning about donations no result can take, once per compilation, when JAX
@@ -699,8 +717,10 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   std::vector<Array> operands = entry->consts;
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
-    const Compiled& compiled = compiled_for(state, *entry, in_def, operands);
+    const CompiledCall& call = compiled_for(state, *entry, in_def, operands);
+    const Compiled& compiled = *call.compiled;
     if (!compiled.on_mesh()) return run_call(state, *entry, compiled, operands, leaves, donated);
+    std::copy(call.placed_consts.begin(), call.placed_consts.end(), operands.begin());
     return run_call_on_mesh(state, *entry, in_def, compiled, operands, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};

@@ -172,14 +172,20 @@ Array reshard_padded(Array x, Split& from, const Split& to, const Shape& global,
   return x;
 }
 
-// Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
-// bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
-// all-gather, axes that arrive are slices of what the device already holds. Dims split unevenly
-// on either side move the rows each device lacks by ppermutes (reshard_padded), or are
-// gathered whole and sliced again when that moves more: their padded blocks do not nest.
-Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
+// One collective of the even plan between two splits: an axis moving from dim `d` to dim `e`
+// (all-to-all), or the axes leaving dim `d` (one all-gather).
+struct PlanStep {
+  bool all_to_all;
+  AxisList axes;
+  size_t d, e;
+};
+
+// The collectives that move a block from split `from` to a split that, on each dim, `to` then
+// slices: axes that move between dims go by all-to-all, axes that leave a dim go by one
+// all-gather; `from` becomes what they leave.
+std::vector<PlanStep> even_plan(Split& from, const Split& to, const Shape& global) {
   const size_t rank = from.size();
-  x = reshard_padded(std::move(x), from, to, global, log);
+  std::vector<PlanStep> steps;
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t d = 0; d < rank && !moved; ++d) {
@@ -189,11 +195,7 @@ Array reshard(Array x, Split from, const Split& to, const Shape& global, const C
         if (e == d || !is_prefix(from[e], to[e]) || to[e].size() <= from[e].size() ||
             to[e][from[e].size()] != a || !even(global[int(e)], to[e]))
           continue;
-        const int64_t n = axis_size(a);
-        log("all_to_all over '" + a + "' from dim " + std::to_string(d) + " to dim " +
-                std::to_string(e),
-            nbytes(x) * (n - 1) / n);
-        x = all_to_all(x, a, int(e), int(d), AllToAllOptions{.tiled = true});
+        steps.push_back({true, {a}, d, e});
         from[d].pop_back();
         from[e].push_back(a);
         moved = true;
@@ -206,12 +208,87 @@ Array reshard(Array x, Split from, const Split& to, const Shape& global, const C
     size_t kept = 0;
     while (kept < from[d].size() && kept < to[d].size() && from[d][kept] == to[d][kept]) ++kept;
     if (kept == from[d].size()) continue;
-    const AxisList leaving(from[d].begin() + std::ptrdiff_t(kept), from[d].end());
-    log("all_gather over " + names_of(leaving).repr() + " along dim " + std::to_string(d),
-        nbytes(x) * (product(leaving) - 1));
-    x = all_gather(x, names_of(leaving), AllGatherOptions{.axis = int(d), .tiled = true});
+    steps.push_back({false, AxisList(from[d].begin() + std::ptrdiff_t(kept), from[d].end()), d, d});
     from[d].resize(kept);
   }
+  return steps;
+}
+
+// The bytes each device sends in `steps` from a block of `bytes`.
+int64_t plan_bytes(const std::vector<PlanStep>& steps, int64_t bytes) {
+  int64_t sent = 0;
+  for (const PlanStep& s : steps) {
+    const int64_t n = product(s.axes);
+    sent += s.all_to_all ? bytes * (n - 1) / n : bytes * (n - 1);
+    if (!s.all_to_all) bytes *= n;
+  }
+  return sent;
+}
+
+// Even dims whose axes change moved by ppermutes of the rows each device lacks
+// (halo::relayout), when that sends fewer bytes than the even plan's all-to-alls and
+// all-gathers: `P(('a', 'b'))` to `P(('b', 'a'))` swaps blocks between devices, where gathering
+// would send 7 of them. The changed dims and those sharing their axes move together.
+std::optional<Array> relayout_if_fewer_bytes(const Array& x, Split& from, const Split& to,
+                                             const Shape& global, int64_t planned,
+                                             const CollectiveLog& log) {
+  std::vector<int> dims;
+  AxisList axes;
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != to[d]) {
+      dims.push_back(int(d));
+      axes.insert(axes.end(), from[d].begin(), from[d].end());
+      axes.insert(axes.end(), to[d].begin(), to[d].end());
+    }
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] == to[d])
+      for (const std::string& a : from[d])
+        if (std::find(axes.begin(), axes.end(), a) != axes.end()) return std::nullopt;
+  if (dims.empty()) return std::nullopt;
+  std::vector<halo::Layout> source, target;
+  std::vector<int64_t> extents;
+  for (int d : dims) {
+    source.push_back(layout_of(from, global, d));
+    target.push_back(layout_of(to, global, d));
+    extents.push_back(global[d]);
+  }
+  const std::optional<int64_t> bytes =
+      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  if (!bytes || *bytes >= planned) return std::nullopt;
+  Array y = halo::relayout(x, dims, source, target, extents, log);
+  for (int d : dims) from[size_t(d)] = to[size_t(d)];
+  return y;
+}
+
+// Moves a block from split `from` to split `to` of a value of shape `global` with the fewest
+// bytes: axes that move between dims go by all-to-all, axes that leave a dim go by one
+// all-gather, axes that arrive are slices of what the device already holds; where ppermutes of
+// the rows each device lacks send fewer bytes than those, they move instead. Dims split unevenly
+// on either side move the rows each device lacks by ppermutes (reshard_padded), or are
+// gathered whole and sliced again when that moves more: their padded blocks do not nest.
+Array reshard(Array x, Split from, const Split& to, const Shape& global, const CollectiveLog& log) {
+  const size_t rank = from.size();
+  x = reshard_padded(std::move(x), from, to, global, log);
+  Split gathered = from;
+  const std::vector<PlanStep> steps = even_plan(gathered, to, global);
+  const int64_t planned = plan_bytes(steps, nbytes(x));
+  if (planned > 0)
+    if (std::optional<Array> y = relayout_if_fewer_bytes(x, from, to, global, planned, log))
+      return *y;
+  for (const PlanStep& s : steps) {
+    const int64_t n = product(s.axes);
+    if (s.all_to_all) {
+      log("all_to_all over '" + s.axes[0] + "' from dim " + std::to_string(s.d) + " to dim " +
+              std::to_string(s.e),
+          nbytes(x) * (n - 1) / n);
+      x = all_to_all(x, s.axes[0], int(s.e), int(s.d), AllToAllOptions{.tiled = true});
+    } else {
+      log("all_gather over " + names_of(s.axes).repr() + " along dim " + std::to_string(s.d),
+          nbytes(x) * (n - 1));
+      x = all_gather(x, names_of(s.axes), AllGatherOptions{.axis = int(s.d), .tiled = true});
+    }
+  }
+  from = std::move(gathered);
   for (size_t d = 0; d < rank; ++d)
     if (from[d] != to[d] && !even(global[int(d)], to[d])) {
       x = padded_block(x, int(d), to[d]);

@@ -5,7 +5,9 @@
 // lacks (ppermutes), as XLA's collective-permutes do; a reshard of uneven dims whose axes move
 // between dims (P('a', 'b') to P('b', 'a')) moves boxes of rows by ppermutes, where XLA uses
 // all-to-alls and collective-permutes; a dynamic_slice at a runtime start gathers its operand's
-// dim, as XLA does. spmd never sends more bytes than XLA's compiled program.
+// dim, as XLA does. spmd never sends more bytes than XLA's compiled program. Reshards between
+// even splits whose axes change dims or order move the rows each device lacks by ppermutes
+// where that sends fewer bytes than all-to-alls and all-gathers (gen_even_reshard.py).
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -139,10 +141,11 @@ int64_t xla_bytes(const std::string& block) {
   return at == std::string::npos ? -1 : std::stoll(block.substr(at + 6));
 }
 
-TEST(Uneven2, ResultsAndSplitsAreJaxs) {
-  const auto blocks = spmd_test::golden_blocks("uneven2/results.txt");
-  const auto& values = spmd_test::load_golden("uneven2/values.npz");
-  for (const Case& c : cases()) {
+// Each case's values and splits against the goldens in `dir` (gen_uneven2.py's format).
+void expect_results_are_jaxs(const std::vector<Case>& cases, const std::string& dir) {
+  const auto blocks = spmd_test::golden_blocks(dir + "/results.txt");
+  const auto& values = spmd_test::load_golden(dir + "/values.npz");
+  for (const Case& c : cases) {
     const Array y = sp::jit(c.f)(c.args);
     ASSERT_TRUE(blocks.count(c.name)) << "no golden case " << c.name;
     EXPECT_EQ(placed({y}), blocks.at(c.name)) << c.name;
@@ -150,11 +153,11 @@ TEST(Uneven2, ResultsAndSplitsAreJaxs) {
   }
 }
 
-// Each device sends no more bytes than in XLA's compiled program, and gathers nothing where XLA
-// gathers nothing.
-TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
-  const auto hlo = spmd_test::golden_blocks("uneven2/hlo.txt");
-  for (const Case& c : cases()) {
+// Each device sends no more bytes than in XLA's compiled program (the goldens in `dir`), and
+// gathers nothing where XLA gathers nothing.
+void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::string& dir) {
+  const auto hlo = spmd_test::golden_blocks(dir + "/hlo.txt");
+  for (const Case& c : cases) {
     ASSERT_TRUE(hlo.count(c.name)) << "no golden case " << c.name;
     const std::string text = sp::jit(c.f).explain(c.args);
     const std::vector<Sent> sent = account(text);
@@ -163,6 +166,14 @@ TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
       EXPECT_EQ(text.find("all_gather"), std::string::npos) << c.name << "\n" << text;
     }
   }
+}
+
+TEST(Uneven2, ResultsAndSplitsAreJaxs) {
+  expect_results_are_jaxs(cases(), "uneven2");
+}
+
+TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
+  expect_no_more_bytes_than_xla(cases(), "uneven2");
 }
 
 // [6, 4] split 4 ways holds rows [2i, 2i + 2), elements [8i, 8i + 8) of the merged [24]; its
@@ -238,6 +249,58 @@ TEST(Uneven2Sweep, ReshapesAndReshardsAgreeWithTheUnsplitProgram) {
         }
       }
   }
+}
+
+// Reshards between even splits whose axes change dims or order (tools/goldens/gen_even_reshard.py).
+std::vector<Case> even_cases() {
+  const auto ab = sp::axes("a", "b");
+  const auto ba = sp::axes("b", "a");
+  return {
+      {"a_to_b_8x8_m42", moved("m42", P("a"), P("b")), {grid({8, 8})}},
+      {"b_to_a_8x8_m42", moved("m42", P("b"), P("a")), {grid({8, 8})}},
+      {"ab_to_ba_8x8_m42", moved("m42", P("a", "b"), P("b", "a")), {grid({8, 8})}},
+      {"ab_to_ba_8x16_m24", moved("m24", P("a", "b"), P("b", "a")), {grid({8, 16})}},
+      {"tuple_ab_to_ba_8x4_m42", moved("m42", P(ab), P(ba)), {grid({8, 4})}},
+      {"tuple_ba_to_ab_16x4_m24", moved("m24", P(ba), P(ab)), {grid({16, 4})}},
+      {"a_to_cols_b_8x8_m42", moved("m42", P("a"), P("b", "a")), {grid({8, 8})}},
+      {"x_to_cols_8x8_m8", moved("m8", P("x"), P(sp::None, "x")), {grid({8, 8})}},
+      {"a_b_to_b_a_none_8x8x4_m42", moved("m42", P("a", "b", sp::None), P("b", sp::None, "a")),
+       {grid({8, 8, 4})}},
+      {"a_to_tuple_ba_16x2_m42", moved("m42", P("a"), P(ba)), {grid({16, 2})}},
+  };
+}
+
+TEST(EvenReshard, ResultsAndSplitsAreJaxs) {
+  expect_results_are_jaxs(even_cases(), "even_reshard");
+}
+
+// Where ppermutes of the rows each device lacks send fewer bytes than the all-to-alls and
+// all-gathers of the even plan, they move the blocks; never more than XLA's program.
+TEST(EvenReshard, ExplainSendsNoMoreBytesThanXla) {
+  expect_no_more_bytes_than_xla(even_cases(), "even_reshard");
+}
+
+// P(('a', 'b')) to P(('b', 'a')) of [8, 4] on 4 x 2 devices: each device's row goes to one other
+// device, one round of 16 bytes, where gathering both axes and slicing sent 7 rows (112 bytes).
+TEST(EvenReshard, SwappedTupleAxesSwapBlocks) {
+  const Case c = even_cases()[4];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 1u) << text;
+  EXPECT_NE(sent[0].line.find("ppermute over ('a', 'b') along dim 0: round 1 of 1, 1 row"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sent[0].bytes, 16) << text;
+}
+
+// An axis moving whole between dims stays an all_to_all (7/8 of a block, the fewest).
+TEST(EvenReshard, AnAxisMovingToAnotherDimStaysAnAllToAll) {
+  const Case c = even_cases()[7];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 1u) << text;
+  EXPECT_NE(sent[0].line.find("all_to_all over 'x' from dim 0 to dim 1"), std::string::npos)
+      << text;
 }
 
 }  // namespace

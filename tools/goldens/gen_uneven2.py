@@ -161,16 +161,17 @@ def record(name, f, args, results, hlo, values):
     hlo.append(f"bytes {sum(size for _, size in found)}")
 
 
-def main():
+def write(out_dir, cases):
+    """Records `cases` in results.txt, hlo.txt and values.npz under `out_dir`."""
     results, hlo, values = [], [], {}
-    for name, f, args in CASES:
+    for name, f, args in cases:
         record(name, f, args, results, hlo, values)
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
     for file, lines in (("results.txt", results), ("hlo.txt", hlo)):
-        with open(os.path.join(OUT, file), "w") as out:
+        with open(os.path.join(out_dir, file), "w") as out:
             out.write("\n".join(lines) + "\n")
-    np.savez(os.path.join(OUT, "values.npz"), **values)
+    np.savez(os.path.join(out_dir, "values.npz"), **values)
 
 
 if __name__ == "__main__":
-    main()
+    write(OUT, CASES)

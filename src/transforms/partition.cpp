@@ -457,6 +457,13 @@ class Partitioner {
  private:
   const Array& value(const Atom& a) const { return env_[size_t(a.var)].value; }
 
+  // A value moved by moved(): from split `split` to `to`, giving `result`.
+  struct Reshard {
+    Array from;
+    Split split, to;
+    Array result;
+  };
+
   // Argument i, held on each device as its own sharding puts it, moved to its split on the mesh:
   // one ppermute over all the mesh's axes, whose linear index is the device's position.
   Array arranged(const Array& x, const HeldArgument& held, size_t i) {
@@ -471,12 +478,18 @@ class Partitioner {
     return ppermute(x, names_of(all), std::move(perm));
   }
 
-  // reshard, recording each collective it inserts with its cause.
+  // reshard, recording each collective it inserts with its cause. A value already moved to
+  // `to` for an earlier use is read from there: the bytes move once (and explain lists them
+  // once).
   Array moved(const Array& x, const Split& from, const Split& to, const Shape& global,
               const std::string& cause, bool implicit) {
-    return reshard(x, from, to, global, [&](std::string collective, int64_t bytes) {
+    for (const Reshard& r : reshards_)
+      if (r.from.impl() == x.impl() && r.split == from && r.to == to) return r.result;
+    Array y = reshard(x, from, to, global, [&](std::string collective, int64_t bytes) {
       collectives_.push_back({std::move(collective), cause, bytes, implicit});
     });
+    if (y.impl() != x.impl()) reshards_.push_back({x, from, to, y});
+    return y;
   }
 
   std::string equation_name(const Equation& e) const {
@@ -1455,6 +1468,7 @@ class Partitioner {
   std::vector<ValueSplit> splits_;
   std::vector<Local> env_;
   std::vector<InsertedCollective> collectives_;
+  std::vector<Reshard> reshards_;  // the values moved so far, read again by later uses
   std::vector<std::optional<OutputSplit>> out_;
   std::vector<std::optional<HeldArgument>> held_;
 };

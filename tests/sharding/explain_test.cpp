@@ -86,6 +86,18 @@ TEST_F(Explain, AConflictIsAnImplicitResharding) {
       << text;
 }
 
+// Two equations that need one value moved alike read one reshard: the bytes move once and the
+// account lists them once (it listed an all_to_all per use).
+TEST_F(Explain, AValueMovedForTwoUsesMovesOnce) {
+  auto f = [](const sp::Array& l, const sp::Array& r) { return std::make_tuple(l * r, l + r); };
+  const sp::Array l = put(P("a", sp::None)), r = put(P(sp::None, "a"));
+  const std::string text = sp::explain(f, l, r);
+  EXPECT_EQ(count(text, "all_to_all over 'a'"), 1u) << text;
+  const auto [product, sum] = sp::jit(f)(l, r);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(product), x * x));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sum), x + x));
+}
+
 TEST_F(Explain, UncommittedArgumentsRunWhole) {
   const std::string text = sp::explain([](const sp::Array& y) { return sp::sin(y); }, x);
   EXPECT_EQ(text.rfind("no argument is committed", 0), 0u) << text;

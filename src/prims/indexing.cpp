@@ -139,8 +139,7 @@ void dynamic_slice_kernel(const KernelArgs& a) {
   if (result) {
     const std::shared_ptr<Buffer>* source = a.in[0].buffer;
     if (source && *source && (*source)->data() == a.in[0].data && out.size() > 0 &&
-        is_contiguous_window(a.in[0].aval->shape, out) &&
-        byte_offset % cpu::kViewAlignment == 0) {
+        is_contiguous_window(a.in[0].aval->shape, out) && byte_offset % cpu::kViewAlignment == 0) {
       *result = cpu::make_buffer_view(*source, byte_offset, nbytes);
       return;
     }

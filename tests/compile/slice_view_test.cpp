@@ -63,8 +63,7 @@ TEST(SliceView, AResultThatWouldBeAViewIsACopy) {
   auto rows = [](const Array& w) { return sp::lax::dynamic_slice_in_dim(w, Array(16), 16, 0); };
   Array out = sp::jit(rows)(w);
   EXPECT_FALSE(is_view(out));
-  EXPECT_EQ(out.to_vector<float>(),
-            std::vector<float>(wv.begin() + 16 * 32, wv.begin() + 32 * 32));
+  EXPECT_EQ(out.to_vector<float>(), std::vector<float>(wv.begin() + 16 * 32, wv.begin() + 32 * 32));
   // Donated, the copy is written over in place; the operand keeps its values.
   Array doubled = sp::jit([](const Array& r) { return r * 2.0f; }, {.donate_argnums = {0}})(out);
   std::vector<float> want(wv.begin() + 16 * 32, wv.begin() + 32 * 32);

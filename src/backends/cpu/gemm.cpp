@@ -466,8 +466,8 @@ bool packed_sgemm(const GemmShape& s, const float* a, const float* b, float* c,
       s.n * s.k < kPackedMinElements || gemm_threads(s) != 1 || !packing_available())
     return false;
   const ViewSource* view = view_source(*b_buffer);
-  std::shared_ptr<PackedB> e =
-      view ? packed_cache().find(view->parent, view->offset, s) : packed_cache().find(*b_buffer, 0, s);
+  std::shared_ptr<PackedB> e = view ? packed_cache().find(view->parent, view->offset, s)
+                                    : packed_cache().find(*b_buffer, 0, s);
   if (!e) {
     unpacked_sightings.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -185,8 +185,8 @@ TEST(PackedGemm, ProductsOfManyRowsPackBWhole) {
 // ran unpacked (each view is held once).
 TEST(PackedGemm, ViewsOfOneBlockShareItsPackedCopy) {
   constexpr int64_t kRows = 1024, kK = 784, kBlock = 512;
-  const cpu::GemmShape s{.batch = 1, .m = 256, .n = kBlock, .k = kK, .trans_a = false,
-                         .trans_b = true};
+  const cpu::GemmShape s{
+      .batch = 1, .m = 256, .n = kBlock, .k = kK, .trans_a = false, .trans_b = true};
   const WidelySharedB w = widely_shared(random_floats(size_t(kRows * kK), 8), 8);
   constexpr size_t kDevices = 4;  // devices 0, 1 read rows [0, 512), devices 2, 3 the rest
   const auto offset = [&](size_t d) { return size_t(d / 2) * size_t(kBlock * kK); };

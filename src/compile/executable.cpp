@@ -1,6 +1,7 @@
 // Running optimised Programs on the host.
 #include "compile/executable.h"
 
+#include "backends/cpu/buffer_view.h"
 #include "backends/cpu/parallel.h"
 #include "compile/donation.h"
 #include "compile/fusion.h"
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -244,6 +246,17 @@ void keep_spare(RunScratch& s, int v) {
     }
 }
 
+// `x`, or a copy of it when its buffer is a view of another's (backends/cpu/buffer_view.h): a
+// view would keep the whole of its parent alive, and a caller donating it could write over the
+// parent, so views do not leave a run.
+Array without_view(const Array& x) {
+  const std::shared_ptr<ArrayImpl>& impl = x.impl();
+  if (!impl || !impl->buffer || !cpu::view_source(impl->buffer)) return x;
+  auto copy = Buffer::allocate(impl->buffer->nbytes());
+  std::memcpy(copy->data(), impl->buffer->data(), impl->buffer->nbytes());
+  return make_array(impl->aval, std::move(copy));
+}
+
 // The free buffer of the donated argument paired with result `v`, if it has the result's size.
 std::shared_ptr<Buffer> take_spare(RunScratch& s, int v, const AbstractValue& type) {
   if (s.backs.empty() || s.backs[size_t(v)] < 0) return nullptr;
@@ -320,9 +333,13 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
         const int v = e.outputs[k], donor = donors[k];
         const AbstractValue& type = p.types[size_t(v)];
         if (prim.allocates_outputs) {
-          Array out = make_array(type, nullptr);
+          // The donated argument's buffer paired with the result is offered as storage too;
+          // a kernel that hands over a buffer of its own replaces it.
+          std::shared_ptr<Buffer> spare = take_spare(s, v, type);
+          void* storage = spare ? spare->data() : nullptr;
+          Array out = make_array(type, std::move(spare));
           owned[size_t(v)] = false;
-          results.push_back({nullptr, &out.impl()->aval, &out.impl()->buffer});
+          results.push_back({storage, &out.impl()->aval, &out.impl()->buffer});
           env[size_t(v)] = std::move(out);
           continue;
         }
@@ -350,7 +367,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
   std::vector<Array> outputs;
   outputs.reserve(p.outputs.size());
   for (const Atom& a : p.outputs)
-    outputs.push_back(a.is_literal() ? a.literal : env[size_t(a.var)]);
+    outputs.push_back(a.is_literal() ? a.literal : without_view(env[size_t(a.var)]));
   return outputs;
 }
 

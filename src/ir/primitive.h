@@ -37,8 +37,8 @@ struct Operand {
 struct Result {
   void* data;
   const AbstractValue* aval;
-  // For a primitive that allocates_outputs: the output Array's buffer, which the kernel sets
-  // (`data` is then null). Null for other primitives and for callers that give storage.
+  // For allocates_outputs: the output Array's buffer, which the kernel sets; `data` is null, or
+  // storage it may use (a donated buffer). Null for other primitives and callers giving storage.
   std::shared_ptr<Buffer>* buffer = nullptr;
   template <class T>
   T* as() const {
@@ -145,8 +145,8 @@ struct Primitive {
   // operand of the output's shape and element size (donated buffers, compile/executable.cpp).
   bool elementwise = false;
   // The kernel provides its outputs' buffers through Result::buffer when the caller passes it
-  // (collectives whose result one buffer can hold for every device); a caller that passes only
-  // `data` gets the result written there.
+  // (collectives whose result one buffer can hold for every device, dynamic_slice's view of its
+  // operand); a caller that passes only `data` gets the result written there.
   bool allocates_outputs = false;
   // Transformation rules; empty when the primitive has none: jvp of a primitive without a rule
   // raises, transpose exists only for linear primitives.

@@ -13,6 +13,7 @@
 #include <spmd/error.h>
 #include <spmd/lax.h>
 
+#include "backends/cpu/buffer_view.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
 #include "ops/op_util.h"
@@ -113,14 +114,40 @@ std::vector<AbstractValue> dynamic_slice_rule(std::span<const AbstractValue> in,
   return {AbstractValue{Shape(sizes), in[0].dtype, in[0].weak_type}};
 }
 
+// Whether a window of `out` in `in` is one run of the operand's memory: size 1 before the first
+// dim it takes more of, whole dims after it.
+bool is_contiguous_window(const Shape& in, const Shape& out) {
+  int d = 0;
+  while (d < out.ndim() && out[d] == 1) ++d;
+  for (++d; d < out.ndim(); ++d)
+    if (out[d] != in[d]) return false;
+  return true;
+}
+
+// The result is a view of the operand's buffer when the caller lets the kernel provide it
+// (compile/executable.cpp), the window is contiguous and it starts at an allocation's
+// alignment: a slice of whole rows (a device's rows of a replicated weight) costs no copy, and
+// products reading it can share the packed form of that part of the operand (gemm.cpp).
 void dynamic_slice_kernel(const KernelArgs& a) {
   const Shape& out = a.out[0].aval->shape;
   const int bytes = itemsize(a.out[0].aval->dtype);
-  if (out.size() == 0) return;
   const auto strides = a.in[0].aval->shape.strides();
-  const int64_t off = flat_offset(clamped_starts(a, 1, out.dims()), strides);
-  const char* src = static_cast<const char*>(a.in[0].data) + off * bytes;
-  cpu::strided_copy(src, strides, a.out[0].data, out, bytes);
+  const int64_t off = out.size() == 0 ? 0 : flat_offset(clamped_starts(a, 1, out.dims()), strides);
+  const size_t byte_offset = size_t(off * bytes), nbytes = size_t(out.size() * bytes);
+  // Storage given with the buffer (a donated argument's, where the result is to land) is used.
+  std::shared_ptr<Buffer>* result = a.out[0].data ? nullptr : a.out[0].buffer;
+  if (result) {
+    const std::shared_ptr<Buffer>* source = a.in[0].buffer;
+    if (source && *source && (*source)->data() == a.in[0].data && out.size() > 0 &&
+        is_contiguous_window(a.in[0].aval->shape, out) && byte_offset % cpu::kViewAlignment == 0) {
+      *result = cpu::make_buffer_view(*source, byte_offset, nbytes);
+      return;
+    }
+    *result = Buffer::allocate(nbytes);
+  }
+  if (out.size() == 0) return;
+  const char* src = static_cast<const char*>(a.in[0].data) + byte_offset;
+  cpu::strided_copy(src, strides, result ? (*result)->data() : a.out[0].data, out, bytes);
 }
 
 // JAX's _dynamic_slice_jvp slices the tangent before the primal.
@@ -583,6 +610,7 @@ void register_indexing_primitives(PrimitiveRegistry& r) {
   dynamic_slice.jvp = binding(dynamic_slice, dynamic_slice_jvp);
   dynamic_slice.transpose = binding(dynamic_update_slice, dynamic_slice_transpose);
   dynamic_slice.batch = binding(gather, dynamic_slice_batch);
+  dynamic_slice.allocates_outputs = true;  // a view of the operand where it can be
 
   const Primitive* dus = &dynamic_update_slice;
   const Primitive* ds = &dynamic_slice;

@@ -138,7 +138,10 @@ size_t Buffer::cached_bytes() {
   return cache().cached();
 }
 
+// A Buffer of capacity 0 is a view of another's memory (backends/cpu/buffer_view.h), which the
+// other frees: allocations always have a capacity.
 Buffer::~Buffer() {
+  if (capacity_ == 0) return;
   if (capacity_ < kCacheMin)
     std::free(data_);
   else

@@ -5,6 +5,7 @@
 // transposed) GEMM layout.
 #include "backends/cpu/gemm.h"
 
+#include "backends/cpu/buffer_view.h"
 #include "backends/cpu/clones.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/copy.h"
@@ -327,16 +328,18 @@ struct PackedPart {
   std::shared_ptr<Buffer> packed;  // null when oneDNN declined to pack
 };
 
-// B of one product shape, packed from one buffer in one or two parts.
+// B of one product shape, packed from one buffer (from byte `offset` of it) in one or two parts.
 struct PackedB {
   GemmShape shape;
+  size_t offset = 0;
   std::vector<std::unique_ptr<PackedPart>> parts;
   std::atomic<size_t> arrivals{0};  // which part a product packs first
 };
 
-std::shared_ptr<PackedB> make_packed_b(const GemmShape& s) {
+std::shared_ptr<PackedB> make_packed_b(const GemmShape& s, size_t offset) {
   auto p = std::make_shared<PackedB>();
   p->shape = s;
+  p->offset = offset;
   const int64_t half = s.n / 2 / kSplitPackAlign * kSplitPackAlign;
   std::vector<int64_t> bounds = {0, s.n};
   if (s.m <= kSplitPackMaxRows && s.n >= kSplitPackMinColumns && half > 0) bounds = {0, half, s.n};
@@ -358,12 +361,14 @@ struct PackedSource {
 
 class PackedCache {
  public:
-  // The entry for B = `source`'s data in product `s`, or null while B has been seen only once:
+  // The entry for B = `source`'s data from byte `offset` (B a view of that part of it, as a
+  // device's rows of a weight are) in product `s`, or null while B has been seen only once:
   // packing pays when a second device or a second run reads the same B. Only buffers that more
   // than one array holds get an entry: a value of one run alone (an activation) is read once,
   // and a reference from the cache would keep the run from reusing its memory. A buffer held
   // kPackAtFirstSightingHolders times or more is packed at its first sighting.
-  std::shared_ptr<PackedB> find(const std::shared_ptr<Buffer>& source, const GemmShape& s) {
+  std::shared_ptr<PackedB> find(const std::shared_ptr<Buffer>& source, size_t offset,
+                                const GemmShape& s) {
     std::lock_guard lock(mu_);
     // Buffers only the cache still holds are dead values.
     std::erase_if(sources_, [](const PackedSource& e) { return e.buffer.use_count() == 1; });
@@ -376,8 +381,8 @@ class PackedCache {
       it = sources_.insert(sources_.end(), PackedSource{source, {}});
     }
     for (auto& p : it->products)
-      if (same_product(p->shape, s)) return p;
-    it->products.push_back(make_packed_b(s));
+      if (p->offset == offset && same_product(p->shape, s)) return p;
+    it->products.push_back(make_packed_b(s, offset));
     // Otherwise the first sighting only records the shape.
     return shared_widely ? it->products.back() : nullptr;
   }
@@ -452,13 +457,17 @@ bool pack_all(PackedB& e, const float* b) {
 }
 
 // Runs the product on a packed copy of B when B is `b_buffer`'s data and has been seen before
-// (or is shared widely); false when the caller should run it on dnnl_sgemm.
+// (or is shared widely); false when the caller should run it on dnnl_sgemm. A view's B is
+// looked up as the part of its parent it is, so the devices reading one block of a buffer
+// through views of their own share one packed copy of it.
 bool packed_sgemm(const GemmShape& s, const float* a, const float* b, float* c,
                   const std::shared_ptr<Buffer>* b_buffer) {
   if (!b_buffer || !*b_buffer || (*b_buffer)->data() != b || s.batch != 1 || s.m < kPackedMinRows ||
       s.n * s.k < kPackedMinElements || gemm_threads(s) != 1 || !packing_available())
     return false;
-  std::shared_ptr<PackedB> e = packed_cache().find(*b_buffer, s);
+  const ViewSource* view = view_source(*b_buffer);
+  std::shared_ptr<PackedB> e = view ? packed_cache().find(view->parent, view->offset, s)
+                                    : packed_cache().find(*b_buffer, 0, s);
   if (!e) {
     unpacked_sightings.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -27,7 +27,8 @@ struct GemmShape {
 // (bfloat16, bfloat16), (float64, float64), (bool, bool) and (t, t) for every integer t.
 // Integer products and sums wrap around; bool is the or of ands. K = 0 gives zeros.
 // `b_buffer`, when given, is the buffer whose data `b` is: float32 products that read the same
-// buffer again (other devices, later runs) then share one packed copy of B.
+// buffer again (other devices, later runs) then share one packed copy of B; a view
+// (buffer_view.h) is taken as the part of its parent it is, so views of one block share it too.
 void gemm(DType operand, DType result, const GemmShape& shape, const void* a, const void* b,
           void* c, const std::shared_ptr<Buffer>* b_buffer = nullptr);
 bool gemm_supports(DType operand, DType result);

@@ -3,6 +3,7 @@
 // values it was packed from.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/buffer_view.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/parallel.h"
 #include "core/buffer.h"
@@ -175,6 +176,42 @@ TEST(PackedGemm, ProductsOfManyRowsPackBWhole) {
   const cpu::PackedGemmCounts after = cpu::packed_gemm_counts();
   EXPECT_EQ(after.parts_packed - before.parts_packed, 1);
   EXPECT_EQ(after.packed_products - before.packed_products, 1);
+}
+
+// Devices reading blocks of rows of one weight through views of their own (a dynamic_slice of
+// a replicated weight, as layer 0 at 4x2 is): the devices of one block share one packed copy of
+// it, packed at the first sighting since the weight is widely held, and every result is
+// dnnl_sgemm's on the same rows. Without views looked up as their parent's part, every product
+// ran unpacked (each view is held once).
+TEST(PackedGemm, ViewsOfOneBlockShareItsPackedCopy) {
+  constexpr int64_t kRows = 1024, kK = 784, kBlock = 512;
+  const cpu::GemmShape s{
+      .batch = 1, .m = 256, .n = kBlock, .k = kK, .trans_a = false, .trans_b = true};
+  const WidelySharedB w = widely_shared(random_floats(size_t(kRows * kK), 8), 8);
+  constexpr size_t kDevices = 4;  // devices 0, 1 read rows [0, 512), devices 2, 3 the rest
+  const auto offset = [&](size_t d) { return size_t(d / 2) * size_t(kBlock * kK); };
+  std::vector<std::vector<float>> a, got(kDevices), want(kDevices);
+  for (unsigned d = 0; d < kDevices; ++d) a.push_back(random_floats(size_t(s.m * s.k), 60 + d));
+  {
+    OneThread one;
+    for (size_t d = 0; d < kDevices; ++d) want[d] = product(s, a[d], w.data() + offset(d));
+  }
+  const cpu::PackedGemmCounts before = cpu::packed_gemm_counts();
+  std::vector<std::thread> devices;
+  for (size_t d = 0; d < kDevices; ++d)
+    devices.emplace_back([&, d] {
+      OneThread one;
+      const std::shared_ptr<sp::Buffer> view = cpu::make_buffer_view(
+          w.buffer, offset(d) * sizeof(float), size_t(kBlock * kK) * sizeof(float));
+      got[d] = product(s, a[d], static_cast<const float*>(view->data()), &view);
+    });
+  for (auto& t : devices) t.join();
+  const cpu::PackedGemmCounts after = cpu::packed_gemm_counts();
+  EXPECT_EQ(after.unpacked_sightings - before.unpacked_sightings, 0);
+  EXPECT_EQ(after.parts_packed - before.parts_packed, 2);  // one per block
+  EXPECT_EQ(after.packed_products - before.packed_products, int64_t(kDevices));
+  for (size_t d = 0; d < kDevices; ++d)
+    EXPECT_TRUE(bitwise_equal(got[d], want[d])) << "device " << d;
 }
 
 }  // namespace

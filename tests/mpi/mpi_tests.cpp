@@ -116,8 +116,9 @@ TEST(Processes, LaunchesOnOneDevicePerProcessKeepEachDevicesOrder) {
 TEST(Processes, LaunchesOnTheCallingThreadKeepEveryResultOnItsDevice) {
   // A launch of which this process holds one device runs on the calling thread as that device,
   // and keeps its Communicator (with the buffer its small reductions gather into) for its next
-  // launch. Programs over two pairs of devices, {0, 4} and {1, 5}, in three dtypes and two sizes
-  // (gathered, and halved above 64 KiB) take turns, with a launch over all 8 devices between
+  // launch. Programs over two pairs of devices, {0, 4} and {1, 5}, in three dtypes and three
+  // sizes (gathered whole, gathered in pieces of 2 KiB with a shorter last one, and halved above
+  // 64 KiB) take turns, with a launch over all 8 devices between
   // them, each feeding its next launch. Row r of a result is the psum plus row r itself, so a
   // row computed on the other device of its pair differs; every result is kept to the end, so
   // one that a later launch wrote over fails too, as does one placed on another pair's device.
@@ -137,7 +138,7 @@ TEST(Processes, LaunchesOnTheCallingThreadKeepEveryResultOnItsDevice) {
   };
   std::vector<Run> runs;
   for (sp::DType dtype : {sp::float32, sp::int32, sp::bfloat16})
-    for (int64_t n : {int64_t(16), int64_t(20000)})
+    for (int64_t n : {int64_t(16), int64_t(1500), int64_t(20000)})
       for (const sp::Mesh& mesh : pairs) {
         std::vector<float> v(size_t(2 * n));
         for (size_t k = 0; k < v.size(); ++k) v[k] = float(int(k % 3) - 1);

@@ -172,7 +172,6 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     check_blocks_on_ranks(*outs.back(), l.device_ids);
     results.push_back(make_sharded_array(l.out_types[k], outs.back()));
   }
-  // The task owns what only it uses; the results reach `outs` through their arrays.
   if (mpi::active() && !l.groups_made->load(std::memory_order_acquire)) {
     prepare_groups(l);
     l.groups_made->store(true, std::memory_order_release);
@@ -181,6 +180,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
   base.axis_names = l.axis_names;
   base.axis_sizes = l.axis_sizes;
   std::shared_ptr<Communicator> comm = communicator_for(l);
+  // The task owns what only it uses; the results reach `outs` through their arrays.
   auto task = [base = std::move(base), comm, ids = l.device_ids, ins = std::move(ins),
                in_types = std::move(in_types), outs = std::move(outs), body = l.body,
                owning = l.owning_body, donated = std::move(donated)](int rank) {

@@ -1540,6 +1540,10 @@ int Communicator::size() const {
   return int(state_->device_ids.size());
 }
 
+std::chrono::milliseconds Communicator::timeout() const {
+  return state_->timeout;
+}
+
 void Communicator::abort(int rank, const std::string& reason) {
   State& s = *state_;
   if (rank < 0 || rank >= size()) return;

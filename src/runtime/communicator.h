@@ -65,6 +65,8 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int size() const;
+  // How long a collective waits before it gives up.
+  std::chrono::milliseconds timeout() const;
 
   // Marks the launch as failed on `rank` (its program threw): every collective that waits for
   // `rank`, now or later, throws CollectiveError at once instead of waiting for the timeout.

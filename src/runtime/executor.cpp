@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -151,6 +152,17 @@ std::shared_ptr<Outstanding>& this_thread_launches() {
   return waiter.launches;
 }
 
+// A future that is ready, shared by every launch that has nothing left to wait for: making one
+// from a promise costs a futex wake-up (the promise's first set), a tenth of a small launch.
+const std::shared_future<void>& ready_future() {
+  static const std::shared_future<void> ready = [] {
+    std::promise<void> p;
+    p.set_value();
+    return p.get_future().share();
+  }();
+  return ready;
+}
+
 // The shared state of one launch. Destroyed on the thread that lets go of it last (a device's,
 // or the launching thread), after every rank has run; the function (and what it captured) goes
 // before the ticket.
@@ -174,7 +186,9 @@ struct LaunchState {
   std::vector<RankError> errors;
   std::atomic<bool> failed{false};
   std::shared_ptr<Communicator> comm;
-  std::promise<void> done;
+  // Set when the launch runs on device threads; a launch run on the calling thread has none
+  // (see outcome()).
+  std::optional<std::promise<void>> done;
 
   // Records the exception being handled as `rank`'s (on `device`) and releases whoever waits for
   // the rank.
@@ -211,11 +225,21 @@ struct LaunchState {
 
   void finish_rank() {
     std::lock_guard lock(mu);
-    if (--remaining > 0) return;
+    if (--remaining > 0 || !done) return;
     if (std::exception_ptr e = root_cause())
-      done.set_exception(e);
+      done->set_exception(e);
     else
-      done.set_value();
+      done->set_value();
+  }
+
+  // The future of a launch that has finished on the calling thread: the shared ready future
+  // when it succeeded, its error otherwise.
+  std::shared_future<void> outcome() const {
+    std::exception_ptr e = root_cause();
+    if (!e) return ready_future();
+    std::promise<void> p;
+    p.set_exception(e);
+    return p.get_future().share();
   }
 };
 
@@ -326,20 +350,15 @@ int current_device_id() {
 }
 
 std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
-                                std::shared_ptr<Communicator> comm) {
+                                std::shared_ptr<Communicator> comm, bool* ran_here) {
   check_device_ids(device_ids);
+  if (ran_here) *ran_here = false;
   // This process runs the ranks of its own devices; the other processes run theirs.
   std::vector<int> local_ranks;
   for (size_t r = 0; r < device_ids.size(); ++r)
     if (is_local_device(device_ids[r])) local_ranks.push_back(int(r));
   const int n = int(local_ranks.size());
-  auto state =
-      std::make_shared<LaunchState>(int(device_ids.size()), n, std::move(fn), std::move(comm));
-  std::shared_future<void> result = state->done.get_future().share();
-  if (n == 0) {
-    state->done.set_value();
-    return result;
-  }
+  if (n == 0) return ready_future();
   // Threads each kernel may use: the cores divided among the devices running at once, so
   // eight devices on two cores do not oversubscribe.
   const int kernel_threads = std::max(1, config::num_threads() / n);
@@ -350,10 +369,15 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::function<v
     Worker& w = ws.at(device);
     if (w.try_claim()) {
       order.unlock();
-      run_claimed(w, *state, rank, device, kernel_threads);
-      return result;
+      LaunchState state(int(device_ids.size()), n, std::move(fn), std::move(comm));
+      run_claimed(w, state, rank, device, kernel_threads);
+      if (ran_here) *ran_here = true;
+      return state.outcome();
     }
   }
+  auto state =
+      std::make_shared<LaunchState>(int(device_ids.size()), n, std::move(fn), std::move(comm));
+  std::shared_future<void> result = state->done.emplace().get_future().share();
   for (int rank : local_ranks) {
     const int device = device_ids[size_t(rank)];
     ws.at(device).post(

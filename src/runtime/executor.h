@@ -15,7 +15,9 @@ class Communicator;
 // Runs fn(rank) on the thread of device `device_ids[rank]` for every rank. Returns at once,
 // except when this process holds exactly one of several devices and that device is idle: then
 // its rank runs on the calling thread (as that device, current_device_id() included) and the
-// launch returns when it has finished, its error in the future as for any launch.
+// launch returns when it has finished, its error in the future as for any launch; `ran_here`,
+// when given, is set to whether that happened (nothing of the launch, `comm` included, is then
+// held by any other thread).
 // Launches run on every device in the order launch() is called, so a launch that reads an
 // earlier launch's results on the same device sees them. When fn throws on a rank, `comm`
 // (the launch's Communicator, if any) is aborted for that rank, so the ranks waiting for it in a
@@ -23,7 +25,8 @@ class Communicator;
 // that is a device's own: a PeerFailure (a collective left waiting by that failure) only when
 // every error is one.
 std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
-                                std::shared_ptr<Communicator> comm = nullptr);
+                                std::shared_ptr<Communicator> comm = nullptr,
+                                bool* ran_here = nullptr);
 
 // The id of the device whose worker thread is calling, or -1 on any other thread.
 int current_device_id();

@@ -6,7 +6,7 @@
 #include "runtime/communicator.h"
 
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,13 +36,14 @@ struct LaunchContext {
   // A group this rank's collectives met before: the axis names, the axis_index_groups (when
   // given), and the group they gave. A chain of collectives in one program finds its group here
   // instead of computing it again (see collectives' participants()). Only the rank's own thread
-  // uses them; a deque, so that a group found stays where it is when another is added.
+  // uses them; a list, so that a group found stays where it is when another is added (and an
+  // empty one allocates nothing: every launch makes a context per rank).
   struct KnownGroup {
     std::vector<std::string> names;
     std::optional<std::vector<std::vector<int>>> subgroups;
     Group group;
   };
-  mutable std::deque<KnownGroup> known_groups;
+  mutable std::list<KnownGroup> known_groups;
 };
 
 Group group_over(const LaunchContext& ctx, const std::vector<std::string>& names);

@@ -126,6 +126,32 @@ void check_blocks_on_ranks(const ShardedData& out, const std::vector<int>& devic
                              " is not on the launch's device " + std::to_string(device_ids[r]));
 }
 
+// The launch's Communicator: the one `l` kept from its last launch when it is unused and waits
+// as long as a new one would (the timeout comes from the environment), else a new one.
+std::shared_ptr<Communicator> communicator_for(const Launchable& l) {
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard lock(l.spare->mu);
+    comm = std::move(l.spare->comm);
+  }
+  if (comm && comm->timeout() == default_collective_timeout()) return comm;
+  return std::make_shared<Communicator>(l.device_ids);
+}
+
+// Keeps `comm` for `l`'s next launch when the launch ran on the calling thread (so no other
+// thread holds anything of it) and succeeded: a Communicator that a failure aborted is dropped.
+void keep_communicator(const Launchable& l, std::shared_ptr<Communicator> comm, bool ran_here,
+                       const std::shared_future<void>& done) {
+  if (!ran_here || comm.use_count() != 1) return;
+  try {
+    done.get();
+  } catch (...) {
+    return;
+  }
+  std::lock_guard lock(l.spare->mu);
+  l.spare->comm = std::move(comm);
+}
+
 std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
                                std::vector<bool> donated = {}) {
   // A device thread cannot wait for a launch queued behind its own current task.
@@ -153,8 +179,10 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
   LaunchContext base;
   base.axis_names = l.axis_names;
   base.axis_sizes = l.axis_sizes;
-  auto comm = std::make_shared<Communicator>(l.device_ids);
-  auto task = [base, comm, ids = l.device_ids, ins, in_types, outs, body = l.body,
+  std::shared_ptr<Communicator> comm = communicator_for(l);
+  // The task owns what only it uses; the results reach `outs` through their arrays.
+  auto task = [base = std::move(base), comm, ids = l.device_ids, ins = std::move(ins),
+               in_types = std::move(in_types), outs = std::move(outs), body = l.body,
                owning = l.owning_body, donated = std::move(donated)](int rank) {
     LaunchContext ctx = base;
     ctx.comm = comm.get();
@@ -174,8 +202,10 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
       outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
   };
   // A rank that throws aborts the Communicator, so its peers stop waiting for it.
-  std::shared_future<void> done = launch(l.device_ids, std::move(task), comm);
-  for (auto& o : outs) o->ready = done;
+  bool ran_here = false;
+  std::shared_future<void> done = launch(l.device_ids, std::move(task), comm, &ran_here);
+  for (const Array& r : results) r.impl()->sharded->ready = done;
+  keep_communicator(l, std::move(comm), ran_here, done);
   return results;
 }
 

@@ -11,11 +11,14 @@
 #include <compare>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace spmd::runtime {
+
+class Communicator;
 
 struct Launchable {
   // One device's share: its blocks of the arguments in, its blocks of the results out.
@@ -51,6 +54,15 @@ struct Launchable {
   // between processes, on every process alike), so later launches skip the check. Shared by
   // copies, which launch the same program on the same mesh.
   std::shared_ptr<std::atomic<bool>> groups_made = std::make_shared<std::atomic<bool>>(false);
+
+  // The Communicator of the last launch between processes that ran to its end on the calling
+  // thread without an error, kept for the next launch, which then finds its plans of the groups
+  // between processes made (see runtime::launch). Shared by copies.
+  struct Spare {
+    std::mutex mu;
+    std::shared_ptr<Communicator> comm;
+  };
+  std::shared_ptr<Spare> spare = std::make_shared<Spare>();
 
   bool on_mesh() const { return !device_ids.empty(); }
 };

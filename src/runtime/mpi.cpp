@@ -498,33 +498,64 @@ void allreduce(const GroupComm& g, ReduceOp op, DType dtype, const void* in, voi
 
 namespace {
 
+// Blocks above Open MPI's eager size for shared memory (btl_vader_eager_limit, 4 KiB with its
+// header) wait for the receiver to ask for them, a round trip more than an eager send: a block of
+// up to kPiecedUpTo bytes goes in pieces of kPieceBytes, each sent eagerly (same tag and peer,
+// so they arrive in order). Larger blocks go whole (a single copy between the processes).
+constexpr int kPieceBytes = 2048;
+constexpr int kPiecedUpTo = 16384;
+
+int pieces_of(int bytes) {
+  return bytes > kPieceBytes && bytes <= kPiecedUpTo ? (bytes + kPieceBytes - 1) / kPieceBytes
+                                                     : 1;
+}
+
+// Posts `bytes` of `data` to or from `peer` (MPI_Isend or MPI_Irecv), in pieces_of(bytes)
+// messages.
+template <class Post>
+void post_pieces(Post post, std::byte* data, int bytes, MPI_Request* requests, int& posted) {
+  const int n = pieces_of(bytes);
+  for (int k = 0, at = 0; k < n; ++k) {
+    const int len = k + 1 < n ? kPieceBytes : bytes - at;
+    post(data + at, len, &requests[posted++]);
+    at += len;
+  }
+}
+
 // allgatherv with counts[r] = count_of(r). The requests of up to 8 processes are kept on the
 // stack: a gather of a few bytes takes a fraction of a microsecond, and each allocation counts.
 template <class CountOf>
 void gather_blocks(const GroupComm& g, const void* in, int64_t in_bytes, void* out,
                    CountOf count_of, std::shared_ptr<void> keep_alive, const Wait& wait) {
   const int size = int(g.procs.size());
+  const int sent = as_count(in_bytes, "a gather");
+  int most = 0;
+  for (int r = 0; r < size; ++r)
+    if (r != g.rank) most += pieces_of(as_count(count_of(r), "a gather")) + pieces_of(sent);
   constexpr int kOnStack = 16;
   MPI_Request on_stack[kOnStack];
-  std::vector<MPI_Request> on_heap(size_t(2 * size > kOnStack ? 2 * size : 0));
+  std::vector<MPI_Request> on_heap(size_t(most > kOnStack ? most : 0));
   MPI_Request* requests = on_heap.empty() ? on_stack : on_heap.data();
   int posted = 0;
   auto* base = static_cast<std::byte*>(out);
-  const int sent = as_count(in_bytes, "a gather");
+  auto* mine = static_cast<std::byte*>(const_cast<void*>(in));  // only sent from
   int64_t at = 0;
   for (int r = 0; r < size; ++r) {
     const int n = as_count(count_of(r), "a gather");
     if (r == g.rank) {
       if (n > 0 && base + at != in) std::memcpy(base + at, in, size_t(n));
     } else {
+      auto recv = [&](std::byte* to, int len, MPI_Request* q) {
+        check(MPI_Irecv(to, len, MPI_BYTE, r, kExchangeTag, g.comm, q), "MPI_Irecv");
+      };
+      auto send = [&](std::byte* from, int len, MPI_Request* q) {
+        check(MPI_Isend(from, len, MPI_BYTE, r, kExchangeTag, g.comm, q), "MPI_Isend");
+      };
       if (n > 0) {
-        check(MPI_Irecv(base + at, n, MPI_BYTE, r, kExchangeTag, g.comm, &requests[posted++]),
-              "MPI_Irecv");
+        post_pieces(recv, base + at, n, requests, posted);
         count_received(n);
       }
-      if (sent > 0)
-        check(MPI_Isend(in, sent, MPI_BYTE, r, kExchangeTag, g.comm, &requests[posted++]),
-              "MPI_Isend");
+      if (sent > 0) post_pieces(send, mine, sent, requests, posted);
     }
     at += n;
   }

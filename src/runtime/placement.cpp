@@ -60,11 +60,15 @@ std::vector<Shard> Array::addressable_shards() const {
 }
 
 Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
+  const ArrayImpl& impl = concrete_impl(x, "device_put");
+  // Already laid out so (every launch's arguments, mostly): its devices and shape were checked
+  // against this sharding when it was placed.
+  if (impl.sharded &&
+      (impl.sharded->sharding == sharding || *impl.sharded->sharding == *sharding))
+    return x;
   // The library's shardings check their devices when made; this covers any other Sharding.
   runtime::check_devices(sharding->device_list(), "device_put");
-  const ArrayImpl& impl = concrete_impl(x, "device_put");
   sharding->check_shape(impl.aval.shape, "device_put");
-  if (impl.sharded && *impl.sharded->sharding == *sharding) return x;
   auto data = make_layout(impl.aval, sharding);
   if (impl.sharded) {
     impl.sharded->wait();

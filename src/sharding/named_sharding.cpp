@@ -103,16 +103,18 @@ std::string NamedSharding::repr() const {
 }
 
 // Trailing Nones do not change a sharding: P('x') and P('x', None) are equal.
-static std::vector<PartitionSpec::Entry> without_trailing_nones(const PartitionSpec& spec) {
-  std::vector<PartitionSpec::Entry> entries = spec.entries();
-  while (!entries.empty() && !entries.back()) entries.pop_back();
-  return entries;
+static bool same_entries(const PartitionSpec& a, const PartitionSpec& b) {
+  static const PartitionSpec::Entry none;
+  const std::vector<PartitionSpec::Entry>&x = a.entries(), &y = b.entries();
+  for (size_t i = 0; i < std::max(x.size(), y.size()); ++i)
+    if ((i < x.size() ? x[i] : none) != (i < y.size() ? y[i] : none)) return false;
+  return true;
 }
 
 bool NamedSharding::equals(const Sharding& other) const {
+  if (this == &other) return true;
   auto* o = dynamic_cast<const NamedSharding*>(&other);
-  return o && mesh_ == o->mesh_ &&
-         without_trailing_nones(spec_) == without_trailing_nones(o->spec_);
+  return o && mesh_ == o->mesh_ && same_entries(spec_, o->spec_);
 }
 
 SingleDeviceSharding::SingleDeviceSharding(Device device) : devices_{std::move(device)} {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,62 @@ TEST(Processes, LaunchesOnOneDevicePerProcessKeepEachDevicesOrder) {
   }
   expect_local_blocks(x, xs, sp::Shape({2, 4, n}));
   expect_local_blocks(w, ws, sp::Shape({2, n}));
+}
+
+TEST(Processes, LaunchesOnTheCallingThreadKeepEveryResultOnItsDevice) {
+  // A launch of which this process holds one device runs on the calling thread as that device,
+  // and keeps its Communicator (with the buffer its small reductions gather into) for its next
+  // launch. Programs over two pairs of devices, {0, 4} and {1, 5}, in three dtypes and three
+  // sizes (gathered whole, gathered in pieces of 2 KiB with a shorter last one, and halved above
+  // 64 KiB) take turns, with a launch over all 8 devices between
+  // them, each feeding its next launch. Row r of a result is the psum plus row r itself, so a
+  // row computed on the other device of its pair differs; every result is kept to the end, so
+  // one that a later launch wrote over fails too, as does one placed on another pair's device.
+  const std::vector<sp::Device> all = sp::devices();
+  const std::vector<sp::Mesh> pairs = {sp::Mesh({all[0], all[4]}, {2}, {"a"}),
+                                       sp::Mesh({all[1], all[5]}, {2}, {"a"})};
+  sp::Mesh wide = sp::make_mesh({2, 4}, {"a", "b"});
+  auto step = [](sp::Array b) { return sp::lax::psum(b, "a") + b; };
+  auto wide_step = sp::jit(sp::shard_map(step, wide, P("a", "b"), P("a", "b")));
+  sp::Array filler = sp::device_put(sp::zeros({2, 4, 8}, sp::float32),
+                                    sp::NamedSharding(wide, P("a", "b")));
+  struct Run {
+    sp::Mesh mesh;
+    std::function<sp::Array(const sp::Array&)> fn;
+    sp::Array x;
+    std::vector<float> values;  // of x, row-major [2, n]
+  };
+  std::vector<Run> runs;
+  for (sp::DType dtype : {sp::float32, sp::int32, sp::bfloat16})
+    for (int64_t n : {int64_t(16), int64_t(1500), int64_t(20000)})
+      for (const sp::Mesh& mesh : pairs) {
+        std::vector<float> v(size_t(2 * n));
+        for (size_t k = 0; k < v.size(); ++k) v[k] = float(int(k % 3) - 1);
+        sp::Array x = sp::device_put(sp::array(v, {2, n}).astype(dtype),
+                                     sp::NamedSharding(mesh, P("a")));
+        runs.push_back({mesh, sp::jit(sp::shard_map(step, mesh, P("a"), P("a"))), x, v});
+      }
+  // Values stay within 3^4 of the inputs' magnitude 1: exact in bfloat16.
+  std::vector<std::pair<sp::Array, std::vector<float>>> kept;
+  for (int round = 0; round < 4; ++round)
+    for (Run& r : runs) {
+      filler = wide_step(filler);
+      r.x = r.fn(r.x);
+      const size_t n = r.values.size() / 2;
+      for (size_t j = 0; j < n; ++j) {
+        const float sum = r.values[j] + r.values[n + j];
+        r.values[j] += sum;
+        r.values[n + j] += sum;
+      }
+      kept.emplace_back(r.x, r.values);
+    }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const Run& r = runs[k % runs.size()];
+    const int64_t n = int64_t(kept[k].second.size() / 2);
+    for (const sp::Shard& s : kept[k].first.addressable_shards())
+      EXPECT_EQ(s.device.id, r.mesh.devices()[size_t(sp::process_index())].id) << "result " << k;
+    expect_local_blocks(kept[k].first, kept[k].second, sp::Shape({2, n}));
+  }
 }
 
 TEST(Processes, LargePsumReducesWithinEachProcessFirst) {

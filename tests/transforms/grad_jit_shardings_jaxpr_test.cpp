@@ -50,10 +50,16 @@ const sp::Mesh& mesh_a() {
   static const sp::Mesh mesh(sp::create_device_mesh({8}), {"a"});
   return mesh;
 }
-sp::NamedSharding split() { return sp::NamedSharding(mesh_a(), P("a")); }
-sp::NamedSharding whole() { return sp::NamedSharding(mesh_a(), P()); }
+sp::NamedSharding split() {
+  return sp::NamedSharding(mesh_a(), P("a"));
+}
+sp::NamedSharding whole() {
+  return sp::NamedSharding(mesh_a(), P());
+}
 
-sp::Array sin_mul(const sp::Array& x) { return sp::sin(x) * x; }
+sp::Array sin_mul(const sp::Array& x) {
+  return sp::sin(x) * x;
+}
 
 // Checks make_jaxpr(grad(sum ∘ call)) of one argument, the gradient and its sharding.
 template <class Call>
@@ -65,8 +71,9 @@ void check_grad(const std::string& name, Call call) {
 }
 
 TEST(GradJitShardingsJaxpr, InAndOutShardingsSwapInTheTransposedCall) {
-  check_grad("jit_shard_both",
-             sp::jit(sin_mul, {.name = "sin_mul", .in_shardings = split(), .out_shardings = whole()}));
+  check_grad(
+      "jit_shard_both",
+      sp::jit(sin_mul, {.name = "sin_mul", .in_shardings = split(), .out_shardings = whole()}));
 }
 
 TEST(GradJitShardingsJaxpr, InShardingsOnly) {
@@ -139,6 +146,43 @@ TEST(EagerGradThroughCall, TracesTheTransposedCallOnce) {
   // Another operand type traces it again.
   sp::grad(loss)(xs(6));
   EXPECT_EQ(sp::transposed_call_trace_count(), traced + 1);
+}
+
+// grid() of the generator: 0.03125·i + start, as 8 × 8.
+sp::Array grid(float start = 0.0f) {
+  return sp::arange(64.0f).reshape({8, 8}) * 0.03125f + start;
+}
+
+// Checks make_jaxpr of jvp(f) of one primal and one tangent, and the primal and tangent
+// outputs' values and shardings.
+template <class F>
+void check_jvp(const std::string& name, F f) {
+  SCOPED_TRACE(name);
+  auto both = [f](const sp::Array& x, const sp::Array& t) { return sp::jvp(f, x, t); };
+  EXPECT_EQ(sp::make_jaxpr(both)(grid(), grid(1.0f)).str(), golden(name, ".txt"));
+  auto [leaves, def] = sp::tree_flatten(both(grid(), grid(1.0f)));
+  expect_values(name, leaves, true);
+}
+
+TEST(JvpShardMapJaxpr, OneShardMapOfPrimalsAndTangents) {
+  check_jvp("jvp_sm_sin_mul", sp::shard_map([](const sp::Array& v) { return sp::sin(v) * v; },
+                                            mesh_a(), P("a"), P("a")));
+}
+
+TEST(JvpShardMapJaxpr, TangentReplicatedAsThePrimal) {
+  check_jvp("jvp_sm_psum_sin",
+            sp::shard_map([](const sp::Array& v) { return sp::lax::psum(sp::sin(v), "a"); },
+                          mesh_a(), P("a", sp::None), P()));
+}
+
+TEST(JvpShardMapJaxpr, TwoResults) {
+  check_jvp("jvp_sm_two_results",
+            sp::shard_map(
+                [](const sp::Array& v) {
+                  sp::Array e = sp::exp(v);  // traced first, as in JAX
+                  return Pair(e, 2.0f * v);
+                },
+                mesh_a(), P(sp::None, "a"), {P(sp::None, "a"), P(sp::None, "a")}));
 }
 
 }  // namespace

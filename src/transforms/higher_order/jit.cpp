@@ -121,8 +121,7 @@ std::optional<ShardingList> picked(const ShardingList* list, std::span<const int
   for (int k : picks) {
     const bool have = k >= 0 && size_t(k) < list->items.size();
     out.items.push_back(have ? list->items[size_t(k)] : nullptr);
-    if (!list->as_device.empty())
-      out.as_device.push_back(have && list->as_device[size_t(k)]);
+    if (!list->as_device.empty()) out.as_device.push_back(have && list->as_device[size_t(k)]);
   }
   if (!out.any()) return std::nullopt;
   return out;
@@ -175,22 +174,6 @@ Trace* highest_trace(std::span<const Array> xs) {
     if (x.valid() && x.impl()->trace && (!top || x.impl()->trace->level() > top->level()))
       top = x.impl()->trace.get();
   return top;
-}
-
-// Whether a call is being linearized: its nonzero tangents are staged into a trace of their own,
-// inner to the one its primals are computed in (grad and vjp, also an eager vjp of concrete
-// primals), rather than computed beside the primals (jvp).
-bool linearizing(std::span<const Array> primals, std::span<const Array> tangents) {
-  std::vector<Array> nonzero;
-  for (const Array& t : tangents)
-    if (!is_zero(t)) nonzero.push_back(t);
-  Trace* tangent_trace = highest_trace(nonzero);
-  if (!dynamic_cast<StagingTrace*>(tangent_trace)) return false;
-  Trace* primal_trace = highest_trace(primals);
-  Trace* current = current_trace();
-  if (!primal_trace || (current && current->level() > primal_trace->level()))
-    primal_trace = current;
-  return !primal_trace || tangent_trace->level() > primal_trace->level();
 }
 
 // A call's body linearized as JAX's linearize_jaxpr does it: the forward program (its constants,
@@ -307,7 +290,8 @@ Params forward_call_params(const Params& p, const LinearizedCall& lc) {
 Params tangent_call_params(const Params& p, const LinearizedCall& lc,
                            const std::vector<bool>& nonzero) {
   Params params{{"name", p.at("name")}, {"jaxpr", lc.tangent}};
-  set_picked(params, "in_shardings", p, "in_shardings", after_unspecified(lc.residuals.size(), where(nonzero)));
+  set_picked(params, "in_shardings", p, "in_shardings",
+             after_unspecified(lc.residuals.size(), where(nonzero)));
   set_picked(params, "out_shardings", p, "out_shardings", where(lc.nonzero_out));
   return params;
 }
@@ -441,8 +425,10 @@ TransposedCall trace_transposed_call(const Params& p, std::span<const LinearInpu
   tc.kept.resize(num_known);
   auto program = std::make_shared<const Program>(hoist_consts(transposed, &tc.consts));
   tc.params = Params{{"name", p.at("name")}, {"jaxpr", ProgramRef(program)}};
-  const size_t leading = tc.consts.size() + size_t(std::count(tc.kept.begin(), tc.kept.end(), true));
-  set_picked(tc.params, "in_shardings", p, "out_shardings", after_unspecified(leading, where(nonzero_ct)));
+  const size_t leading =
+      tc.consts.size() + size_t(std::count(tc.kept.begin(), tc.kept.end(), true));
+  set_picked(tc.params, "in_shardings", p, "out_shardings",
+             after_unspecified(leading, where(nonzero_ct)));
   std::vector<int> linear_in;
   for (size_t k = 0, l = 0; k < ins.size(); ++k)
     if (ins[k].is_linear() && tc.nonzero_in[l++]) linear_in.push_back(int(k));
@@ -579,6 +565,19 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
 }
 
 }  // namespace
+
+bool linearizing(std::span<const Array> primals, std::span<const Array> tangents) {
+  std::vector<Array> nonzero;
+  for (const Array& t : tangents)
+    if (!is_zero(t)) nonzero.push_back(t);
+  Trace* tangent_trace = highest_trace(nonzero);
+  if (!dynamic_cast<StagingTrace*>(tangent_trace)) return false;
+  Trace* primal_trace = highest_trace(primals);
+  Trace* current = current_trace();
+  if (!primal_trace || (current && current->level() > primal_trace->level()))
+    primal_trace = current;
+  return !primal_trace || tangent_trace->level() > primal_trace->level();
+}
 
 int64_t transposed_call_trace_count() {
   return transposed_call_traces.load();

@@ -123,6 +123,25 @@ JVP_CASES = {
 }
 
 
+CONST = np.arange(8, dtype=np.float32) * 0.5
+
+SM_GRAD_CASES = {
+    # A body closing over a constant array: it enters the forward shard_map as a replicated
+    # operand after the others' constants; the tangent one reads its pvary'd broadcast residual.
+    "sm_const": (jax.grad(summed(smap(lambda v: jnp.sin(v) * CONST, P("a"), P("a")))),
+                 (grid(),)),
+    # Without check_vma the constant itself is a residual: the forward shard_map returns it
+    # after the residual it computes, split along its leading dim.
+    "sm_const_no_vma": (jax.grad(summed(jax.shard_map(
+        lambda v: jnp.sin(v) * CONST.reshape(1, 8), mesh=m, in_specs=P("a"), out_specs=P("a"),
+        check_vma=False))), (grid(),)),
+    # A replicated (P()) operand: its transposed body sums over the block's leading dim with a
+    # reduce_sum whose out_sharding names the manual mesh.
+    "sm_replicated_operand": (jax.grad(summed(smap(lambda u, v: u * v, (P("a"), P()), P("a"))),
+                                       argnums=(0, 1)), (grid(), grid()[0])),
+}
+
+
 def write(name, fn, args, shardings):
     text = str(jax.make_jaxpr(fn)(*args))
     with open(os.path.join(OUT, name + ".txt"), "w") as f:
@@ -147,6 +166,8 @@ def main():
         write(name, fn, args, True)
     for name, (fn, args) in EAGER_CASES.items():
         write(name, fn, args, False)
+    for name, (fn, args) in SM_GRAD_CASES.items():
+        write(name, fn, args, True)
     for name, (fn, args) in JVP_CASES.items():
         write(name, fn, args, True)
 

@@ -565,6 +565,25 @@ JvpResult shard_map_joint_jvp(std::span<const Array> primals, std::span<const Ar
   return {outs, touts};
 }
 
+// Makes the residuals that are inputs `constant` marks extras (returned by the forward
+// shard_map), keeping the extras in residual order.
+void returned_as_residuals(LinearizedBody& lb, std::span<const Array> xs,
+                           const std::vector<bool>& constant) {
+  std::vector<Array> extras;
+  for (ResidualSource& s : lb.residuals) {
+    if (s.kind == ResidualSource::Kind::extra) {
+      extras.push_back(lb.extras[s.index]);
+    } else if (s.kind == ResidualSource::Kind::input && constant[s.index]) {
+      extras.push_back(xs[s.index]);
+      s.kind = ResidualSource::Kind::extra;
+    } else {
+      continue;
+    }
+    s.index = extras.size() - 1;
+  }
+  lb.extras = std::move(extras);
+}
+
 // jvp while linearizing, as JAX's shard_map linearization: one shard_map computes the residuals the
 // tangents need, then the primal results; a second, linear in the nonzero tangents, computes the
 // nonzero output tangents from the residuals, then the tangents. Residuals that are the body's
@@ -578,9 +597,16 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
   std::vector<bool> nonzero;
   for (const Array& t : tangents) nonzero.push_back(!is_zero(t));
 
+  // Operands that are concrete constants of a traced computation (what the body closed over):
+  // JAX's partial evaluation forwards only traced inputs, so a residual that is one of these
+  // leaves the forward shard_map among the others.
+  std::vector<bool> constant(primals.size(), false);
+  if (current_trace() || !all_concrete(primals))
+    for (size_t i = 0; i < primals.size(); ++i) constant[i] = is_concrete(primals[i]);
   LinearizedBody lb;
   auto primal_fn = [&](std::span<const Array> xs) {
     lb = linearize_body(*body, xs, nonzero);
+    returned_as_residuals(lb, xs, constant);
     std::vector<Array> result;
     for (const Array& r : lb.extras)
       result.push_back(r.ndim() == 0 ? lax::broadcast_in_dim(r, Shape({1}), {}) : r);

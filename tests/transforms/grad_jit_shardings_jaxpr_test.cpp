@@ -222,4 +222,11 @@ TEST(GradShardMapConstJaxpr, ConstantResidualWithoutVmaCheck) {
              grid());
 }
 
+TEST(JvpJitJaxpr, OneCallOfPrimalsAndTangents) {
+  auto both = [](const sp::Array& x, const sp::Array& t) { return sp::jvp(g, x, t); };
+  EXPECT_EQ(sp::make_jaxpr(both)(xs(3), xs(3, 1.0f)).str(), golden("jvp_jit_sin_mul", ".txt"));
+  auto [out, tout] = both(xs(3), xs(3, 1.0f));
+  expect_values("jvp_jit_sin_mul", {out, tout}, false);
+}
+
 }  // namespace

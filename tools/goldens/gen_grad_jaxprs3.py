@@ -142,6 +142,12 @@ SM_GRAD_CASES = {
 }
 
 
+JVP_CALL_CASES = {
+    # Forward-mode jvp of a call: one call of the primal and the tangent.
+    "jvp_jit_sin_mul": (jvp_of(g), (xs(3), xs(3, 1.0))),
+}
+
+
 def write(name, fn, args, shardings):
     text = str(jax.make_jaxpr(fn)(*args))
     with open(os.path.join(OUT, name + ".txt"), "w") as f:
@@ -170,6 +176,8 @@ def main():
         write(name, fn, args, True)
     for name, (fn, args) in JVP_CASES.items():
         write(name, fn, args, True)
+    for name, (fn, args) in JVP_CALL_CASES.items():
+        write(name, fn, args, False)
 
 
 if __name__ == "__main__":

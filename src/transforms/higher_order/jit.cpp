@@ -333,19 +333,53 @@ JvpResult linearize_jit(std::span<const Array> primals, std::span<const Array> t
   return r;
 }
 
-// The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
-// the batched body, as JAX's pjit batching rule does). While linearizing, jvp keeps it as a
-// forward and a tangent call; transposition transposes it into a call when traced, inline
-// otherwise. Its shardings constrain the primals and tangents, and the cotangents (such calls
-// stay inline).
+// The call's rules act on its body and keep the call, as JAX's pjit rules do: jvp is one call
+// of the primals and the nonzero tangents to the primal outputs and the nonzero output
+// tangents, the tangents sharded as their primals; while linearizing, a forward and a tangent
+// call; transposition a call (below); batching a call of the batched body.
 JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                   const Params& p) {
   if (linearizing(primals, tangents)) return linearize_jit(primals, tangents, p);
-  const ShardingList* in = call_shardings(p, "in_shardings");
-  const ShardingList* out = call_shardings(p, "out_shardings");
-  auto [outs, touts] =
-      jvp_program(*p.get<ProgramRef>("jaxpr"), constrained(primals, in), constrained(tangents, in));
-  return {constrained(std::move(outs), out), constrained(std::move(touts), out)};
+  const Program& body = *p.get<ProgramRef>("jaxpr");
+  const size_t n = primals.size();
+  std::vector<AbstractValue> types = body.in_types();
+  std::vector<Array> operands(primals.begin(), primals.end());
+  std::vector<bool> nonzero;
+  for (size_t i = 0; i < n; ++i) {
+    nonzero.push_back(!is_zero(tangents[i]));
+    if (!nonzero.back()) continue;
+    types.push_back(types[i]);
+    types.back().weak_type = false;
+    operands.push_back(tangents[i]);
+  }
+  std::vector<bool> nonzero_out;
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    std::vector<Array> ts;
+    size_t j = n;
+    for (bool nz : nonzero) ts.push_back(nz ? xs[j++] : Array());
+    auto [outs, touts] = jvp_program(body, xs.first(n), ts);
+    for (const Array& t : touts) {
+      nonzero_out.push_back(!is_zero(t));
+      if (!is_zero(t)) outs.push_back(t);
+    }
+    return outs;
+  };
+  std::vector<Array> consts;
+  auto joint =
+      std::make_shared<const Program>(hoist_consts(trace_to_program(fn, types, "jvp"), &consts));
+  operands.insert(operands.begin(), consts.begin(), consts.end());
+  Params params{{"name", p.at("name")}, {"jaxpr", ProgramRef(joint)}};
+  std::vector<int> ins = iota(n), outs = iota(nonzero_out.size());
+  for (int i : where(nonzero)) ins.push_back(i);
+  for (int k : where(nonzero_out)) outs.push_back(k);
+  set_picked(params, "in_shardings", p, "in_shardings", after_unspecified(consts.size(), ins));
+  set_picked(params, "out_shardings", p, "out_shardings", outs);
+  std::vector<Array> results = spmd::bind(primitive("jit"), operands, params);
+  JvpResult r;
+  r.primals_out.assign(results.begin(), results.begin() + long(nonzero_out.size()));
+  size_t next = nonzero_out.size();
+  for (bool nz : nonzero_out) r.tangents_out.push_back(nz ? results[next++] : Array());
+  return r;
 }
 
 // The call's body with its known inputs as constants (`known[k]` for each non-linear input k):

@@ -164,9 +164,14 @@ BatchResult pvary_batch(const Primitive& pvary, std::span<const Array> args,
   return single(bind1(pvary, {args[0]}, with(p, "axes", tuple_param(rest))), dims[0]);
 }
 
+// JAX's: psum_invariant over the same axes (varying back to invariant) inside a checking
+// shard_map; psum over axes vmap binds, which type no variance.
 std::vector<Array> pvary_transpose(const Primitive& psum, std::span<const Array> cts,
                                    std::span<const LinearInput>, const Params& p) {
-  return {bind1(psum, {cts[0]}, psum_params(read_names(p, "axes")))};
+  std::vector<std::string> axes = read_names(p, "axes");
+  if (typed(axes).size() == axes.size())
+    return {bind1(primitive("psum_invariant"), {cts[0]}, Params{{"axes", std::move(axes)}})};
+  return {bind1(psum, {cts[0]}, psum_params(axes))};
 }
 
 std::vector<std::string> pvary_vma(std::span<const AbstractValue> in, const Params& p) {

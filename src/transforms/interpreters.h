@@ -5,6 +5,7 @@
 #include "ir/program.h"
 #include "prims/rule_util.h"
 
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -41,6 +42,13 @@ LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
 
 // Transposes a linear Program (constants = residuals): output cotangents to input cotangents.
 std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents);
+// Whether a primitive holding a body (a call, a shard_map) is being linearized: its nonzero
+// tangents are staged into a trace inner to the one its primals are computed in (grad and vjp,
+// also an eager vjp of concrete primals), rather than computed beside the primals (jvp).
+bool linearizing(std::span<const Array> primals, std::span<const Array> tangents);
+// How many times a `jit` call's transposition has been traced (calls of one body, on operands of
+// the same types, share one).
+int64_t transposed_call_trace_count();
 // Evaluates `program` with the batching rules; dims[i] is args[i]'s batch dim or kNotBatched.
 std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
                                                               std::span<const Array> args,

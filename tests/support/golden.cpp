@@ -1,6 +1,7 @@
 // Golden files and array comparisons for tests. Elements are read straight from the arrays' host
 // buffers so the comparisons do not depend on spmd's own conversion kernels being right.
 #include "support/golden.h"
+#include "support/golden_values.h"
 
 #include <spmd/io.h>
 
@@ -250,6 +251,17 @@ std::vector<std::string> split_fields(const std::string& s, char sep) {
       out.emplace_back();
     else
       out.back() += c;
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> golden_float_lines(std::string_view relative) {
+  std::istringstream lines(golden_text(relative));
+  std::vector<std::vector<float>> out;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream values(line);
+    out.emplace_back();
+    for (double v; values >> v;) out.back().push_back(float(v));
   }
   return out;
 }

@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "support/golden.h"
+#include "support/golden_values.h"
 
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,14 +27,7 @@ using Pair = std::tuple<sp::Array, sp::Array>;
 
 // The gradient JAX computed for case `name`: one line of values per differentiated argument.
 std::vector<std::vector<float>> golden_grads(const std::string& name) {
-  std::istringstream lines(golden_text("grad_jaxprs2/" + name + ".grad.txt"));
-  std::vector<std::vector<float>> out;
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream values(line);
-    out.emplace_back();
-    for (double v; values >> v;) out.back().push_back(float(v));
-  }
-  return out;
+  return spmd_test::golden_float_lines("grad_jaxprs2/" + name + ".grad.txt");
 }
 
 sp::Array from(const std::vector<float>& values, const sp::Shape& shape) {

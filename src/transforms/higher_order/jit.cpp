@@ -17,6 +17,7 @@
 #include "transforms/staging.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -114,6 +115,33 @@ const ShardingList* call_shardings(const Params& p, std::string_view key) {
   return p.has(key) ? &p.get_object<ShardingList>(key) : nullptr;
 }
 
+// The entries `picks` names of a call's sharding list (-1: unspecified), as the params of a call
+// derived from it (its forward, tangent or transposed call) carry them.
+std::optional<ShardingList> picked(const ShardingList* list, std::span<const int> picks) {
+  if (!list) return std::nullopt;
+  ShardingList out{{}, list->absent, {}};
+  for (int k : picks) {
+    const bool have = k >= 0 && size_t(k) < list->items.size();
+    out.items.push_back(have ? list->items[size_t(k)] : nullptr);
+    if (!list->as_device.empty()) out.as_device.push_back(have && list->as_device[size_t(k)]);
+  }
+  if (!out.any()) return std::nullopt;
+  return out;
+}
+
+// Sets `key` of a derived call's params to the entries `picks` names of the call's list `from`.
+void set_picked(Params& params, std::string_view key, const Params& call, std::string_view from,
+                std::span<const int> picks) {
+  if (std::optional<ShardingList> list = picked(call_shardings(call, from), picks))
+    params.set(std::string(key), object_param(std::move(*list)));
+}
+
+// `count` unspecified entries (-1) followed by `rest`.
+std::vector<int> after_unspecified(size_t count, std::vector<int> rest) {
+  rest.insert(rest.begin(), count, -1);
+  return rest;
+}
+
 // xs constrained to the call's shardings (placed, when concrete), as JAX's pjit honours them
 // around its body; zero tangents stay symbolic.
 std::vector<Array> constrained(std::vector<Array> xs, const ShardingList* shardings) {
@@ -148,22 +176,6 @@ Trace* highest_trace(std::span<const Array> xs) {
     if (x.valid() && x.impl()->trace && (!top || x.impl()->trace->level() > top->level()))
       top = x.impl()->trace.get();
   return top;
-}
-
-// Whether a call is being linearized: its nonzero tangents are staged into a trace of their own,
-// inner to the one its primals are computed in (grad and vjp), rather than computed beside the
-// primals (jvp). Concrete primals (an eager vjp) run the body inline.
-bool linearizing(std::span<const Array> primals, std::span<const Array> tangents) {
-  std::vector<Array> nonzero;
-  for (const Array& t : tangents)
-    if (!is_zero(t)) nonzero.push_back(t);
-  Trace* tangent_trace = highest_trace(nonzero);
-  if (!dynamic_cast<StagingTrace*>(tangent_trace)) return false;
-  Trace* primal_trace = highest_trace(primals);
-  Trace* current = current_trace();
-  if (!primal_trace || (current && current->level() > primal_trace->level()))
-    primal_trace = current;
-  return primal_trace && tangent_trace->level() > primal_trace->level();
 }
 
 // A call's body linearized as JAX's linearize_jaxpr does it: the forward program (its constants,
@@ -244,12 +256,46 @@ std::shared_ptr<const LinearizedCall> cached_linearization(const ProgramRef& bod
   return linearized;
 }
 
-// A `jit` equation's params for `body` (consts hoisted into *operands, before the others).
-Params call_params(const Params& p, const Program& body, std::vector<Array>* operands) {
-  std::vector<Array> consts;
-  auto program = std::make_shared<const Program>(hoist_consts(body, &consts));
-  operands->insert(operands->begin(), consts.begin(), consts.end());
-  return Params{{"name", p.at("name")}, {"jaxpr", ProgramRef(program)}};
+// The indices 0 … n-1.
+std::vector<int> iota(size_t n) {
+  std::vector<int> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = int(i);
+  return out;
+}
+
+// The indices where `mask` is true.
+std::vector<int> where(const std::vector<bool>& mask) {
+  std::vector<int> out;
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i]) out.push_back(int(i));
+  return out;
+}
+
+// The forward call's params: the call's in_shardings after its constants; the out_shardings of
+// the primal outputs it returns, then unspecified for the residuals (as JAX's pjit
+// linearization).
+Params forward_call_params(const Params& p, const LinearizedCall& lc) {
+  Params params{{"name", p.at("name")}, {"jaxpr", lc.forward}};
+  const size_t num_consts = lc.forward_consts.size();
+  set_picked(params, "in_shardings", p, "in_shardings",
+             after_unspecified(num_consts, iota(lc.forward->invars.size() - num_consts)));
+  std::vector<int> outs;
+  for (size_t i = 0; i < lc.out_input.size(); ++i)
+    if (lc.out_input[i] < 0) outs.push_back(int(i));
+  outs.resize(lc.forward->outputs.size(), -1);
+  set_picked(params, "out_shardings", p, "out_shardings", outs);
+  return params;
+}
+
+// The tangent call's params: unspecified for the residuals, then the in_shardings of the
+// nonzero tangents; the out_shardings of the nonzero output tangents.
+Params tangent_call_params(const Params& p, const LinearizedCall& lc,
+                           const std::vector<bool>& nonzero) {
+  Params params{{"name", p.at("name")}, {"jaxpr", lc.tangent}};
+  set_picked(params, "in_shardings", p, "in_shardings",
+             after_unspecified(lc.residuals.size(), where(nonzero)));
+  set_picked(params, "out_shardings", p, "out_shardings", where(lc.nonzero_out));
+  return params;
 }
 
 // jvp while linearizing, as JAX's pjit linearization: a forward call of the primals computing
@@ -263,8 +309,8 @@ JvpResult linearize_jit(std::span<const Array> primals, std::span<const Array> t
       cached_linearization(p.get<ProgramRef>("jaxpr"), nonzero);
   std::vector<Array> operands = lc->forward_consts;
   operands.insert(operands.end(), primals.begin(), primals.end());
-  const std::vector<Array> forward_outs = spmd::bind(
-      primitive("jit"), operands, Params{{"name", p.at("name")}, {"jaxpr", lc->forward}});
+  const std::vector<Array> forward_outs =
+      spmd::bind(primitive("jit"), operands, forward_call_params(p, *lc));
   JvpResult r;
   size_t next = 0;
   for (int input : lc->out_input)
@@ -282,26 +328,60 @@ JvpResult linearize_jit(std::span<const Array> primals, std::span<const Array> t
   }
   for (const Array& t : tangents)
     if (!is_zero(t)) tangent_operands.push_back(t);
-  const std::vector<Array> touts = spmd::bind(
-      primitive("jit"), tangent_operands, Params{{"name", p.at("name")}, {"jaxpr", lc->tangent}});
+  const std::vector<Array> touts =
+      spmd::bind(primitive("jit"), tangent_operands, tangent_call_params(p, *lc, nonzero));
   next = 0;
   for (bool nz : lc->nonzero_out) r.tangents_out.push_back(nz ? touts[next++] : Array());
   return r;
 }
 
-// The call's rules act on its body: jvp and batching interpret it (batching keeps the call, of
-// the batched body, as JAX's pjit batching rule does). While linearizing, jvp keeps it as a
-// forward and a tangent call; transposition transposes it into a call when traced, inline
-// otherwise. Its shardings constrain the primals and tangents, and the cotangents (such calls
-// stay inline).
+// The call's rules act on its body and keep the call, as JAX's pjit rules do: jvp is one call
+// of the primals and the nonzero tangents to the primal outputs and the nonzero output
+// tangents, the tangents sharded as their primals; while linearizing, a forward and a tangent
+// call; transposition a call (below); batching a call of the batched body.
 JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                   const Params& p) {
-  const ShardingList* in = call_shardings(p, "in_shardings");
-  const ShardingList* out = call_shardings(p, "out_shardings");
-  if (!in && !out && linearizing(primals, tangents)) return linearize_jit(primals, tangents, p);
-  auto [outs, touts] =
-      jvp_program(*p.get<ProgramRef>("jaxpr"), constrained(primals, in), constrained(tangents, in));
-  return {constrained(std::move(outs), out), constrained(std::move(touts), out)};
+  if (linearizing(primals, tangents)) return linearize_jit(primals, tangents, p);
+  const Program& body = *p.get<ProgramRef>("jaxpr");
+  const size_t n = primals.size();
+  std::vector<AbstractValue> types = body.in_types();
+  std::vector<Array> operands(primals.begin(), primals.end());
+  std::vector<bool> nonzero;
+  for (size_t i = 0; i < n; ++i) {
+    nonzero.push_back(!is_zero(tangents[i]));
+    if (!nonzero.back()) continue;
+    types.push_back(types[i]);
+    types.back().weak_type = false;
+    operands.push_back(tangents[i]);
+  }
+  std::vector<bool> nonzero_out;
+  transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
+    std::vector<Array> ts;
+    size_t j = n;
+    for (bool nz : nonzero) ts.push_back(nz ? xs[j++] : Array());
+    auto [outs, touts] = jvp_program(body, xs.first(n), ts);
+    for (const Array& t : touts) {
+      nonzero_out.push_back(!is_zero(t));
+      if (!is_zero(t)) outs.push_back(t);
+    }
+    return outs;
+  };
+  std::vector<Array> consts;
+  auto joint =
+      std::make_shared<const Program>(hoist_consts(trace_to_program(fn, types, "jvp"), &consts));
+  operands.insert(operands.begin(), consts.begin(), consts.end());
+  Params params{{"name", p.at("name")}, {"jaxpr", ProgramRef(joint)}};
+  std::vector<int> ins = iota(n), outs = iota(nonzero_out.size());
+  for (int i : where(nonzero)) ins.push_back(i);
+  for (int k : where(nonzero_out)) outs.push_back(k);
+  set_picked(params, "in_shardings", p, "in_shardings", after_unspecified(consts.size(), ins));
+  set_picked(params, "out_shardings", p, "out_shardings", outs);
+  std::vector<Array> results = spmd::bind(primitive("jit"), operands, params);
+  JvpResult r;
+  r.primals_out.assign(results.begin(), results.begin() + long(nonzero_out.size()));
+  size_t next = nonzero_out.size();
+  for (bool nz : nonzero_out) r.tangents_out.push_back(nz ? results[next++] : Array());
+  return r;
 }
 
 // The call's body with its known inputs as constants (`known[k]` for each non-linear input k):
@@ -323,10 +403,11 @@ Program with_known_inputs(const Program& body, std::span<const LinearInput> ins,
   return sub;
 }
 
-// Drops the first `count` inputs of `program` that nothing in it reads, with their operands: the
-// residuals the part of a call that gets nonzero cotangents does not need (JAX removes them from
-// the call by dead-code elimination of the linear program before transposing it).
-void drop_unread_inputs(Program* program, std::vector<Array>* operands, size_t count) {
+// Drops the first `count` inputs of `program` that nothing in it reads: the residuals the part
+// of a call that gets nonzero cotangents does not need (JAX removes them from the call by
+// dead-code elimination of the linear program before transposing it). Returns, per input,
+// whether it stays.
+std::vector<bool> drop_unread_inputs(Program* program, size_t count) {
   std::vector<bool> read(program->types.size(), false);
   for (const Equation& e : program->equations)
     for (const Atom& a : e.inputs)
@@ -334,72 +415,134 @@ void drop_unread_inputs(Program* program, std::vector<Array>* operands, size_t c
   for (const Atom& a : program->outputs)
     if (!a.is_literal()) read[size_t(a.var)] = true;
   std::vector<int> invars;
-  std::vector<Array> kept;
+  std::vector<bool> kept;
   for (size_t k = 0; k < program->invars.size(); ++k) {
-    if (k < count && !read[size_t(program->invars[k])]) continue;
-    invars.push_back(program->invars[k]);
-    kept.push_back((*operands)[k]);
+    kept.push_back(k >= count || read[size_t(program->invars[k])]);
+    if (kept.back()) invars.push_back(program->invars[k]);
   }
   program->invars = std::move(invars);
-  *operands = std::move(kept);
+  return kept;
 }
 
-// Transposition kept as a call, as JAX's pjit transpose: a call of the same name from the known
-// inputs and the nonzero cotangents to the nonzero cotangents of the linear inputs.
-std::vector<Array> transpose_as_call(std::span<const Array> cts, std::span<const LinearInput> ins,
-                                     const Params& p) {
+// A call transposed, as JAX's pjit transpose makes it: a call of the same name from the known
+// inputs it reads and the nonzero cotangents to the nonzero cotangents of the linear inputs.
+struct TransposedCall {
+  Params params;                 // name, body (constants hoisted) and shardings
+  std::vector<Array> consts;     // the body's constants, its leading operands
+  std::vector<bool> kept;        // per known input: whether the body reads it
+  std::vector<bool> nonzero_in;  // per linear input: whether its cotangent is nonzero
+};
+
+std::atomic<int64_t> transposed_call_traces{0};
+
+// Traces the transposition of the call `p` for these linear inputs and nonzero cotangents,
+// on operands of `types` (the known inputs, then the nonzero cotangents).
+TransposedCall trace_transposed_call(const Params& p, std::span<const LinearInput> ins,
+                                     const std::vector<bool>& nonzero_ct,
+                                     std::span<const AbstractValue> types, size_t num_known) {
+  ++transposed_call_traces;
   const Program& body = *p.get<ProgramRef>("jaxpr");
-  std::vector<Array> operands;
-  for (const LinearInput& in : ins)
-    if (!in.is_linear()) operands.push_back(in.value);
-  const size_t num_known = operands.size();
-  for (const Array& ct : cts)
-    if (!is_zero(ct)) operands.push_back(ct);
-  std::vector<bool> nonzero_in;
+  TransposedCall tc;
   transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
     std::vector<Array> sub_cts;
     size_t j = num_known;
-    for (const Array& ct : cts) sub_cts.push_back(is_zero(ct) ? Array() : xs[j++]);
+    for (bool nz : nonzero_ct) sub_cts.push_back(nz ? xs[j++] : Array());
     std::vector<Array> out =
         transpose_program(with_known_inputs(body, ins, xs.first(num_known)), sub_cts);
     std::vector<Array> nonzero;
     for (const Array& ct : out) {
-      nonzero_in.push_back(!is_zero(ct));
+      tc.nonzero_in.push_back(!is_zero(ct));
       if (!is_zero(ct)) nonzero.push_back(ct);
     }
     return nonzero;
   };
-  Program transposed = trace_to_program(fn, types_of(operands), "vjp");
-  drop_unread_inputs(&transposed, &operands, num_known);
-  const Params params = call_params(p, transposed, &operands);
-  const std::vector<Array> results = spmd::bind(primitive("jit"), operands, params);
+  Program transposed = trace_to_program(fn, types, "vjp");
+  tc.kept = drop_unread_inputs(&transposed, num_known);
+  tc.kept.resize(num_known);
+  auto program = std::make_shared<const Program>(hoist_consts(transposed, &tc.consts));
+  tc.params = Params{{"name", p.at("name")}, {"jaxpr", ProgramRef(program)}};
+  const size_t leading =
+      tc.consts.size() + size_t(std::count(tc.kept.begin(), tc.kept.end(), true));
+  set_picked(tc.params, "in_shardings", p, "out_shardings",
+             after_unspecified(leading, where(nonzero_ct)));
+  std::vector<int> linear_in;
+  for (size_t k = 0, l = 0; k < ins.size(); ++k)
+    if (ins[k].is_linear() && tc.nonzero_in[l++]) linear_in.push_back(int(k));
+  set_picked(tc.params, "out_shardings", p, "in_shardings", linear_in);
+  return tc;
+}
+
+bool same_list(const ShardingList* a, const ShardingList* b) {
+  if (!a || !b) return !a && !b;
+  return ParamTraits<ShardingList>::equal(*a, *b);
+}
+
+// Transposed calls by body, linear inputs, nonzero cotangents, operand types and the call's
+// shardings, kept while the body lives: an eager grad or pullback through a call traces its
+// transposition once. Those closing over traced values are not kept.
+std::shared_ptr<const TransposedCall> cached_transposed_call(
+    const Params& p, std::span<const LinearInput> ins, const std::vector<bool>& nonzero_ct,
+    const std::vector<AbstractValue>& types, size_t num_known) {
+  struct Entry {
+    std::weak_ptr<const Program> body;
+    std::vector<bool> linear, nonzero_ct;
+    std::vector<AbstractValue> types;
+    std::optional<ShardingList> in, out;  // the call's
+    std::shared_ptr<const TransposedCall> transposed;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  std::vector<bool> linear;
+  for (const LinearInput& in : ins) linear.push_back(in.is_linear());
+  const ShardingList* in = call_shardings(p, "in_shardings");
+  const ShardingList* out = call_shardings(p, "out_shardings");
+  auto matches = [&](const Entry& e) {
+    return e.body.lock() == body && e.linear == linear && e.nonzero_ct == nonzero_ct &&
+           e.types == types && same_list(e.in ? &*e.in : nullptr, in) &&
+           same_list(e.out ? &*e.out : nullptr, out);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(cache, [](const Entry& e) { return e.body.expired(); });
+    for (const Entry& e : cache)
+      if (matches(e)) return e.transposed;
+  }
+  auto transposed = std::make_shared<const TransposedCall>(
+      trace_transposed_call(p, ins, nonzero_ct, types, num_known));
+  if (std::all_of(transposed->consts.begin(), transposed->consts.end(), is_concrete)) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.push_back({body, linear, nonzero_ct, types, in ? std::optional(*in) : std::nullopt,
+                     out ? std::optional(*out) : std::nullopt, transposed});
+  }
+  return transposed;
+}
+
+// Transposition kept as a call, as JAX's pjit transpose, traced or eager.
+std::vector<Array> jit_transpose(std::span<const Array> cts, std::span<const LinearInput> ins,
+                                 const Params& p) {
+  std::vector<Array> known, nonzero;
+  for (const LinearInput& in : ins)
+    if (!in.is_linear()) known.push_back(in.value);
+  std::vector<bool> nonzero_ct;
+  for (const Array& ct : cts) {
+    nonzero_ct.push_back(!is_zero(ct));
+    if (!is_zero(ct)) nonzero.push_back(ct);
+  }
+  std::vector<AbstractValue> types = types_of(known);
+  for (const Array& ct : nonzero) types.push_back(aval_of(ct));
+  const std::shared_ptr<const TransposedCall> tc =
+      cached_transposed_call(p, ins, nonzero_ct, types, known.size());
+  std::vector<Array> operands = tc->consts;
+  for (size_t k = 0; k < known.size(); ++k)
+    if (tc->kept[k]) operands.push_back(known[k]);
+  operands.insert(operands.end(), nonzero.begin(), nonzero.end());
+  const std::vector<Array> results = spmd::bind(primitive("jit"), operands, tc->params);
   std::vector<Array> cts_in;
   size_t next = 0, linear = 0;
   for (const LinearInput& in : ins)
-    cts_in.push_back(in.is_linear() && nonzero_in[linear++] ? results[next++] : Array());
+    cts_in.push_back(in.is_linear() && tc->nonzero_in[linear++] ? results[next++] : Array());
   return cts_in;
-}
-
-std::vector<Array> jit_transpose(std::span<const Array> cts_out, std::span<const LinearInput> ins,
-                                 const Params& p) {
-  const ShardingList* in_shardings = call_shardings(p, "in_shardings");
-  const ShardingList* out_shardings = call_shardings(p, "out_shardings");
-  std::vector<Array> values(cts_out.begin(), cts_out.end());
-  for (const LinearInput& in : ins)
-    if (!in.is_linear()) values.push_back(in.value);
-  if (!in_shardings && !out_shardings && !all_concrete(values))
-    return transpose_as_call(cts_out, ins, p);
-  const std::vector<Array> cts = constrained(cts_out, out_shardings);
-  // The call's linear inputs are its body's; the others become the body's constants.
-  std::vector<Array> known;
-  for (const LinearInput& in : ins)
-    if (!in.is_linear()) known.push_back(in.value);
-  std::vector<Array> sub_cts =
-      transpose_program(with_known_inputs(*p.get<ProgramRef>("jaxpr"), ins, known), cts);
-  std::vector<Array> cts_in;
-  size_t j = 0;
-  for (const LinearInput& in : ins) cts_in.push_back(in.is_linear() ? sub_cts[j++] : Array());
-  return constrained(std::move(cts_in), in_shardings);
 }
 
 // A call's shardings under vmap, as JAX's pjit batching rule lays them out without
@@ -458,6 +601,23 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
 }
 
 }  // namespace
+
+bool linearizing(std::span<const Array> primals, std::span<const Array> tangents) {
+  std::vector<Array> nonzero;
+  for (const Array& t : tangents)
+    if (!is_zero(t)) nonzero.push_back(t);
+  Trace* tangent_trace = highest_trace(nonzero);
+  if (!dynamic_cast<StagingTrace*>(tangent_trace)) return false;
+  Trace* primal_trace = highest_trace(primals);
+  Trace* current = current_trace();
+  if (!primal_trace || (current && current->level() > primal_trace->level()))
+    primal_trace = current;
+  return !primal_trace || tangent_trace->level() > primal_trace->level();
+}
+
+int64_t transposed_call_trace_count() {
+  return transposed_call_traces.load();
+}
 
 void register_call_primitives(PrimitiveRegistry& r) {
   Primitive& jit = r.define(

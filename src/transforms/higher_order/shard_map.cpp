@@ -521,21 +521,92 @@ PartitionSpec with_leading_none(const PartitionSpec& spec) {
   return PartitionSpec(entries);
 }
 
-// jvp, as JAX's shard_map linearization: one shard_map computes the residuals the tangents
-// need, then the primal results; a second, linear in the nonzero tangents, computes the nonzero
-// output tangents from the residuals, then the tangents. Residuals that are the body's inputs
-// or outputs are not returned again; the others leave along their leading dim (a 0-d one as
+// Forward-mode jvp, as JAX's shard_map jvp: one shard_map of the primals and the nonzero
+// tangents to the primal outputs and the nonzero output tangents, each tangent with its primal's
+// spec.
+JvpResult shard_map_joint_jvp(std::span<const Array> primals, std::span<const Array> tangents,
+                              const Params& p) {
+  const ShardMapParams info = info_of(p);
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  auto jinfo = derived_info(info);
+  jinfo.in_specs = info.in_specs;
+  std::vector<AbstractValue> types = body->in_types();
+  std::vector<Array> args(primals.begin(), primals.end());
+  for (size_t i = 0; i < tangents.size(); ++i) {
+    if (is_zero(tangents[i])) continue;
+    AbstractValue t = types[i];
+    t.weak_type = false;
+    types.push_back(t);
+    jinfo.in_specs.push_back(info.in_specs[i]);
+    args.push_back(tangents[i]);
+  }
+  const size_t n = primals.size();
+  std::vector<bool> nonzero_out;
+  auto fn = [&](std::span<const Array> xs) {
+    std::vector<Array> ts;
+    size_t j = n;
+    for (const Array& t : tangents) ts.push_back(is_zero(t) ? Array() : xs[j++]);
+    auto [outs, touts] = jvp_program(*body, xs.first(n), ts);
+    for (const Array& t : touts) {
+      nonzero_out.push_back(!is_zero(t));
+      if (!is_zero(t)) outs.push_back(t);
+    }
+    return outs;
+  };
+  Program joint = trace_body(fn, types, info.mesh, info.check_vma);
+  jinfo.out_specs = info.out_specs;
+  for (size_t k = 0; k < nonzero_out.size(); ++k)
+    if (nonzero_out[k]) jinfo.out_specs.push_back(info.out_specs[k]);
+  std::vector<Array> outs = bind_shard_map(joint, jinfo, args);
+  std::vector<Array> touts;
+  size_t next = info.out_specs.size();
+  for (bool nz : nonzero_out) touts.push_back(nz ? outs[next++] : Array());
+  outs.resize(info.out_specs.size());
+  return {outs, touts};
+}
+
+// Makes the residuals that are inputs `constant` marks extras (returned by the forward
+// shard_map), keeping the extras in residual order.
+void returned_as_residuals(LinearizedBody& lb, std::span<const Array> xs,
+                           const std::vector<bool>& constant) {
+  std::vector<Array> extras;
+  for (ResidualSource& s : lb.residuals) {
+    if (s.kind == ResidualSource::Kind::extra) {
+      extras.push_back(lb.extras[s.index]);
+    } else if (s.kind == ResidualSource::Kind::input && constant[s.index]) {
+      extras.push_back(xs[s.index]);
+      s.kind = ResidualSource::Kind::extra;
+    } else {
+      continue;
+    }
+    s.index = extras.size() - 1;
+  }
+  lb.extras = std::move(extras);
+}
+
+// jvp while linearizing, as JAX's shard_map linearization: one shard_map computes the residuals the
+// tangents need, then the primal results; a second, linear in the nonzero tangents, computes the
+// nonzero output tangents from the residuals, then the tangents. Residuals that are the body's
+// inputs or outputs are not returned again; the others leave along their leading dim (a 0-d one as
 // [1], squeezed in the tangent body).
 JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                         const Params& p) {
+  if (!linearizing(primals, tangents)) return shard_map_joint_jvp(primals, tangents, p);
   const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   std::vector<bool> nonzero;
   for (const Array& t : tangents) nonzero.push_back(!is_zero(t));
 
+  // Operands that are concrete constants of a traced computation (what the body closed over):
+  // JAX's partial evaluation forwards only traced inputs, so a residual that is one of these
+  // leaves the forward shard_map among the others.
+  std::vector<bool> constant(primals.size(), false);
+  if (current_trace() || !all_concrete(primals))
+    for (size_t i = 0; i < primals.size(); ++i) constant[i] = is_concrete(primals[i]);
   LinearizedBody lb;
   auto primal_fn = [&](std::span<const Array> xs) {
     lb = linearize_body(*body, xs, nonzero);
+    returned_as_residuals(lb, xs, constant);
     std::vector<Array> result;
     for (const Array& r : lb.extras)
       result.push_back(r.ndim() == 0 ? lax::broadcast_in_dim(r, Shape({1}), {}) : r);

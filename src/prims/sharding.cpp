@@ -146,7 +146,8 @@ namespace {
 
 // Where a constraint places x outside a trace: its open dims keep the split of a committed x on
 // the constraint's mesh where their axes are free of the fixed dims, as jit's propagation gives
-// them when JAX applies the primitive; otherwise they are unsplit.
+// them when JAX applies the primitive; otherwise they are unsplit. The spec has no trailing
+// Nones, as the result's of JAX's jit.
 ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
   const auto* named = dynamic_cast<const NamedSharding*>(sharding.get());
   if (!named || !named->spec().has_unconstrained()) return sharding;
@@ -168,6 +169,7 @@ ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
       used.insert(axes.begin(), axes.end());
     }
   }
+  while (!entries.empty() && !entries.back()) entries.pop_back();
   return std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(std::move(entries)));
 }
 

@@ -137,7 +137,7 @@ TEST_F(SpmdAxisName, JitShardingsSplitTheBatchDimOverTheName) {
   auto twice_jit = [&](sp::PartitionSpec spec) {
     sp::NamedSharding s(mesh, std::move(spec));
     return sp::jit([](const Array& v) { return v * 2.0f; },
-                   {.in_shardings = s, .out_shardings = s});
+                   {.name = "<lambda>", .in_shardings = s, .out_shardings = s});
   };
   expect_case("jit_in_out_shardings", sp::vmap(twice_jit(P("b")), named({"a"})), x88);
   expect_case("jit_replicated_shardings", sp::vmap(twice_jit(P()), named({"a"})), x88);

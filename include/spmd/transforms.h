@@ -556,9 +556,9 @@ auto vmap(F f, VmapOptions options = {}) {
     auto [all_leaves, def] = tree_flatten(std::make_tuple(args...));
     auto out_def = std::make_shared<TreeDef>();
     auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
-    std::vector<Array> outs = transform_detail::vmap(fn, all_leaves, dims, options.out_axes,
-                                                     options.axis_size, options.axis_name, names,
-                                                     options.spmd_axis_name);
+    std::vector<Array> outs =
+        transform_detail::vmap(fn, all_leaves, dims, options.out_axes, options.axis_size,
+                               options.axis_name, names, options.spmd_axis_name);
     return tree_unflatten<R>(*out_def, outs);
   };
 }

@@ -158,7 +158,8 @@ void require_explicit_axes(const char* api, const NamedSharding& sharding) {
   // On a mesh with Auto axes (on one without, NamedSharding refuses it), JAX fails on it with
   // a KeyError naming it.
   if (sharding.spec().has_unconstrained())
-    throw KeyError(prefix(api) + "UNCONSTRAINED: an out_sharding fixes the split of every dim, "
+    throw KeyError(prefix(api) +
+                   "UNCONSTRAINED: an out_sharding fixes the split of every dim, "
                    "so each is None or Explicit mesh axes; got " +
                    sharding.spec().repr());
   for (int d = 0; d < sharding.spec().size(); ++d)

@@ -153,8 +153,7 @@ std::vector<std::string> spmd_name_beside(const std::vector<std::string>& spmd_a
   throw ValueError(
       "[vmap] Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is "
       "allowed. Got spmd_axis_name=" +
-      python_repr::tuple_of_names(spmd_axis_name) +
-      " and arrays sharded on explicit_mesh_axis=" +
+      python_repr::tuple_of_names(spmd_axis_name) + " and arrays sharded on explicit_mesh_axis=" +
       python_repr::tuple_of_names(explicit_mesh_axis));
 }
 

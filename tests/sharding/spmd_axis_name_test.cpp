@@ -49,9 +49,9 @@ std::string specs_of(const std::string& word, const std::vector<Array>& leaves) 
   for (const Array& x : leaves) {
     const auto* named = dynamic_cast<const sp::NamedSharding*>(x.sharding().get());
     out += word + " " +
-           (named            ? named->spec().repr()
+           (named           ? named->spec().repr()
             : x.committed() ? std::string("committed single")
-                             : std::string("uncommitted single")) +
+                            : std::string("uncommitted single")) +
            "\n";
   }
   return out;
@@ -73,8 +73,8 @@ class SpmdAxisName : public ::testing::Test {
 
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
   sp::Mesh mesh8 = sp::make_mesh({8}, {"x"});
-  sp::Mesh emesh = sp::make_mesh({4, 2}, {"a", "b"},
-                                 {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  sp::Mesh emesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
   Array x88 = sp::arange(64.0f).reshape({8, 8});
   Array x848 = sp::arange(256.0f).reshape({8, 4, 8});
   Array x1616 = sp::arange(256.0f).reshape({16, 16});
@@ -106,16 +106,14 @@ class SpmdAxisName : public ::testing::Test {
     EXPECT_EQ(specs_of("eager", eager), golden_lines(name, "eager")) << name;
     expect_values(name, eager);
   }
-  static std::string error(const std::string& name) {
-    return spmd_test::jax_error(kGolden, name);
-  }
+  static std::string error(const std::string& name) { return spmd_test::jax_error(kGolden, name); }
 };
 
 TEST_F(SpmdAxisName, ConstraintSplitsTheBatchDimOverTheName) {
   expect_case("wsc_mesh8", sp::vmap(c(mesh8, P(None)), named({"x"})), x88);
   expect_case("wsc_2d", sp::vmap(c(mesh, P("b")), named({"a"})), x88);
-  expect_case("wsc_in_axes_1",
-              sp::vmap(c(mesh, P("b")), {.in_axes = {1}, .spmd_axis_name = {"a"}}), x88);
+  expect_case("wsc_in_axes_1", sp::vmap(c(mesh, P("b")), {.in_axes = {1}, .spmd_axis_name = {"a"}}),
+              x88);
   expect_case("wsc_out_axes_1",
               sp::vmap(c(mesh, P("b")), {.out_axes = {1}, .spmd_axis_name = {"a"}}), x88);
   expect_case("wsc_trailing_none", sp::vmap(c(mesh, P("b", None)), named({"a"})), x848);
@@ -127,10 +125,8 @@ TEST_F(SpmdAxisName, ConstraintSplitsTheBatchDimOverTheName) {
 
 TEST_F(SpmdAxisName, TupleAndNestedNames) {
   expect_case("wsc_tuple_name", sp::vmap(c(mesh, P(None)), named({"a", "b"})), x88);
-  expect_case("wsc_nested",
-              sp::vmap(sp::vmap(c(mesh, P(None)), named({"b"})), named({"a"})), x848);
-  expect_case("wsc_nested_inner_unnamed", sp::vmap(sp::vmap(c(mesh, P(None))), named({"a"})),
-              x848);
+  expect_case("wsc_nested", sp::vmap(sp::vmap(c(mesh, P(None)), named({"b"})), named({"a"})), x848);
+  expect_case("wsc_nested_inner_unnamed", sp::vmap(sp::vmap(c(mesh, P(None))), named({"a"})), x848);
 }
 
 TEST_F(SpmdAxisName, JitShardingsSplitTheBatchDimOverTheName) {
@@ -148,22 +144,22 @@ TEST_F(SpmdAxisName, JitShardingsSplitTheBatchDimOverTheName) {
 }
 
 TEST_F(SpmdAxisName, ShardMapSplitsTheBatchDimOverTheName) {
-  expect_case("shard_map",
-              sp::vmap(sp::shard_map([](const Array& v) { return v * 2.0f + 1.0f; }, mesh,
-                                     P("b"), P("b")),
-                       named({"a"})),
-              x88, false);
+  expect_case(
+      "shard_map",
+      sp::vmap(sp::shard_map([](const Array& v) { return v * 2.0f + 1.0f; }, mesh, P("b"), P("b")),
+               named({"a"})),
+      x88, false);
   expect_case("shard_map_psum",
               sp::vmap(sp::shard_map([](const Array& v) { return sp::lax::psum(v, "b"); }, mesh,
                                      P("b"), P()),
                        named({"a"})),
               x88, false);
   // The body sees one row of the batch per device (8 / 8): its shape-dependent sum is per row.
-  expect_case("shard_map_in_axes_1",
-              sp::vmap(sp::shard_map([](const Array& v) { return v - sp::sum(v); }, mesh8, P(),
-                                     P()),
-                       {.in_axes = {1}, .spmd_axis_name = {"x"}}),
-              x88, false);
+  expect_case(
+      "shard_map_in_axes_1",
+      sp::vmap(sp::shard_map([](const Array& v) { return v - sp::sum(v); }, mesh8, P(), P()),
+               {.in_axes = {1}, .spmd_axis_name = {"x"}}),
+      x88, false);
 }
 
 TEST_F(SpmdAxisName, PsumOverTheVmappedAxisNameStillSumsTheBatch) {
@@ -204,11 +200,17 @@ TEST_F(SpmdAxisName, ExplicitMeshAllowsOnlyTheMappedDimsAxes) {
     Array arg;
   };
   const std::vector<Case> cases = {
-      {"explicit_same_axes", [](const Array& v) { return sp::sin(v) * 2.0f; }, {"a"},
+      {"explicit_same_axes",
+       [](const Array& v) { return sp::sin(v) * 2.0f; },
+       {"a"},
        put(emesh, x1616, P("a", "b"))},
-      {"explicit_same_tuple", [](const Array& v) { return v + 1.0f; }, {"a", "b"},
+      {"explicit_same_tuple",
+       [](const Array& v) { return v + 1.0f; },
+       {"a", "b"},
        put(emesh, x1616, P(sp::axes("a", "b"), None))},
-      {"explicit_unsplit_mapped_dim", [](const Array& v) { return v * 3.0f; }, {"a"},
+      {"explicit_unsplit_mapped_dim",
+       [](const Array& v) { return v * 3.0f; },
+       {"a"},
        put(emesh, x1616, P(None, "b"))},
   };
   for (const Case& k : cases) {
@@ -221,8 +223,9 @@ TEST_F(SpmdAxisName, ExplicitMeshAllowsOnlyTheMappedDimsAxes) {
   EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
                 [&] { sp::vmap(twice, named({"b"}))(put(emesh, x1616, P("a", None))); }),
             "[vmap] " + error("explicit_other_axes"));
-  EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
-                [&] { sp::vmap(twice, named({"a", "b"}))(put(emesh, x1616, P("a", None))); }),
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] {
+              sp::vmap(twice, named({"a", "b"}))(put(emesh, x1616, P("a", None)));
+            }),
             "[vmap] " + error("explicit_tuple_vs_one"));
 }
 

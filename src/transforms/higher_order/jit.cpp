@@ -430,7 +430,8 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
                       std::span<const int> in_dims, const Params& p, const BatchContext& ctx) {
   const ProgramRef body = p.get<ProgramRef>("jaxpr");
   const std::vector<AbstractValue> in_types = types_of(ins);
-  std::optional<ShardingList> in = batched(call_shardings(p, "in_shardings"), in_dims, in_types, 0, ctx);
+  std::optional<ShardingList> in =
+      batched(call_shardings(p, "in_shardings"), in_dims, in_types, 0, ctx);
   const ShardingList* out = call_shardings(p, "out_shardings");
   if (all_concrete(ins)) {
     auto [outs, dims] = batch_program(*body, constrained(ins, in ? &*in : nullptr), in_dims, ctx);
@@ -456,7 +457,8 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
     params.set("in_shardings", object_param(std::move(*with_consts)));
   }
   if (out)
-    params.set("out_shardings", object_param(*batched(out, out_dims, program->out_types(), 0, ctx)));
+    params.set("out_shardings",
+               object_param(*batched(out, out_dims, program->out_types(), 0, ctx)));
   return {spmd::bind(jit, operands, params), std::move(out_dims)};
 }
 

@@ -20,33 +20,11 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "goldens",
-                   "sharding")
-A, E = AxisType.Auto, AxisType.Explicit
-mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(A, A))
-mesh8 = jax.make_mesh((8,), ("x",), axis_types=(A,))
-emesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(E, E))
-wsc = jax.lax.with_sharding_constraint
-
-
-def S(m, *spec):
-    return NamedSharding(m, P(*spec))
-
-
-def put(m, v, *spec):
-    return jax.device_put(v, S(m, *spec))
-
-
-def c(m, *spec):
-    """The constraint of `spec` on mesh `m`, as a function."""
-    return lambda v: wsc(v, S(m, *spec))
-
-
-x88 = jnp.arange(64.0, dtype=jnp.float32).reshape(8, 8)
-x848 = jnp.arange(256.0, dtype=jnp.float32).reshape(8, 4, 8)
-x1616 = jnp.arange(256.0, dtype=jnp.float32).reshape(16, 16)
+# The meshes, arrays and helpers of the open-dims goldens (S, put, c: a constraint as a function).
+from gen_unconstrained import (OUT, S, c, emesh, mesh, mesh8, put, wsc, x88, x848,  # noqa: E402
+                               x1616)
 
 
 def twice_jit(m, spec):

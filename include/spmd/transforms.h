@@ -68,6 +68,11 @@ struct VmapOptions {
   std::vector<Axis> out_axes = {0};  // one per output leaf, or a single entry for all
   std::optional<int64_t> axis_size = {};
   std::string axis_name = {};
+  // JAX's spmd_axis_name: the mesh axes (one name, or several as a tuple) that the batch dim is
+  // split over where the function fixes shardings (with_sharding_constraint, jit's in_shardings
+  // and out_shardings, shard_map's specs), which may then not name them. On an Explicit mesh it
+  // must equal the axes splitting the mapped dim of the arguments, when any does.
+  std::vector<std::string> spmd_axis_name = {};
 };
 
 namespace transform_detail {
@@ -124,7 +129,8 @@ std::pair<std::vector<Array>, std::function<std::vector<Array>(std::span<const A
 std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
                         const std::vector<std::optional<int>>& in_dims,
                         const std::vector<Axis>& out_axes, std::optional<int64_t> axis_size,
-                        const std::string& axis_name, const std::vector<std::string>& arg_names);
+                        const std::string& axis_name, const std::vector<std::string>& arg_names,
+                        const std::vector<std::string>& spmd_axis_name = {});
 
 template <class T>
 struct IsTuple : std::false_type {};
@@ -550,8 +556,9 @@ auto vmap(F f, VmapOptions options = {}) {
     auto [all_leaves, def] = tree_flatten(std::make_tuple(args...));
     auto out_def = std::make_shared<TreeDef>();
     auto fn = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
-    std::vector<Array> outs = transform_detail::vmap(fn, all_leaves, dims, options.out_axes,
-                                                     options.axis_size, options.axis_name, names);
+    std::vector<Array> outs =
+        transform_detail::vmap(fn, all_leaves, dims, options.out_axes, options.axis_size,
+                               options.axis_name, names, options.spmd_axis_name);
     return tree_unflatten<R>(*out_def, outs);
   };
 }

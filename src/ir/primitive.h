@@ -99,6 +99,10 @@ struct BatchContext {
   // of an unbatched typed value split the batch dim over them, as JAX's get_sharding_for_vmap and
   // batching.broadcast do.
   std::vector<std::string> explicit_mesh_axis = {};
+  // vmap's spmd_axis_name (JAX's AxisData.spmd_name), empty when it has none: the batching
+  // rules of sharding constraints, jit's in/out shardings and shard_map split the batch dim over
+  // these mesh axes. At most one of it and explicit_mesh_axis is set.
+  std::vector<std::string> spmd_axis_name = {};
 };
 // `args` hold the batched values; dims[i] is the batch dimension of args[i] or kNotBatched.
 // Called only when at least one argument is batched.

@@ -155,6 +155,13 @@ void check_same_device_order(const Array& x, const NamedSharding& target) {
 namespace ops {
 
 void require_explicit_axes(const char* api, const NamedSharding& sharding) {
+  // On a mesh with Auto axes (on one without, NamedSharding refuses it), JAX fails on it with
+  // a KeyError naming it.
+  if (sharding.spec().has_unconstrained())
+    throw KeyError(prefix(api) +
+                   "UNCONSTRAINED: an out_sharding fixes the split of every dim, "
+                   "so each is None or Explicit mesh axes; got " +
+                   sharding.spec().repr());
   for (int d = 0; d < sharding.spec().size(); ++d)
     for (const std::string& axis : sharding.spec().axes_of(d)) {
       AxisType type = sharding.mesh().axis_type(axis);

@@ -266,4 +266,20 @@ Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx) {
   return move_batch_dim(x, dim, 0, ctx);
 }
 
+PartitionSpec batch_spec(const PartitionSpec& spec, int dim, const BatchContext& ctx) {
+  std::vector<PartitionSpec::Entry> entries = spec.entries();
+  if (int(entries.size()) < dim) entries.resize(size_t(dim));
+  PartitionSpec::Entry batch;
+  if (!ctx.spmd_axis_name.empty()) batch = AxisNames(ctx.spmd_axis_name, true);
+  entries.insert(entries.begin() + dim, std::move(batch));
+  return PartitionSpec(std::move(entries));
+}
+
+bool names_spmd_axis(const PartitionSpec& spec, const BatchContext& ctx) {
+  for (int d = 0; d < spec.size(); ++d)
+    for (const std::string& a : spec.axes_of(d))
+      if (std::count(ctx.spmd_axis_name.begin(), ctx.spmd_axis_name.end(), a)) return true;
+  return false;
+}
+
 }  // namespace spmd

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/sharding.h>
 
 #include "ir/primitive.h"
 
@@ -123,5 +124,11 @@ Array bdim_at_front(const Array& x, int dim, int64_t size);
 // over ctx.explicit_mesh_axis (JAX's batching.broadcast).
 Array move_batch_dim(const Array& x, int from, int to, const BatchContext& ctx);
 Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx);
+
+// JAX's pxla.batch_spec with vmap's spmd_axis_name: `spec` padded with None up to `dim` and the
+// batch dim inserted there, split over ctx.spmd_axis_name (None when it is empty).
+PartitionSpec batch_spec(const PartitionSpec& spec, int dim, const BatchContext& ctx);
+// Whether `spec` names one of vmap's spmd_axis_name axes (which JAX's batching rules refuse).
+bool names_spmd_axis(const PartitionSpec& spec, const BatchContext& ctx);
 
 }  // namespace spmd

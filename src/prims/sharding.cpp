@@ -103,21 +103,37 @@ std::vector<Array> constraint_transpose(std::span<const Array> ct, std::span<con
   return {sharding_constraint(ct[0], std::move(back))};
 }
 
-// JAX's _sharding_constraint_batcher without spmd_axis_name (spmd's vmap has none): a
-// NamedSharding's spec padded to the operand's rank with None, its dims from `d` on shifted
-// one up, and UNCONSTRAINED at the batch dim `d`, which propagation then splits as it likes.
+// JAX's _sharding_constraint_batcher: a NamedSharding's spec with its dims from `d` on shifted
+// one up, and at the batch dim `d` vmap's spmd_axis_name, or without one UNCONSTRAINED, which
+// propagation then splits as it likes; the spec may not name the spmd_axis_name's axes. As
+// JAX's spec is stored without trailing Nones and padded to the operand's rank when a dim is
+// open, it is so here.
 BatchResult constraint_batch(std::span<const Array> args, std::span<const int> dims,
-                             const Params& p, const BatchContext&) {
+                             const Params& p, const BatchContext& ctx) {
   const int d = dims[0];
   ShardingPtr sharding = p.get_object<ShardingPtr>("sharding");
   if (const auto* named = dynamic_cast<const NamedSharding*>(sharding.get())) {
     const PartitionSpec& spec = named->spec();
+    if (names_spmd_axis(spec, ctx))
+      throw ValueError("[with_sharding_constraint] vmap spmd_axis_name " +
+                       python_repr::tuple_of_names(ctx.spmd_axis_name) +
+                       " cannot appear in with_sharding_constraint spec, but got spec " +
+                       spec.repr());
     std::vector<PartitionSpec::Entry> entries = spec.entries();
     std::vector<bool> open = spec.unconstrained();
-    entries.resize(size_t(args[0].ndim() - 1));
     open.resize(entries.size());
-    entries.insert(entries.begin() + d, std::nullopt);
-    open.insert(open.begin() + d, true);
+    while (!entries.empty() && !entries.back() && !open.back()) {
+      entries.pop_back();
+      open.pop_back();
+    }
+    if (entries.size() < size_t(d)) entries.resize(size_t(d));
+    open.resize(entries.size());
+    entries.insert(entries.begin() + d, batch_spec(P(), 0, ctx)[0]);
+    open.insert(open.begin() + d, ctx.spmd_axis_name.empty());
+    if (std::find(open.begin(), open.end(), true) != open.end()) {
+      entries.resize(size_t(args[0].ndim()));
+      open.resize(entries.size());
+    }
     sharding = std::make_shared<NamedSharding>(named->mesh(),
                                                PartitionSpec(std::move(entries), std::move(open)));
   }
@@ -130,7 +146,8 @@ namespace {
 
 // Where a constraint places x outside a trace: its open dims keep the split of a committed x on
 // the constraint's mesh where their axes are free of the fixed dims, as jit's propagation gives
-// them when JAX applies the primitive; otherwise they are unsplit.
+// them when JAX applies the primitive; otherwise they are unsplit. The spec has no trailing
+// Nones, as the result's of JAX's jit.
 ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
   const auto* named = dynamic_cast<const NamedSharding*>(sharding.get());
   if (!named || !named->spec().has_unconstrained()) return sharding;
@@ -152,6 +169,7 @@ ShardingPtr placed_sharding(const Array& x, ShardingPtr sharding) {
       used.insert(axes.begin(), axes.end());
     }
   }
+  while (!entries.empty() && !entries.back()) entries.pop_back();
   return std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(std::move(entries)));
 }
 

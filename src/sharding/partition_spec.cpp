@@ -79,6 +79,16 @@ void PartitionSpec::check(const Mesh& mesh, std::string_view api) const {
       throw ShardingError(
           "[" + std::string(api) + "] Resource axis: " + name + " of " + repr() +
           " is not found in mesh: " + python_repr::tuple_of_names(mesh.axis_names()) + ".");
+  const std::vector<AxisType>& types = mesh.axis_types();
+  if (has_unconstrained() && !types.empty() &&
+      std::find(types.begin(), types.end(), AxisType::Auto) == types.end()) {
+    std::vector<std::string> names;
+    for (AxisType t : types) names.push_back(axis_type_name(t));
+    throw ShardingError("[" + std::string(api) + "] " + repr() +
+                        " cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. "
+                        "Got mesh axis_types: " +
+                        python_repr::tuple(names));
+  }
 }
 
 std::string PartitionSpec::repr() const {

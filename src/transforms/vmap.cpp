@@ -144,6 +144,19 @@ void check_unmapped_args(std::span<const Array> leaves, const std::vector<int>& 
   }
 }
 
+// As JAX's vmap: spmd_axis_name with arguments split over Explicit axes along the mapped dim
+// must name those axes, and is then dropped (the Explicit axes already split the batch dim).
+std::vector<std::string> spmd_name_beside(const std::vector<std::string>& spmd_axis_name,
+                                          const std::vector<std::string>& explicit_mesh_axis) {
+  if (spmd_axis_name.empty() || explicit_mesh_axis.empty()) return spmd_axis_name;
+  if (spmd_axis_name == explicit_mesh_axis) return {};
+  throw ValueError(
+      "[vmap] Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is "
+      "allowed. Got spmd_axis_name=" +
+      python_repr::tuple_of_names(spmd_axis_name) + " and arrays sharded on explicit_mesh_axis=" +
+      python_repr::tuple_of_names(explicit_mesh_axis));
+}
+
 }  // namespace
 
 namespace transform_detail {
@@ -151,7 +164,8 @@ namespace transform_detail {
 std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
                         const std::vector<std::optional<int>>& in_dims,
                         const std::vector<Axis>& out_axes, std::optional<int64_t> axis_size,
-                        const std::string& axis_name, const std::vector<std::string>& arg_names) {
+                        const std::string& axis_name, const std::vector<std::string>& arg_names,
+                        const std::vector<std::string>& spmd_axis_name) {
   std::vector<int> dims;
   std::vector<AbstractValue> example;
   int64_t size = axis_size.value_or(-1);
@@ -197,6 +211,7 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
         "axis_size");
   BatchContext ctx{size, axis_name, mapped_axis_spec(leaves, dims)};
   check_unmapped_args(leaves, dims, ctx.explicit_mesh_axis);
+  ctx.spmd_axis_name = spmd_name_beside(spmd_axis_name, ctx.explicit_mesh_axis);
   Program program = [&] {
     // Collectives over axis_name look its size up while the function is traced.
     std::vector<AxisFrame> frames;

@@ -207,4 +207,42 @@ TEST_F(Unconstrained, RefusedWhereJaxRefusesThem) {
       << put_error;
 }
 
+TEST_F(Unconstrained, RefusedInShardMapSpecsAndOutShardings) {
+  const std::string file = "sharding/unconstrained.txt";
+  auto id = [](const Array& v) { return v; };
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
+                [&] { sp::shard_map(id, mesh, P(U, "b"), P(None, "b"))(x88); }),
+            "[shard_map] " + spmd_test::jax_error(file, "shard_map_in_specs"));
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>(
+                [&] { sp::shard_map(id, mesh, P("a", "b"), P(U, "b"))(x88); }),
+            "[shard_map] " + spmd_test::jax_error(file, "shard_map_out_specs"));
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] {
+              sp::shard_map([](const Array& v, const Array&) { return v; }, mesh,
+                            sp::SpecTree{P("a"), P(U)}, P("a"))(x88, x88);
+            }),
+            "[shard_map] " + spmd_test::jax_error(file, "shard_map_tuple_in_specs"));
+  const sp::Mesh emesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  const Array x1616 = sp::arange(256.0f).reshape({16, 16});
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] {
+              sp::reshape(put(emesh, x1616, P("a")), {16, 4, 4},
+                          sp::NamedSharding(emesh, P("a", U, None)));
+            }),
+            "[NamedSharding] " + spmd_test::jax_error(file, "explicit_reshape_out_sharding"));
+  EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] {
+              auto scope = sp::use_mesh(emesh);
+              sp::matmul(put(emesh, x1616, P("a")), put(emesh, x1616, P(None, "b")), P(U, None));
+            }),
+            "[matmul] " + spmd_test::jax_error(file, "explicit_matmul_out_spec"));
+  // JAX fails with a bare KeyError naming it; spmd says why.
+  const sp::Mesh xmesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Auto});
+  const std::string mixed = spmd_test::error_message<sp::KeyError>([&] {
+    sp::reshape(put(xmesh, x1616, P("a")), {16, 4, 4}, sp::NamedSharding(xmesh, P("a", U, None)));
+  });
+  EXPECT_EQ(mixed.rfind("[reshape] " + spmd_test::jax_error(file, "mixed_reshape_out_sharding"), 0),
+            0u)
+      << mixed;
+}
+
 }  // namespace

@@ -1,7 +1,9 @@
 """Records JAX 0.10.2's open (UNCONSTRAINED) dims of sharding constraints: the result specs of jit
 over constraints with P.UNCONSTRAINED in several positions on 1-D and 2-D meshes, vmap of a
 constraint (its batching rule makes the batch dim UNCONSTRAINED) with in_axes 0 and 1, under
-grad, eagerly, and the errors where JAX refuses such a spec.
+grad, eagerly, and the errors where JAX refuses such a spec: jit's in/out shardings,
+device_put, shard_map's in_specs and out_specs, and an op's out_sharding (refused with the
+NamedSharding on an all-Explicit mesh, a KeyError on a mesh with Auto axes).
 
 Writes, under tests/goldens/sharding/:
   unconstrained.txt         "=== <case>" blocks: "spec <result .sharding.spec>" per result leaf,
@@ -84,10 +86,34 @@ EAGER = {
     "eager_uncommitted": (S(mesh, U, "b"), x88),
 }
 
+emesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(AxisType.Explicit,) * 2)
+xmesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(AxisType.Explicit, A))
+x1616 = jnp.arange(256.0, dtype=jnp.float32).reshape(16, 16)
+
+
+def smap(m, in_spec, out_spec):
+    return jax.shard_map(lambda v: v, mesh=m, in_specs=in_spec, out_specs=out_spec)
+
+
+def in_context(m, fn):
+    with jax.set_mesh(m):
+        return fn()
+
+
 ERRORS = {
     "in_shardings": lambda: jax.jit(lambda v: v * 2, in_shardings=S(mesh, U, "b"))(x88),
     "out_shardings": lambda: jax.jit(lambda v: v * 2, out_shardings=S(mesh, U, "b"))(x88),
     "device_put": lambda: jax.device_put(x88, S(mesh, U, "b")),
+    "shard_map_in_specs": lambda: smap(mesh, P(U, "b"), P(None, "b"))(x88),
+    "shard_map_out_specs": lambda: smap(mesh, P("a", "b"), P(U, "b"))(x88),
+    "shard_map_tuple_in_specs": lambda: jax.shard_map(
+        lambda v, w: v, mesh=mesh, in_specs=(P("a"), P(U)), out_specs=P("a"))(x88, x88),
+    "explicit_reshape_out_sharding": lambda: jnp.reshape(
+        put(emesh, x1616, "a"), (16, 4, 4), out_sharding=S(emesh, "a", U, None)),
+    "explicit_matmul_out_spec": lambda: in_context(emesh, lambda: jnp.matmul(
+        put(emesh, x1616, "a"), put(emesh, x1616, None, "b"), out_sharding=P(U, None))),
+    "mixed_reshape_out_sharding": lambda: jnp.reshape(
+        put(xmesh, x1616, "a"), (16, 4, 4), out_sharding=S(xmesh, "a", U, None)),
 }
 
 

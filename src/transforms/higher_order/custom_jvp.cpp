@@ -124,7 +124,8 @@ BatchResult custom_jvp_batch(std::span<const Array> args, std::span<const int> d
   auto rule = std::make_shared<const CustomJvpRule>(CustomJvpRule{
       [jvp = unbatched.jvp, rule_dims, ctx](std::span<const Array> xs) {
         return transform_detail::vmap(jvp, xs, rule_dims, {Axis(0)}, ctx.axis_size, ctx.axis_name,
-                                      std::vector<std::string>(xs.size(), "arg"));
+                                      std::vector<std::string>(xs.size(), "arg"),
+                                      ctx.spmd_axis_name);
       },
       unbatched.name});
   std::vector<Array> operands = consts;

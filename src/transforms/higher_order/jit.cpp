@@ -11,6 +11,7 @@
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "prims/sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/signature.h"
@@ -545,11 +546,12 @@ std::vector<Array> jit_transpose(std::span<const Array> cts, std::span<const Lin
   return cts_in;
 }
 
-// A call's shardings under vmap, as JAX's pjit batching rule lays them out without
-// spmd_axis_name: None inserted at each batched value's batch dim; `leading` unspecified entries
-// first (the batched body's constants).
+// A call's shardings under vmap, as JAX's pjit batching rule lays them out: vmap's
+// spmd_axis_name (None without one) inserted at each batched value's batch dim; `leading`
+// unspecified entries first (the batched body's constants).
 std::optional<ShardingList> batched(const ShardingList* list, std::span<const int> dims,
-                                    std::span<const AbstractValue> types, size_t leading) {
+                                    std::span<const AbstractValue> types, size_t leading,
+                                    const BatchContext& ctx) {
   if (!list) return std::nullopt;
   ShardingList out{std::vector<std::shared_ptr<const Sharding>>(leading), list->absent, {}};
   for (size_t i = 0; i < list->items.size(); ++i) {
@@ -558,10 +560,13 @@ std::optional<ShardingList> batched(const ShardingList* list, std::span<const in
       out.items.push_back(list->items[i]);
       continue;
     }
+    // Without spmd_axis_name the spec is padded to the value's rank; with it, JAX reads the spec
+    // back from the HLO sharding, which has no trailing Nones.
     std::vector<PartitionSpec::Entry> entries = named->spec().entries();
-    entries.resize(size_t(types[i].shape.ndim() - 1));
-    entries.insert(entries.begin() + dims[i], std::nullopt);
-    out.items.push_back(std::make_shared<NamedSharding>(named->mesh(), PartitionSpec(entries)));
+    if (ctx.spmd_axis_name.empty()) entries.resize(size_t(types[i].shape.ndim() - 1));
+    while (!ctx.spmd_axis_name.empty() && !entries.empty() && !entries.back()) entries.pop_back();
+    out.items.push_back(std::make_shared<NamedSharding>(
+        named->mesh(), batch_spec(PartitionSpec(std::move(entries)), dims[i], ctx)));
   }
   return out;
 }
@@ -570,11 +575,12 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
                       std::span<const int> in_dims, const Params& p, const BatchContext& ctx) {
   const ProgramRef body = p.get<ProgramRef>("jaxpr");
   const std::vector<AbstractValue> in_types = types_of(ins);
-  std::optional<ShardingList> in = batched(call_shardings(p, "in_shardings"), in_dims, in_types, 0);
+  std::optional<ShardingList> in =
+      batched(call_shardings(p, "in_shardings"), in_dims, in_types, 0, ctx);
   const ShardingList* out = call_shardings(p, "out_shardings");
   if (all_concrete(ins)) {
     auto [outs, dims] = batch_program(*body, constrained(ins, in ? &*in : nullptr), in_dims, ctx);
-    std::optional<ShardingList> batched_out = batched(out, dims, types_of(outs), 0);
+    std::optional<ShardingList> batched_out = batched(out, dims, types_of(outs), 0, ctx);
     return {constrained(std::move(outs), batched_out ? &*batched_out : nullptr), std::move(dims)};
   }
   std::vector<int> out_dims;
@@ -592,11 +598,12 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
   params.set("jaxpr", ProgramRef(program));
   if (in) {
     std::optional<ShardingList> with_consts =
-        batched(call_shardings(p, "in_shardings"), in_dims, in_types, consts);
+        batched(call_shardings(p, "in_shardings"), in_dims, in_types, consts, ctx);
     params.set("in_shardings", object_param(std::move(*with_consts)));
   }
   if (out)
-    params.set("out_shardings", object_param(*batched(out, out_dims, program->out_types(), 0)));
+    params.set("out_shardings",
+               object_param(*batched(out, out_dims, program->out_types(), 0, ctx)));
   return {spmd::bind(jit, operands, params), std::move(out_dims)};
 }
 

@@ -14,6 +14,7 @@
 #include "core/axis_env.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "runtime/communicator.h"
 #include "runtime/executor.h"
 #include "runtime/launch.h"
@@ -515,12 +516,6 @@ PartitionSpec residual_spec(const Mesh& mesh, const AbstractValue& type, bool ch
   return PartitionSpec({PartitionSpec::Entry(AxisNames(axes, true))});
 }
 
-PartitionSpec with_leading_none(const PartitionSpec& spec) {
-  std::vector<PartitionSpec::Entry> entries{std::nullopt};
-  entries.insert(entries.end(), spec.entries().begin(), spec.entries().end());
-  return PartitionSpec(entries);
-}
-
 // Forward-mode jvp, as JAX's shard_map jvp: one shard_map of the primals and the nonzero
 // tangents to the primal outputs and the nonzero output tangents, each tangent with its primal's
 // spec.
@@ -760,10 +755,32 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
   return out;
 }
 
-// vmap of a shard_map: the batch dimension becomes a leading, unsharded dim of every block.
+// JAX's refusal of specs naming vmap's spmd_axis_name axes.
+void check_specs_free_of_spmd_axis(const std::vector<PartitionSpec>& specs, const char* which,
+                                   const BatchContext& ctx) {
+  for (const PartitionSpec& spec : specs)
+    if (names_spmd_axis(spec, ctx))
+      throw ValueError(std::string("[shard_map] vmap spmd_axis_name cannot appear in shard_map ") +
+                       which);
+}
+
+// The batch context of a batched shard_map's body: with spmd_axis_name its blocks hold the
+// batch dim split over those axes (JAX's new_size).
+BatchContext body_batch_context(const Mesh& mesh, const BatchContext& ctx) {
+  BatchContext body = ctx;
+  for (const std::string& a : ctx.spmd_axis_name) body.axis_size /= mesh.axis_size(a);
+  return body;
+}
+
+// vmap of a shard_map: the batch dimension becomes a leading dim of every block, unsplit, or
+// split over vmap's spmd_axis_name (the specs may not name those axes), as JAX's
+// _shard_map_batch.
 BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
-                            const BatchContext& ctx) {
+                            const BatchContext& outer) {
   const ShardMapParams info = info_of(p);
+  check_specs_free_of_spmd_axis(info.in_specs, "in_specs", outer);
+  check_specs_free_of_spmd_axis(info.out_specs, "out_specs", outer);
+  const BatchContext ctx = body_batch_context(info.mesh, outer);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   auto binfo = derived_info(info);
   std::vector<Array> moved;
@@ -776,8 +793,9 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       binfo.in_specs.push_back(info.in_specs[i]);
       bdims.push_back(kNotBatched);
     } else {
-      moved.push_back(move_batch_dim(args[i], dims[i], 0, ctx.axis_size));
-      binfo.in_specs.push_back(with_leading_none(info.in_specs[i]));
+      moved.push_back(move_batch_dim(args[i], dims[i], 0, outer.axis_size));
+      binfo.in_specs.push_back(batch_spec(info.in_specs[i], 0, ctx));
+      if (info.check_vma) t.vma = spec_axes(info.mesh, binfo.in_specs.back());
       std::vector<int64_t> d{ctx.axis_size};
       d.insert(d.end(), t.shape.dims().begin(), t.shape.dims().end());
       t.shape = Shape(d);
@@ -785,7 +803,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
     }
     types.push_back(t);
   }
-  for (const PartitionSpec& s : info.out_specs) binfo.out_specs.push_back(with_leading_none(s));
+  for (const PartitionSpec& s : info.out_specs) binfo.out_specs.push_back(batch_spec(s, 0, ctx));
   auto fn = [&](std::span<const Array> xs) {
     auto [outs, odims] = batch_program(*body, xs, bdims, ctx);
     for (size_t k = 0; k < outs.size(); ++k)
@@ -899,6 +917,21 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
 
 namespace {
 
+// JAX's refusal of a spec dim that is P::UNCONSTRAINED: shard_map's specs name manual axes
+// only. `which` is "in" or "out".
+void check_no_unconstrained(const std::vector<LeafSpec>& specs, const Mesh& mesh,
+                            const std::string& which) {
+  std::string msgs;
+  for (const LeafSpec& l : specs)
+    if (l.spec.has_unconstrained())
+      msgs += "  " + which + "_specs" + l.spec_key + " refers to UNCONSTRAINED\n\n";
+  if (msgs.empty()) return;
+  throw ValueError("[shard_map] shard_map " + which +
+                   "_specs argument must refer to an axis marked as manual (" +
+                   ParamTraits<ManualAxes>::str(ManualAxes{mesh.axis_names()}) + "), but:\n\n" +
+                   msgs + "Check the " + which + "_specs values passed to shard_map.");
+}
+
 // Checks the call, traces fn on the block types and prepares the equation.
 PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves,
                                  const ShardMapCall& call,
@@ -908,6 +941,7 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   std::vector<AbstractValue> types = types_of(leaves);
   std::vector<LeafSpec> in = leaf_specs(call.in_specs, call.in_def, leaves.size(), "in_specs");
   for (const LeafSpec& l : in) l.spec.check(mesh, "shard_map");
+  check_no_unconstrained(in, mesh, "in");
   check_spec_ranks(types, in, name, "in");
   check_divisible(types, in, mesh, name);
   std::vector<AbstractValue> block_types;
@@ -943,6 +977,7 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   for (const Atom& a : traced.outputs)
     out_types.push_back(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)]);
   for (const LeafSpec& l : out) l.spec.check(mesh, "shard_map");
+  check_no_unconstrained(out, mesh, "out");
   check_spec_ranks(out_types, out, name, "out");
   std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {

@@ -36,7 +36,7 @@ TEST(SliceView, RowsOfAWeightAreReadInPlaceAndPackedOnce) {
   Array w = sp::array(wv, sp::Shape{kRows, kK}), x = sp::array(xv, sp::Shape{kM, kK});
   auto f = sp::jit([](const Array& w, const Array& x, const Array& start) {
     Array rows = sp::lax::dynamic_slice_in_dim(w, start, kBlock, 0);
-    return sp::lax::dot_general(x, rows, {.lhs_contracting = {1}, .rhs_contracting = {1}});
+    return sp::lax::dot_general(x, rows, {.lhs_contracting = {1}, .rhs_contracting = {1}, .lhs_batch = {}, .rhs_batch = {}});
   });
   cpu::set_thread_limit(1);  // one thread, as a device's products run
   for (int start : {0, 128}) {

@@ -38,7 +38,9 @@ void expect_values(const std::string& name, const std::vector<sp::Array>& got, b
     EXPECT_TRUE(arrays_close(got[i], sp::array(want[i]).reshape(got[i].shape()))) << i;
     if (shardings) printed += got[i].sharding()->repr() + "\n";
   }
-  if (shardings) EXPECT_EQ(printed, golden(name, ".sharding.txt") + "\n");
+  if (shardings) {
+    EXPECT_EQ(printed, golden(name, ".sharding.txt") + "\n");
+  }
 }
 
 // xs() of the generator: 0.25·i + start.

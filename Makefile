@@ -40,7 +40,8 @@ bench: build
 	@$(BUILD)/bench/spmd_bench
 
 # The whole library built with ThreadSanitizer, running the tests of devices, collectives, faults,
-# shard_map and pmap on 8 devices. A second full build, so not part of `make test` (which runs
+# shard_map and pmap on 8 devices, then (with MPI) the tests between processes under mpirun
+# (tests/mpi/tsan_mpi.sh). A second full build, so not part of `make test` (which runs
 # the runtime and collectives under ThreadSanitizer in spmd_tsan_tests).
 TSAN_BUILD ?= build-tsan
 TSAN_TESTS ?= ShardMap*:Pmap*:NestedPmap*:Placement*:Collective*:Device*:Executor*:Communicator*:FaultInjection*:Examples*:Partitioning*:PartitioningRegressions*:Differential*:MatmulReference*:ShardingApi*:ConcurrentKernels*:Explain*:ExplicitTest*:Optim*:NnModel*:FunctionalCall*:ExitDrain*:OrderedDict*:PackedGemm*:ContextMesh*:Launchable*
@@ -51,6 +52,9 @@ tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
 	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan_suppressions.txt" SPMD_CPU_DEVICES=8 \
 	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
+	@if cmake --build $(TSAN_BUILD) --target help | grep -q spmd_mpi_tests; then \
+	  cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_mpi_tests && \
+	  tests/mpi/tsan_mpi.sh mpirun $(TSAN_BUILD) $(CURDIR)/tests/tsan_mpi_suppressions.txt; fi
 
 # The whole library and test suite built with AddressSanitizer, LeakSanitizer and
 # UndefinedBehaviorSanitizer, running every test: any finding fails the run. The tests under

@@ -139,8 +139,9 @@ concept PartitionSpecEntry =
 // How each array dim is split over mesh axes (jax.sharding.PartitionSpec): per dim, None (not
 // split), one axis name, or several (major to minor). Missing trailing entries mean None, and mesh
 // axes the spec does not mention hold replicas. P() is fully replicated. A dim may be
-// P::UNCONSTRAINED, accepted by with_sharding_constraint only: it reads as None wherever an
-// array is placed, and inside jit propagation decides its split.
+// P::UNCONSTRAINED, accepted by with_sharding_constraint only, where propagation decides its
+// split inside jit; device_put, jit's in/out_shardings, shard_map's specs and an op's
+// out_sharding refuse it with JAX's errors.
 class PartitionSpec {
  public:
   // nullopt is None. A tuple of one name is stored as that name and an empty tuple as None,

@@ -192,6 +192,9 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     s.erase(s.begin() + d);
     t.shape = Shape(s);
     if (t.sharding) t.sharding->dims.erase(t.sharding->dims.begin() + d);
+    // One example does not vary over the mesh axes the batch is split over (JAX's BatchTracer
+    // under spmd_axis_name).
+    t.vma = vma_minus(t.vma, spmd_axis_name);
     example.push_back(t);
   }
   if (inconsistent) {
@@ -219,6 +222,8 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     AxisEnvScope scope(std::move(frames));
     return trace_to_program(fn, example, "vmap");
   }();
+  // The batching rules run with the spmd_axis_name in scope, as JAX's add_spmd_axis_names.
+  SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);
   if (out_axes.size() != 1 && out_axes.size() != outs.size())
     throw ValueError(

@@ -78,7 +78,7 @@ class ShardMapBatch : public ::testing::Test {
   Array x88 = sp::arange(64.0f).reshape({8, 8});
   Array x848 = sp::arange(256.0f).reshape({8, 4, 8});
   Array w8 = sp::arange(8.0f) / 8.0f;
-  Array s = Array(0.5f);
+  Array s = Array(0.5f).astype(sp::float32);  // not weakly typed, as np.float32(0.5)
 
   using Fn1 = std::function<Array(const Array&)>;
   using Fn2 = std::function<Array(const Array&, const Array&)>;

@@ -215,6 +215,9 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
   BatchContext ctx{size, axis_name, mapped_axis_spec(leaves, dims)};
   check_unmapped_args(leaves, dims, ctx.explicit_mesh_axis);
   ctx.spmd_axis_name = spmd_name_beside(spmd_axis_name, ctx.explicit_mesh_axis);
+  // The batching rules run with the spmd_axis_name in scope, as JAX's add_spmd_axis_names: this
+  // vmap's, and those of vmaps the function calls while it is traced.
+  SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
   Program program = [&] {
     // Collectives over axis_name look its size up while the function is traced.
     std::vector<AxisFrame> frames;
@@ -222,8 +225,6 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     AxisEnvScope scope(std::move(frames));
     return trace_to_program(fn, example, "vmap");
   }();
-  // The batching rules run with the spmd_axis_name in scope, as JAX's add_spmd_axis_names.
-  SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);
   if (out_axes.size() != 1 && out_axes.size() != outs.size())
     throw ValueError(

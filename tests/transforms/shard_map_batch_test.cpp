@@ -183,6 +183,14 @@ TEST_F(ShardMapBatch, SpmdAxisNameInsideTheBodyMarksBatchedValuesVarying) {
   expect_case("inner_jit", smap(inner(jitted_sin), P(), P("a")), x88);
 }
 
+TEST_F(ShardMapBatch, NestedSpmdAxisNamesInsideTheBodyMarkValuesVaryingOverAll) {
+  auto nested = [](const Array& v) {
+    return sp::vmap(sp::vmap([](const Array& r) { return r + 1.0f; }, {.spmd_axis_name = {"b"}}),
+                    kSpmd)(v);
+  };
+  expect_case("inner_nested", smap(nested, P(), P("a", "b")), x848);
+}
+
 TEST_F(ShardMapBatch, ResultsVaryingOverTheNameNeedItInOutSpecs) {
   auto error = [&](const std::string& name, Fn1 body, sp::PartitionSpec in, sp::PartitionSpec out) {
     const std::string want = "[shard_map] " + spmd_test::replaced(spmd_test::jax_error(kGolden, name),

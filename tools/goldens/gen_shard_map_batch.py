@@ -97,6 +97,10 @@ CASES = {
                                      lambda v, w: jax.vmap(lambda r: lax.mul(r, w),
                                                            spmd_axis_name="a")(v)), [x88, w8]),
     "inner_jit": (smap(P(), P("a"), inner(jax.jit(lax.sin))), [x88]),
+    # Nested vmaps each with a name: the inner one's rules mark values varying over both.
+    "inner_nested": (smap(P(), P("a", "b"),
+                          lambda v: jax.vmap(jax.vmap(lambda r: lax.add(r, 1.0), spmd_axis_name="b"),
+                                             spmd_axis_name="a")(v)), [x848]),
     "inner_unbatched_operand": (smap((P("b"), P()), P(("b", "a")),
                                      lambda v, t: jax.vmap(lambda r, u: lax.add(r, u),
                                                            in_axes=(0, None),

@@ -102,7 +102,8 @@ Array insert_batch_dim(const Array& x, int to, int64_t size,
   std::vector<int64_t> dims;
   for (int i = 0; i < x.ndim(); ++i) dims.push_back(i < to ? i : i + 1);
   // As JAX's batching.broadcast, the broadcast value is cast to vary over vmap's spmd_axis_name.
-  if (sharding) return spmd_names_insert_pvary(ops::broadcast_in_dim(x, Shape(shape), dims, sharding));
+  if (sharding)
+    return spmd_names_insert_pvary(ops::broadcast_in_dim(x, Shape(shape), dims, sharding));
   return spmd_names_insert_pvary(lax::broadcast_in_dim(x, Shape(shape), dims));
 }
 

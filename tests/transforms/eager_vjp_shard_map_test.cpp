@@ -92,8 +92,8 @@ void check(const std::string& name, F f, const Args&... args) {
         << "residual " << k;
   const std::vector<Array> cts = sp::tree_flatten(pullback(ct)).first;
   for (size_t i = 0; i < cts.size(); ++i)
-    EXPECT_TRUE(spmd_test::arrays_close(cts[i], values.at(name + "/ct" + std::to_string(i)), 1e-6,
-                                        1e-6))
+    EXPECT_TRUE(
+        spmd_test::arrays_close(cts[i], values.at(name + "/ct" + std::to_string(i)), 1e-6, 1e-6))
         << "cotangent " << i;
 }
 
@@ -110,7 +110,8 @@ class EagerVjpShardMap : public ::testing::Test {
 TEST_F(EagerVjpShardMap, AnOperandResidualIsTheArgumentItself) {
   check("operand_residual", sin_mul(), grid());
   auto sm = sin_mul();
-  check("between_other_operations", [sm](const Array& x) { return sp::cos(sm(x)); }, grid());
+  check(
+      "between_other_operations", [sm](const Array& x) { return sp::cos(sm(x)); }, grid());
   check("no_check_vma",
         sp::shard_map([](const Array& v) { return sp::sin(v) * v; }, mesh_a(), P("a"), P("a"),
                       {.check_vma = false}),
@@ -119,8 +120,7 @@ TEST_F(EagerVjpShardMap, AnOperandResidualIsTheArgumentItself) {
 
 TEST_F(EagerVjpShardMap, AResultResidualIsTheResultItself) {
   check("result_residual",
-        sp::shard_map([](const Array& v) { return sp::exp(v); }, mesh_a(), P("a"), P("a")),
-        grid());
+        sp::shard_map([](const Array& v) { return sp::exp(v); }, mesh_a(), P("a"), P("a")), grid());
 }
 
 TEST_F(EagerVjpShardMap, ComputedResidualsLeaveTheForwardShardMap) {
@@ -133,8 +133,8 @@ TEST_F(EagerVjpShardMap, ComputedResidualsLeaveTheForwardShardMap) {
                       P("a", None), P()),
         grid());
   check("replicated_operand",
-        sp::shard_map([](const Array& u, const Array& v) { return u * v; }, mesh_a(),
-                      {P("a"), P()}, P("a")),
+        sp::shard_map([](const Array& u, const Array& v) { return u * v; }, mesh_a(), {P("a"), P()},
+                      P("a")),
         grid(), grid()[0]);
 }
 

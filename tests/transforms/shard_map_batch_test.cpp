@@ -30,7 +30,8 @@ const std::map<std::string, std::string>& blocks() {
 }
 
 // JAX's printer breaks an equation's params over lines when they do not fit in 80 columns; with
-// its NumPy ints spelled shorter, the params that then fit go back on one line, as spmd prints them.
+// its NumPy ints spelled shorter, the params that then fit go back on one line, as spmd prints
+// them.
 std::string rejoined_params(const std::string& text) {
   std::vector<std::string> lines = spmd_test::split_fields(text, '\n');
   std::string out;
@@ -40,7 +41,8 @@ std::string rejoined_params(const std::string& text) {
       std::string joined = line;
       size_t j = i + 1;
       for (; j < lines.size() && lines[j].find_first_not_of(' ') != lines[j].find(']'); ++j)
-        joined += (joined.back() == '[' ? "" : " ") + lines[j].substr(lines[j].find_first_not_of(' '));
+        joined +=
+            (joined.back() == '[' ? "" : " ") + lines[j].substr(lines[j].find_first_not_of(' '));
       if (j < lines.size()) {
         joined += lines[j].substr(lines[j].find(']'));
         if (joined.size() <= 80) {
@@ -140,19 +142,19 @@ TEST_F(ShardMapBatch, BatchedAndUnbatchedOperandsAndResults) {
   auto scaled = sp::shard_map([](const Array& v, const Array& w) { return v * w; }, mesh,
                               {P("b"), P("b")}, P("b"));
   expect_case("mixed_in1", sp::vmap(scaled, {.in_axes = {1, None}}), x88, w8);
-  expect_case("mixed_in1_spmd",
-              sp::vmap(scaled, {.in_axes = {1, None}, .spmd_axis_name = {"a"}}), x88, w8);
-  auto pair = sp::shard_map(
-      [](const Array& v, const Array& w) { return std::vector<Array>{v * 2.0f, w + 1.0f}; }, mesh,
-      {P("b"), P()}, {P("b"), P()});
-  expect_case("unbatched_result",
-              sp::vmap(pair, {.in_axes = {1, None}, .out_axes = {0, None}}), x88,
-              w8);
-  expect_case("unbatched_result_spmd",
-              sp::vmap(pair, {.in_axes = {1, None},
-                              .out_axes = {0, None},
-                              .spmd_axis_name = {"a"}}),
+  expect_case("mixed_in1_spmd", sp::vmap(scaled, {.in_axes = {1, None}, .spmd_axis_name = {"a"}}),
               x88, w8);
+  auto pair = sp::shard_map(
+      [](const Array& v, const Array& w) {
+        return std::vector<Array>{v * 2.0f, w + 1.0f};
+      },
+      mesh, {P("b"), P()}, {P("b"), P()});
+  expect_case("unbatched_result", sp::vmap(pair, {.in_axes = {1, None}, .out_axes = {0, None}}),
+              x88, w8);
+  expect_case(
+      "unbatched_result_spmd",
+      sp::vmap(pair, {.in_axes = {1, None}, .out_axes = {0, None}, .spmd_axis_name = {"a"}}), x88,
+      w8);
 }
 
 TEST_F(ShardMapBatch, SpmdAxisNameInsideTheBodyMarksBatchedValuesVarying) {
@@ -162,10 +164,10 @@ TEST_F(ShardMapBatch, SpmdAxisNameInsideTheBodyMarksBatchedValuesVarying) {
               smap(inner([](const Array& r) { return r + 1.0f; }), P(), P("a")), x88);
   expect_case("inner_replicated_sin",
               smap(inner([](const Array& r) { return sp::sin(r); }), P(), P("a")), x88);
-  expect_case("inner_in1",
-              smap(inner([](const Array& r) { return r * 2.0f; }, 1), P(None, "b"),
-                   P(sp::axes("b", "a"))),
-              x88);
+  expect_case(
+      "inner_in1",
+      smap(inner([](const Array& r) { return r * 2.0f; }, 1), P(None, "b"), P(sp::axes("b", "a"))),
+      x88);
   auto broadcast_operand = sp::shard_map(
       [](const Array& v, const Array& w) {
         return sp::vmap([&](const Array& r) { return r * w; }, kSpmd)(v);
@@ -193,11 +195,11 @@ TEST_F(ShardMapBatch, NestedSpmdAxisNamesInsideTheBodyMarkValuesVaryingOverAll) 
 
 TEST_F(ShardMapBatch, ResultsVaryingOverTheNameNeedItInOutSpecs) {
   auto error = [&](const std::string& name, Fn1 body, sp::PartitionSpec in, sp::PartitionSpec out) {
-    const std::string want = "[shard_map] " + spmd_test::replaced(spmd_test::jax_error(kGolden, name),
-                                                                   "'_rem_singleton'", "'body'");
-    EXPECT_EQ(spmd_test::error_message<sp::ShardingError>([&] {
-                sp::shard_map(body, mesh, in, out, {.name = "body"})(x88);
-              }),
+    const std::string want =
+        "[shard_map] " +
+        spmd_test::replaced(spmd_test::jax_error(kGolden, name), "'_rem_singleton'", "'body'");
+    EXPECT_EQ(spmd_test::error_message<sp::ShardingError>(
+                  [&] { sp::shard_map(body, mesh, in, out, {.name = "body"})(x88); }),
               want)
         << name;
   };

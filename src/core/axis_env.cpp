@@ -3,6 +3,7 @@
 namespace spmd {
 namespace {
 thread_local std::vector<AxisFrame> t_frames;
+thread_local std::vector<std::string> t_spmd_axis_names;
 }  // namespace
 
 const std::vector<AxisFrame>& axis_env() {
@@ -48,6 +49,18 @@ std::vector<std::string> vma_minus(const std::vector<std::string>& a,
   for (const std::string& x : a)
     if (!contains(b, x)) out.push_back(x);
   return in_scope_order(out);
+}
+
+const std::vector<std::string>& spmd_axis_names() {
+  return t_spmd_axis_names;
+}
+
+SpmdAxisNamesScope::SpmdAxisNamesScope(const std::vector<std::string>& names)
+    : size_before_(t_spmd_axis_names.size()) {
+  t_spmd_axis_names.insert(t_spmd_axis_names.end(), names.begin(), names.end());
+}
+SpmdAxisNamesScope::~SpmdAxisNamesScope() {
+  t_spmd_axis_names.resize(size_before_);
 }
 
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {

@@ -33,6 +33,23 @@ std::vector<std::string> vma_union(const std::vector<std::string>& a,
 std::vector<std::string> vma_minus(const std::vector<std::string>& a,
                                    const std::vector<std::string>& b);
 
+// The spmd_axis_name of the vmaps whose batching rules run on this thread, outermost first (JAX's
+// AxisEnv.spmd_axis_names): inside shard_map with check_vma, batching rules mark the values they
+// batch as varying over those that are manual axes (prims/rule_util.h, spmd_names_insert_pvary).
+const std::vector<std::string>& spmd_axis_names();
+
+// Adds names to spmd_axis_names() for the scope's lifetime.
+class SpmdAxisNamesScope {
+ public:
+  explicit SpmdAxisNamesScope(const std::vector<std::string>& names);
+  ~SpmdAxisNamesScope();
+  SpmdAxisNamesScope(const SpmdAxisNamesScope&) = delete;
+  SpmdAxisNamesScope& operator=(const SpmdAxisNamesScope&) = delete;
+
+ private:
+  size_t size_before_;
+};
+
 // Pushes frames for the scope's lifetime.
 class AxisEnvScope {
  public:

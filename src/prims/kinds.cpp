@@ -25,7 +25,8 @@ BatchRule vectorized(const Primitive* p) {
 // JAX's broadcast_batcher (defbroadcasting): when every non-scalar operand has the same shape
 // and batch dimension the primitive applies as is; otherwise batch dims move to the front
 // (unbatched operands get a size-1 leading dim) and lower-rank operands get trailing size-1
-// dims, for the primitive's own broadcasting of size-1 dims.
+// dims, for the primitive's own broadcasting of size-1 dims. Aligned operands are cast to vary
+// over vmap's spmd_axis_name first (spmd_names_insert_pvary), as JAX's are.
 BatchResult broadcast_batcher(const Primitive& p, std::span<const Array> args,
                               std::span<const int> dims, const Params& params) {
   size_t first = 0;
@@ -36,6 +37,7 @@ BatchResult broadcast_batcher(const Primitive& p, std::span<const Array> args,
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].ndim() > 0) aligned = aligned && args[i].shape() == shape && dims[i] == dim;
   std::vector<Array> xs = to_vector(args);
+  if (aligned) xs = spmd_names_insert_pvary(std::move(xs));
   if (!aligned) {
     for (size_t i = 0; i < xs.size(); ++i)
       if (xs[i].ndim() > 0) xs[i] = move_batch_dim(xs[i], dims[i], 0, 1);

@@ -5,6 +5,7 @@
 #include <spmd/lax.h>
 
 #include "backends/cpu/elementwise.h"
+#include "core/axis_env.h"
 #include "ops/op_util.h"
 #include "prims/collectives.h"
 #include "prims/families.h"
@@ -100,8 +101,10 @@ Array insert_batch_dim(const Array& x, int to, int64_t size,
   shape.insert(shape.begin() + to, size);
   std::vector<int64_t> dims;
   for (int i = 0; i < x.ndim(); ++i) dims.push_back(i < to ? i : i + 1);
-  if (sharding) return ops::broadcast_in_dim(x, Shape(shape), dims, sharding);
-  return lax::broadcast_in_dim(x, Shape(shape), dims);
+  // As JAX's batching.broadcast, the broadcast value is cast to vary over vmap's spmd_axis_name.
+  if (sharding)
+    return spmd_names_insert_pvary(ops::broadcast_in_dim(x, Shape(shape), dims, sharding));
+  return spmd_names_insert_pvary(lax::broadcast_in_dim(x, Shape(shape), dims));
 }
 
 }  // namespace
@@ -264,6 +267,27 @@ Array move_batch_dim(const Array& x, int from, int to, const BatchContext& ctx) 
 
 Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx) {
   return move_batch_dim(x, dim, 0, ctx);
+}
+
+std::vector<std::string> varying_spmd_axis_names() {
+  std::vector<std::string> manual;
+  for (const std::string& a : spmd_axis_names()) {
+    const std::optional<AxisFrame> frame = find_axis(a);
+    if (frame && frame->vma) manual.push_back(a);
+  }
+  return manual;
+}
+
+Array spmd_names_insert_pvary(const Array& x) {
+  const std::vector<std::string> manual = varying_spmd_axis_names();
+  if (manual.empty()) return x;
+  std::vector<std::string> missing = vma_minus(manual, aval_of(x).vma);
+  return missing.empty() ? x : collectives::pvary_cast(x, std::move(missing));
+}
+
+std::vector<Array> spmd_names_insert_pvary(std::vector<Array> xs) {
+  for (Array& x : xs) x = spmd_names_insert_pvary(x);
+  return xs;
 }
 
 PartitionSpec batch_spec(const PartitionSpec& spec, int dim, const BatchContext& ctx) {

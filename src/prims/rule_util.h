@@ -125,6 +125,14 @@ Array bdim_at_front(const Array& x, int dim, int64_t size);
 Array move_batch_dim(const Array& x, int from, int to, const BatchContext& ctx);
 Array bdim_at_front(const Array& x, int dim, const BatchContext& ctx);
 
+// JAX's batching.spmd_names_insert_pvary: inside shard_map with check_vma, under vmaps with
+// spmd_axis_name naming manual axes (core/axis_env.h, spmd_axis_names), each value cast with
+// pvary to vary over those it does not vary over yet; otherwise the values as they are.
+std::vector<Array> spmd_names_insert_pvary(std::vector<Array> xs);
+Array spmd_names_insert_pvary(const Array& x);
+// Those spmd_axis_names() that are manual axes typed by vma (shard_map with check_vma), in scope.
+std::vector<std::string> varying_spmd_axis_names();
+
 // JAX's pxla.batch_spec with vmap's spmd_axis_name: `spec` padded with None up to `dim` and the
 // batch dim inserted there, split over ctx.spmd_axis_name (None when it is empty).
 PartitionSpec batch_spec(const PartitionSpec& spec, int dim, const BatchContext& ctx);

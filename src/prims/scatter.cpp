@@ -177,13 +177,14 @@ std::vector<Array> scatter_add_transpose(std::span<const Array> cts,
 
 // JAX's _scatter_batching_rule: the operand and updates get the batch dimension in front; with
 // unbatched indices it is an extra update window dimension, with batched indices a scatter batch
-// dimension pair (operand_batching_dims / scatter_indices_batching_dims).
+// dimension pair (operand_batching_dims / scatter_indices_batching_dims), where JAX casts the
+// three operands to vary over vmap's spmd_axis_name first.
 BatchResult scatter_add_batch(const Primitive& self, std::span<const Array> args,
                               std::span<const int> dims, const Params& params,
                               const BatchContext& ctx) {
   const Array operand = bdim_at_front(args[0], dims[0], ctx);
   const Array updates = bdim_at_front(args[2], dims[2], ctx);
-  Array indices = args[1];
+  const Array& indices = args[1];
   const Ints window = params.get_ints("update_window_dims");
   const Ints inserted = params.get_ints("inserted_window_dims");
   const Ints to_operand = params.get_ints("scatter_dims_to_operand_dims");
@@ -192,16 +193,18 @@ BatchResult scatter_add_batch(const Primitive& self, std::span<const Array> args
   Params p = params;
   p.set("inserted_window_dims", add_each(inserted, 1));
   p.set("scatter_dims_to_operand_dims", add_each(to_operand, 1));
+  std::vector<Array> xs{operand, indices, updates};
   if (!is_batched(dims[1])) {
     p.set("update_window_dims", prepend(0, add_each(window, 1)));
     p.set("operand_batching_dims", add_each(operand_batching, 1));
+    xs = spmd_names_insert_pvary(std::move(xs));
   } else {
-    indices = bdim_at_front(indices, dims[1], ctx);
+    xs[1] = bdim_at_front(indices, dims[1], ctx);
     p.set("update_window_dims", add_each(window, 1));
     p.set("operand_batching_dims", prepend(0, add_each(operand_batching, 1)));
     p.set("scatter_indices_batching_dims", prepend(0, add_each(indices_batching, 1)));
   }
-  return result_at(bind1(self, {operand, indices, updates}, p), 0);
+  return result_at(bind1(self, xs, p), 0);
 }
 
 }  // namespace

@@ -192,6 +192,9 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     s.erase(s.begin() + d);
     t.shape = Shape(s);
     if (t.sharding) t.sharding->dims.erase(t.sharding->dims.begin() + d);
+    // One example does not vary over the mesh axes the batch is split over (JAX's BatchTracer
+    // under spmd_axis_name).
+    t.vma = vma_minus(t.vma, spmd_axis_name);
     example.push_back(t);
   }
   if (inconsistent) {
@@ -212,6 +215,9 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
   BatchContext ctx{size, axis_name, mapped_axis_spec(leaves, dims)};
   check_unmapped_args(leaves, dims, ctx.explicit_mesh_axis);
   ctx.spmd_axis_name = spmd_name_beside(spmd_axis_name, ctx.explicit_mesh_axis);
+  // The batching rules run with the spmd_axis_name in scope, as JAX's add_spmd_axis_names: this
+  // vmap's, and those of vmaps the function calls while it is traced.
+  SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
   Program program = [&] {
     // Collectives over axis_name look its size up while the function is traced.
     std::vector<AxisFrame> frames;

@@ -148,18 +148,18 @@ TEST_F(SpmdAxisName, ShardMapSplitsTheBatchDimOverTheName) {
       "shard_map",
       sp::vmap(sp::shard_map([](const Array& v) { return v * 2.0f + 1.0f; }, mesh, P("b"), P("b")),
                named({"a"})),
-      x88, false);
+      x88);
   expect_case("shard_map_psum",
               sp::vmap(sp::shard_map([](const Array& v) { return sp::lax::psum(v, "b"); }, mesh,
                                      P("b"), P()),
                        named({"a"})),
-              x88, false);
+              x88);
   // The body sees one row of the batch per device (8 / 8): its shape-dependent sum is per row.
   expect_case(
       "shard_map_in_axes_1",
       sp::vmap(sp::shard_map([](const Array& v) { return v - sp::sum(v); }, mesh8, P(), P()),
                {.in_axes = {1}, .spmd_axis_name = {"x"}}),
-      x88, false);
+      x88);
 }
 
 TEST_F(SpmdAxisName, PsumOverTheVmappedAxisNameStillSumsTheBatch) {

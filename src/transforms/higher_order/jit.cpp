@@ -589,9 +589,14 @@ BatchResult jit_batch(const Primitive& jit, std::span<const Array> ins,
     out_dims = std::move(dims);
     return outs;
   };
+  // As JAX's batch_jaxpr2: the body's batched operands vary over vmap's spmd_axis_name.
+  std::vector<AbstractValue> body_types = in_types;
+  for (size_t i = 0; i < body_types.size(); ++i)
+    if (is_batched(in_dims[i]))
+      body_types[i].vma = vma_union(body_types[i].vma, varying_spmd_axis_names());
   std::vector<Array> operands;
   auto program = std::make_shared<const Program>(
-      hoist_consts(trace_to_program(batched_fn, in_types, "vmap"), &operands));
+      hoist_consts(trace_to_program(batched_fn, body_types, "vmap"), &operands));
   const size_t consts = operands.size();
   operands.insert(operands.end(), ins.begin(), ins.end());
   Params params = p;
@@ -635,6 +640,14 @@ void register_call_primitives(PrimitiveRegistry& r) {
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
   jit.call_body = "jaxpr";
   jit.body_named_after_caller = true;
+  // Its results vary as its body's do (one list for all of them: their union), as the types
+  // JAX's pjit gives its results are its body's; operands are not cast.
+  jit.vma_rule = [](std::span<const AbstractValue>, const Params& p) {
+    std::vector<std::string> vma;
+    for (const AbstractValue& t : p.get<ProgramRef>("jaxpr")->out_types())
+      vma = vma_union(vma, t.vma);
+    return vma;
+  };
   jit.inlined_body = body_with_shardings;
   jit.eager = [](std::span<const Array> args, const Params& p) {
     const ProgramRef& program = p.get<ProgramRef>("jaxpr");

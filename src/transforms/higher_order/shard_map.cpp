@@ -772,9 +772,10 @@ BatchContext body_batch_context(const Mesh& mesh, const BatchContext& ctx) {
   return body;
 }
 
-// vmap of a shard_map: the batch dimension becomes a leading dim of every block, unsplit, or
-// split over vmap's spmd_axis_name (the specs may not name those axes), as JAX's
-// _shard_map_batch.
+// vmap of a shard_map, as JAX's _shard_map_batch: each batched operand keeps its batch dim where
+// it is, and its spec gets the dim inserted there, unsplit or split over vmap's spmd_axis_name
+// (the specs may not name those axes); the body is batched with its own rules, and each result
+// keeps the dim the body gives it (unbatched results keep their spec).
 BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
                             const BatchContext& outer) {
   const ShardMapParams info = info_of(p);
@@ -783,36 +784,33 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
   const BatchContext ctx = body_batch_context(info.mesh, outer);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   auto binfo = derived_info(info);
-  std::vector<Array> moved;
   std::vector<AbstractValue> types;
-  std::vector<int> bdims;
   for (size_t i = 0; i < args.size(); ++i) {
     AbstractValue t = body->types[size_t(body->invars[i])];
     if (dims[i] == kNotBatched) {
-      moved.push_back(args[i]);
       binfo.in_specs.push_back(info.in_specs[i]);
-      bdims.push_back(kNotBatched);
     } else {
-      moved.push_back(move_batch_dim(args[i], dims[i], 0, outer.axis_size));
-      binfo.in_specs.push_back(batch_spec(info.in_specs[i], 0, ctx));
+      binfo.in_specs.push_back(batch_spec(info.in_specs[i], dims[i], ctx));
       if (info.check_vma) t.vma = spec_axes(info.mesh, binfo.in_specs.back());
-      std::vector<int64_t> d{ctx.axis_size};
-      d.insert(d.end(), t.shape.dims().begin(), t.shape.dims().end());
+      std::vector<int64_t> d(t.shape.dims().begin(), t.shape.dims().end());
+      d.insert(d.begin() + dims[i], ctx.axis_size);
       t.shape = Shape(d);
-      bdims.push_back(0);
     }
     types.push_back(t);
   }
-  for (const PartitionSpec& s : info.out_specs) binfo.out_specs.push_back(batch_spec(s, 0, ctx));
+  std::vector<int> out_dims;
   auto fn = [&](std::span<const Array> xs) {
-    auto [outs, odims] = batch_program(*body, xs, bdims, ctx);
-    for (size_t k = 0; k < outs.size(); ++k)
-      outs[k] = move_batch_dim(outs[k], odims[k], 0, ctx.axis_size);
+    auto [outs, odims] = batch_program(*body, xs, dims, ctx);
+    out_dims = std::move(odims);
     return outs;
   };
   Program bbody = trace_body(fn, types, info.mesh, info.check_vma);
-  std::vector<Array> outs = bind_shard_map(bbody, binfo, moved);
-  return {outs, std::vector<int>(outs.size(), 0)};
+  for (size_t k = 0; k < info.out_specs.size(); ++k)
+    binfo.out_specs.push_back(out_dims[k] == kNotBatched
+                                  ? info.out_specs[k]
+                                  : batch_spec(info.out_specs[k], out_dims[k], ctx));
+  std::vector<Array> outs = bind_shard_map(bbody, binfo, args);
+  return {outs, out_dims};
 }
 
 // A boundary for the partitioner: the specs fix how operands and results split over the mesh,

@@ -246,17 +246,44 @@ int64_t copied_bytes(const Sharding& from, const Sharding& to, const AbstractVal
 
 }  // namespace
 
+// The first `num_constants` inputs of `program` (arrays it closed over) that an equation
+// moving data along a dim (slice, pad, rev, concatenate: its rule's shifts) reads through
+// constant expressions: they arrive whole, as JAX's embedded constants, and the partitioner
+// computes such an equation's block in place instead of moving halos.
+namespace {
+std::vector<size_t> constants_read_whole(const Program& program, size_t num_constants) {
+  std::vector<bool> seeds(program.types.size(), false);
+  for (size_t i = 0; i < num_constants && i < program.invars.size(); ++i)
+    seeds[size_t(program.invars[i])] = true;
+  const std::vector<bool> constant = constant_expressions(program, seeds);
+  std::vector<bool> read(program.types.size(), false);
+  for (size_t i = program.equations.size(); i-- > 0;) {
+    const Equation& e = program.equations[i];
+    if (e.outputs.size() != 1 || !constant[size_t(e.outputs[0])]) continue;
+    if (!read[size_t(e.outputs[0])] && sharding_rule_of(program, e).shifts.empty()) continue;
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) read[size_t(a.var)] = true;
+  }
+  std::vector<size_t> whole;
+  for (size_t i = 0; i < num_constants && i < program.invars.size(); ++i)
+    if (read[size_t(program.invars[i])]) whole.push_back(i);
+  return whole;
+}
+}  // namespace
+
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
                                std::span<const std::shared_ptr<const Sharding>> in_shardings,
                                std::span<const std::shared_ptr<const Sharding>> out_shardings,
                                const std::string& api, std::span<const std::string> arg_names,
-                               bool committed_binds) {
+                               bool committed_binds, size_t num_constants) {
   std::vector<Request> requests;
   auto arg_text = [&](size_t i) {
     std::string name = i < arg_names.size() ? arg_names[i] : "args[" + std::to_string(i) + "]";
     return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
   };
-  auto binds = [&](size_t i) { return committed_binds && args[i].committed(); };
+  auto binds = [&](size_t i) {
+    return committed_binds && i >= num_constants && args[i].committed();
+  };
   check_even(program, in_shardings, out_shardings);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!binds(i)) continue;
@@ -299,6 +326,8 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
       arrange(p, i, args[i], given);
     if (!p.held[i]) p.arrives[i] = args[i].sharding();
   }
+  for (size_t i : constants_read_whole(program, num_constants))
+    if (!p.single_device) p.in[i] = ValueSplit{Split(size_t(in_types[i].shape.ndim())), {}};
   const std::vector<AbstractValue> out_types = program.out_types();
   p.out.resize(out_types.size());
   for (size_t i = 0; i < out_shardings.size() && i < out_types.size(); ++i)

@@ -50,6 +50,11 @@ struct HeldArgument {
   bool implicit = true;  // no in_sharding asked for the move
 };
 
+// What propagation and the partitioner read: `p` with its calls inlined, what nothing reads
+// left out (it would only add collectives that never run), and each use of a constant with a
+// copy of its own (split_constant_uses). Defined by the partitioner.
+Program prepared_for_partitioning(const Program& p);
+
 // The program each device of `mesh` runs for `global`, with the given splits of its inputs and
 // outputs closed (nullopt: chosen by propagation); the inputs in `held` (by index, when given)
 // arrive as they are and are moved to their split first. Defined by the partitioner, which
@@ -83,12 +88,14 @@ PartitionedProgram partition_program(const Program& global, const Placement& pla
 // JAX's "Received incompatible devices for jitted computation" for committed arguments or
 // shardings on different devices; `api` names the computation and `arg_names` its arguments in
 // that message ("argument x of add"). Without `committed_binds`, committed arguments move like
-// uncommitted ones (pmap).
+// uncommitted ones (pmap). The first `num_constants` arguments are arrays the computation
+// closed over: like the constants JAX's lowering embeds, committed or not, they ask for no
+// devices and no split.
 std::optional<Placement> place(const Program& program, std::span<const Array> args,
                                std::span<const std::shared_ptr<const Sharding>> in_shardings,
                                std::span<const std::shared_ptr<const Sharding>> out_shardings,
                                const std::string& api, std::span<const std::string> arg_names,
-                               bool committed_binds = true);
+                               bool committed_binds = true, size_t num_constants = 0);
 
 // The Compiled of `program` partitioned by `placement`, built once per program content and
 // placement.

@@ -332,6 +332,21 @@ Program unit_broadcasts_to_reshapes(const Program& p) {
   return out;
 }
 
+std::vector<bool> constant_expressions(const Program& p, std::vector<bool> seeds) {
+  std::vector<bool> constant = std::move(seeds);
+  constant.resize(p.types.size(), false);
+  for (int v : p.constvars) constant[size_t(v)] = true;
+  for (const Equation& e : p.equations) {
+    const Primitive& prim = *e.primitive;
+    if (e.outputs.size() != 1 || prim.effectful || prim.device_dependent) continue;
+    constant[size_t(e.outputs[0])] =
+        (prim.keeps_constants || prim.elementwise) &&
+        std::all_of(e.inputs.begin(), e.inputs.end(),
+                    [&](const Atom& a) { return a.is_literal() || constant[size_t(a.var)]; });
+  }
+  return constant;
+}
+
 namespace {
 
 // Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
@@ -340,23 +355,18 @@ class ConstantSplitter {
  public:
   explicit ConstantSplitter(const Program& p) : p_(p), producer_(p.types.size(), -1) {
     for (size_t i = 0; i < p.constvars.size(); ++i) const_index_[p.constvars[i]] = i;
-    std::vector<bool> constant(p.types.size(), false);
-    for (int v : p.constvars) constant[size_t(v)] = true;
+    const std::vector<bool> constant = constant_expressions(p);
     splittable_.assign(p.types.size(), false);
     for (size_t i = 0; i < p.equations.size(); ++i) {
       const Equation& e = p.equations[i];
       for (int v : e.outputs) producer_[size_t(v)] = int(i);
       const Primitive& prim = *e.primitive;
       if (e.outputs.size() != 1 || prim.effectful || prim.device_dependent) continue;
-      const bool of_constants =
-          (prim.keeps_constants || prim.elementwise) &&
-          std::all_of(e.inputs.begin(), e.inputs.end(),
-                      [&](const Atom& a) { return a.is_literal() || constant[size_t(a.var)]; });
       const bool spread = prim.spreads_scalar && e.inputs.size() == 1 &&
                           p.type_of(e.inputs[0]).shape.ndim() == 0;
       const int out = e.outputs[0];
-      constant[size_t(out)] = of_constants;
-      splittable_[size_t(out)] = (of_constants || spread) && p.types[size_t(out)].shape.ndim() > 0;
+      splittable_[size_t(out)] =
+          (constant[size_t(out)] || spread) && p.types[size_t(out)].shape.ndim() > 0;
     }
     for (int v : p.constvars) splittable_[size_t(v)] = p.types[size_t(v)].shape.ndim() > 0;
   }

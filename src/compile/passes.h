@@ -35,6 +35,12 @@ std::optional<Atom> scalar_broadcast_source(const Program& p, std::span<const in
 // mapped axis) becomes a reshape: the same bytes, so the result shares the operand's buffer
 // instead of a copy.
 Program unit_broadcasts_to_reshapes(const Program& p);
+// For each variable of `p`, whether it is a constant expression: a constant, or the one output
+// of an equation of a primitive that keeps constants (Primitive::keeps_constants, or
+// elementwise; neither effectful nor device dependent) whose operands all are constant
+// expressions or literals (an iota has none). `seeds` (indexed by variable, when given) marks
+// other variables to count as constants.
+std::vector<bool> constant_expressions(const Program& p, std::vector<bool> seeds = {});
 // Gives every use of a constant expression (a constant, or an equation of a primitive that
 // keeps constants whose operands all are: Primitive::keeps_constants) and of a 0-d value's
 // broadcast its own copy of that sub-computation, as Shardy's constant splitter does before

@@ -171,7 +171,8 @@ struct Primitive {
   // An equation of it whose operands are all constant (literals, constants, or results of such
   // equations) is a constant expression, which every use gets a copy of before sharding
   // propagation (compile/passes.h, split_constant_uses), as Shardy's constant splitter does:
-  // iota, broadcast_in_dim, reshape, squeeze, slice, and every elementwise primitive.
+  // iota, broadcast_in_dim, reshape, squeeze, slice, pad, rev, concatenate, and every
+  // elementwise primitive.
   bool keeps_constants = false;
   // Spreads a 0-d operand over its result's shape (broadcast_in_dim): every use of such an
   // equation gets a copy of its own too, whatever the operand.

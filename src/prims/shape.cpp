@@ -1313,6 +1313,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   deflinear(rev, unary_transpose(rev_transpose));
   rev.batch = binding(rev, rev_batch);
   rev.sharding_rule = rev_sharding;
+  rev.keeps_constants = true;
 
   Primitive& concatenate = r.define("concatenate", concatenate_rule, concatenate_kernel);
   Primitive& split = r.define("split", split_rule, split_kernel);
@@ -1321,6 +1322,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   deflinear(split, split_transpose);
   split.batch = binding(split, split_batch);
   concatenate.sharding_rule = concatenate_sharding;
+  concatenate.keeps_constants = true;
   split.sharding_rule = pieces_along("axis", /*share_moved=*/false);
 
   Primitive& stack = r.define("stack", stack_rule, stack_kernel);
@@ -1339,6 +1341,7 @@ void register_shape_primitives(PrimitiveRegistry& r) {
   deflinear(slice, unary_transpose(slice_transpose));
   slice.batch = binding(slice, slice_batch);
   pad.sharding_rule = pad_sharding;
+  pad.keeps_constants = true;
   slice.sharding_rule = slice_sharding;
   slice.keeps_constants = true;
   slice.localize = localize_slice(slice);

@@ -23,6 +23,7 @@
 #include <functional>
 #include <iterator>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 namespace spmd {
@@ -310,13 +311,6 @@ Array reshard(Array x, Split from, const Split& to, const Shape& global, const C
   return slice ? lax::dynamic_slice(x, starts, sizes) : x;
 }
 
-// What propagation and the partitioner read: `p` with its calls inlined, what nothing reads
-// left out (it would only add collectives that never run), and each use of a constant with a
-// copy of its own (split_constant_uses).
-Program prepared_for_partitioning(const Program& p) {
-  return split_constant_uses(dead_code_elimination(inline_calls(p)));
-}
-
 // The split an output leaves with when it is not the propagated one, and why.
 struct OutputSplit {
   Split split;
@@ -393,7 +387,18 @@ class Partitioner {
         mesh_(mesh),
         splits_(std::move(splits)),
         out_(std::move(out)),
-        held_(std::move(held)) {}
+        held_(std::move(held)),
+        producer_(global.types.size(), -1) {
+    for (size_t i = 0; i < global.equations.size(); ++i)
+      for (int v : global.equations[i].outputs) producer_[size_t(v)] = int(i);
+    // An input that arrives unsplit is whole on every device, as a constant is.
+    std::vector<bool> whole(global.types.size(), false);
+    for (int v : global.invars) {
+      const Split& split = splits_[size_t(v)].dims;
+      whole[size_t(v)] = std::all_of(split.begin(), split.end(), [](auto& a) { return a.empty(); });
+    }
+    constant_ = constant_expressions(global, std::move(whole));
+  }
 
   std::vector<InsertedCollective> take_collectives() { return std::move(collectives_); }
 
@@ -797,6 +802,7 @@ class Partitioner {
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
+    if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
     if (run_on_major_blocks(e, rule)) return;
     std::vector<Split> in, out;
@@ -1019,6 +1025,43 @@ class Partitioner {
   // as its result is: each device gets from its neighbours only the rows its block needs, where
   // that moves fewer bytes than gathering the dims (halo.h). Exchanging halos is part of the
   // equation, as completing a sum is, not a reshard.
+  // The whole of `v`, a constant expression, computed on every device from the program's
+  // constants and unsplit inputs (once per value).
+  Array whole_of(int v) {
+    if (auto it = wholes_.find(v); it != wholes_.end()) return it->second;
+    Array whole;
+    if (std::find(global_.invars.begin(), global_.invars.end(), v) != global_.invars.end()) {
+      whole = env_[size_t(v)].value;
+    } else if (producer_[size_t(v)] < 0) {
+      const auto at = std::find(global_.constvars.begin(), global_.constvars.end(), v);
+      whole = global_.consts[size_t(at - global_.constvars.begin())];
+    } else {
+      const Equation& e = global_.equations[size_t(producer_[size_t(v)])];
+      std::vector<Array> in;
+      for (const Atom& a : e.inputs) in.push_back(a.is_literal() ? a.literal : whole_of(a.var));
+      whole = spmd::bind(*e.primitive, in, e.params)[0];
+    }
+    return wholes_[v] = whole;
+  }
+
+  // An equation that moves data along a dim (slice, pad, rev, concatenate) of constants, whose
+  // result is split along such a dim: each device computes the whole constant and takes its
+  // block of the result, where halos would move its neighbours' rows.
+  bool run_on_whole_constant(const Equation& e, const ShardingRule& rule) {
+    if (e.outputs.size() != 1 || !constant_[size_t(e.outputs[0])]) return false;
+    const int out = e.outputs[0];
+    const Split& want = splits_[size_t(out)].dims;
+    if (std::none_of(rule.shifts.begin(), rule.shifts.end(), [&](const ShardingRule::Shift& s) {
+          return !want[size_t(s.dim)].empty();
+        }))
+      return false;
+    const Shape& shape = global_.types[size_t(out)].shape;
+    const Array block = moved(whole_of(out), Split(size_t(shape.ndim())), want, shape,
+                              "the block of " + equation_name(e) + ", a constant", true);
+    store_results(e, {block}, {want});
+    return true;
+  }
+
   bool run_with_halos(const Equation& e, const ShardingRule& rule) {
     std::vector<Shape> shapes;
     for (const Atom& a : e.inputs) shapes.push_back(global_.type_of(a).shape);
@@ -1471,6 +1514,9 @@ class Partitioner {
   std::vector<Reshard> reshards_;  // the values moved so far, read again by later uses
   std::vector<std::optional<OutputSplit>> out_;
   std::vector<std::optional<HeldArgument>> held_;
+  std::vector<bool> constant_;  // constant expressions, of constants and unsplit inputs
+  std::vector<int> producer_;   // the equation defining each variable, or -1
+  std::unordered_map<int, Array> wholes_;  // whole_of's values
 };
 
 bool bodies_keep_padding(const Program& program, const Mesh& mesh,
@@ -1550,6 +1596,10 @@ PartitionedProgram partition_in_scope(const Program& global0, const Mesh& mesh,
 }
 
 }  // namespace
+
+Program prepared_for_partitioning(const Program& p) {
+  return split_constant_uses(dead_code_elimination(inline_calls(p)));
+}
 
 PartitionedProgram partition_program(const Program& global, const Mesh& mesh,
                                      const std::vector<std::optional<ValueSplit>>& in,

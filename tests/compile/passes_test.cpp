@@ -180,6 +180,24 @@ TEST(SplitConstantUses, ABroadcastOfAScalarIsCopiedAndWhatDependsOnArgumentsIsNo
   EXPECT_EQ(equations_of(after, "exp").size(), 1u);
 }
 
+TEST(SplitConstantUses, AClosedOverArrayAndItsConcatenationAreCopiedForEachUse) {
+  // c, a constant of the jaxpr, read by two products; d, its concatenation, returned twice.
+  const Array c = arange_matrix(4, 4, 1.0f);
+  auto f = [&c](const Array& x, const Array& y) {
+    const Array d = sp::concatenate({c, c}, 1);
+    return std::make_tuple(c * x, c * y, d, d);
+  };
+  const sp::Program before = sp::make_jaxpr(f)(c, c).program();
+  ASSERT_EQ(before.constvars.size(), 1u);
+  const sp::Program after = sp::split_constant_uses(before);
+  after.verify();
+  // A concatenation of constants is a constant expression: one copy per output, each reading
+  // its own copy of c; the products read one each.
+  EXPECT_EQ(equations_of(after, "concatenate").size(), 2u);
+  EXPECT_EQ(after.constvars.size(), 4u);
+  EXPECT_NE(after.outputs[2].var, after.outputs[3].var);
+}
+
 // A partitioned program whose constant folding meets a committed constant would compile that
 // eager op with the partitioned compile in progress on the same thread: it raises instead of
 // waiting for its own lock.

@@ -1,6 +1,8 @@
 // Golden files and array comparisons for tests. Elements are read straight from the arrays' host
 // buffers so the comparisons do not depend on spmd's own conversion kernels being right.
 #include "support/golden.h"
+
+#include <spmd/sharding.h>
 #include "support/golden_values.h"
 
 #include <spmd/io.h>
@@ -283,6 +285,15 @@ const std::map<std::string, Array>& load_golden(std::string_view npz_relative_pa
             .emplace(std::string(npz_relative_path), spmd::load_npz(golden_path(npz_relative_path)))
             .first;
   return it->second;
+}
+
+std::string sharding_reprs(const std::vector<Array>& leaves) {
+  std::string out;
+  for (const Array& x : leaves) {
+    if (!out.empty()) out += '\n';
+    out += x.sharding()->repr();
+  }
+  return out;
 }
 
 ::testing::AssertionResult arrays_equal(const Array& actual, const Array& expected) {

@@ -54,6 +54,9 @@ std::string error_message(F&& f) {
 // if the file is missing or corrupt.
 const std::map<std::string, spmd::Array>& load_golden(std::string_view npz_relative_path);
 
+// The repr of each array's sharding, one a line (a tree's leaves: tree_flatten(t).first).
+std::string sharding_reprs(const std::vector<spmd::Array>& leaves);
+
 // Same shape, same dtype and identical elements. Floats compare bitwise except that every NaN
 // equals every NaN (so +0.0 and -0.0 differ).
 ::testing::AssertionResult arrays_equal(const spmd::Array& actual, const spmd::Array& expected);

@@ -681,14 +681,26 @@ using OperandShardings = std::vector<std::shared_ptr<const Sharding>>;
 struct CompiledCall {
   OperandShardings shardings;  // the operands' placement it was built for
   const Compiled* compiled;
-  // The constants the function closed over, laid out once as the program takes them on its
-  // mesh, so a call moves none of their bytes (empty: off a mesh, the constants as they are).
+  // On a mesh, the constants the partitioned program takes (one copy per use of each array the
+  // function closed over), each laid out once as its use wants, so a call moves none of their
+  // bytes; off a mesh, the constants as they are.
   std::vector<Array> placed_consts;
+};
+
+// What partitioning reads of a CacheEntry: the traced program prepared as for partitioning
+// (calls inlined, unused values dropped) with each use of an array the function closed over
+// reading a copy of its own, hoisted to leading inputs (split_constant_uses: JAX's lowering
+// embeds such arrays as constants, which Shardy's splitter copies per use), and the arrays
+// those inputs take.
+struct SplitConstants {
+  ProgramRef program;
+  std::vector<Array> consts;
 };
 
 struct CacheEntry {
   ProgramRef program;         // as traced, consts hoisted to leading inputs
   std::vector<Array> consts;  // concrete constants the function closed over
+  std::optional<SplitConstants> split;  // built on the first call placed on a mesh
   TreeDef out_def;
   // The Compiled for each placement of the operands met so far, built on the first concrete
   // call with that placement (a deque: references stay valid as others are added).
@@ -727,20 +739,50 @@ int64_t jit_trace_count(const JitState& state) {
 
 namespace {
 
-// Where a call of `entry` on `operands` (its constants first) runs: jit's in_shardings and
-// out_shardings, the committed operands and the program's own constraints decide.
-std::optional<Placement> placement_of(const JitState& state, const CacheEntry& entry,
+// Where a call of `program` on `operands` (its `num_consts` constants first) runs: jit's
+// in_shardings and out_shardings, the committed arguments and the program's own constraints
+// decide; the constants, as JAX's embedded ones, place nothing.
+std::optional<Placement> placement_of(const JitState& state, const Program& program,
+                                      const TreeDef& out_def, size_t num_consts,
                                       const TreeDef& in_def, std::span<const Array> operands) {
   const JitOptions& o = state.options;
-  OperandShardings in(entry.consts.size());
+  OperandShardings in(num_consts);
   if (!o.in_shardings.is_unspecified()) {
     OperandShardings leaves = broadcast_shardings(o.in_shardings, in_def, "jit", "in_shardings");
     in.insert(in.end(), leaves.begin(), leaves.end());
   }
   OperandShardings out;
   if (!o.out_shardings.is_unspecified())
-    out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
-  return place(*entry.program, operands, in, out, o.name, {}, !state.moves_committed);
+    out = broadcast_shardings(o.out_shardings, out_def, "jit", "out_shardings");
+  return place(program, operands, in, out, o.name, {}, !state.moves_committed, num_consts);
+}
+
+// `p`, whose first consts.size() inputs take `consts`, with those inputs as its constants again.
+Program with_constants(const Program& p, const std::vector<Array>& consts) {
+  Program out = p;
+  const auto end = out.invars.begin() + std::ptrdiff_t(consts.size());
+  out.constvars.assign(out.invars.begin(), end);
+  out.consts = consts;
+  out.invars.erase(out.invars.begin(), end);
+  return out;
+}
+
+// The program and constants partitioning reads for `entry` (SplitConstants), built once.
+const SplitConstants& split_constants(CacheEntry& entry) {
+  if (!entry.split) {
+    const Program prepared = prepared_for_partitioning(with_constants(*entry.program, entry.consts));
+    SplitConstants split;
+    split.program = std::make_shared<const Program>(hoist_consts(prepared, &split.consts));
+    entry.split = std::move(split);
+  }
+  return *entry.split;
+}
+
+// The operands of a call of `program`: `consts`, then `leaves`.
+std::vector<Array> with_leaves(const std::vector<Array>& consts, std::span<const Array> leaves) {
+  std::vector<Array> operands = consts;
+  operands.insert(operands.end(), leaves.begin(), leaves.end());
+  return operands;
 }
 
 // jit's in_shardings and out_shardings on a call staged into another trace, as JAX's pjit params
@@ -771,25 +813,34 @@ bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
 // The Compiled of `entry` for operands placed as these are: partitioned over the devices that
 // committed operands, in_shardings, out_shardings or constraints name, else on the default
 // device. Built once per placement.
-const CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
-                                 std::span<const Array> operands) {
+CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
+                           std::span<const Array> operands) {
   OperandShardings placed;
   for (const Array& x : operands)
     placed.push_back(x.committed() && !state.moves_committed ? x.sharding() : nullptr);
   std::lock_guard<std::mutex> lock(state.mu);
-  for (const CompiledCall& call : entry.compiled)
+  for (CompiledCall& call : entry.compiled)
     if (same_shardings(call.shardings, placed)) return call;
-  std::optional<Placement> placement = placement_of(state, entry, in_def, operands);
-  const Compiled* compiled =
-      placement ? &compile_partitioned(entry.program, *placement) : &compile_program(entry.program);
+  const size_t num_consts = entry.consts.size();
+  std::optional<Placement> placement =
+      placement_of(state, *entry.program, entry.out_def, num_consts, in_def, operands);
+  if (!placement) {
+    CompiledCall call{std::move(placed), &compile_program(entry.program), entry.consts};
+    return entry.compiled.emplace_back(std::move(call));
+  }
+  const SplitConstants& split = split_constants(entry);
+  const std::span<const Array> leaves = operands.subspan(num_consts);
+  placement = placement_of(state, *split.program, entry.out_def, split.consts.size(), in_def,
+                           with_leaves(split.consts, leaves));
+  const Compiled* compiled = &compile_partitioned(split.program, *placement);
   CompiledCall call{std::move(placed), compiled, {}};
-  if (compiled->on_mesh() && !inside_program())
-    for (size_t i = 0; i < entry.consts.size(); ++i) {
-      const std::shared_ptr<const Sharding>& s = compiled->in_sharding(i);
-      call.placed_consts.push_back(dynamic_cast<const NamedSharding*>(s.get())
-                                       ? device_put(entry.consts[i], s)
-                                       : entry.consts[i]);
-    }
+  for (size_t i = 0; i < split.consts.size(); ++i) {
+    const std::shared_ptr<const Sharding>& s = compiled->in_sharding(i);
+    call.placed_consts.push_back(
+        compiled->on_mesh() && !inside_program() && dynamic_cast<const NamedSharding*>(s.get())
+            ? device_put(split.consts[i], s)
+            : split.consts[i]);
+  }
   return entry.compiled.emplace_back(std::move(call));
 }
 
@@ -805,13 +856,14 @@ void warn_unusable(JitState& state, CacheEntry& entry, const Compiled& compiled,
   std::fprintf(stderr, "spmd: UserWarning: %s\n", warning.c_str());
 }
 
-// Runs a compiled call whose arguments include donated leaves: those an output can take over are
-// deleted for the caller and their buffers handed to the Executable.
-std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compiled& compiled,
+// Runs a compiled call of `call` whose arguments include donated leaves: those an output can
+// take over are deleted for the caller and their buffers handed to the Executable.
+std::vector<Array> run_donating(JitState& state, CacheEntry& entry, CompiledCall& call,
                                 std::span<const Array> leaves, const std::vector<bool>& donated) {
+  const Compiled& compiled = *call.compiled;
   std::string warning;
   std::vector<bool> usable =
-      usable_donations(donated, compiled.program(), entry.consts.size(), &warning);
+      usable_donations(donated, compiled.program(), call.placed_consts.size(), &warning);
   warn_unusable(state, entry, compiled, warning);
   check_donated_once(leaves, usable);
   std::vector<Array> operands;
@@ -820,13 +872,18 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compil
     std::lock_guard<std::mutex> lock(state.mu);
     // A constant the function closed over keeps its value when the same array is donated (its
     // copy shares the blocks of a sharded one, which the run then must not consume).
-    for (Array& c : entry.consts)
-      for (size_t k = 0; k < leaves.size(); ++k)
-        if (usable[k] && c.impl() == leaves[k].impl()) {
-          c = Array(std::make_shared<ArrayImpl>(*c.impl()));
-          closed_over[k] = true;
-        }
-    operands = entry.consts;
+    auto keep = [&](std::vector<Array>& consts) {
+      for (Array& c : consts)
+        for (size_t k = 0; k < leaves.size(); ++k)
+          if (usable[k] && c.impl() == leaves[k].impl()) {
+            c = Array(std::make_shared<ArrayImpl>(*c.impl()));
+            closed_over[k] = true;
+          }
+    };
+    keep(entry.consts);
+    if (entry.split) keep(entry.split->consts);
+    keep(call.placed_consts);
+    operands = call.placed_consts;
   }
   std::vector<bool> consumable(operands.size(), false);
   for (size_t k = 0; k < leaves.size(); ++k) {
@@ -836,19 +893,23 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, const Compil
   return compiled.run(std::move(operands), consumable);
 }
 
-// Runs a compiled call on `operands` (the constants, then `leaves`).
-std::vector<Array> run_call(JitState& state, CacheEntry& entry, const Compiled& compiled,
-                            std::span<const Array> operands, std::span<const Array> leaves,
-                            const std::vector<bool>& donated) {
-  if (std::find(donated.begin(), donated.end(), true) == donated.end())
-    return compiled.run(operands);
-  return run_donating(state, entry, compiled, leaves, donated);
+// Runs a compiled call on its constants, then `leaves`.
+std::vector<Array> run_call(JitState& state, CacheEntry& entry, CompiledCall& call,
+                            std::span<const Array> leaves, const std::vector<bool>& donated) {
+  if (std::find(donated.begin(), donated.end(), true) == donated.end()) {
+    std::vector<Array> operands;
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      operands = with_leaves(call.placed_consts, leaves);
+    }
+    return call.compiled->run(operands);
+  }
+  return run_donating(state, entry, call, leaves, donated);
 }
 
 // As run_call, on a mesh: the results get the shardings JAX gives jit's results.
 std::vector<Array> run_call_on_mesh(JitState& state, CacheEntry& entry, const TreeDef& in_def,
-                                    const Compiled& compiled, std::span<const Array> operands,
-                                    std::span<const Array> leaves,
+                                    CompiledCall& call, std::span<const Array> leaves,
                                     const std::vector<bool>& donated) {
   const JitOptions& o = state.options;
   OperandShardings in, out;
@@ -857,7 +918,7 @@ std::vector<Array> run_call_on_mesh(JitState& state, CacheEntry& entry, const Tr
   if (!o.out_shardings.is_unspecified())
     out = broadcast_shardings(o.out_shardings, entry.out_def, "jit", "out_shardings");
   std::shared_ptr<const Sharding> model = result_model(leaves, in);
-  std::vector<Array> results = run_call(state, entry, compiled, operands, leaves, donated);
+  std::vector<Array> results = run_call(state, entry, call, leaves, donated);
   recover_user_shardings(results, model, leaves.empty() ? 0 : leaves[0].ndim(), out);
   return results;
 }
@@ -897,11 +958,9 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   std::vector<Array> operands = entry->consts;
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
-    const CompiledCall& call = compiled_for(state, *entry, in_def, operands);
-    const Compiled& compiled = *call.compiled;
-    if (!compiled.on_mesh()) return run_call(state, *entry, compiled, operands, leaves, donated);
-    std::copy(call.placed_consts.begin(), call.placed_consts.end(), operands.begin());
-    return run_call_on_mesh(state, *entry, in_def, compiled, operands, leaves, donated);
+    CompiledCall& call = compiled_for(state, *entry, in_def, operands);
+    if (!call.compiled->on_mesh()) return run_call(state, *entry, call, leaves, donated);
+    return run_call_on_mesh(state, *entry, in_def, call, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   add_call_shardings(state.options, *entry, in_def, params);
@@ -914,14 +973,17 @@ std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def
   Program traced = trace_to_program(fn, types_of(leaves), "jit");
   entry.program = std::make_shared<const Program>(hoist_consts(traced, &entry.consts));
   entry.out_def = *out_def;
-  std::vector<Array> operands = entry.consts;
-  operands.insert(operands.end(), leaves.begin(), leaves.end());
-  std::optional<Placement> placement = placement_of(state, entry, in_def, operands);
+  std::optional<Placement> placement =
+      placement_of(state, *entry.program, entry.out_def, entry.consts.size(), in_def,
+                   with_leaves(entry.consts, leaves));
   if (!placement)
     return "no argument is committed and no sharding is given: the program runs whole on the "
            "default device\n" +
            entry.program->str() + "\n";
-  return explain(partition_program(*entry.program, *placement), placement->mesh);
+  const SplitConstants& split = split_constants(entry);
+  placement = placement_of(state, *split.program, entry.out_def, split.consts.size(), in_def,
+                           with_leaves(split.consts, leaves));
+  return explain(partition_program(*split.program, *placement), placement->mesh);
 }
 
 ClosedJaxpr jit_lower(JitState&, const FlatFn& fn, std::span<const Array> leaves, bool optimized) {

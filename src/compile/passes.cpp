@@ -4,6 +4,7 @@
 #include "compile/executable.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
+#include "prims/indexing.h"
 #include "prims/primitive.h"
 
 #include <spmd/ops.h>
@@ -354,11 +355,10 @@ namespace {
 // read as they are. Appends the equations to `out`.
 void slice_operands_first(const Program& p, const Equation& op, const Equation& slice,
                           Program& out) {
-  static const Primitive* const dynamic_slice = &primitive("dynamic_slice");
   const std::vector<int64_t>& sizes = slice.params.get_ints("slice_sizes");
   const Atom& first_start = slice.inputs[1];
-  const DType index_dtype =
-      first_start.is_literal() ? first_start.literal.dtype() : p.types[size_t(first_start.var)].dtype;
+  const DType index_dtype = first_start.is_literal() ? first_start.literal.dtype()
+                                                     : p.types[size_t(first_start.var)].dtype;
   Equation computed{op.primitive, op.params, {}, slice.outputs};
   for (const Atom& a : op.inputs) {
     const AbstractValue& type = p.type_of(a);
@@ -381,8 +381,8 @@ void slice_operands_first(const Program& p, const Equation& op, const Equation& 
     AbstractValue sliced = type;
     sliced.shape = Shape(window);
     const int v = out.new_var(std::move(sliced));
-    out.equations.push_back(
-        Equation{dynamic_slice, Params{{"slice_sizes", window}}, std::move(operands), {v}});
+    out.equations.push_back(Equation{
+        &dynamic_slice_primitive(), Params{{"slice_sizes", window}}, std::move(operands), {v}});
     computed.inputs.push_back(Atom::of_var(v));
   }
   out.equations.push_back(std::move(computed));
@@ -413,7 +413,7 @@ Program slice_before_elementwise_once(const Program& p, bool& changed) {
   std::vector<bool> skipped(p.equations.size(), false);
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
-    if (e.primitive->name != "dynamic_slice" || e.inputs[0].is_literal()) continue;
+    if (e.primitive != &dynamic_slice_primitive() || e.inputs[0].is_literal()) continue;
     const int v = e.inputs[0].var;
     if (producer[size_t(v)] < 0 || readers[size_t(v)] != 1) continue;
     const size_t op = size_t(producer[size_t(v)]);

@@ -4,7 +4,10 @@
 #include "compile/executable.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
+#include "prims/indexing.h"
 #include "prims/primitive.h"
+
+#include <spmd/ops.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -165,17 +168,28 @@ Program constant_folding(const Program& p) {
   return compact(out, keep);
 }
 
-Program fold_transposed_products(const Program& p) {
-  Program out = p;
-  out.equations.clear();
-  std::vector<int> uses(p.types.size(), 0), producer(p.types.size(), -1);
+namespace {
+
+// Per variable of `p`: how many equation operands and program outputs read it, and the index of
+// the equation that defines it (-1 for inputs and constants).
+std::pair<std::vector<int>, std::vector<int>> readers_and_producers(const Program& p) {
+  std::vector<int> readers(p.types.size(), 0), producer(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i) {
     for (const Atom& a : p.equations[i].inputs)
-      if (!a.is_literal()) ++uses[size_t(a.var)];
+      if (!a.is_literal()) ++readers[size_t(a.var)];
     for (int v : p.equations[i].outputs) producer[size_t(v)] = int(i);
   }
   for (const Atom& a : p.outputs)
-    if (!a.is_literal()) ++uses[size_t(a.var)];
+    if (!a.is_literal()) ++readers[size_t(a.var)];
+  return {std::move(readers), std::move(producer)};
+}
+
+}  // namespace
+
+Program fold_transposed_products(const Program& p) {
+  Program out = p;
+  out.equations.clear();
+  const auto [uses, producer] = readers_and_producers(p);
   // The equation defining `v` when `v` is its only output and only `v`'s reader reads it.
   auto sole_producer = [&](const Atom& a) -> const Equation* {
     if (a.is_literal() || uses[size_t(a.var)] != 1 || producer[size_t(a.var)] < 0) return nullptr;
@@ -349,6 +363,104 @@ std::vector<bool> constant_expressions(const Program& p, std::vector<bool> seeds
 
 namespace {
 
+// One rewrite of slice_before_elementwise: the dynamic_slice `slice` of the output of `op`, an
+// elementwise equation nothing else reads, becomes `op` over slices of its operands. Each
+// operand takes the slice's window, except along a dim where it has size 1 (it broadcasts
+// there): start 0 and size 1. Operands that are 0-d, or whose window is the whole operand, are
+// read as they are. Appends the equations to `out`.
+void slice_operands_first(const Program& p, const Equation& op, const Equation& slice,
+                          Program& out) {
+  const std::vector<int64_t>& sizes = slice.params.get_ints("slice_sizes");
+  const Atom& first_start = slice.inputs[1];
+  const DType index_dtype = first_start.is_literal() ? first_start.literal.dtype()
+                                                     : p.types[size_t(first_start.var)].dtype;
+  Equation computed{op.primitive, op.params, {}, slice.outputs};
+  for (const Atom& a : op.inputs) {
+    const AbstractValue& type = p.type_of(a);
+    if (type.shape.ndim() == 0) {
+      computed.inputs.push_back(a);
+      continue;
+    }
+    std::vector<int64_t> window(sizes.size());
+    std::vector<Atom> operands{a};
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      const bool broadcasts = type.shape[d] == 1;
+      window[d] = broadcasts ? 1 : sizes[d];
+      operands.push_back(broadcasts ? Atom::of_literal(zeros({}, index_dtype))
+                                    : slice.inputs[d + 1]);
+    }
+    if (window == type.shape.dims()) {
+      computed.inputs.push_back(a);
+      continue;
+    }
+    AbstractValue sliced = type;
+    sliced.shape = Shape(window);
+    const int v = out.new_var(std::move(sliced));
+    out.equations.push_back(Equation{
+        &dynamic_slice_primitive(), Params{{"slice_sizes", window}}, std::move(operands), {v}});
+    computed.inputs.push_back(Atom::of_var(v));
+  }
+  out.equations.push_back(std::move(computed));
+}
+
+// Whether `e` is an elementwise equation whose operands a slice of its result can be taken from:
+// one output, and every operand 0-d or of the output's rank with each dim the output's or 1.
+bool sliceable_elementwise(const Program& p, const Equation& e) {
+  const Primitive& prim = *e.primitive;
+  if (!prim.elementwise || prim.effectful || prim.device_dependent || e.outputs.size() != 1)
+    return false;
+  const Shape& shape = p.types[size_t(e.outputs[0])].shape;
+  return std::all_of(e.inputs.begin(), e.inputs.end(), [&](const Atom& a) {
+    const Shape& s = p.type_of(a).shape;
+    if (s.ndim() == 0) return true;
+    if (s.ndim() != shape.ndim()) return false;
+    for (int d = 0; d < s.ndim(); ++d)
+      if (s[d] != shape[d] && s[d] != 1) return false;
+    return true;
+  });
+}
+
+// One pass of slice_before_elementwise over `p`; `changed` tells whether it rewrote anything.
+Program slice_before_elementwise_once(const Program& p, bool& changed) {
+  const auto [readers, producer] = readers_and_producers(p);
+  // The elementwise equations to move to their slice, by the slice's index.
+  std::unordered_map<size_t, size_t> moved;
+  std::vector<bool> skipped(p.equations.size(), false);
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& e = p.equations[i];
+    if (e.primitive != &dynamic_slice_primitive() || e.inputs[0].is_literal()) continue;
+    const int v = e.inputs[0].var;
+    if (producer[size_t(v)] < 0 || readers[size_t(v)] != 1) continue;
+    const size_t op = size_t(producer[size_t(v)]);
+    if (!sliceable_elementwise(p, p.equations[op])) continue;
+    moved[i] = op;
+    skipped[op] = true;
+  }
+  changed = !moved.empty();
+  if (!changed) return p;
+  Program out = p;
+  out.equations.clear();
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    if (skipped[i]) continue;
+    auto it = moved.find(i);
+    if (it == moved.end())
+      out.equations.push_back(p.equations[i]);
+    else
+      slice_operands_first(p, p.equations[it->second], p.equations[i], out);
+  }
+  return out;
+}
+
+}  // namespace
+
+Program slice_before_elementwise(const Program& p) {
+  Program q = p;
+  for (bool changed = true; changed;) q = slice_before_elementwise_once(q, changed);
+  return q;
+}
+
+namespace {
+
 // Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
 // value (a constant expression or a scalar's broadcast, not 0-d) reading a copy of its own.
 class ConstantSplitter {
@@ -467,7 +579,7 @@ Program optimize(const Program& p) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
   q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
-  q = unit_broadcasts_to_reshapes(q);
+  q = slice_before_elementwise(unit_broadcasts_to_reshapes(q));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = [] {
     const char* env = std::getenv("SPMD_FUSION");

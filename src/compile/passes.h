@@ -41,6 +41,12 @@ Program unit_broadcasts_to_reshapes(const Program& p);
 // expressions or literals (an iota has none). `seeds` (indexed by variable, when given) marks
 // other variables to count as constants.
 std::vector<bool> constant_expressions(const Program& p, std::vector<bool> seeds = {});
+// A dynamic_slice of an elementwise equation's result that nothing else reads becomes that
+// equation over the same slices of its operands (an operand that broadcasts along a dim is
+// sliced at 0 there): only the window is computed, and the equation can then fuse with what
+// reads the slice. A bias added to a whole psum before one device's columns are taken is then
+// added to those columns alone. The values are the same bit for bit.
+Program slice_before_elementwise(const Program& p);
 // Gives every use of a constant expression (a constant, or an equation of a primitive that
 // keeps constants whose operands all are: Primitive::keeps_constants) and of a 0-d value's
 // broadcast its own copy of that sub-computation, as Shardy's constant splitter does before

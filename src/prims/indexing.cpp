@@ -655,4 +655,9 @@ ParamValue zero_fill(const std::string& mode) {
   return NoneParam{};
 }
 
+const Primitive& dynamic_slice_primitive() {
+  static const Primitive& p = primitive("dynamic_slice");
+  return p;
+}
+
 }  // namespace spmd

@@ -1,7 +1,8 @@
 // Program passes run by jit: a transposed 2-D product becomes the product with its operands
 // swapped, and a broadcast that only inserts unit dims becomes a reshape; both give the same
 // values. Each use of a constant expression gets a copy of its own before propagation. Constant
-// folding inside a partitioned compile does not wait on that compile.
+// folding inside a partitioned compile does not wait on that compile. A slice of an elementwise
+// result computes the window alone.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
@@ -122,6 +123,48 @@ TEST(UnitBroadcastsToReshapes, InsertingUnitDimsSharesTheOperandsBytes) {
   })(x);
   EXPECT_EQ(z.impl()->buffer, y.impl()->buffer);
   EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+}  // namespace
+
+namespace {
+
+// A bias added to a whole product, then one device's columns taken (a row-parallel layer at
+// 4x2): the add runs on the window alone, reading the bias's window, and joins the fusion that
+// reads the slice. Values are the add-then-slice ones, clamped starts included.
+TEST(SliceBeforeElementwise, AWindowOfASumAddsTheWindowsOfItsOperands) {
+  auto f = [](const Array& x, const Array& b, const Array& i) {
+    Array y = x + b.reshape({1, 6});
+    return sp::maximum(sp::lax::dynamic_slice(y, {Array(0), i}, {4, 3}), 0.0f);
+  };
+  auto jf = sp::jit(f);
+  Array x = arange_matrix(4, 6, 1.0f) - 11.0f;
+  Array b = sp::arange(6.0f) * 0.5f;
+  std::string after = jf.lower_optimized(x, b, Array(1)).str();
+  EXPECT_EQ(count(after, "f32[4,6] = add"), 0) << after;  // the old pass added all 6 columns
+  EXPECT_EQ(count(after, "f32[1,3] = dynamic_slice"), 1) << after;
+  EXPECT_EQ(count(after, "f32[4,3] = add"), 1) << after;
+  for (int start : {-2, 0, 1, 3, 5}) {
+    Array i(start);
+    EXPECT_EQ(jf(x, b, i).to_vector<float>(), f(x, b, i).to_vector<float>()) << start;
+  }
+}
+
+// An elementwise result that something else reads too is computed whole, once.
+TEST(SliceBeforeElementwise, AResultReadElsewhereIsComputedWhole) {
+  auto f = [](const Array& x, const Array& i) {
+    Array y = sp::exp(x);
+    return std::make_tuple(sp::lax::dynamic_slice(y, {i, Array(0)}, {2, 6}), y);
+  };
+  auto jf = sp::jit(f);
+  Array x = arange_matrix(4, 6, 0.25f);
+  std::string after = jf.lower_optimized(x, Array(1)).str();
+  EXPECT_EQ(count(after, "f32[4,6] = exp"), 1) << after;
+  EXPECT_EQ(count(after, "f32[2,6] = exp"), 0) << after;
+  auto [s, y] = jf(x, Array(1));
+  auto [s0, y0] = f(x, Array(1));
+  EXPECT_EQ(s.to_vector<float>(), s0.to_vector<float>());
+  EXPECT_EQ(y.to_vector<float>(), y0.to_vector<float>());
 }
 
 }  // namespace

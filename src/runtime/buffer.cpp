@@ -2,7 +2,8 @@
 // cache when freed and handed out again: a fresh large allocation costs a page fault per 4 KiB
 // on first touch, which made large elementwise ops run at a fifth of memory bandwidth. (From
 // 1 MiB, the blocks of 8 devices training an MLP, 512 KiB of activations each, missed the cache:
-// caching them made `spmd train --mesh 8` 3-5 % faster.)
+// caching them made `spmd train --mesh 8` 3-5 % faster.) Blocks of up to 1 KiB are kept per
+// thread, a few of each size (SmallBlocks below).
 #include "core/buffer.h"
 
 #include <spmd/error.h>
@@ -104,6 +105,61 @@ BlockCache& cache() {
   return *c;
 }
 
+// Blocks of up to 1 KiB given back on a thread, kept for that thread's next allocations of the
+// same capacity (at most kSmallKept of each): a small aligned_alloc takes glibc's memalign path,
+// several times malloc's cost, and a collective between processes allocates a small result per
+// call. A block may be given back on another thread than the one that took it (it is plain
+// memory); a thread's blocks are freed when it ends.
+constexpr size_t kSmallMax = 1024;
+constexpr size_t kSmallKept = 8;
+
+class SmallBlocks {
+ public:
+  ~SmallBlocks();
+  void* take(size_t capacity) {
+    Class& c = classes_[capacity / kAlign - 1];
+    return c.count ? c.blocks[--c.count] : nullptr;
+  }
+  bool give(void* p, size_t capacity) {
+    Class& c = classes_[capacity / kAlign - 1];
+    if (c.count == kSmallKept) return false;
+    c.blocks[c.count++] = p;
+    return true;
+  }
+
+ private:
+  struct Class {
+    void* blocks[kSmallKept];
+    size_t count = 0;
+  };
+  Class classes_[kSmallMax / kAlign] = {};
+};
+
+thread_local bool t_small_blocks_gone = false;
+
+SmallBlocks::~SmallBlocks() {
+  t_small_blocks_gone = true;
+  for (Class& c : classes_)
+    for (size_t i = 0; i < c.count; ++i) std::free(c.blocks[i]);
+}
+
+// The calling thread's small blocks; null once its thread-local storage is being destroyed.
+SmallBlocks* small_blocks() {
+  if (t_small_blocks_gone) return nullptr;
+  thread_local SmallBlocks blocks;
+  return &blocks;
+}
+
+void* take_small(size_t capacity) {
+  SmallBlocks* b = capacity <= kSmallMax ? small_blocks() : nullptr;
+  return b ? b->take(capacity) : nullptr;
+}
+
+void free_small(void* p, size_t capacity) {
+  SmallBlocks* b = capacity <= kSmallMax ? small_blocks() : nullptr;
+  if (!b || !b->give(p, capacity)) std::free(p);
+}
+
 size_t capacity_for(size_t nbytes) {
   size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
   if (rounded >= kCacheMin) rounded = (rounded + kGranule - 1) / kGranule * kGranule;
@@ -115,7 +171,7 @@ size_t capacity_for(size_t nbytes) {
 std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes) {
   if (nbytes > kMaxBytes) throw_exhausted(nbytes);
   size_t capacity = capacity_for(nbytes);
-  void* p = capacity >= kCacheMin ? cache().take(capacity) : nullptr;
+  void* p = capacity >= kCacheMin ? cache().take(capacity) : take_small(capacity);
   if (!p) p = std::aligned_alloc(kAlign, capacity);
   if (!p && capacity >= kCacheMin) {
     cache().release();
@@ -143,7 +199,7 @@ size_t Buffer::cached_bytes() {
 Buffer::~Buffer() {
   if (capacity_ == 0) return;
   if (capacity_ < kCacheMin)
-    std::free(data_);
+    free_small(data_, capacity_);
   else
     cache().give(data_, capacity_);
 }

@@ -18,6 +18,23 @@
 #include "runtime/sharded.h"
 
 namespace spmd::runtime {
+
+// The per-rank state of a Launchable's launches. A rank's context is used only by the share
+// running on that rank's device, and a device runs one share at a time, in launch order (on its
+// worker thread, or on a calling thread that claimed it): so each context has one user at a
+// time, and the groups its collectives met stay valid from one launch to the next (they depend
+// on the mesh alone). Its Communicator is set by each launch.
+struct RankPlan {
+  std::once_flag made;
+  std::vector<LaunchContext> contexts;
+  Launchable::Body body;
+  Launchable::OwningBody owning;
+};
+
+std::shared_ptr<RankPlan> new_rank_plan() {
+  return std::make_shared<RankPlan>();
+}
+
 namespace {
 
 // The ordered subsets of the mesh axes a collective can name (every order up to four axes; the
@@ -152,6 +169,24 @@ void keep_communicator(const Launchable& l, std::shared_ptr<Communicator> comm, 
   l.spare->comm = std::move(comm);
 }
 
+// The plan of `l`'s launches, made by the first.
+RankPlan& rank_plan(const Launchable& l) {
+  RankPlan& plan = *l.rank_plan;
+  std::call_once(plan.made, [&] {
+    plan.contexts.resize(l.device_ids.size());
+    for (size_t r = 0; r < l.device_ids.size(); ++r) {
+      LaunchContext& ctx = plan.contexts[r];
+      ctx.axis_names = l.axis_names;
+      ctx.axis_sizes = l.axis_sizes;
+      ctx.rank = int(r);
+      ctx.device_id = l.device_ids[r];
+    }
+    plan.body = l.body;
+    plan.owning = l.owning_body;
+  });
+  return plan;
+}
+
 std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
                                std::vector<bool> donated = {}) {
   // A device thread cannot wait for a launch queued behind its own current task.
@@ -161,12 +196,16 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
         "supported (nest the mesh axes in one shard_map instead)");
   std::vector<std::shared_ptr<ShardedData>> ins;
   std::vector<AbstractValue> in_types;
+  ins.reserve(args.size());
+  in_types.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     ins.push_back(place_concrete(args[i], l.in_shardings[i]).impl()->sharded);
     in_types.push_back(aval_of(args[i]));
   }
   std::vector<std::shared_ptr<ShardedData>> outs;
   std::vector<Array> results;
+  outs.reserve(l.out_types.size());
+  results.reserve(l.out_types.size());
   for (size_t k = 0; k < l.out_types.size(); ++k) {
     outs.push_back(make_layout(l.out_types[k], l.out_shardings[k]));
     check_blocks_on_ranks(*outs.back(), l.device_ids);
@@ -176,28 +215,25 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     prepare_groups(l);
     l.groups_made->store(true, std::memory_order_release);
   }
-  LaunchContext base;
-  base.axis_names = l.axis_names;
-  base.axis_sizes = l.axis_sizes;
+  rank_plan(l);
   std::shared_ptr<Communicator> comm = communicator_for(l);
   // The task owns what only it uses; the results reach `outs` through their arrays.
-  auto task = [base = std::move(base), comm, ids = l.device_ids, ins = std::move(ins),
-               in_types = std::move(in_types), outs = std::move(outs), body = l.body,
-               owning = l.owning_body, donated = std::move(donated)](int rank) {
-    LaunchContext ctx = base;
+  auto task = [plan = l.rank_plan, comm, ins = std::move(ins), in_types = std::move(in_types),
+               outs = std::move(outs), donated = std::move(donated)](int rank) {
+    LaunchContext& ctx = plan->contexts[size_t(rank)];
     ctx.comm = comm.get();
-    ctx.rank = rank;
-    ctx.device_id = ids[size_t(rank)];
     LaunchScope scope(&ctx);
     std::vector<Array> blocks;
+    blocks.reserve(ins.size());
     for (size_t i = 0; i < ins.size(); ++i) {
       ins[i]->wait_for_block(rank);
       AbstractValue t = in_types[i];
       t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
-      blocks.push_back(make_array(t, ins[i]->shards[size_t(rank)]));
+      blocks.push_back(make_array(std::move(t), ins[i]->shards[size_t(rank)]));
     }
-    std::vector<Array> values =
-        donated.empty() ? body(blocks) : run_owning(owning, std::move(blocks), ins, donated, rank);
+    std::vector<Array> values = donated.empty()
+                                    ? plan->body(blocks)
+                                    : run_owning(plan->owning, std::move(blocks), ins, donated, rank);
     for (size_t k = 0; k < outs.size(); ++k)
       outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
   };

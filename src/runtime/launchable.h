@@ -19,6 +19,10 @@
 namespace spmd::runtime {
 
 class Communicator;
+struct RankPlan;
+
+// A new, empty RankPlan (made by the first launch of the Launchable that holds it).
+std::shared_ptr<RankPlan> new_rank_plan();
 
 struct Launchable {
   // One device's share: its blocks of the arguments in, its blocks of the results out.
@@ -63,6 +67,11 @@ struct Launchable {
     std::shared_ptr<Communicator> comm;
   };
   std::shared_ptr<Spare> spare = std::make_shared<Spare>();
+
+  // What every launch on the mesh shares, made at the first (runtime/launchable.cpp): each rank's
+  // launch context, kept from one launch to the next with the collectives' groups it met, and
+  // the bodies the launches' tasks run. Shared by copies.
+  std::shared_ptr<RankPlan> rank_plan = new_rank_plan();
 
   bool on_mesh() const { return !device_ids.empty(); }
 };

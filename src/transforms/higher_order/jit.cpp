@@ -709,10 +709,24 @@ struct CacheEntry {
   std::vector<const Compiled*> warned;
 };
 
+// The last concrete call that found its entry in the cache, for the next call to compare its
+// arguments with in place, without building a SignatureKey or looking it up (a repeated call is
+// the common one): its tree, the leaves' types, the context mesh, the entry and its Compiled for
+// the leaves' placement.
+struct LastCall {
+  TreeDef def;
+  std::vector<AbstractValue> types;
+  OperandShardings placed;  // the leaves' committed shardings (null: uncommitted)
+  Mesh context;
+  std::shared_ptr<CacheEntry> entry;
+  CompiledCall* call = nullptr;
+};
+
 struct JitState {
   JitOptions options;
   std::mutex mu;
   std::unordered_map<SignatureKey, std::shared_ptr<CacheEntry>, SignatureHash> cache;
+  LastCall last;  // under mu
   int64_t traces = 0;
   // pmap's: committed arguments are placed as if uncommitted.
   bool moves_committed = false;
@@ -803,11 +817,22 @@ void add_call_shardings(const JitOptions& o, const CacheEntry& entry, const Tree
   }
 }
 
+bool same_sharding(const std::shared_ptr<const Sharding>& a,
+                   const std::shared_ptr<const Sharding>& b) {
+  return a == b || (a && b && *a == *b);
+}
+
 bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i] && (!a[i] || !b[i] || !(*a[i] == *b[i]))) return false;
+    if (!same_sharding(a[i], b[i])) return false;
   return true;
+}
+
+// The sharding compiled_for places a concrete operand by: its own when committed (and jit, not
+// pmap, keeps it), else none.
+std::shared_ptr<const Sharding> placed_sharding(const JitState& state, const Array& x) {
+  return x.committed() && !state.moves_committed ? x.sharding() : nullptr;
 }
 
 // The Compiled of `entry` for operands placed as these are: partitioned over the devices that
@@ -816,8 +841,7 @@ bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
 CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
                            std::span<const Array> operands) {
   OperandShardings placed;
-  for (const Array& x : operands)
-    placed.push_back(x.committed() && !state.moves_committed ? x.sharding() : nullptr);
+  for (const Array& x : operands) placed.push_back(placed_sharding(state, x));
   std::lock_guard<std::mutex> lock(state.mu);
   for (CompiledCall& call : entry.compiled)
     if (same_shardings(call.shardings, placed)) return call;
@@ -923,11 +947,56 @@ std::vector<Array> run_call_on_mesh(JitState& state, CacheEntry& entry, const Tr
   return results;
 }
 
+// Runs a concrete call of `entry`'s `call` on `leaves` (the constants go first).
+std::vector<Array> run_compiled(JitState& state, CacheEntry& entry, CompiledCall& call,
+                                const TreeDef& in_def, std::span<const Array> leaves,
+                                const std::vector<bool>& donated) {
+  if (!call.compiled->on_mesh()) return run_call(state, entry, call, leaves, donated);
+  return run_call_on_mesh(state, entry, in_def, call, leaves, donated);
+}
+
+// The last call's entry and Compiled when this call (no donation, outside any named axes, every
+// leaf concrete) has the same signature and the same placement of its leaves; else null.
+std::shared_ptr<CacheEntry> repeated_call(JitState& state, const TreeDef& in_def,
+                                          std::span<const Array> leaves,
+                                          CompiledCall** call) {
+  if (!state.options.donate_argnums.empty() || !axis_env().empty()) return nullptr;
+  for (const Array& x : leaves)
+    if (!x.valid() || x.impl()->deleted || !is_concrete(x)) return nullptr;
+  std::lock_guard<std::mutex> lock(state.mu);
+  const LastCall& last = state.last;
+  if (!last.entry || leaves.size() != last.types.size() || !(in_def == last.def)) return nullptr;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (!(aval_of(leaves[i]) == last.types[i]) ||
+        !same_sharding(placed_sharding(state, leaves[i]), last.placed[i]))
+      return nullptr;
+  if (!(get_mesh() == last.context)) return nullptr;
+  *call = last.call;
+  return last.entry;
+}
+
+// Remembers a concrete call of a cached entry as the last one.
+void remember_call(JitState& state, SignatureKey key, std::shared_ptr<CacheEntry> entry,
+                   CompiledCall& call, std::span<const Array> leaves) {
+  if (!state.options.donate_argnums.empty() || !key.axes.empty()) return;
+  LastCall last{std::move(key.def), std::move(key.types), {}, std::move(key.context),
+                std::move(entry), &call};
+  for (const Array& x : leaves) last.placed.push_back(placed_sharding(state, x));
+  std::lock_guard<std::mutex> lock(state.mu);
+  state.last = std::move(last);
+}
+
 }  // namespace
 
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                             const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                             TreeDef* out_def) {
+  CompiledCall* repeated = nullptr;
+  if (std::shared_ptr<CacheEntry> entry = repeated_call(state, in_def, leaves, &repeated)) {
+    *out_def = entry->out_def;
+    static const std::vector<bool> kNoDonation;
+    return run_compiled(state, *entry, *repeated, in_def, leaves, kNoDonation);
+  }
   for (const Array& x : leaves)
     if (x.valid() && x.impl()->deleted) concrete_buffer(x, "jit");  // raises JAX's error
   std::vector<bool> donated = donation_vector(state.options, in_def);
@@ -941,6 +1010,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     auto it = state.cache.find(key);
     if (it != state.cache.end()) entry = it->second;
   }
+  bool cached = entry != nullptr;
   if (!entry) {
     auto def = std::make_shared<TreeDef>();
     Program traced = trace_to_program(make_fn(def), key.types, "jit");
@@ -952,15 +1022,15 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     for (const Array& c : entry->consts) cacheable = cacheable && is_concrete(c);
     std::lock_guard<std::mutex> lock(state.mu);
     ++state.traces;
-    if (cacheable) state.cache.emplace(key, entry);
+    if (cacheable) cached = state.cache.emplace(key, entry).second;
   }
   *out_def = entry->out_def;
   std::vector<Array> operands = entry->consts;
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
     CompiledCall& call = compiled_for(state, *entry, in_def, operands);
-    if (!call.compiled->on_mesh()) return run_call(state, *entry, call, leaves, donated);
-    return run_call_on_mesh(state, *entry, in_def, call, leaves, donated);
+    if (cached) remember_call(state, std::move(key), entry, call, leaves);
+    return run_compiled(state, *entry, call, in_def, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   add_call_shardings(state.options, *entry, in_def, params);

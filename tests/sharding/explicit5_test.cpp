@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -255,6 +256,53 @@ TEST_F(Explicit5Test, DisagreeingBranchesAndChangedCarriesRaiseJaxsErrors) {
       return sp::sum(std::get<1>(out));
     })(v);
   }, put(X, P("a", "b")));
+}
+
+}  // namespace
+
+namespace {
+
+// auto_axes binds JAX's reshards onto its Auto mesh and back: over some of the mesh's axes (the
+// others keep their split), under grad (the cotangent goes back through both), and not at all
+// when the axes are Auto already; an open dim in out_sharding on a mesh without Auto axes is
+// JAX's ValueError.
+TEST_F(Explicit5Test, AutoAxesReshardsOntoItsAutoMeshAndBack) {
+  const std::map<std::string, Unary> cases = {
+      {"auto_axes_partial",
+       [](const sp::Array& v) {
+         return sp::auto_axes([](const sp::Array& w) { return w * 2.0f; }, {"a"},
+                              P("a", "b"))(v);
+       }},
+      {"auto_axes_partial_grad", sp::grad([](const sp::Array& v) {
+         return sp::sum(sp::auto_axes([](const sp::Array& w) { return sp::sin(w) * 2.0f; },
+                                      {"b"}, P("a", None))(v));
+       })},
+  };
+  {
+    auto scope = sp::use_mesh(m);
+    const sp::Array x = put(X, P("a", "b"));
+    for (const auto& [name, f] : cases) {
+      EXPECT_EQ(sp::make_jaxpr(f)(x).str(), block("texts5.txt", "jaxpr_" + name)) << name;
+      expect(name, [&] { return Leaves{f(x)}; });
+      expect(name, [&] { return Leaves{sp::jit(f)(x)}; });
+    }
+  }
+  {
+    auto scope = sp::use_mesh(m);
+    expect("auto_axes_open_dims", [&] {
+      return Leaves{sp::auto_axes([](const sp::Array& w) { return w * 2.0f; }, {},
+                                  P("a", P::UNCONSTRAINED))(put(X, P("a")))};
+    });
+  }
+  const sp::Mesh m_auto = sp::make_mesh({4, 2}, {"a", "b"});
+  auto scope = sp::use_mesh(m_auto);
+  const Unary already = [](const sp::Array& v) {
+    return sp::auto_axes([](const sp::Array& w) { return sp::sin(w) * 2.0f; }, {}, P("a"))(v);
+  };
+  const sp::Array rows = sp::device_put(X, sp::NamedSharding(m_auto, P("a")));
+  EXPECT_EQ(sp::make_jaxpr(already)(rows).str(),
+            block("texts5.txt", "jaxpr_auto_axes_already_auto"));
+  expect("auto_axes_already_auto", [&] { return Leaves{already(rows)}; });
 }
 
 }  // namespace

@@ -11,7 +11,8 @@ put(v, *spec) = jax.device_put(v, NamedSharding(m, P(*spec))). Every case runs w
 (jax.set_mesh) but those of NO_MESH. Each function f of CASES is recorded as "<case>" (f run
 eagerly), "<case>_jit",
 "<case>_grad" (the grad of the sum of f's leaves with respect to its first argument) and
-"<case>_vmap" (f vmapped over the leading dim of its vmap arguments that are arrays).
+"<case>_vmap" (f vmapped over the leading dim of its vmap arguments that are arrays). AUTO
+records auto_axes's reshards (its jaxprs too); AUTO_MESH runs on m_auto, m with Auto axes.
 
 Writes tests/goldens/explicit/types5.txt, specs5.txt, values5.npz, errors5.txt and texts5.txt in
 the formats of gen_explicit4.py's *4 files.
@@ -25,13 +26,15 @@ import jax  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 8)
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
-from jax.sharding import PartitionSpec as P, reshard  # noqa: E402
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P, auto_axes, reshard  # noqa
+
 
 from gen_explicit2 import message  # noqa: E402
 from gen_explicit3 import X, m, put, write_goldens  # noqa: E402
 from gen_explicit4 import attempt  # noqa: E402
 
 Y = jnp.arange(512.0, dtype=jnp.float32).reshape(2, 16, 16)
+m_auto = jax.make_mesh((4, 2), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
 
 
 def _while_body(c):
@@ -116,6 +119,27 @@ NO_MESH = {
 }
 
 
+# auto_axes binds reshard onto its Auto mesh and back (recorded with their jaxprs): over some of
+# the mesh's axes, with grad, and over axes that are Auto already (f runs as it is); an
+# out_sharding with an open dim on a mesh without Auto axes raises.
+AUTO = {
+    "auto_axes_partial": (lambda v: auto_axes(lambda w: w * 2.0, axes='a',
+                                              out_sharding=P('a', 'b'))(v),
+                          lambda: (put(X, 'a', 'b'),)),
+    "auto_axes_partial_grad": (jax.grad(lambda v: jnp.sum(auto_axes(
+        lambda w: jnp.sin(w) * 2.0, axes='b', out_sharding=P('a', None))(v))),
+                               lambda: (put(X, 'a', 'b'),)),
+    "auto_axes_open_dims": (lambda v: auto_axes(lambda w: w * 2.0,
+                                                out_sharding=P('a', P.UNCONSTRAINED))(v),
+                            lambda: (put(X, 'a', None),)),
+}
+AUTO_MESH = {
+    "auto_axes_already_auto": (lambda v: auto_axes(lambda w: jnp.sin(w) * 2.0,
+                                                   out_sharding=P('a'))(v),
+                               lambda: (jax.device_put(X, NamedSharding(m_auto, P('a'))),)),
+}
+
+
 def summed(f):
     """The sum of f's float leaves, as a function of its first argument."""
     def g(v, *rest):
@@ -135,6 +159,11 @@ def main():
         for name, (f, args) in ERRORS.items():
             attempt(name, f, args(), *out)
             attempt(f"{name}_jit", jax.jit(f), args(), *out)
+        for name, (f, args) in AUTO.items():
+            attempt(name, f, args(), *out)
+    with jax.set_mesh(m_auto):
+        for name, (f, args) in AUTO_MESH.items():
+            attempt(name, f, args(), *out)
     for name, f in NO_MESH.items():
         attempt(name, f, (), *out)
     write_goldens(5, types, specs, texts, errors, values)

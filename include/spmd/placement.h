@@ -95,7 +95,7 @@ Array copy(const Array& x);
 
 // jax.sharding.reshard: x laid out by a NamedSharding whose spec names only Explicit axes (else
 // JAX's ValueError naming the axis and its type); its type then carries that sharding (traced:
-// a sharding_constraint equation, where JAX's jaxpr shows `reshard`). On a mesh
+// JAX's `reshard` equation). On a mesh
 // without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
 // the partitioner. Other shardings raise TypeError. A PartitionSpec is over the mesh in context
 // (sp::use_mesh); without one it raises JAX's ValueError.
@@ -106,8 +106,8 @@ namespace detail {
 // `mesh` with the axes `axes` (every axis when empty) of type `type`.
 Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type);
 // x laid out on `mesh` (the devices of its own mesh, other axis types) split as `spec`:
-// placed when concrete, constrained when traced. Its type then has its split over the axes
-// Explicit on `mesh`.
+// placed when concrete, resharded when traced (JAX's reshard onto `mesh`). Its type then has
+// its split over the axes Explicit on `mesh`.
 Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec);
 // The axes of x's type sharding that are Explicit on `mesh`, as a spec.
 PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh);
@@ -127,13 +127,16 @@ std::vector<NamedSharding> reshard_shardings(const ShardingTree& shardings, cons
 // split over the axes still Explicit (so f's ops need not agree on the others); the leaves of
 // its result are then resharded to out_sharding, a tree prefix of the result (one
 // NamedSharding covers all). The mesh is the one in context, else out_sharding's; f runs with
-// the inner mesh in context.
+// the inner mesh in context. Traced, the moves are JAX's reshard equations; when the axes are
+// Auto already, f runs as it is.
 template <class F>
 auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
   return [f = std::move(f), axes = std::move(axes),
           out = std::move(out_sharding)](const auto&... args) {
-    const Mesh inner =
-        detail::with_axis_types(detail::mesh_of(out, "auto_axes"), axes, AxisType::Auto);
+    const Mesh outer = detail::mesh_of(out, "auto_axes");
+    const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Auto);
+    // Axes already Auto: f as it is, as JAX's.
+    if (inner == outer) return f(args...);
     auto onto_inner = [&](const Array& x) {
       return detail::onto_mesh(x, inner, detail::explicit_spec_on(x, inner));
     };

@@ -234,7 +234,12 @@ Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, Axi
 Array onto_mesh(const Array& x, const Mesh& mesh, const PartitionSpec& spec) {
   auto sharding = std::make_shared<const NamedSharding>(mesh, spec);
   if (is_concrete(x)) return device_put(x, std::move(sharding));
-  return sharding_constraint(x, std::move(sharding));
+  // Traced, JAX's reshard onto the abstract mesh of `mesh` (whose type an Auto mesh's value
+  // carries too, unsplit).
+  sharding->check_shape(x.shape(), "reshard");
+  TypeSharding dst = unsplit_on(mesh, x.ndim());
+  for (int d = 0; d < x.ndim(); ++d) dst.dims[size_t(d)] = spec.axes_of(d);
+  return reshard_to(x, std::move(dst), object_param(mesh));
 }
 
 PartitionSpec explicit_spec_on(const Array& x, const Mesh& mesh) {

@@ -11,6 +11,7 @@
 #include "prims/families.h"
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
+#include "sharding/type_sharding.h"
 
 #include <spmd/error.h>
 #include <spmd/lax.h>
@@ -917,6 +918,33 @@ BatchResult clamp_batch(const Primitive& clamp, std::span<const Array> args,
   return result_at(bind_clamp(), 0);
 }
 
+// JAX's _select_sharding_rule in Explicit mode: typed cases of one shape share one sharding,
+// and a typed selector that is not a scalar has theirs. The result is sharded as the factors say
+// (cases broadcast in spmd, where JAX's have one shape).
+void select_n_type_sharding(const Primitive& select_n, std::span<const AbstractValue> in,
+                            std::span<AbstractValue> out, const Params& params) {
+  const AbstractValue* first = nullptr;
+  std::string all;
+  bool differ = false;
+  for (const AbstractValue& c : in.subspan(1)) {
+    if (!c.sharding || !(c.shape == out[0].shape)) continue;
+    all += (first ? ", " : "") + ParamTraits<TypeSharding>::str(*c.sharding);
+    if (!first) first = &c;
+    differ = differ || c.sharding != first->sharding;
+  }
+  if (differ)
+    throw ShardingError("[select_n] select cases must have the same shardings, got [" + all +
+                        "].");
+  const AbstractValue& which = in[0];
+  if (first && which.sharding && which.shape.ndim() != 0 && which.sharding != first->sharding)
+    throw ShardingError(
+        "[select_n] select `which` must be scalar or have the same sharding as cases, got "
+        "`which` sharding " +
+        ParamTraits<TypeSharding>::str(*which.sharding) + " but case sharding " +
+        ParamTraits<TypeSharding>::str(*first->sharding) + ".");
+  factor_type_shardings(select_n, in, out, params);
+}
+
 // A batching rule from a function of the primitive, its operands and their batch dimensions.
 using BatchFn = BatchResult (*)(const Primitive&, std::span<const Array>, std::span<const int>);
 BatchRule batch_of(const Primitive& p, BatchFn fn) {
@@ -935,6 +963,11 @@ void define_select_clamp(PrimitiveRegistry& r) {
     return select_n_batch(*p, args, dims, ctx);
   };
   select_n.sharding_rule = elementwise_sharding;
+  select_n.type_sharding_rule = [p = &select_n](std::span<const AbstractValue> in,
+                                                std::span<AbstractValue> out,
+                                                const Params& params) {
+    select_n_type_sharding(*p, in, out, params);
+  };
   Primitive& clamp = r.define("clamp", clamp_shape_rule, clamp_kernel);
   clamp.elementwise = true;
   clamp.jvp = standard_jvp(clamp, {clamp_jvp_lo, clamp_jvp_x, clamp_jvp_hi});

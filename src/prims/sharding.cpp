@@ -342,9 +342,12 @@ std::vector<AbstractValue> reshard_types(std::span<const AbstractValue> in, cons
   if (int(dst.dims.size()) != out.shape.ndim())
     throw ValueError("[reshard] a sharding of " + std::to_string(dst.dims.size()) +
                      " dims for a value of shape " + out.shape.str());
-  // Types name Explicit axes only: onto a mesh of Auto axes the result is untyped.
-  for (const TypeSharding::Axis& axis : dst.mesh)
-    if (axis.is_explicit) out.sharding = dst;
+  // The result's type is on dst's abstract mesh, as JAX's: one of Auto axes only (auto_axes)
+  // too; a seed resharded onto such a mesh without a concrete one stays untyped.
+  const bool explicit_axes = std::any_of(dst.mesh.begin(), dst.mesh.end(),
+                                         [](const TypeSharding::Axis& a) { return a.is_explicit; });
+  if (explicit_axes || std::holds_alternative<ObjectParam>(p.at("concrete_mesh")))
+    out.sharding = dst;
   return {out};
 }
 
@@ -361,15 +364,27 @@ JvpResult reshard_jvp(std::span<const Array> x, std::span<const Array> t, const 
 std::vector<Array> reshard_transpose(std::span<const Array> ct, std::span<const LinearInput> in,
                                      const Params& p) {
   if (is_zero(ct[0]) || !in[0].aval.sharding) return {ct[0]};
-  return {reshard_to(ct[0], *in[0].aval.sharding, p.at("concrete_mesh"))};
+  const TypeSharding& from = *in[0].aval.sharding;
+  ParamValue mesh = p.at("concrete_mesh");
+  // Back onto the operand's mesh: the same devices with the axis types of its type (auto_axes
+  // moves values between such meshes).
+  if (std::holds_alternative<ObjectParam>(mesh)) {
+    const Mesh& on = p.get_object<Mesh>("concrete_mesh");
+    if (!(unsplit_on(on, 0).mesh == from.mesh)) mesh = object_param(mesh_of_type(on, from));
+  }
+  return {reshard_to(ct[0], from, std::move(mesh))};
 }
 
-// JAX's _reshard_batcher: the batch dim is split over vmap's explicit mesh axes.
+// JAX's _reshard_batcher: the batch dim is split over vmap's explicit mesh axes, those that are
+// Explicit on the destination's mesh (onto auto_axes's Auto mesh, it is unsplit).
 BatchResult reshard_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
                           const BatchContext& ctx) {
+  std::vector<std::string> axes;
+  for (const std::string& a : ctx.explicit_mesh_axis)
+    for (const TypeSharding::Axis& axis : dst_of(p).mesh)
+      if (axis.name == a && axis.is_explicit) axes.push_back(a);
   Params batched = p;
-  batched.set("dst_sharding",
-              batched_out_sharding(p, "dst_sharding", dims[0], ctx.explicit_mesh_axis));
+  batched.set("dst_sharding", batched_out_sharding(p, "dst_sharding", dims[0], axes));
   return result_at(bind1(reshard_p(), {args[0]}, batched), dims[0]);
 }
 

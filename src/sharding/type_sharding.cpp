@@ -400,4 +400,10 @@ void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
   Inference{p, in, out, params, *mesh, {}, {}, {}}.run();
 }
 
+void factor_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
+                           std::span<AbstractValue> out, const Params& params) {
+  if (const TypeSharding* mesh = common_mesh(p, in))
+    Inference{p, in, out, params, *mesh, {}, {}, {}}.run();
+}
+
 }  // namespace spmd

@@ -88,4 +88,9 @@ keep_operand_sharding(std::string prim, std::string what);
 void infer_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
                           std::span<AbstractValue> out, const Params& params);
 
+// The shardings p's factor rule gives `out`, as infer_type_shardings without p's own
+// type_sharding_rule: for a rule that checks what JAX's checks and then shards as the factors say.
+void factor_type_shardings(const Primitive& p, std::span<const AbstractValue> in,
+                           std::span<AbstractValue> out, const Params& params);
+
 }  // namespace spmd

@@ -139,15 +139,15 @@ TEST_F(Explicit4Test, GradInsideVmapKeepsTheBatchedTypes) {
 }
 
 // auto_axes under vmap (its reshard to out_sharding batched as the mapped dim) and grad (the
-// cotangent goes back to the Auto mesh and back to its primal's type) give JAX's types and
-// values, run eagerly and under jit. spmd moves values onto the Auto mesh with a
-// sharding_constraint where JAX binds reshard, so the jaxprs differ there.
+// cotangent goes back to the Auto mesh and back to its primal's type) give JAX's jaxprs (its
+// reshards), types and values, run eagerly and under jit.
 TEST_F(Explicit4Test, AutoAxesUnderVmapAndGrad) {
   auto scope = sp::use_mesh(m);
   const Unary batched = sp::vmap([](const sp::Array& v) {
     return sp::auto_axes([](const sp::Array& w) { return w * 2.0f; }, {}, P("b"))(v);
   });
   const sp::Array rows = put(X, P("a", None));
+  EXPECT_EQ(sp::make_jaxpr(batched)(rows).str(), text("vmap_auto_axes"));
   check("vmap_auto_axes", {batched(rows)});
   check("vmap_auto_axes", {sp::jit(batched)(rows)});
   const Unary grad = sp::grad([](const sp::Array& v) {
@@ -155,6 +155,7 @@ TEST_F(Explicit4Test, AutoAxesUnderVmapAndGrad) {
                                  P("a", "b"))(v));
   });
   const sp::Array x = put(X, P("a", "b"));
+  EXPECT_EQ(sp::make_jaxpr(grad)(x).str(), text("grad_auto_axes"));
   check("grad_auto_axes", {grad(x)});
   check("grad_auto_axes", {sp::jit(grad)(x)});
 }

@@ -4,6 +4,14 @@ namespace spmd {
 namespace {
 thread_local std::vector<AxisFrame> t_frames;
 thread_local std::vector<std::string> t_spmd_axis_names;
+thread_local std::vector<std::string> t_explicit_mesh_axis_names;
+
+// Appends `names` to `list`; returns its size before.
+size_t push_names(std::vector<std::string>& list, const std::vector<std::string>& names) {
+  const size_t before = list.size();
+  list.insert(list.end(), names.begin(), names.end());
+  return before;
+}
 }  // namespace
 
 const std::vector<AxisFrame>& axis_env() {
@@ -56,11 +64,19 @@ const std::vector<std::string>& spmd_axis_names() {
 }
 
 SpmdAxisNamesScope::SpmdAxisNamesScope(const std::vector<std::string>& names)
-    : size_before_(t_spmd_axis_names.size()) {
-  t_spmd_axis_names.insert(t_spmd_axis_names.end(), names.begin(), names.end());
-}
+    : size_before_(push_names(t_spmd_axis_names, names)) {}
 SpmdAxisNamesScope::~SpmdAxisNamesScope() {
   t_spmd_axis_names.resize(size_before_);
+}
+
+const std::vector<std::string>& explicit_mesh_axis_names() {
+  return t_explicit_mesh_axis_names;
+}
+
+ExplicitMeshAxisNamesScope::ExplicitMeshAxisNamesScope(const std::vector<std::string>& names)
+    : size_before_(push_names(t_explicit_mesh_axis_names, names)) {}
+ExplicitMeshAxisNamesScope::~ExplicitMeshAxisNamesScope() {
+  t_explicit_mesh_axis_names.resize(size_before_);
 }
 
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {

@@ -50,6 +50,24 @@ class SpmdAxisNamesScope {
   size_t size_before_;
 };
 
+// The mesh axes that vmaps whose functions are traced on this thread map over because their
+// arguments' batch dims are split over them (Explicit axes; JAX's
+// AxisEnv.explicit_mesh_axis_names): a shard_map traced there is manual over its mesh's other axes
+// only.
+const std::vector<std::string>& explicit_mesh_axis_names();
+
+// Adds names to explicit_mesh_axis_names() for the scope's lifetime.
+class ExplicitMeshAxisNamesScope {
+ public:
+  explicit ExplicitMeshAxisNamesScope(const std::vector<std::string>& names);
+  ~ExplicitMeshAxisNamesScope();
+  ExplicitMeshAxisNamesScope(const ExplicitMeshAxisNamesScope&) = delete;
+  ExplicitMeshAxisNamesScope& operator=(const ExplicitMeshAxisNamesScope&) = delete;
+
+ private:
+  size_t size_before_;
+};
+
 // Pushes frames for the scope's lifetime.
 class AxisEnvScope {
  public:

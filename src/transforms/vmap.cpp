@@ -139,8 +139,8 @@ void check_unmapped_args(std::span<const Array> leaves, const std::vector<int>& 
           throw ValueError(
               "[vmap] Unmapped values passed to vmap cannot be sharded along the mesh axis you "
               "are vmapping over. Got type: " +
-              t.str() + ", in_axes: None and vmapped mesh axis: " +
-              python_repr::tuple_of_names(mesh_axis));
+              t.str() +
+              ", in_axes: None and vmapped mesh axis: " + python_repr::tuple_of_names(mesh_axis));
   }
 }
 
@@ -219,10 +219,12 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
   // vmap's, and those of vmaps the function calls while it is traced.
   SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
   Program program = [&] {
-    // Collectives over axis_name look its size up while the function is traced.
+    // Collectives over axis_name look its size up while the function is traced, and shard_maps
+    // traced there are not manual over the Explicit axes the batch is split over.
     std::vector<AxisFrame> frames;
     if (!axis_name.empty()) frames.push_back({axis_name, size, "vmap"});
     AxisEnvScope scope(std::move(frames));
+    ExplicitMeshAxisNamesScope explicit_names(ctx.explicit_mesh_axis);
     return trace_to_program(fn, example, "vmap");
   }();
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);

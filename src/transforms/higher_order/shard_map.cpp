@@ -20,6 +20,7 @@
 #include "runtime/launch.h"
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
+#include "sharding/python_repr.h"
 #include "transforms/higher_order/nested_pmap.h"
 #include "transforms/interpreters.h"
 #include "transforms/signature.h"
@@ -795,6 +796,9 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       std::vector<int64_t> d(t.shape.dims().begin(), t.shape.dims().end());
       d.insert(d.begin() + dims[i], ctx.axis_size);
       t.shape = Shape(d);
+      // The batch dim is whole in the body's blocks (a vmapped-away Explicit axis is not one
+      // of the body's).
+      if (t.sharding) t.sharding->dims.emplace(t.sharding->dims.begin() + dims[i]);
     }
     types.push_back(t);
   }
@@ -915,19 +919,77 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
 
 namespace {
 
-// JAX's refusal of a spec dim that is P::UNCONSTRAINED: shard_map's specs name manual axes
-// only. `which` is "in" or "out".
-void check_no_unconstrained(const std::vector<LeafSpec>& specs, const Mesh& mesh,
-                            const std::string& which) {
+// The axes a shard_map traced here is manual over: its mesh's, but for the Explicit axes that
+// enclosing vmaps map over (JAX's mesh_axis_names_wo_vmap), in mesh order.
+std::vector<std::string> manual_axes(const Mesh& mesh) {
+  std::vector<std::string> out;
+  for (const std::string& a : mesh.axis_names())
+    if (std::ranges::count(explicit_mesh_axis_names(), a) == 0) out.push_back(a);
+  return out;
+}
+
+// The specs of a spec tree with their key paths in it ("", "[0]", "[1][0]"), depth first.
+void spec_tree_leaves(const SpecTree& specs, const std::string& key, std::vector<LeafSpec>& out) {
+  if (specs.is_spec()) {
+    out.push_back({specs.spec(), key, key});
+    return;
+  }
+  for (size_t i = 0; i < specs.children().size(); ++i)
+    spec_tree_leaves(specs.children()[i], key + "[" + std::to_string(i) + "]", out);
+}
+
+// JAX's checks of shard_map's specs before tracing: they name axes of the mesh (check's
+// ShardingError), and of those the manual ones only (not P::UNCONSTRAINED, not an Explicit axis
+// an enclosing vmap maps over: JAX's _check_specs). `which` is "in" or "out".
+void check_specs_name_manual_axes(const SpecTree& tree, const Mesh& mesh,
+                                  const std::string& which) {
+  const std::vector<std::string> manual = manual_axes(mesh);
+  std::vector<LeafSpec> specs;
+  spec_tree_leaves(tree, "", specs);
+  for (const LeafSpec& l : specs) l.spec.check(mesh, "shard_map");
   std::string msgs;
+  const std::string refers = "  " + which + "_specs";
   for (const LeafSpec& l : specs)
-    if (l.spec.has_unconstrained())
-      msgs += "  " + which + "_specs" + l.spec_key + " refers to UNCONSTRAINED\n\n";
+    for (int d = 0; d < l.spec.size(); ++d) {
+      if (l.spec.is_unconstrained(d)) msgs += refers + l.spec_key + " refers to UNCONSTRAINED\n\n";
+      for (const std::string& a : l.spec.axes_of(d))
+        if (std::ranges::count(manual, a) == 0)
+          msgs += refers + l.spec_key + " refers to " + python_repr::quoted(a) + "\n\n";
+    }
   if (msgs.empty()) return;
   throw ValueError("[shard_map] shard_map " + which +
                    "_specs argument must refer to an axis marked as manual (" +
-                   ParamTraits<ManualAxes>::str(ManualAxes{mesh.axis_names()}) + "), but:\n\n" +
-                   msgs + "Check the " + which + "_specs values passed to shard_map.");
+                   ParamTraits<ManualAxes>::str(ManualAxes{manual}) + "), but:\n\n" + msgs +
+                   "Check the " + which + "_specs values passed to shard_map.");
+}
+
+// JAX's check on a mesh whose axes are all Explicit (the axes a vmap maps over aside): each
+// argument's type has its in_spec (padded with None to the argument's rank) as its own spec.
+void check_specs_match_explicit_types(std::span<const AbstractValue> types,
+                                      const std::vector<LeafSpec>& specs, const Mesh& mesh) {
+  for (const std::string& a : manual_axes(mesh))
+    if (mesh.axis_type(a) != AxisType::Explicit) return;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const AbstractValue& t = types[i];
+    std::vector<PartitionSpec::Entry> want, have;
+    bool same = true;
+    for (int d = 0; d < t.shape.ndim(); ++d) {
+      const std::vector<std::string> axes = specs[i].spec.axes_of(d);
+      const std::vector<std::string> typed =
+          t.sharding ? t.sharding->dims[size_t(d)] : std::vector<std::string>{};
+      want.push_back(axes.empty() ? PartitionSpec::Entry{} : AxisNames(axes, axes.size() > 1));
+      have.push_back(typed.empty() ? PartitionSpec::Entry{} : AxisNames(typed, typed.size() > 1));
+      same = same && axes == typed;
+    }
+    if (same) continue;
+    throw ValueError(
+        "[shard_map] in_specs passed to shard_map: " + PartitionSpec(want).repr() +
+        " does not match the specs of the input: " + PartitionSpec(have).repr() +
+        " for arg: " + t.typeof_str() +
+        ". `in_specs` is an optional argument so you can omit specifying it and shard_map will "
+        "infer the in_specs from the arguments. If you want to reshard your inputs, you can use "
+        "`jax.reshard` on the arguments and then pass those args to shard_map.");
+  }
 }
 
 // Checks the call, traces fn on the block types and prepares the equation.
@@ -939,8 +1001,10 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   std::vector<AbstractValue> types = types_of(leaves);
   std::vector<LeafSpec> in = leaf_specs(call.in_specs, call.in_def, leaves.size(), "in_specs");
   for (const LeafSpec& l : in) l.spec.check(mesh, "shard_map");
-  check_no_unconstrained(in, mesh, "in");
+  check_specs_name_manual_axes(call.in_specs, mesh, "in");
+  check_specs_name_manual_axes(call.out_specs, mesh, "out");
   check_spec_ranks(types, in, name, "in");
+  check_specs_match_explicit_types(types, in, mesh);
   check_divisible(types, in, mesh, name);
   std::vector<AbstractValue> block_types;
   for (size_t i = 0; i < leaves.size(); ++i) {
@@ -975,7 +1039,6 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   for (const Atom& a : traced.outputs)
     out_types.push_back(a.is_literal() ? aval_of(a.literal) : traced.types[size_t(a.var)]);
   for (const LeafSpec& l : out) l.spec.check(mesh, "shard_map");
-  check_no_unconstrained(out, mesh, "out");
   check_spec_ranks(out_types, out, name, "out");
   std::vector<std::string> failures;
   for (size_t k = 0; k < n_out; ++k) {

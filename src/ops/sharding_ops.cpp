@@ -212,11 +212,10 @@ Array reshard(const Array& x, const Sharding& sharding) {
   ops::require_explicit_axes("reshard", *named);
   // Auto mode leaves the layout to the partitioner.
   if (!named->mesh().has_explicit_axes()) return x;
+  named->check_shape(x.shape(), "reshard");
   // Traced, JAX's reshard primitive, whose sharding becomes the result's type.
-  if (!is_concrete(x)) {
-    named->check_shape(x.shape(), "reshard");
+  if (!is_concrete(x))
     return reshard_to(x, *type_sharding_of(*named, x.ndim()), object_param(named->mesh()));
-  }
   if (x.committed()) check_same_device_order(x, *named);
   return spmd::device_put(x, sharding);
 }

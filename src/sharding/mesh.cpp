@@ -23,6 +23,11 @@ void check_mesh(const std::vector<Device>& devices, const Shape& shape,
         "its second argument (`axis_names`), but got devices.ndim == " +
         std::to_string(shape.ndim()) + " and len(axis_names) == " + std::to_string(names.size()) +
         ".");
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (shape[d] < 1)
+      throw ShardingError("[Mesh] every mesh axis needs at least one device, got axis '" +
+                          names[size_t(d)] + "' of size " + std::to_string(shape[d]) +
+                          " in mesh shape " + shape.str());
   if (int64_t(devices.size()) != shape.size())
     throw ShardingError("[Mesh] a mesh of shape " + shape.str() + " needs " +
                         std::to_string(shape.size()) + " devices, got " +

@@ -8,8 +8,43 @@
 #include <ostream>
 
 #include "sharding/geometry.h"
+#include "sharding/python_repr.h"
 
 namespace spmd {
+
+namespace {
+
+// JAX's check of an array type's sharding (core._check_divisibility): on a mesh with Explicit
+// axes, the type keeps each dim's Explicit axes only (all of them when every axis is Explicit)
+// and their product must divide the dim. Its text names the type's sharding, an AbstractMesh.
+std::optional<std::string> explicit_divisibility_error(const Mesh& mesh, const PartitionSpec& spec,
+                                                       const Shape& global) {
+  if (!mesh.has_explicit_axes()) return std::nullopt;
+  const int rank = global.ndim();
+  std::vector<PartitionSpec::Entry> kept(static_cast<size_t>(rank));
+  std::optional<std::string> error;
+  for (int d = 0; d < rank && d < spec.size(); ++d) {
+    std::vector<std::string> axes;
+    for (const std::string& a : spec.axes_of(d))
+      if (mesh.axis_type(a) == AxisType::Explicit) axes.push_back(a);
+    if (axes.empty()) continue;
+    int64_t parts = 1;
+    for (const std::string& a : axes) parts *= mesh.axis_size(a);
+    kept[size_t(d)] = axes.size() == 1 ? AxisNames(axes[0]) : AxisNames(axes);
+    if (!error && global[d] % parts != 0)
+      error = "Sharding spec " + python_repr::tuple_of_names(axes) + " implies that array axis " +
+              std::to_string(d) + " is partitioned " + std::to_string(parts) +
+              " times, but does not evenly divide the dimension size " +
+              std::to_string(global[d]) + ". Got shape: " + global.str() + " and sharding ";
+  }
+  if (!error) return std::nullopt;
+  const std::string mesh_str = mesh.str();  // Mesh('a': 4, ..., axis_types=(...))
+  return *error + "NamedSharding(mesh=Abstract" + mesh_str.substr(0, mesh_str.size() - 1) +
+         ", device_kind=cpu, num_cores=None, platform=cpu), spec=" +
+         PartitionSpec(std::move(kept)).repr() + ")";
+}
+
+}  // namespace
 
 void Sharding::check_shape(const Shape& global, std::string_view api) const {
   if (auto message = shape_error(global))
@@ -66,6 +101,7 @@ std::optional<std::string> NamedSharding::shape_error(const Shape& global) const
            std::to_string(spec_.size()) + ", but was applied to a value of rank " +
            std::to_string(rank) + "." +
            (rank == 0 ? " For scalars the PartitionSpec should be P()" : "");
+  if (auto type_error = explicit_divisibility_error(mesh_, spec_, global)) return type_error;
   std::vector<int64_t> tiles = tile_assignment(mesh_, spec_, rank).tiles;
   for (int d = 0; d < rank; ++d) {
     if (global[d] % tiles[size_t(d)] == 0) continue;

@@ -77,6 +77,17 @@ TEST(MeshTest, RejectsNameCountOtherThanRankWithJaxMessage) {
   }
 }
 
+TEST(MeshTest, RejectsAnAxisOfNoDevices) {
+  // A mesh axis of size 0 would hold no device: make_mesh would build it from no devices and
+  // later uses would fail far from the mistake (shard_map found its axes unbound).
+  EXPECT_EQ(sharding_error([] { sp::make_mesh({0, 2}, {"a", "b"}); }),
+            "[Mesh] every mesh axis needs at least one device, got axis 'a' of size 0 in mesh "
+            "shape (0, 2)");
+  EXPECT_EQ(sharding_error([] { sp::Mesh(cpu_devices({}), {2, 0}, {"x", "y"}); }),
+            "[Mesh] every mesh axis needs at least one device, got axis 'y' of size 0 in mesh "
+            "shape (2, 0)");
+}
+
 TEST(MeshTest, RejectsDuplicateNamesDevicesAndWrongDeviceCount) {
   EXPECT_EQ(sharding_error([] {
               sp::Mesh(cpu_devices({0, 1, 2, 3}), {2, 2}, {"x", "x"});

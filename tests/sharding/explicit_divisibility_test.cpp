@@ -84,6 +84,21 @@ TEST_F(ExplicitDivisibilityTest, OnAMixedMeshOnlyTheExplicitAxesAreTheTypes) {
                [] { sp::device_put(x(), on({4, 2}, {kA, kE}, P("b", "a"))); });
 }
 
+TEST_F(ExplicitDivisibilityTest, OutShardingsAreTypesToo) {
+  const sp::Mesh m = sp::make_mesh({4, 2}, {"a", "b"}, {kE, kE});
+  const sp::Array v = sp::device_put(x(), sp::NamedSharding(m, P("a", None)));
+  const sp::Array w = sp::device_put(sp::ones({6, 6}), sp::NamedSharding(m, P(None, None)));
+  const sp::NamedSharding columns(m, P(None, "a")), rows(m, P("a", None));
+  auto matmul = [&](const sp::Array& a, const sp::Array& b) { return sp::matmul(a, b, columns); };
+  auto reshape = [&](const sp::Array& a) { return sp::reshape(a, {6, 8}, rows); };
+  expect_error("matmul_out_sharding", "dot_general", [&] { matmul(v, w); });
+  expect_error("jit_matmul_out_sharding", "dot_general", [&] { sp::jit(matmul)(v, w); });
+  expect_error("reshape_out_sharding", "reshape", [&] { reshape(v); });
+  expect_error("jit_reshape_out_sharding", "reshape", [&] { sp::jit(reshape)(v); });
+  expect_error("einsum_out_sharding", "dot_general",
+               [&] { sp::einsum("ij,jk->ik", {v, w}, {.out_sharding = columns}); });
+}
+
 TEST_F(ExplicitDivisibilityTest, EvenSplitsStillPlace) {
   const sp::Array y = sp::device_put(x(), on({4, 2}, {kE, kE}, P("a", "b")));
   EXPECT_EQ(sp::type_of(y).str(), "float32[8@a,6@b]");

@@ -2,7 +2,8 @@
 tests/sharding/explicit_divisibility_test.cpp, on 8 virtual CPU devices. On a mesh with Explicit
 axes a sharding's type keeps each dim's Explicit axes only, and JAX checks that their product
 divides the dim before the placement's own check (core._check_divisibility); a dim that only
-Auto axes split unevenly gets the placement's text. X = jnp.arange(48.0).reshape(8, 6).
+Auto axes split unevenly gets the placement's text. The out_sharding of matmul, reshape and einsum
+is checked the same way. X = jnp.arange(48.0).reshape(8, 6).
 
 Writes tests/goldens/explicit/divisibility_errors.txt: "=== <case>" then
 "<ExceptionType>: <message>" (JAX's trailing "This error occurs at source: ..." note is cut).
@@ -40,6 +41,19 @@ def jitted(shape, types, spec):
     return lambda: jax.jit(lambda v: reshard(v, NamedSharding(mesh(shape, types), spec)))(X)
 
 
+def with_out_sharding(op, jit=False):
+    m = mesh((4, 2), (E, E))
+    x = jax.device_put(X, NamedSharding(m, P("a", None)))
+    w = jax.device_put(jnp.ones((6, 6), jnp.float32), NamedSharding(m, P(None, None)))
+    f = {
+        "matmul": lambda a, b: jnp.matmul(a, b, out_sharding=NamedSharding(m, P(None, "a"))),
+        "reshape": lambda a, b: jnp.reshape(a, (6, 8), out_sharding=NamedSharding(m, P("a", None))),
+        "einsum": lambda a, b: jnp.einsum("ij,jk->ik", a, b,
+                                          out_sharding=NamedSharding(m, P(None, "a"))),
+    }[op]
+    return lambda: (jax.jit(f) if jit else f)(x, w)
+
+
 CASES = {
     "put_explicit_columns": put((4, 2), (E, E), P(None, "a")),
     "reshard_explicit_columns": resharded((4, 2), (E, E), P(None, "a")),
@@ -52,6 +66,11 @@ CASES = {
     "put_mixed_explicit_axis": put((4, 2), (E, A), P(None, "a")),
     "put_mixed_auto_axis": put((4, 2), (A, E), P(None, "a")),
     "put_mixed_auto_and_explicit": put((4, 2), (A, E), P("b", "a")),
+    "matmul_out_sharding": with_out_sharding("matmul"),
+    "jit_matmul_out_sharding": with_out_sharding("matmul", jit=True),
+    "reshape_out_sharding": with_out_sharding("reshape"),
+    "jit_reshape_out_sharding": with_out_sharding("reshape", jit=True),
+    "einsum_out_sharding": with_out_sharding("einsum"),
 }
 
 

@@ -124,6 +124,20 @@ void tour(int matmul_size) {
   cookbook();
 }
 
+// An option's allowed values, named in the error (CLI11's IsMember prints only the value it
+// refused): "--optimizer: must be sgd, adam or adamw, got 'rmsprop'".
+CLI::Validator one_of(std::vector<std::string> choices) {
+  std::string listed;
+  for (size_t i = 0; i < choices.size(); ++i)
+    listed += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return CLI::Validator(
+      [choices, listed](std::string& value) -> std::string {
+        if (std::find(choices.begin(), choices.end(), value) != choices.end()) return "";
+        return "must be " + listed + ", got '" + value + "'";
+      },
+      "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +149,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16384));
   sp::cli::TrainOptions train_options;
   std::string mesh = "8";
-  std::string optimizer_names[] = {"sgd", "adam", "adamw"};
   auto* tr = app.add_subcommand(
       "train",
       "Train the MLP 784-1024-1024-1024-10 on Fashion-MNIST; the last line is the test "
@@ -150,12 +163,11 @@ int main(int argc, char** argv) {
   tr->add_option("--lr", train_options.lr, "Learning rate")->capture_default_str();
   tr->add_option("--optimizer", train_options.optimizer, "sgd, adam or adamw")
       ->capture_default_str()
-      ->check(CLI::IsMember(optimizer_names));
-  std::string schedule_names[] = {"cosine", "constant"};
+      ->check(one_of({"sgd", "adam", "adamw"}));
   tr->add_option("--schedule", train_options.schedule,
                  "cosine: the learning rate falls from --lr to 0 over the run; constant")
       ->capture_default_str()
-      ->check(CLI::IsMember(schedule_names));
+      ->check(one_of({"cosine", "constant"}));
   tr->add_option("--seed", train_options.seed, "Seed of the initialisation and the data order")
       ->capture_default_str();
   tr->add_option("--out", train_options.out, "Directory of the checkpoints, history and plot")
@@ -188,6 +200,9 @@ int main(int argc, char** argv) {
       sp::cli::train(train_options, std::cout);
     }
   } catch (const sp::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // from the system (files, memory): still a message
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }

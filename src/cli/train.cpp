@@ -355,6 +355,20 @@ std::vector<int64_t> parse_mesh(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// --out and its parents, made if missing; a path that cannot be a directory is a ValueError.
+void make_output_directory(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (!error && !fs::is_directory(dir)) error = std::make_error_code(std::errc::not_a_directory);
+  if (error)
+    throw sp::ValueError("[spmd train] --out '" + dir.string() +
+                         "' cannot be made a directory: " + error.message());
+}
+
+}  // namespace
+
 TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
   // On several processes, process 0 reports and writes the files.
   std::ostream discard(nullptr);
@@ -377,6 +391,11 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
                          " must be a multiple of the mesh's batch axis (" +
                          std::to_string(o.mesh[0]) + ")");
 
+  if (o.batch > train_set.size())
+    throw sp::ValueError("[spmd train] --batch " + std::to_string(o.batch) +
+                         " is larger than the training set (" +
+                         std::to_string(train_set.size()) +
+                         " examples): an epoch would have no step");
   int64_t steps_per_epoch = train_set.size() / o.batch;
   if (o.max_steps > 0) steps_per_epoch = std::min(steps_per_epoch, o.max_steps);
   sp::optim::Optimizer opt = make_optimizer(o, steps_per_epoch);
@@ -388,7 +407,7 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
   sp::optim::State state = opt.init(params);
 
   fs::path dir = o.out;
-  fs::create_directories(dir);
+  make_output_directory(dir);
   TrainHistory history;
   int first_epoch = 0;
   if (o.resume) {

@@ -215,6 +215,25 @@ TEST(Train, BadOptionsAndMissingDataAreClearErrors) {
     TrainOptions o = quick({8}, "bad", 1);
     o.batch = 12;  // not a multiple of the 8 devices of the batch axis
     EXPECT_THROW(run(o), sp::ValueError);
+    o.batch = 60008;  // more than the 60000 training examples: no step in an epoch
+    EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] { run(o); }),
+              "[spmd train] --batch 60008 is larger than the training set (60000 examples): an "
+              "epoch would have no step");
+    // --out under a regular file cannot be a directory: an error naming the option, not a
+    // filesystem exception from the standard library.
+    TrainOptions blocked = quick({8}, "blocked", 1);
+    const fs::path file = temp_dir("a_file");
+    std::ofstream(file) << "not a directory";
+    blocked.out = (file / "out").string();
+    const std::string message =
+        spmd_test::error_message<sp::ValueError>([&] { run(blocked); });
+    EXPECT_TRUE(message.starts_with("[spmd train] --out '" + blocked.out +
+                                    "' cannot be made a directory: "))
+        << message;
+    blocked.out = file.string();
+    EXPECT_EQ(spmd_test::error_message<sp::ValueError>([&] { run(blocked); }),
+              "[spmd train] --out '" + file.string() +
+                  "' cannot be made a directory: Not a directory");
   }
   TrainOptions missing = quick({8}, "missing", 1);
   missing.data_dir = temp_dir("no_data").string();

@@ -131,24 +131,96 @@ std::vector<int> padded_moves(const Split& from, const Split& to, const Shape& g
   return dims;
 }
 
+// The layouts of `dims` on both sides of a reshard from `from` to `to`, and their extents: what
+// halo::relayout moves between.
+struct DimLayouts {
+  std::vector<halo::Layout> source, target;
+  std::vector<int64_t> extents;
+};
+
+DimLayouts layouts_of(const Split& from, const Split& to, const Shape& global,
+                      const std::vector<int>& dims) {
+  DimLayouts l;
+  for (int d : dims) {
+    l.source.push_back(layout_of(from, global, d));
+    l.target.push_back(layout_of(to, global, d));
+    l.extents.push_back(global[d]);
+  }
+  return l;
+}
+
+// The bytes each device sends in halo::relayout of block `x` along `dims` laid out as `l`.
+std::optional<int64_t> relayout_bytes(const Array& x, const std::vector<int>& dims,
+                                      const DimLayouts& l) {
+  return halo::relayout_bytes(aval_of(x), dims, l.source, l.target, l.extents);
+}
+
 // x moved to `to` along `dims` by halo::relayout, when that sends no more bytes than one
 // all_gather of them would.
 std::optional<Array> relayout_if_cheaper(const Array& x, const Split& from, const Split& to,
                                          const Shape& global, const std::vector<int>& dims,
                                          const CollectiveLog& log) {
-  std::vector<halo::Layout> source, target;
-  std::vector<int64_t> extents;
   int64_t sources = 1;
-  for (int d : dims) {
-    source.push_back(layout_of(from, global, d));
-    target.push_back(layout_of(to, global, d));
-    extents.push_back(global[d]);
-    sources *= product(from[size_t(d)]);
-  }
-  const std::optional<int64_t> bytes =
-      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  for (int d : dims) sources *= product(from[size_t(d)]);
+  const DimLayouts l = layouts_of(from, to, global, dims);
+  const std::optional<int64_t> bytes = relayout_bytes(x, dims, l);
   if (sources == 1 || !bytes || *bytes > nbytes(x) * (sources - 1)) return std::nullopt;
-  return halo::relayout(x, dims, source, target, extents, log);
+  return halo::relayout(x, dims, l.source, l.target, l.extents, log);
+}
+
+// Axes moving whole from the minor end of dim `d` to the minor end of dim `e`, one of them split
+// unevenly, where their padded blocks nest: the block of `d` they leave holds whole blocks of
+// theirs (or the whole dim, its padding then sliced off), and the block of `e` they arrive on is
+// whole or holds whole blocks of the new split (padded at the end first when whole).
+struct PaddedAllToAll {
+  int d, e;
+  AxisList axes;
+};
+
+std::optional<PaddedAllToAll> padded_all_to_all_of(const Split& from, const Split& to,
+                                                   const Shape& global, int d, int e) {
+  const AxisList& kept = to[size_t(d)];
+  const AxisList& held = from[size_t(e)];
+  if (!is_prefix(kept, from[size_t(d)]) || !is_prefix(held, to[size_t(e)])) return std::nullopt;
+  const AxisList axes(from[size_t(d)].begin() + std::ptrdiff_t(kept.size()), from[size_t(d)].end());
+  if (axes.empty() || !std::equal(axes.begin(), axes.end(), to[size_t(e)].begin() +
+                                  std::ptrdiff_t(held.size()), to[size_t(e)].end()))
+    return std::nullopt;
+  auto ceil_div = [](int64_t n, int64_t k) { return (n + k - 1) / k; };
+  const int64_t m = product(axes), kd = product(kept), ke = product(held);
+  const bool leaves = kept.empty() || ceil_div(global[d], kd) == m * ceil_div(global[d], kd * m);
+  const bool arrives =
+      held.empty() || ceil_div(global[e], ke) == m * ceil_div(global[e], ke * m);
+  if (!leaves || !arrives) return std::nullopt;
+  return PaddedAllToAll{d, e, axes};
+}
+
+// x moved to `to` along the two `dims` by one all_to_all of the padded blocks, as XLA's
+// partitioner moves an axis off an unevenly split dim, when the blocks nest
+// (padded_all_to_all_of) and that sends no more bytes than the ppermutes of halo::relayout.
+std::optional<Array> padded_all_to_all(const Array& x, const Split& from, const Split& to,
+                                       const Shape& global, const std::vector<int>& dims,
+                                       const CollectiveLog& log) {
+  if (dims.size() != 2 || global[dims[0]] == 0 || global[dims[1]] == 0) return std::nullopt;
+  std::optional<PaddedAllToAll> move = padded_all_to_all_of(from, to, global, dims[0], dims[1]);
+  if (!move) move = padded_all_to_all_of(from, to, global, dims[1], dims[0]);
+  if (!move) return std::nullopt;
+  const int d = move->d, e = move->e;
+  const int64_t m = product(move->axes);
+  const int64_t rows = layout_of(to, global, e).block * m;
+  std::vector<lax::PadConfig> config(size_t(x.ndim()));
+  config[size_t(e)].high = rows - x.shape()[e];
+  const Array padded = rows == x.shape()[e] ? x : lax::pad(x, zeros(Shape{}, x.dtype()), config);
+  const int64_t bytes = nbytes(padded) * (m - 1) / m;
+  const std::optional<int64_t> ppermutes =
+      relayout_bytes(x, dims, layouts_of(from, to, global, dims));
+  if (ppermutes && *ppermutes < bytes) return std::nullopt;
+  log("all_to_all over " + names_of(move->axes).repr() + " from dim " + std::to_string(d) +
+          " to dim " + std::to_string(e) + " of the padded blocks",
+      bytes);
+  const Array y = all_to_all(padded, names_of(move->axes), e, d, AllToAllOptions{.tiled = true});
+  const int64_t block = layout_of(to, global, d).block;
+  return y.shape()[d] == block ? y : lax::slice_in_dim(y, 0, block, 1, d);
 }
 
 // The dims `padded_moves` names, moved to `to` by ppermutes (halo::relayout) when some stays
@@ -159,7 +231,9 @@ Array reshard_padded(Array x, Split& from, const Split& to, const Shape& global,
   const std::vector<int> dims = padded_moves(from, to, global);
   if (dims.empty()) return x;
   if (std::any_of(dims.begin(), dims.end(), [&](int d) { return !to[size_t(d)].empty(); })) {
-    if (std::optional<Array> y = relayout_if_cheaper(x, from, to, global, dims, log)) {
+    std::optional<Array> y = padded_all_to_all(x, from, to, global, dims, log);
+    if (!y) y = relayout_if_cheaper(x, from, to, global, dims, log);
+    if (y) {
       for (int d : dims) from[size_t(d)] = to[size_t(d)];
       return *y;
     }
@@ -246,17 +320,10 @@ std::optional<Array> relayout_if_fewer_bytes(const Array& x, Split& from, const 
       for (const std::string& a : from[d])
         if (std::find(axes.begin(), axes.end(), a) != axes.end()) return std::nullopt;
   if (dims.empty()) return std::nullopt;
-  std::vector<halo::Layout> source, target;
-  std::vector<int64_t> extents;
-  for (int d : dims) {
-    source.push_back(layout_of(from, global, d));
-    target.push_back(layout_of(to, global, d));
-    extents.push_back(global[d]);
-  }
-  const std::optional<int64_t> bytes =
-      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  const DimLayouts l = layouts_of(from, to, global, dims);
+  const std::optional<int64_t> bytes = relayout_bytes(x, dims, l);
   if (!bytes || *bytes >= planned) return std::nullopt;
-  Array y = halo::relayout(x, dims, source, target, extents, log);
+  Array y = halo::relayout(x, dims, l.source, l.target, l.extents, log);
   for (int d : dims) from[size_t(d)] = to[size_t(d)];
   return y;
 }

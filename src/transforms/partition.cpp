@@ -872,6 +872,7 @@ class Partitioner {
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
     if (run_on_major_blocks(e, rule)) return;
+    if (run_on_sub_axes(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
     FactorChoice choice;
@@ -1086,6 +1087,111 @@ class Partitioner {
     }
     store_results(e, results, p->out);
     return true;
+  }
+
+  // The dims of one side of a reshape (`other`) that hold apart the two leading factors of a
+  // compound dim `dim` of the other side split by `axes`, and their layouts where that split
+  // is by sub-axes (k ways, k a multiple of the major factor's size s0, the next factor's size
+  // a multiple of r = k / s0): each block is one row of the major factor, split by the major
+  // part of the axes (div r), and the r-th part of the next, split by their minor part (mod r).
+  struct SubAxisDims {
+    std::vector<int> dims;
+    std::vector<halo::Layout> layouts;
+  };
+
+  std::optional<SubAxisDims> sub_axis_dims(const ShardingRule& rule, const ShardingRule::Dim& dim,
+                                           const AxisList& axes,
+                                           const ShardingRule::Tensor& other) const {
+    if (dim.size() < 2 || axes.empty()) return std::nullopt;
+    const int64_t k = product(axes), s0 = rule.factor_sizes[size_t(dim[0])],
+                  s1 = rule.factor_sizes[size_t(dim[1])];
+    if (k <= s0 || k % s0 != 0 || s1 % (k / s0) != 0) return std::nullopt;
+    const int64_t r = k / s0;
+    SubAxisDims out{{}, {{axes, 1, r, 0}, {axes, s1 / r, 1, r}}};
+    for (int f : {dim[0], dim[1]}) {
+      const auto at = std::find(other.begin(), other.end(), ShardingRule::Dim{f});
+      if (at == other.end()) return std::nullopt;
+      out.dims.push_back(int(at - other.begin()));
+    }
+    return out;
+  }
+
+  // Whether `split` splits only `dims`, and only by `axes` (a relayout's axes split no other
+  // dim).
+  static bool split_within(const Split& split, const std::vector<int>& dims, const AxisList& axes) {
+    for (size_t d = 0; d < split.size(); ++d) {
+      const bool moved = std::find(dims.begin(), dims.end(), int(d)) != dims.end();
+      for (const std::string& a : split[d])
+        if (!moved || std::find(axes.begin(), axes.end(), a) == axes.end()) return false;
+    }
+    return true;
+  }
+
+  // A reshape between a compound dim split by sub-axes (sub_axis_dims) and dims holding its
+  // factors apart ([2, 12] split on its 12 merged into [24] split 4 ways: block i is row i / 2
+  // and columns [6 (i % 2), 6 (i % 2) + 6); and the split back) runs on blocks of those
+  // sub-axes: the side holding the factors apart relayouts between its split and them (before
+  // the reshape for the operand, after it for the result), by ppermutes of the rows each device
+  // lacks, and the reshape is local. Taken when that sends fewer bytes than gathering the
+  // operand; XLA's partitioner moves such a reshape with an all-to-all and a collective-permute.
+  bool run_on_sub_axes(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) || e.inputs.size() != 1 ||
+        e.outputs.size() != 1 || rule.operands.size() != 1 || rule.results.size() != 1 ||
+        e.inputs[0].is_literal())
+      return false;
+    const Local& x = env_[size_t(e.inputs[0].var)];
+    const AbstractValue& in = global_.type_of(e.inputs[0]);
+    const AbstractValue& out = global_.types[size_t(e.outputs[0])];
+    const Split& want = splits_[size_t(e.outputs[0])].dims;
+    const int64_t gathers = nbytes(x.value) * (product(flattened(x.split)) - 1);
+    for (bool merge : {true, false}) {
+      const Split& compound = merge ? want : x.split;
+      const Split& apart = merge ? x.split : want;
+      const ShardingRule::Tensor& dims = merge ? rule.results[0] : rule.operands[0];
+      for (size_t c = 0; c < compound.size(); ++c) {
+        const std::optional<SubAxisDims> sub =
+            sub_axis_dims(rule, dims[c], compound[c], merge ? rule.operands[0] : rule.results[0]);
+        if (!sub || !split_within(compound, {int(c)}, compound[c]) ||
+            !split_within(apart, sub->dims, compound[c]))
+          continue;
+        const AbstractValue& held = merge ? in : out;
+        AbstractValue block = block_type(held, merge ? x.split : Split(size_t(held.shape.ndim())));
+        for (size_t i = 0; i < sub->dims.size(); ++i)
+          block.shape[sub->dims[i]] = sub->layouts[i].block;
+        const DimLayouts l = layouts_of(apart, apart, held.shape, sub->dims);
+        const std::optional<int64_t> bytes =
+            merge ? halo::relayout_bytes(aval_of(x.value), sub->dims, l.source, sub->layouts,
+                                         l.extents)
+                  : halo::relayout_bytes(block, sub->dims, sub->layouts, l.source, l.extents);
+        if (!bytes || *bytes >= gathers) continue;
+        const std::vector<AbstractValue> in_types{merge ? block : block_type(in, x.split)};
+        const std::vector<AbstractValue> out_types{merge ? block_type(out, want) : block};
+        LocalEquation local{e.primitive, e.params};
+        if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
+        if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+          continue;
+        const std::string sub_axes = "blocks of sub-axes of " + names_of(compound[c]).repr();
+        Array arg = x.value;
+        if (merge)
+          arg = halo::relayout(arg, sub->dims, l.source, sub->layouts, l.extents,
+                               logged("operand 0 of " + equation_name(e) + " is needed in " +
+                                      sub_axes));
+        Array result = spmd::bind(*local.primitive, std::vector<Array>{arg}, local.params)[0];
+        if (!merge)
+          result = halo::relayout(result, sub->dims, sub->layouts, l.source, l.extents,
+                                  logged("result 0 of " + equation_name(e) + " goes from " +
+                                         sub_axes + " to " + ValueSplit{want, {}}.spec().repr()));
+        store_results(e, {result}, {want});
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static AxisList flattened(const Split& split) {
+    AxisList out;
+    for (const AxisList& axes : split) out.insert(out.end(), axes.begin(), axes.end());
+    return out;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

@@ -267,6 +267,13 @@ Array round_trip(const std::vector<Array>& u) {
   return constrain((y * y).reshape({24}), "m4", P("a"));
 }
 
+// [24] split 4 ways, reshaped to [2, 12] split on its 12, squared, and back to [24].
+Array sub_round_trip(const std::vector<Array>& u) {
+  const Array y =
+      constrain(constrain(u[0] * 2, "m4", P("a")).reshape({2, 12}), "m4", P(sp::None, "a"));
+  return constrain((y * y).reshape({24}), "m4", P("a"));
+}
+
 // u * 2 split as `before`, reshaped to `shape` with no constraint on the result, plus 1.
 Fn unconstrained(std::string mesh, sp::Shape shape, P before) {
   return [=](const std::vector<Array>& u) {
@@ -293,6 +300,15 @@ std::vector<Case> minor_cases() {
       {"merge_2x3x4_ab_m24", reshaped("m24", {6, 4}, P(sp::None, "a", "b"), P("a", "b")),
        {grid({2, 3, 4})}},
       {"grad_merge_4x6_m4", grad, {grid({4, 6})}},
+      {"sub_merge_2x12_m4", reshaped("m4", {24}, P(sp::None, "a"), P("a")), {grid({2, 12})}},
+      {"sub_split_24_m4", reshaped("m4", {2, 12}, P("a"), P(sp::None, "a")), {grid({24})}},
+      {"sub_round_trip_24_m4", sub_round_trip, {grid({24})}},
+      {"sub_merge_2x16_m8", reshaped("m8", {32}, P(sp::None, "x"), P("x")), {grid({2, 16})}},
+      {"sub_merge_4x8_m8", reshaped("m8", {32}, P(sp::None, "x"), P("x")), {grid({4, 8})}},
+      {"sub_merge_2x8_tuple_m42", reshaped("m42", {16}, P(sp::None, ab), P(ab)), {grid({2, 8})}},
+      {"sub_merge_2x4x3_m8", reshaped("m8", {8, 3}, P(sp::None, "x", sp::None), P("x", sp::None)),
+       {grid({2, 4, 3})}},
+      {"sub_merge_2x12_rows_m4", reshaped("m4", {24}, P("a", sp::None), P("a")), {grid({2, 12})}},
       {"auto_merge_4x6_m4", unconstrained("m4", {24}, P(sp::None, "a")), {grid({4, 6})}},
       {"auto_split_24_m4", unconstrained("m4", {4, 6}, P("a")), {grid({24})}},
   };
@@ -336,9 +352,30 @@ TEST(MinorReshape, ItsTransposeIsOneAllToAllToo) {
       << text;
 }
 
+// [2, 12] split on its 12 holds columns [3i, 3i + 3) of both rows; [24] split 4 ways needs row
+// i / 2, columns [6 (i % 2), 6 (i % 2) + 6): the major half of 'a' splits the rows and its
+// minor half the columns (Shardy's sub-axes 'a':(1)2 and 'a':(2)2). The operand moves to those
+// blocks by two rounds of 3 float32s (24 bytes; XLA's all-to-all and collective-permute send
+// 36) and the reshape is local; gathering the operand sent 72.
+TEST(MinorReshape, AMergeIntoPartsOfRowsMovesToSubAxes) {
+  const Case c = minor_cases()[8];
+  ASSERT_EQ(c.name, "sub_merge_2x12_m4");
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 2u) << text;
+  for (const Sent& s : sent) {
+    EXPECT_NE(s.line.find("a box of 1x3 rows from the blocks split as P(None, 'a') to the blocks "
+                          "split as P('a':(1)2, 'a':(2)2): operand 0 of reshape"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(s.bytes, 12) << text;
+  }
+}
+
 // Merges of a minor factor split unevenly into one dim split as the whole was, and the splits
-// back, over 1-D and 2-D meshes (an axis kept on the major dim, tuples of axes), agree with the
-// unsplit program exactly, whichever way the partitioner moves them.
+// back, over 1-D and 2-D meshes (an axis kept on the major dim, tuples of axes, blocks that are
+// parts of one row of the major factor), agree with the unsplit program exactly, whichever way
+// the partitioner moves them.
 TEST(MinorReshapeSweep, MergesAndSplitsAgreeWithTheUnsplitProgram) {
   const auto ab = sp::axes("a", "b");
   const auto ba = sp::axes("b", "a");
@@ -354,7 +391,7 @@ TEST(MinorReshapeSweep, MergesAndSplitsAgreeWithTheUnsplitProgram) {
   };
   for (const Specs& s : specs)
     for (int64_t rows : {2, 4, 8, 16})
-      for (int64_t cols : {1, 3, 5, 6, 7}) {
+      for (int64_t cols : {1, 3, 5, 6, 7, 8, 12}) {
         const Array x = grid({rows, cols});
         const Array flat = grid({rows * cols});
         const Array merged =

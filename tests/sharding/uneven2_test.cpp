@@ -7,7 +7,10 @@
 // all-to-alls and collective-permutes; a dynamic_slice at a runtime start gathers its operand's
 // dim, as XLA does. spmd never sends more bytes than XLA's compiled program. Reshards between
 // even splits whose axes change dims or order move the rows each device lacks by ppermutes
-// where that sends fewer bytes than all-to-alls and all-gathers (gen_even_reshard.py).
+// where that sends fewer bytes than all-to-alls and all-gathers (gen_even_reshard.py). A reshape
+// whose minor factor is split unevenly moves the axis by one all_to_all of the padded blocks, and
+// one whose blocks are parts of a row of its major factor runs on blocks of sub-axes
+// (gen_minor_reshape.py).
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -284,9 +287,10 @@ Fn unconstrained(std::string mesh, sp::Shape shape, P before) {
 std::vector<Case> minor_cases() {
   const auto ab = sp::axes("a", "b");
   const Fn merge = reshaped("m4", {24}, P(sp::None, "a"), P("a"));
-  const Fn grad = [merge](const std::vector<Array>& u) {
-    return sp::grad([merge](const Array& x) {
-      const Array y = merge({x});
+  // The gradient of the sum of squares of u merged into one dim split 4 ways.
+  const Fn grad = [](const std::vector<Array>& u) {
+    return sp::grad([](const Array& x) {
+      const Array y = reshaped("m4", {x.size()}, P(sp::None, "a"), P("a"))({x});
       return sp::sum(y * y);
     })(u[0]);
   };
@@ -308,6 +312,7 @@ std::vector<Case> minor_cases() {
       {"sub_merge_2x8_tuple_m42", reshaped("m42", {16}, P(sp::None, ab), P(ab)), {grid({2, 8})}},
       {"sub_merge_2x4x3_m8", reshaped("m8", {8, 3}, P(sp::None, "x", sp::None), P("x", sp::None)),
        {grid({2, 4, 3})}},
+      {"grad_sub_merge_2x12_m4", grad, {grid({2, 12})}},
       {"sub_merge_2x12_rows_m4", reshaped("m4", {24}, P("a", sp::None), P("a")), {grid({2, 12})}},
       {"auto_merge_4x6_m4", unconstrained("m4", {24}, P(sp::None, "a")), {grid({4, 6})}},
       {"auto_split_24_m4", unconstrained("m4", {4, 6}, P("a")), {grid({24})}},

@@ -38,8 +38,8 @@ def sub_round_trip(u):
 
 
 def loss(u):
-    """The sum of squares of [4, 6] split on its 6, merged into [24] split 4 ways."""
-    y = reshaped("m4", (24,), (None, "a"), ("a",))(u)
+    """The sum of squares of u split on its last dim, merged into one dim split 4 ways."""
+    y = reshaped("m4", (u.size,), (None, "a"), ("a",))(u)
     return jnp.sum(y * y)
 
 
@@ -69,6 +69,7 @@ CASES = [
      (grid(2, 8),)),
     ("sub_merge_2x4x3_m8", reshaped("m8", (8, 3), (None, "x", None), ("x", None)),
      (grid(2, 4, 3),)),
+    ("grad_sub_merge_2x12_m4", jax.grad(loss), (grid(2, 12),)),
     ("sub_merge_2x12_rows_m4", reshaped("m4", (24,), ("a", None), ("a",)), (grid(2, 12),)),
     ("auto_merge_4x6_m4", unconstrained("m4", (24,), (None, "a")), (grid(4, 6),)),
     ("auto_split_24_m4", unconstrained("m4", (4, 6), ("a",)), (grid(24),)),

@@ -276,7 +276,7 @@ Devices relayout_devices(std::span<const Layout> from, std::span<const Layout> t
       for (const Layout& l : side) {
         int64_t index = 0;
         for (const std::string& a : l.axes) index = index * axis_size(AxisNames(a)) + coords[a];
-        out.push_back(index);
+        out.push_back(l.index_of(index));
       }
       return out;
     };
@@ -546,10 +546,19 @@ std::string dims_str(std::span<const int> dims) {
 }
 
 // "P('a', ('a', 'b'))": the axes of each moved dim's layout.
+// The axes of a layout, a sub-axis in Shardy's form ('a':(2)2: the part of size 2 after a part
+// of size 2).
+std::string layout_str(const Layout& l) {
+  const std::string name = names_of(l.axes).repr();
+  if (l.div == 1 && l.mod == 0) return name;
+  const int64_t n = axis_size(names_of(l.axes)), size = l.mod ? l.mod : n / l.div;
+  return name + ":(" + std::to_string(n / (l.div * size)) + ")" + std::to_string(size);
+}
+
 std::string axes_str(std::span<const Layout> side) {
   std::string s = "P(";
   for (size_t i = 0; i < side.size(); ++i)
-    s += (i ? ", " : "") + (side[i].axes.empty() ? "None" : names_of(side[i].axes).repr());
+    s += (i ? ", " : "") + (side[i].axes.empty() ? "None" : layout_str(side[i]));
   return s + ")";
 }
 
@@ -567,12 +576,13 @@ std::string round_str(const std::vector<Move>& round, std::span<const Layout> fr
   }
   const bool same_axes = std::equal(from.begin(), from.end(), to.begin(), to.end(),
                                     [](const Layout& a, const Layout& b) {
-                                      return a.axes == b.axes;
+                                      return a.axes == b.axes && a.div == b.div &&
+                                             a.mod == b.mod;
                                     });
   if (!same_axes) {
     if (from.size() == 1)
-      return s + " from the blocks split by " + names_of(from[0].axes).repr() +
-             " to the blocks split by " + names_of(to[0].axes).repr();
+      return s + " from the blocks split by " + layout_str(from[0]) +
+             " to the blocks split by " + layout_str(to[0]);
     return s + " from the blocks split as " + axes_str(from) + " to the blocks split as " +
            axes_str(to);
   }

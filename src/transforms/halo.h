@@ -62,9 +62,21 @@ Array run(std::span<const DimPlan> plans, std::span<const Array> blocks, const A
 // the device with index i along them holds rows [i * block, (i + 1) * block) of the dim, those
 // past its extent padding. A split's blocks have the ceil size; a reshape's padded blocks of a
 // compound dim hold whole rows of its major factor (halo::relayout moves between the two).
+// With `div` or `mod`, a part of the axes splits the dim, a sub-axis: the block index is
+// (i / div) % mod (no wrap when mod is 0), so that a 4-way axis 'a' may split a [2] major
+// factor by its major half (div 2, Shardy's 'a':(1)2) and the minor factor by its minor half
+// (mod 2, 'a':(2)2).
 struct Layout {
   AxisList axes;
   int64_t block;
+  int64_t div = 1, mod = 0;
+
+  // The index of the block the device with index i along `axes` holds.
+  int64_t index_of(int64_t i) const {
+    i /= div;
+    return mod ? i % mod : i;
+  }
+  bool operator==(const Layout&) const = default;
 };
 
 // This device's block, laid out as `from` along `dims` (of `extents` rows), moved to the blocks

@@ -131,24 +131,96 @@ std::vector<int> padded_moves(const Split& from, const Split& to, const Shape& g
   return dims;
 }
 
+// The layouts of `dims` on both sides of a reshard from `from` to `to`, and their extents: what
+// halo::relayout moves between.
+struct DimLayouts {
+  std::vector<halo::Layout> source, target;
+  std::vector<int64_t> extents;
+};
+
+DimLayouts layouts_of(const Split& from, const Split& to, const Shape& global,
+                      const std::vector<int>& dims) {
+  DimLayouts l;
+  for (int d : dims) {
+    l.source.push_back(layout_of(from, global, d));
+    l.target.push_back(layout_of(to, global, d));
+    l.extents.push_back(global[d]);
+  }
+  return l;
+}
+
+// The bytes each device sends in halo::relayout of block `x` along `dims` laid out as `l`.
+std::optional<int64_t> relayout_bytes(const Array& x, const std::vector<int>& dims,
+                                      const DimLayouts& l) {
+  return halo::relayout_bytes(aval_of(x), dims, l.source, l.target, l.extents);
+}
+
 // x moved to `to` along `dims` by halo::relayout, when that sends no more bytes than one
 // all_gather of them would.
 std::optional<Array> relayout_if_cheaper(const Array& x, const Split& from, const Split& to,
                                          const Shape& global, const std::vector<int>& dims,
                                          const CollectiveLog& log) {
-  std::vector<halo::Layout> source, target;
-  std::vector<int64_t> extents;
   int64_t sources = 1;
-  for (int d : dims) {
-    source.push_back(layout_of(from, global, d));
-    target.push_back(layout_of(to, global, d));
-    extents.push_back(global[d]);
-    sources *= product(from[size_t(d)]);
-  }
-  const std::optional<int64_t> bytes =
-      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  for (int d : dims) sources *= product(from[size_t(d)]);
+  const DimLayouts l = layouts_of(from, to, global, dims);
+  const std::optional<int64_t> bytes = relayout_bytes(x, dims, l);
   if (sources == 1 || !bytes || *bytes > nbytes(x) * (sources - 1)) return std::nullopt;
-  return halo::relayout(x, dims, source, target, extents, log);
+  return halo::relayout(x, dims, l.source, l.target, l.extents, log);
+}
+
+// Axes moving whole from the minor end of dim `d` to the minor end of dim `e`, one of them split
+// unevenly, where their padded blocks nest: the block of `d` they leave holds whole blocks of
+// theirs (or the whole dim, its padding then sliced off), and the block of `e` they arrive on is
+// whole or holds whole blocks of the new split (padded at the end first when whole).
+struct PaddedAllToAll {
+  int d, e;
+  AxisList axes;
+};
+
+std::optional<PaddedAllToAll> padded_all_to_all_of(const Split& from, const Split& to,
+                                                   const Shape& global, int d, int e) {
+  const AxisList& kept = to[size_t(d)];
+  const AxisList& held = from[size_t(e)];
+  if (!is_prefix(kept, from[size_t(d)]) || !is_prefix(held, to[size_t(e)])) return std::nullopt;
+  const AxisList axes(from[size_t(d)].begin() + std::ptrdiff_t(kept.size()), from[size_t(d)].end());
+  if (axes.empty() || !std::equal(axes.begin(), axes.end(), to[size_t(e)].begin() +
+                                  std::ptrdiff_t(held.size()), to[size_t(e)].end()))
+    return std::nullopt;
+  auto ceil_div = [](int64_t n, int64_t k) { return (n + k - 1) / k; };
+  const int64_t m = product(axes), kd = product(kept), ke = product(held);
+  const bool leaves = kept.empty() || ceil_div(global[d], kd) == m * ceil_div(global[d], kd * m);
+  const bool arrives =
+      held.empty() || ceil_div(global[e], ke) == m * ceil_div(global[e], ke * m);
+  if (!leaves || !arrives) return std::nullopt;
+  return PaddedAllToAll{d, e, axes};
+}
+
+// x moved to `to` along the two `dims` by one all_to_all of the padded blocks, as XLA's
+// partitioner moves an axis off an unevenly split dim, when the blocks nest
+// (padded_all_to_all_of) and that sends no more bytes than the ppermutes of halo::relayout.
+std::optional<Array> padded_all_to_all(const Array& x, const Split& from, const Split& to,
+                                       const Shape& global, const std::vector<int>& dims,
+                                       const CollectiveLog& log) {
+  if (dims.size() != 2 || global[dims[0]] == 0 || global[dims[1]] == 0) return std::nullopt;
+  std::optional<PaddedAllToAll> move = padded_all_to_all_of(from, to, global, dims[0], dims[1]);
+  if (!move) move = padded_all_to_all_of(from, to, global, dims[1], dims[0]);
+  if (!move) return std::nullopt;
+  const int d = move->d, e = move->e;
+  const int64_t m = product(move->axes);
+  const int64_t rows = layout_of(to, global, e).block * m;
+  std::vector<lax::PadConfig> config(size_t(x.ndim()));
+  config[size_t(e)].high = rows - x.shape()[e];
+  const Array padded = rows == x.shape()[e] ? x : lax::pad(x, zeros(Shape{}, x.dtype()), config);
+  const int64_t bytes = nbytes(padded) * (m - 1) / m;
+  const std::optional<int64_t> ppermutes =
+      relayout_bytes(x, dims, layouts_of(from, to, global, dims));
+  if (ppermutes && *ppermutes < bytes) return std::nullopt;
+  log("all_to_all over " + names_of(move->axes).repr() + " from dim " + std::to_string(d) +
+          " to dim " + std::to_string(e) + " of the padded blocks",
+      bytes);
+  const Array y = all_to_all(padded, names_of(move->axes), e, d, AllToAllOptions{.tiled = true});
+  const int64_t block = layout_of(to, global, d).block;
+  return y.shape()[d] == block ? y : lax::slice_in_dim(y, 0, block, 1, d);
 }
 
 // The dims `padded_moves` names, moved to `to` by ppermutes (halo::relayout) when some stays
@@ -159,7 +231,9 @@ Array reshard_padded(Array x, Split& from, const Split& to, const Shape& global,
   const std::vector<int> dims = padded_moves(from, to, global);
   if (dims.empty()) return x;
   if (std::any_of(dims.begin(), dims.end(), [&](int d) { return !to[size_t(d)].empty(); })) {
-    if (std::optional<Array> y = relayout_if_cheaper(x, from, to, global, dims, log)) {
+    std::optional<Array> y = padded_all_to_all(x, from, to, global, dims, log);
+    if (!y) y = relayout_if_cheaper(x, from, to, global, dims, log);
+    if (y) {
       for (int d : dims) from[size_t(d)] = to[size_t(d)];
       return *y;
     }
@@ -246,17 +320,10 @@ std::optional<Array> relayout_if_fewer_bytes(const Array& x, Split& from, const 
       for (const std::string& a : from[d])
         if (std::find(axes.begin(), axes.end(), a) != axes.end()) return std::nullopt;
   if (dims.empty()) return std::nullopt;
-  std::vector<halo::Layout> source, target;
-  std::vector<int64_t> extents;
-  for (int d : dims) {
-    source.push_back(layout_of(from, global, d));
-    target.push_back(layout_of(to, global, d));
-    extents.push_back(global[d]);
-  }
-  const std::optional<int64_t> bytes =
-      halo::relayout_bytes(aval_of(x), dims, source, target, extents);
+  const DimLayouts l = layouts_of(from, to, global, dims);
+  const std::optional<int64_t> bytes = relayout_bytes(x, dims, l);
   if (!bytes || *bytes >= planned) return std::nullopt;
-  Array y = halo::relayout(x, dims, source, target, extents, log);
+  Array y = halo::relayout(x, dims, l.source, l.target, l.extents, log);
   for (int d : dims) from[size_t(d)] = to[size_t(d)];
   return y;
 }
@@ -805,6 +872,7 @@ class Partitioner {
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
     if (run_on_major_blocks(e, rule)) return;
+    if (run_on_sub_axes(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
     FactorChoice choice;
@@ -1019,6 +1087,111 @@ class Partitioner {
     }
     store_results(e, results, p->out);
     return true;
+  }
+
+  // The dims of one side of a reshape (`other`) that hold apart the two leading factors of a
+  // compound dim `dim` of the other side split by `axes`, and their layouts where that split
+  // is by sub-axes (k ways, k a multiple of the major factor's size s0, the next factor's size
+  // a multiple of r = k / s0): each block is one row of the major factor, split by the major
+  // part of the axes (div r), and the r-th part of the next, split by their minor part (mod r).
+  struct SubAxisDims {
+    std::vector<int> dims;
+    std::vector<halo::Layout> layouts;
+  };
+
+  std::optional<SubAxisDims> sub_axis_dims(const ShardingRule& rule, const ShardingRule::Dim& dim,
+                                           const AxisList& axes,
+                                           const ShardingRule::Tensor& other) const {
+    if (dim.size() < 2 || axes.empty()) return std::nullopt;
+    const int64_t k = product(axes), s0 = rule.factor_sizes[size_t(dim[0])],
+                  s1 = rule.factor_sizes[size_t(dim[1])];
+    if (k <= s0 || k % s0 != 0 || s1 % (k / s0) != 0) return std::nullopt;
+    const int64_t r = k / s0;
+    SubAxisDims out{{}, {{axes, 1, r, 0}, {axes, s1 / r, 1, r}}};
+    for (int f : {dim[0], dim[1]}) {
+      const auto at = std::find(other.begin(), other.end(), ShardingRule::Dim{f});
+      if (at == other.end()) return std::nullopt;
+      out.dims.push_back(int(at - other.begin()));
+    }
+    return out;
+  }
+
+  // Whether `split` splits only `dims`, and only by `axes` (a relayout's axes split no other
+  // dim).
+  static bool split_within(const Split& split, const std::vector<int>& dims, const AxisList& axes) {
+    for (size_t d = 0; d < split.size(); ++d) {
+      const bool moved = std::find(dims.begin(), dims.end(), int(d)) != dims.end();
+      for (const std::string& a : split[d])
+        if (!moved || std::find(axes.begin(), axes.end(), a) == axes.end()) return false;
+    }
+    return true;
+  }
+
+  // A reshape between a compound dim split by sub-axes (sub_axis_dims) and dims holding its
+  // factors apart ([2, 12] split on its 12 merged into [24] split 4 ways: block i is row i / 2
+  // and columns [6 (i % 2), 6 (i % 2) + 6); and the split back) runs on blocks of those
+  // sub-axes: the side holding the factors apart relayouts between its split and them (before
+  // the reshape for the operand, after it for the result), by ppermutes of the rows each device
+  // lacks, and the reshape is local. Taken when that sends fewer bytes than gathering the
+  // operand; XLA's partitioner moves such a reshape with an all-to-all and a collective-permute.
+  bool run_on_sub_axes(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) || e.inputs.size() != 1 ||
+        e.outputs.size() != 1 || rule.operands.size() != 1 || rule.results.size() != 1 ||
+        e.inputs[0].is_literal())
+      return false;
+    const Local& x = env_[size_t(e.inputs[0].var)];
+    const AbstractValue& in = global_.type_of(e.inputs[0]);
+    const AbstractValue& out = global_.types[size_t(e.outputs[0])];
+    const Split& want = splits_[size_t(e.outputs[0])].dims;
+    const int64_t gathers = nbytes(x.value) * (product(flattened(x.split)) - 1);
+    for (bool merge : {true, false}) {
+      const Split& compound = merge ? want : x.split;
+      const Split& apart = merge ? x.split : want;
+      const ShardingRule::Tensor& dims = merge ? rule.results[0] : rule.operands[0];
+      for (size_t c = 0; c < compound.size(); ++c) {
+        const std::optional<SubAxisDims> sub =
+            sub_axis_dims(rule, dims[c], compound[c], merge ? rule.operands[0] : rule.results[0]);
+        if (!sub || !split_within(compound, {int(c)}, compound[c]) ||
+            !split_within(apart, sub->dims, compound[c]))
+          continue;
+        const AbstractValue& held = merge ? in : out;
+        AbstractValue block = block_type(held, merge ? x.split : Split(size_t(held.shape.ndim())));
+        for (size_t i = 0; i < sub->dims.size(); ++i)
+          block.shape[sub->dims[i]] = sub->layouts[i].block;
+        const DimLayouts l = layouts_of(apart, apart, held.shape, sub->dims);
+        const std::optional<int64_t> bytes =
+            merge ? halo::relayout_bytes(aval_of(x.value), sub->dims, l.source, sub->layouts,
+                                         l.extents)
+                  : halo::relayout_bytes(block, sub->dims, sub->layouts, l.source, l.extents);
+        if (!bytes || *bytes >= gathers) continue;
+        const std::vector<AbstractValue> in_types{merge ? block : block_type(in, x.split)};
+        const std::vector<AbstractValue> out_types{merge ? block_type(out, want) : block};
+        LocalEquation local{e.primitive, e.params};
+        if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
+        if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+          continue;
+        const std::string sub_axes = "blocks of sub-axes of " + names_of(compound[c]).repr();
+        Array arg = x.value;
+        if (merge)
+          arg = halo::relayout(arg, sub->dims, l.source, sub->layouts, l.extents,
+                               logged("operand 0 of " + equation_name(e) + " is needed in " +
+                                      sub_axes));
+        Array result = spmd::bind(*local.primitive, std::vector<Array>{arg}, local.params)[0];
+        if (!merge)
+          result = halo::relayout(result, sub->dims, sub->layouts, l.source, l.extents,
+                                  logged("result 0 of " + equation_name(e) + " goes from " +
+                                         sub_axes + " to " + ValueSplit{want, {}}.spec().repr()));
+        store_results(e, {result}, {want});
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static AxisList flattened(const Split& split) {
+    AxisList out;
+    for (const AxisList& axes : split) out.insert(out.end(), axes.begin(), axes.end());
+    return out;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

@@ -7,7 +7,10 @@
 // all-to-alls and collective-permutes; a dynamic_slice at a runtime start gathers its operand's
 // dim, as XLA does. spmd never sends more bytes than XLA's compiled program. Reshards between
 // even splits whose axes change dims or order move the rows each device lacks by ppermutes
-// where that sends fewer bytes than all-to-alls and all-gathers (gen_even_reshard.py).
+// where that sends fewer bytes than all-to-alls and all-gathers (gen_even_reshard.py). A reshape
+// whose minor factor is split unevenly moves the axis by one all_to_all of the padded blocks, and
+// one whose blocks are parts of a row of its major factor runs on blocks of sub-axes
+// (gen_minor_reshape.py).
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -168,6 +171,15 @@ void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::st
   }
 }
 
+// `explain` of case `c` lists one collective: its line holds `what` and it sends `bytes`.
+void expect_one_collective(const Case& c, const std::string& what, int64_t bytes) {
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 1u) << text;
+  EXPECT_NE(sent[0].line.find(what), std::string::npos) << text;
+  EXPECT_EQ(sent[0].bytes, bytes) << text;
+}
+
 TEST(Uneven2, ResultsAndSplitsAreJaxs) {
   expect_results_are_jaxs(cases(), "uneven2");
 }
@@ -180,15 +192,10 @@ TEST(Uneven2, ExplainSendsNoMoreBytesThanXla) {
 // blocks of 6 are [6i, 6i + 6). Device i + 1 lacks the last 2, 4 and 6 elements of block i: one
 // round of 6 float32s (24 bytes), as XLA's one collective-permute of f32[6].
 TEST(Uneven2, AMergeSendsTheRowsTheNewBlocksLack) {
-  const Case c = cases()[0];
-  const std::string text = sp::jit(c.f).explain(c.args);
-  const std::vector<Sent> sent = account(text);
-  ASSERT_EQ(sent.size(), 1u) << text;
-  EXPECT_NE(sent[0].line.find("ppermute over 'a' along dim 0: round 1 of 1, 6 rows from the "
-                              "blocks of 8 rows to the blocks of 6 rows"),
-            std::string::npos)
-      << text;
-  EXPECT_EQ(sent[0].bytes, 24) << text;
+  expect_one_collective(cases()[0],
+                        "ppermute over 'a' along dim 0: round 1 of 1, 6 rows from the blocks of "
+                        "8 rows to the blocks of 6 rows",
+                        24);
 }
 
 // [10, 8] split 4 ways holds rows [3i, 3i + 3); [5, 16] split 4 ways needs rows [4i, 4i + 4) of
@@ -251,6 +258,158 @@ TEST(Uneven2Sweep, ReshapesAndReshardsAgreeWithTheUnsplitProgram) {
   }
 }
 
+// Reshapes whose minor factor is split unevenly (tools/goldens/gen_minor_reshape.py): [4, 6]
+// split on its 6 over 4 devices (blocks of 2, 2, 2 and 0) merged into [24] split 4 ways, and back.
+// The mesh axis moves between the padded minor dim and the major one by one all_to_all of the
+// padded blocks, as XLA's does; nothing is gathered inside.
+
+// [24] split 4 ways, reshaped to [4, 6] split on its 6, squared, and back to [24].
+Array round_trip(const std::vector<Array>& u) {
+  const Array y =
+      constrain(constrain(u[0] * 2, "m4", P("a")).reshape({4, 6}), "m4", P(sp::None, "a"));
+  return constrain((y * y).reshape({24}), "m4", P("a"));
+}
+
+// [24] split 4 ways, reshaped to [2, 12] split on its 12, squared, and back to [24].
+Array sub_round_trip(const std::vector<Array>& u) {
+  const Array y =
+      constrain(constrain(u[0] * 2, "m4", P("a")).reshape({2, 12}), "m4", P(sp::None, "a"));
+  return constrain((y * y).reshape({24}), "m4", P("a"));
+}
+
+// u * 2 split as `before`, reshaped to `shape` with no constraint on the result, plus 1.
+Fn unconstrained(std::string mesh, sp::Shape shape, P before) {
+  return [=](const std::vector<Array>& u) {
+    return constrain(u[0] * 2, mesh, before).reshape(shape) + 1;
+  };
+}
+
+std::vector<Case> minor_cases() {
+  const auto ab = sp::axes("a", "b");
+  const Fn merge = reshaped("m4", {24}, P(sp::None, "a"), P("a"));
+  // The gradient of the sum of squares of u merged into one dim split 4 ways.
+  const Fn grad = [](const std::vector<Array>& u) {
+    return sp::grad([](const Array& x) {
+      const Array y = reshaped("m4", {x.size()}, P(sp::None, "a"), P("a"))({x});
+      return sp::sum(y * y);
+    })(u[0]);
+  };
+  return {
+      {"merge_4x6_m4", merge, {grid({4, 6})}},
+      {"split_24_m4", reshaped("m4", {4, 6}, P("a"), P(sp::None, "a")), {grid({24})}},
+      {"round_trip_24_m4", round_trip, {grid({24})}},
+      {"merge_8x6_m42", reshaped("m42", {48}, P(sp::None, "a"), P("a")), {grid({8, 6})}},
+      {"merge_8x6_ba_m42", reshaped("m42", {48}, P("b", "a"), P(ab)), {grid({8, 6})}},
+      {"merge_2x3x4_m24", reshaped("m24", {6, 4}, P(sp::None, "a"), P("a")), {grid({2, 3, 4})}},
+      {"merge_2x3x4_ab_m24", reshaped("m24", {6, 4}, P(sp::None, "a", "b"), P("a", "b")),
+       {grid({2, 3, 4})}},
+      {"grad_merge_4x6_m4", grad, {grid({4, 6})}},
+      {"sub_merge_2x12_m4", reshaped("m4", {24}, P(sp::None, "a"), P("a")), {grid({2, 12})}},
+      {"sub_split_24_m4", reshaped("m4", {2, 12}, P("a"), P(sp::None, "a")), {grid({24})}},
+      {"sub_round_trip_24_m4", sub_round_trip, {grid({24})}},
+      {"sub_merge_2x16_m8", reshaped("m8", {32}, P(sp::None, "x"), P("x")), {grid({2, 16})}},
+      {"sub_merge_4x8_m8", reshaped("m8", {32}, P(sp::None, "x"), P("x")), {grid({4, 8})}},
+      {"sub_merge_2x8_tuple_m42", reshaped("m42", {16}, P(sp::None, ab), P(ab)), {grid({2, 8})}},
+      {"sub_merge_2x4x3_m8", reshaped("m8", {8, 3}, P(sp::None, "x", sp::None), P("x", sp::None)),
+       {grid({2, 4, 3})}},
+      {"grad_sub_merge_2x12_m4", grad, {grid({2, 12})}},
+      {"sub_merge_2x12_rows_m4", reshaped("m4", {24}, P("a", sp::None), P("a")), {grid({2, 12})}},
+      {"auto_merge_4x6_m4", unconstrained("m4", {24}, P(sp::None, "a")), {grid({4, 6})}},
+      {"auto_split_24_m4", unconstrained("m4", {4, 6}, P("a")), {grid({24})}},
+  };
+}
+
+TEST(MinorReshape, ResultsAndSplitsAreJaxs) {
+  expect_results_are_jaxs(minor_cases(), "minor_reshape");
+}
+
+TEST(MinorReshape, ExplainSendsNoMoreBytesThanXla) {
+  expect_no_more_bytes_than_xla(minor_cases(), "minor_reshape");
+}
+
+// [4, 6] split on its 6 holds columns [2i, 2i + 2) (device 3 only padding); [24] split 4 ways
+// needs row i. The axis moves from the padded dim 1 to dim 0 in one all_to_all of the padded
+// [4, 2] blocks: each device sends 3 of its 4 rows of 2 float32s (24 bytes), XLA's one
+// all-to-all; the ppermutes of the rows each device lacks sent as many bytes in 3 rounds.
+TEST(MinorReshape, AMergeIsOneAllToAllOfThePaddedBlocks) {
+  expect_one_collective(minor_cases()[0],
+                        "all_to_all over 'a' from dim 1 to dim 0 of the padded blocks: operand 0 "
+                        "of reshape",
+                        24);
+}
+
+// Under grad the reshape's transpose moves the cotangent back: [24] split 4 ways to [4, 6] split
+// on its 6, the padded dim 1 filled by one all_to_all too. The only all_gather is the gradient
+// leaving jit with its uneven dim gathered, as JAX's does.
+TEST(MinorReshape, ItsTransposeIsOneAllToAllToo) {
+  const Case c = minor_cases()[7];
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 3u) << text;
+  EXPECT_NE(sent[0].line.find("all_to_all over 'a' from dim 1 to dim 0 of the padded blocks"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(sent[1].line.find("all_to_all over 'a' from dim 0 to dim 1 of the padded blocks"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(sent[2].line.find("all_gather over 'a' along dim 1: output 0 leaves"),
+            std::string::npos)
+      << text;
+}
+
+// [2, 12] split on its 12 holds columns [3i, 3i + 3) of both rows; [24] split 4 ways needs row
+// i / 2, columns [6 (i % 2), 6 (i % 2) + 6): the major half of 'a' splits the rows and its
+// minor half the columns (Shardy's sub-axes 'a':(1)2 and 'a':(2)2). The operand moves to those
+// blocks by two rounds of 3 float32s (24 bytes; XLA's all-to-all and collective-permute send
+// 36) and the reshape is local; gathering the operand sent 72.
+TEST(MinorReshape, AMergeIntoPartsOfRowsMovesToSubAxes) {
+  const Case c = minor_cases()[8];
+  ASSERT_EQ(c.name, "sub_merge_2x12_m4");
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 2u) << text;
+  for (const Sent& s : sent) {
+    EXPECT_NE(s.line.find("a box of 1x3 rows from the blocks split as P(None, 'a') to the blocks "
+                          "split as P('a':(1)2, 'a':(2)2): operand 0 of reshape"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(s.bytes, 12) << text;
+  }
+}
+
+// Merges of a minor factor split unevenly into one dim split as the whole was, and the splits
+// back, over 1-D and 2-D meshes (an axis kept on the major dim, tuples of axes, blocks that are
+// parts of one row of the major factor), agree with the unsplit program exactly, whichever way
+// the partitioner moves them.
+TEST(MinorReshapeSweep, MergesAndSplitsAgreeWithTheUnsplitProgram) {
+  const auto ab = sp::axes("a", "b");
+  const auto ba = sp::axes("b", "a");
+  struct Specs {
+    const char* mesh;
+    P split, merged;
+  };
+  const std::vector<Specs> specs = {
+      {"m4", P(sp::None, "a"), P("a")},      {"m8", P(sp::None, "x"), P("x")},
+      {"m42", P(sp::None, "a"), P("a")},     {"m42", P(sp::None, ab), P(ab)},
+      {"m42", P("b", "a"), P(ba)},           {"m24", P("a", "b"), P(ab)},
+      {"m24", P(sp::None, "b"), P("b")},
+  };
+  for (const Specs& s : specs)
+    for (int64_t rows : {2, 4, 8, 16})
+      for (int64_t cols : {1, 3, 5, 6, 7, 8, 12}) {
+        const Array x = grid({rows, cols});
+        const Array flat = grid({rows * cols});
+        const Array merged =
+            sp::jit(reshaped(s.mesh, {rows * cols}, s.split, s.merged))(std::vector<Array>{x});
+        EXPECT_TRUE(sp::array_equal(merged, (x * 2).reshape({rows * cols}) + 1))
+            << "merge " << s.mesh << " " << rows << "x" << cols << "\n" << merged;
+        const Array split =
+            sp::jit(reshaped(s.mesh, {rows, cols}, s.merged, s.split))(std::vector<Array>{flat});
+        EXPECT_TRUE(sp::array_equal(split, (flat * 2).reshape({rows, cols}) + 1))
+            << "split " << s.mesh << " " << rows << "x" << cols << "\n" << split;
+      }
+}
+
 // Reshards between even splits whose axes change dims or order (tools/goldens/gen_even_reshard.py).
 std::vector<Case> even_cases() {
   const auto ab = sp::axes("a", "b");
@@ -283,14 +442,8 @@ TEST(EvenReshard, ExplainSendsNoMoreBytesThanXla) {
 // P(('a', 'b')) to P(('b', 'a')) of [8, 4] on 4 x 2 devices: each device's row goes to one other
 // device, one round of 16 bytes, where gathering both axes and slicing sent 7 rows (112 bytes).
 TEST(EvenReshard, SwappedTupleAxesSwapBlocks) {
-  const Case c = even_cases()[4];
-  const std::string text = sp::jit(c.f).explain(c.args);
-  const std::vector<Sent> sent = account(text);
-  ASSERT_EQ(sent.size(), 1u) << text;
-  EXPECT_NE(sent[0].line.find("ppermute over ('a', 'b') along dim 0: round 1 of 1, 1 row"),
-            std::string::npos)
-      << text;
-  EXPECT_EQ(sent[0].bytes, 16) << text;
+  expect_one_collective(even_cases()[4],
+                        "ppermute over ('a', 'b') along dim 0: round 1 of 1, 1 row", 16);
 }
 
 // An axis moving whole between dims stays an all_to_all (7/8 of a block, the fewest).

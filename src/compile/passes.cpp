@@ -4,6 +4,7 @@
 #include "compile/executable.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
+#include "prims/collectives.h"
 #include "prims/indexing.h"
 #include "prims/primitive.h"
 
@@ -461,6 +462,183 @@ Program slice_before_elementwise(const Program& p) {
 
 namespace {
 
+// The collectives' axes as a list of names with their sizes from `axes`; nullopt when a name is
+// not there.
+std::optional<std::vector<int64_t>> sizes_of(const std::vector<std::string>& names,
+                                             const AxisSizes& axes) {
+  std::vector<int64_t> out;
+  for (const std::string& n : names) {
+    auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == n; });
+    if (it == axes.end()) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+// Evaluates 0-d atoms of a program on one device: axis_index over some of `names` (of sizes
+// `sizes`) gives that device's index along them, `index` holding its index along each name; other
+// equations on 0-d values compute as their primitive does. Anything else
+// (an input, a device-dependent or effectful equation, a non-scalar) has no value here.
+class DeviceScalars {
+ public:
+  DeviceScalars(const Program& p, std::span<const int> producer,
+                const std::vector<std::string>& names, std::span<const int64_t> sizes,
+                std::span<const int64_t> index)
+      : p_(p), producer_(producer), names_(names), sizes_(sizes), index_(index) {}
+
+  std::optional<int64_t> integer(const Atom& a) {
+    std::optional<Array> v = value(a);
+    if (!v || v->ndim() != 0) return std::nullopt;
+    if (v->dtype() == DType::int32) return v->item<int32_t>();
+    if (v->dtype() == DType::int64) return v->item<int64_t>();
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<Array> value(const Atom& a) {
+    if (a.is_literal()) return a.literal;
+    auto known = memo_.find(a.var);
+    if (known != memo_.end()) return known->second;
+    const int i = producer_[size_t(a.var)];
+    if (i < 0 || p_.types[size_t(a.var)].shape.ndim() != 0) return std::nullopt;
+    std::optional<Array> v = evaluate(p_.equations[size_t(i)], a.var);
+    if (v) memo_[a.var] = *v;
+    return v;
+  }
+
+  std::optional<Array> evaluate(const Equation& e, int var) {
+    if (e.primitive->name == "axis_index") {
+      // Over several axes: the index along them, the first major.
+      int64_t linear = 0;
+      for (const std::string& axis : collectives::read_names(e.params)) {
+        auto it = std::find(names_.begin(), names_.end(), axis);
+        if (it == names_.end()) return std::nullopt;
+        const size_t k = size_t(it - names_.begin());
+        linear = linear * sizes_[k] + index_[k];
+      }
+      return full(Shape(), Array(double(linear)), p_.types[size_t(var)].dtype);
+    }
+    if (e.primitive->effectful || e.primitive->device_dependent || e.primitive->eager)
+      return std::nullopt;
+    std::vector<Array> ins;
+    for (const Atom& a : e.inputs) {
+      std::optional<Array> v = value(a);
+      if (!v) return std::nullopt;
+      ins.push_back(*v);
+    }
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) memo_[e.outputs[k]] = outs[k];
+    return memo_[var];
+  }
+
+  const Program& p_;
+  std::span<const int> producer_;
+  const std::vector<std::string>& names_;
+  std::span<const int64_t> sizes_;
+  std::span<const int64_t> index_;
+  std::unordered_map<int, Array> memo_;
+};
+
+// The dim along which dynamic_slice `slice` keeps, of its operand, the block that each device's
+// index over `names` (of sizes `sizes`, the first name major) selects: the operand split into
+// as many equal blocks as the axes have devices along that dim, whole along the others, and the
+// start on every device (evaluated device by device) block index × block size there and 0
+// elsewhere. nullopt when the slice is anything else.
+std::optional<int> own_block_dim(const Program& p, std::span<const int> producer,
+                                 const Equation& slice, const std::vector<std::string>& names,
+                                 const std::vector<int64_t>& sizes) {
+  const Shape& whole = p.type_of(slice.inputs[0]).shape;
+  const std::vector<int64_t>& window = slice.params.get_ints("slice_sizes");
+  int64_t devices = 1;
+  for (int64_t s : sizes) devices *= s;
+  std::optional<int> dim;
+  for (int d = 0; d < whole.ndim(); ++d) {
+    if (window[size_t(d)] == whole[d]) continue;
+    if (dim || window[size_t(d)] * devices != whole[d]) return std::nullopt;
+    dim = d;
+  }
+  if (!dim || devices < 2) return std::nullopt;
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (int64_t block = 0; block < devices; ++block) {
+    for (int64_t rest = block, k = int64_t(sizes.size()) - 1; k >= 0; --k) {
+      index[size_t(k)] = rest % sizes[size_t(k)];
+      rest /= sizes[size_t(k)];
+    }
+    DeviceScalars scalars(p, producer, names, sizes, index);
+    for (int d = 0; d < whole.ndim(); ++d) {
+      const int64_t expected = d == *dim ? block * window[size_t(d)] : 0;
+      if (scalars.integer(slice.inputs[size_t(d) + 1]) != expected) return std::nullopt;
+    }
+  }
+  return dim;
+}
+
+// Whether collective `e` runs over named axes only, without axis_index_groups, on one operand.
+bool plain_collective(const Equation& e) {
+  return e.inputs.size() == 1 && e.outputs.size() == 1 && !e.inputs[0].is_literal() &&
+         !collectives::read_groups(e.params);
+}
+
+// The psum_scatter that gives each device the block `slice` takes of psum `sum`'s result.
+Equation scatter_of(const Equation& sum, const Equation& slice, const std::vector<std::string>& names,
+                    int64_t devices, int dim) {
+  Params params{{"axis_index_groups", collectives::groups_param(std::nullopt)},
+                {"axis_name", collectives::tuple_param(names)},
+                {"axis_size", devices},
+                {"scatter_dimension", int64_t(dim)},
+                {"tiled", true}};
+  return Equation{&primitive("reduce_scatter"), std::move(params), sum.inputs, slice.outputs};
+}
+
+}  // namespace
+
+Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
+  if (axes.empty()) return p;
+  const auto [readers, producer] = readers_and_producers(p);
+  Program out = p;
+  std::vector<bool> keep(p.equations.size(), true);
+  std::vector<Atom> substitute(p.types.size());
+  bool changed = false;
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& slice = p.equations[i];
+    if (slice.primitive != &dynamic_slice_primitive() || slice.inputs[0].is_literal()) continue;
+    const int from = producer[size_t(slice.inputs[0].var)];
+    if (from < 0 || !plain_collective(p.equations[size_t(from)])) continue;
+    const Equation& c = p.equations[size_t(from)];
+    const bool sum = c.primitive->name == "psum" && readers[size_t(slice.inputs[0].var)] == 1;
+    const bool gather = c.primitive->name == "all_gather" && c.params.get<bool>("tiled");
+    if (!sum && !gather) continue;
+    const std::vector<std::string> names =
+        sum ? collectives::named_axes(collectives::read_axes(c.params))
+            : collectives::read_names(c.params);
+    if (sum && names.size() != collectives::read_axes(c.params).size()) continue;
+    const std::optional<std::vector<int64_t>> sizes = sizes_of(names, axes);
+    if (!sizes) continue;
+    const std::optional<int> dim = own_block_dim(p, producer, slice, names, *sizes);
+    if (!dim) continue;
+    changed = true;
+    if (sum) {
+      int64_t devices = 1;
+      for (int64_t s : *sizes) devices *= s;
+      out.equations[i] = scatter_of(c, slice, names, devices, *dim);
+      keep[size_t(from)] = false;
+    } else if (c.params.get_int("all_gather_dimension") == *dim) {
+      substitute[size_t(slice.outputs[0])] = c.inputs[0];
+      keep[i] = false;
+    }
+  }
+  if (!changed) return p;
+  auto resolve = [&](const Atom& a) {
+    return !a.is_literal() && substitute[size_t(a.var)].var >= 0 ? substitute[size_t(a.var)] : a;
+  };
+  for (Equation& e : out.equations)
+    for (Atom& a : e.inputs) a = resolve(a);
+  for (Atom& a : out.outputs) a = resolve(a);
+  return compact(out, keep);
+}
+
+namespace {
+
 // Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
 // value (a constant expression or a scalar's broadcast, not 0-d) reading a copy of its own.
 class ConstantSplitter {
@@ -575,11 +753,12 @@ Program split_constant_uses(const Program& p) {
   return ConstantSplitter(p).run();
 }
 
-Program optimize(const Program& p) {
+Program optimize(const Program& p, const AxisSizes& axes) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
   q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
   q = slice_before_elementwise(unit_broadcasts_to_reshapes(q));
+  q = dead_code_elimination(own_blocks_of_collectives(q, axes));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = [] {
     const char* env = std::getenv("SPMD_FUSION");

@@ -3,8 +3,12 @@
 
 #include "ir/program.h"
 
+#include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace spmd {
 
@@ -55,8 +59,18 @@ Program slice_before_elementwise(const Program& p);
 // Variable ids of `p` keep their meaning; the copies take new ids, and originals left unused
 // are dropped.
 Program split_constant_uses(const Program& p);
+// The sizes of the mesh axes a per-device program runs over, by name (Mesh::shape()).
+using AxisSizes = std::vector<std::pair<std::string, int64_t>>;
+// A dynamic_slice that keeps, along one dim, the block of a collective's result that the device's
+// own index over the collective's axes selects (the block size times that index as its start,
+// evaluated device by device; 0 along the other dims) reads less: of a psum's result that
+// nothing else reads, it becomes a psum_scatter (each device sums and writes its block alone);
+// of a tiled all_gather's result along the gathered dim, it is the all_gather's operand, the
+// device's own block. The values are the same bit for bit. `axes` gives the axes' sizes; with
+// none (a program not on a mesh) nothing changes.
+Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
-// the next.
-Program optimize(const Program& p);
+// the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).
+Program optimize(const Program& p, const AxisSizes& axes = {});
 
 }  // namespace spmd

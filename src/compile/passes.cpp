@@ -639,6 +639,78 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
 
 namespace {
 
+// The index of an all_to_all in `p` that sends `x` over the axes `names` (no groups), splitting
+// dim `split` and concatenating dim 0, tiled; nullopt when there is none.
+std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<std::string>& names,
+                                    int64_t split) {
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& t = p.equations[i];
+    if (t.primitive->name != "all_to_all" || !plain_collective(t) || t.inputs[0].var != x)
+      continue;
+    if (t.params.get<bool>("tiled") && t.params.get_int("split_axis") == split &&
+        t.params.get_int("concat_axis") == 0 && collectives::read_names(t.params) == names)
+      return i;
+  }
+  return std::nullopt;
+}
+
+// For sums_from_all_to_alls: the index of the all_to_all whose result, summed over dim 0, is
+// psum_scatter `r`'s result (see there), or nullopt.
+std::optional<size_t> all_to_all_for(const Program& p, std::span<const int> producer,
+                                     const Equation& r) {
+  if (r.primitive->name != "reduce_scatter" || !plain_collective(r) || !r.params.get<bool>("tiled"))
+    return std::nullopt;
+  const int from = producer[size_t(r.inputs[0].var)];
+  if (from < 0) return std::nullopt;
+  const Equation& sum = p.equations[size_t(from)];
+  if (sum.primitive->name != "reduce_sum" || sum.inputs[0].is_literal() ||
+      sum.params.get_ints("axes") != std::vector<int64_t>{0})
+    return std::nullopt;
+  const std::optional<size_t> t =
+      all_to_all_of(p, sum.inputs[0].var, collectives::read_names(r.params),
+                    r.params.get_int("scatter_dimension") + 1);
+  if (!t) return std::nullopt;
+  std::vector<int64_t> summed = p.types[size_t(p.equations[*t].outputs[0])].shape.dims();
+  summed.erase(summed.begin());
+  if (summed != p.types[size_t(r.outputs[0])].shape.dims()) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
+Program sums_from_all_to_alls(const Program& p) {
+  const auto [readers, producer] = readers_and_producers(p);
+  // Per equation, what runs in its place: a psum_scatter's sum, preceded by its all_to_all when
+  // that came later (its operand is ready, since the sum's is the same); a moved all_to_all,
+  // nothing.
+  std::vector<std::optional<std::vector<Equation>>> replaced(p.equations.size());
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& r = p.equations[i];
+    const std::optional<size_t> t = all_to_all_for(p, producer, r);
+    if (!t || (*t > i && replaced[*t])) continue;
+    const Equation& sum = p.equations[size_t(producer[size_t(r.inputs[0].var)])];
+    std::vector<Equation> here;
+    if (*t > i) {
+      here.push_back(p.equations[*t]);
+      replaced[*t].emplace();
+    }
+    here.push_back(
+        Equation{sum.primitive, sum.params, {Atom::of_var(p.equations[*t].outputs[0])}, r.outputs});
+    replaced[i] = std::move(here);
+  }
+  Program out = p;
+  out.equations.clear();
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    if (!replaced[i])
+      out.equations.push_back(p.equations[i]);
+    else
+      out.equations.insert(out.equations.end(), replaced[i]->begin(), replaced[i]->end());
+  }
+  return out;
+}
+
+namespace {
+
 // Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
 // value (a constant expression or a scalar's broadcast, not 0-d) reading a copy of its own.
 class ConstantSplitter {
@@ -758,7 +830,7 @@ Program optimize(const Program& p, const AxisSizes& axes) {
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
   q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
   q = slice_before_elementwise(unit_broadcasts_to_reshapes(q));
-  q = dead_code_elimination(own_blocks_of_collectives(q, axes));
+  q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = [] {
     const char* env = std::getenv("SPMD_FUSION");

@@ -69,6 +69,13 @@ using AxisSizes = std::vector<std::pair<std::string, int64_t>>;
 // device's own block. The values are the same bit for bit. `axes` gives the axes' sizes; with
 // none (a program not on a mesh) nothing changes.
 Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes);
+// A psum_scatter (tiled, along dim s) of a sum over dim 0 of `x`, where the program also sends
+// `x` through an all_to_all over the same axes that splits dim s + 1 and concatenates dim 0,
+// becomes the sum over dim 0 of that all_to_all's result: each device already receives every
+// row of its block of columns, so it sums them without meeting its peers again (a bias's
+// gradient beside its weight's, at data parallel). The sum runs in another order (all rows at
+// once, where the psum_scatter added each device's partial sums).
+Program sums_from_all_to_alls(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
 // the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).
 Program optimize(const Program& p, const AxisSizes& axes = {});

@@ -1,5 +1,6 @@
-// own_blocks_of_collectives: a device's own block of a psum becomes a psum_scatter, and its own
-// block of an all_gather the gathered operand, with the same values bit for bit.
+// Passes that rewrite collectives of per-device programs: own_blocks_of_collectives (a device's
+// own block of a psum becomes a psum_scatter, of an all_gather the gathered operand, with the same
+// values bit for bit) and sums_from_all_to_alls.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
@@ -124,6 +125,37 @@ TEST(OwnBlocksOfCollectives, ADevicesOwnBlockOfAnAllGatherIsItsOperand) {
   auto [own, all] = sp::jit(gather_shard_map())(x);
   EXPECT_EQ(own.to_vector<float>(), (x * 2.0f).to_vector<float>());
   EXPECT_EQ(all.to_vector<float>(), x.to_vector<float>());
+}
+
+// A bias's gradient beside its weight's at data parallel: the column sums of each device's rows,
+// psum_scattered, where the all_to_all of the same rows already gives each device all rows of its
+// columns.
+auto bias_and_weight_shard_map() {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array bias = sp::psum_scatter(x.sum({0}), "d", {.scatter_dimension = 0, .tiled = true});
+    Array columns = sp::all_to_all(x, "d", 1, 0, {.tiled = true});
+    return std::make_tuple(bias, columns * 2.0f);
+  };
+  return sp::shard_map(body, sp::make_mesh({8}, {"d"}), {P("d")}, {P("d"), P(sp::None, "d")},
+                       unchecked);
+}
+
+TEST(SumsFromAllToAlls, APsumScatterOfColumnSumsSumsTheAllToAllsRows) {
+  const Array x = rows(64, 16);
+  const sp::Program before = per_device(bias_and_weight_shard_map(), x);
+  ASSERT_EQ(count_of(before, "reduce_scatter"), 1) << before.str();
+  const sp::Program after = sp::dead_code_elimination(sp::sums_from_all_to_alls(before));
+  EXPECT_EQ(count_of(after, "reduce_scatter"), 0) << after.str();
+  EXPECT_EQ(count_of(after, "all_to_all"), 1) << after.str();
+  ASSERT_EQ(count_of(after, "reduce_sum"), 1) << after.str();
+  for (const sp::Equation& e : after.equations)
+    if (e.primitive->name == "reduce_sum")
+      EXPECT_EQ(after.types[size_t(e.inputs[0].var)].shape, (sp::Shape{64, 2})) << after.str();
+  auto [bias, columns] = sp::jit(bias_and_weight_shard_map())(x);
+  EXPECT_TRUE(sp::allclose(bias, x.sum({0}), 1e-5, 1e-3)) << bias << "\n" << x.sum({0});
+  EXPECT_EQ(columns.to_vector<float>(), (x * 2.0f).to_vector<float>());
 }
 
 }  // namespace

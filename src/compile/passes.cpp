@@ -507,7 +507,7 @@ class DeviceScalars {
   }
 
   std::optional<Array> evaluate(const Equation& e, int var) {
-    if (e.primitive->name == "axis_index") {
+    if (e.primitive == &collectives::axis_index_primitive()) {
       // Over several axes: the index along them, the first major.
       int64_t linear = 0;
       for (const std::string& axis : collectives::read_names(e.params)) {
@@ -587,7 +587,7 @@ Equation scatter_of(const Equation& sum, const Equation& slice, const std::vecto
                 {"axis_size", devices},
                 {"scatter_dimension", int64_t(dim)},
                 {"tiled", true}};
-  return Equation{&primitive("reduce_scatter"), std::move(params), sum.inputs, slice.outputs};
+  return Equation{&collectives::reduce_scatter_primitive(), std::move(params), sum.inputs, slice.outputs};
 }
 
 }  // namespace
@@ -605,8 +605,8 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
     const int from = producer[size_t(slice.inputs[0].var)];
     if (from < 0 || !plain_collective(p.equations[size_t(from)])) continue;
     const Equation& c = p.equations[size_t(from)];
-    const bool sum = c.primitive->name == "psum" && readers[size_t(slice.inputs[0].var)] == 1;
-    const bool gather = c.primitive->name == "all_gather" && c.params.get<bool>("tiled");
+    const bool sum = c.primitive == &collectives::psum_primitive() && readers[size_t(slice.inputs[0].var)] == 1;
+    const bool gather = c.primitive == &collectives::all_gather_primitive() && c.params.get<bool>("tiled");
     if (!sum && !gather) continue;
     const std::vector<std::string> names =
         sum ? collectives::named_axes(collectives::read_axes(c.params))
@@ -645,7 +645,7 @@ std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<s
                                     int64_t split) {
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& t = p.equations[i];
-    if (t.primitive->name != "all_to_all" || !plain_collective(t) || t.inputs[0].var != x)
+    if (t.primitive != &collectives::all_to_all_primitive() || !plain_collective(t) || t.inputs[0].var != x)
       continue;
     if (t.params.get<bool>("tiled") && t.params.get_int("split_axis") == split &&
         t.params.get_int("concat_axis") == 0 && collectives::read_names(t.params) == names)
@@ -658,7 +658,7 @@ std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<s
 // psum_scatter `r`'s result (see there), or nullopt.
 std::optional<size_t> all_to_all_for(const Program& p, std::span<const int> producer,
                                      const Equation& r) {
-  if (r.primitive->name != "reduce_scatter" || !plain_collective(r) || !r.params.get<bool>("tiled"))
+  if (r.primitive != &collectives::reduce_scatter_primitive() || !plain_collective(r) || !r.params.get<bool>("tiled"))
     return std::nullopt;
   const int from = producer[size_t(r.inputs[0].var)];
   if (from < 0) return std::nullopt;

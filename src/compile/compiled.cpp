@@ -83,7 +83,7 @@ Compiled::Compiled(const Program& program, bool optimize)
 Compiled::Compiled(const Program& body, const Mesh& mesh, std::span<const PartitionSpec> in_specs,
                    std::span<const PartitionSpec> out_specs,
                    std::span<const AbstractValue> out_types)
-    : executable_(std::make_shared<const Executable>(body)) {
+    : executable_(std::make_shared<const Executable>(body, true, mesh.shape())) {
   launchable_.body = body_of(executable_);
   launchable_.owning_body = owning_body_of(executable_);
   launchable_.device_ids = mesh.device_ids();

@@ -127,8 +127,9 @@ ProgramScope::~ProgramScope() {
   --t_program_depth;
 }
 
-Executable::Executable(const Program& program, bool optimized)
-    : program_(optimized ? optimize(program) : program) {
+Executable::Executable(const Program& program, bool optimized,
+                       const std::vector<std::pair<std::string, int64_t>>& axes)
+    : program_(optimized ? optimize(program, axes) : program) {
   const Program& p = program_;
   std::vector<int> last_use(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i)

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spmd {
@@ -34,8 +35,10 @@ class ProgramScope {
 
 class Executable {
  public:
-  // Optimises `program` (passes.h), unless told not to, and plans its execution.
-  explicit Executable(const Program& program, bool optimize = true);
+  // Optimises `program` (passes.h), unless told not to, and plans its execution. `axes`: the
+  // sizes of the mesh axes a per-device program runs over, by name (none off a mesh).
+  explicit Executable(const Program& program, bool optimize = true,
+                      const std::vector<std::pair<std::string, int64_t>>& axes = {});
   std::vector<Array> run(std::span<const Array> args) const;
   // As run(args), where `donated[i]` says argument i's buffer may take the result of an
   // elementwise equation of its size after the argument's last use, when no other Array holds

@@ -4,6 +4,7 @@
 #include "compile/executable.h"
 #include "compile/fusion.h"
 #include "core/trace.h"
+#include "prims/collectives.h"
 #include "prims/indexing.h"
 #include "prims/primitive.h"
 
@@ -461,6 +462,255 @@ Program slice_before_elementwise(const Program& p) {
 
 namespace {
 
+// The collectives' axes as a list of names with their sizes from `axes`; nullopt when a name is
+// not there.
+std::optional<std::vector<int64_t>> sizes_of(const std::vector<std::string>& names,
+                                             const AxisSizes& axes) {
+  std::vector<int64_t> out;
+  for (const std::string& n : names) {
+    auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == n; });
+    if (it == axes.end()) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+// Evaluates 0-d atoms of a program on one device: axis_index over some of `names` (of sizes
+// `sizes`) gives that device's index along them, `index` holding its index along each name; other
+// equations on 0-d values compute as their primitive does. Anything else
+// (an input, a device-dependent or effectful equation, a non-scalar) has no value here.
+class DeviceScalars {
+ public:
+  DeviceScalars(const Program& p, std::span<const int> producer,
+                const std::vector<std::string>& names, std::span<const int64_t> sizes,
+                std::span<const int64_t> index)
+      : p_(p), producer_(producer), names_(names), sizes_(sizes), index_(index) {}
+
+  std::optional<int64_t> integer(const Atom& a) {
+    std::optional<Array> v = value(a);
+    if (!v || v->ndim() != 0) return std::nullopt;
+    if (v->dtype() == DType::int32) return v->item<int32_t>();
+    if (v->dtype() == DType::int64) return v->item<int64_t>();
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<Array> value(const Atom& a) {
+    if (a.is_literal()) return a.literal;
+    auto known = memo_.find(a.var);
+    if (known != memo_.end()) return known->second;
+    const int i = producer_[size_t(a.var)];
+    if (i < 0 || p_.types[size_t(a.var)].shape.ndim() != 0) return std::nullopt;
+    std::optional<Array> v = evaluate(p_.equations[size_t(i)], a.var);
+    if (v) memo_[a.var] = *v;
+    return v;
+  }
+
+  std::optional<Array> evaluate(const Equation& e, int var) {
+    if (e.primitive == &collectives::axis_index_primitive()) {
+      // Over several axes: the index along them, the first major.
+      int64_t linear = 0;
+      for (const std::string& axis : collectives::read_names(e.params)) {
+        auto it = std::find(names_.begin(), names_.end(), axis);
+        if (it == names_.end()) return std::nullopt;
+        const size_t k = size_t(it - names_.begin());
+        linear = linear * sizes_[k] + index_[k];
+      }
+      return full(Shape(), Array(double(linear)), p_.types[size_t(var)].dtype);
+    }
+    if (e.primitive->effectful || e.primitive->device_dependent || e.primitive->eager)
+      return std::nullopt;
+    std::vector<Array> ins;
+    for (const Atom& a : e.inputs) {
+      std::optional<Array> v = value(a);
+      if (!v) return std::nullopt;
+      ins.push_back(*v);
+    }
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) memo_[e.outputs[k]] = outs[k];
+    return memo_[var];
+  }
+
+  const Program& p_;
+  std::span<const int> producer_;
+  const std::vector<std::string>& names_;
+  std::span<const int64_t> sizes_;
+  std::span<const int64_t> index_;
+  std::unordered_map<int, Array> memo_;
+};
+
+// The dim along which dynamic_slice `slice` keeps, of its operand, the block that each device's
+// index over `names` (of sizes `sizes`, the first name major) selects: the operand split into
+// as many equal blocks as the axes have devices along that dim, whole along the others, and the
+// start on every device (evaluated device by device) block index × block size there and 0
+// elsewhere. nullopt when the slice is anything else.
+std::optional<int> own_block_dim(const Program& p, std::span<const int> producer,
+                                 const Equation& slice, const std::vector<std::string>& names,
+                                 const std::vector<int64_t>& sizes) {
+  const Shape& whole = p.type_of(slice.inputs[0]).shape;
+  const std::vector<int64_t>& window = slice.params.get_ints("slice_sizes");
+  int64_t devices = 1;
+  for (int64_t s : sizes) devices *= s;
+  std::optional<int> dim;
+  for (int d = 0; d < whole.ndim(); ++d) {
+    if (window[size_t(d)] == whole[d]) continue;
+    if (dim || window[size_t(d)] * devices != whole[d]) return std::nullopt;
+    dim = d;
+  }
+  if (!dim || devices < 2) return std::nullopt;
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (int64_t block = 0; block < devices; ++block) {
+    for (int64_t rest = block, k = int64_t(sizes.size()) - 1; k >= 0; --k) {
+      index[size_t(k)] = rest % sizes[size_t(k)];
+      rest /= sizes[size_t(k)];
+    }
+    DeviceScalars scalars(p, producer, names, sizes, index);
+    for (int d = 0; d < whole.ndim(); ++d) {
+      const int64_t expected = d == *dim ? block * window[size_t(d)] : 0;
+      if (scalars.integer(slice.inputs[size_t(d) + 1]) != expected) return std::nullopt;
+    }
+  }
+  return dim;
+}
+
+// Whether collective `e` runs over named axes only, without axis_index_groups, on one operand.
+bool plain_collective(const Equation& e) {
+  return e.inputs.size() == 1 && e.outputs.size() == 1 && !e.inputs[0].is_literal() &&
+         !collectives::read_groups(e.params);
+}
+
+// The psum_scatter that gives each device the block `slice` takes of psum `sum`'s result.
+Equation scatter_of(const Equation& sum, const Equation& slice, const std::vector<std::string>& names,
+                    int64_t devices, int dim) {
+  Params params{{"axis_index_groups", collectives::groups_param(std::nullopt)},
+                {"axis_name", collectives::tuple_param(names)},
+                {"axis_size", devices},
+                {"scatter_dimension", int64_t(dim)},
+                {"tiled", true}};
+  return Equation{&collectives::reduce_scatter_primitive(), std::move(params), sum.inputs, slice.outputs};
+}
+
+}  // namespace
+
+Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
+  if (axes.empty()) return p;
+  const auto [readers, producer] = readers_and_producers(p);
+  Program out = p;
+  std::vector<bool> keep(p.equations.size(), true);
+  std::vector<Atom> substitute(p.types.size());
+  bool changed = false;
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& slice = p.equations[i];
+    if (slice.primitive != &dynamic_slice_primitive() || slice.inputs[0].is_literal()) continue;
+    const int from = producer[size_t(slice.inputs[0].var)];
+    if (from < 0 || !plain_collective(p.equations[size_t(from)])) continue;
+    const Equation& c = p.equations[size_t(from)];
+    const bool sum = c.primitive == &collectives::psum_primitive() && readers[size_t(slice.inputs[0].var)] == 1;
+    const bool gather = c.primitive == &collectives::all_gather_primitive() && c.params.get<bool>("tiled");
+    if (!sum && !gather) continue;
+    const std::vector<std::string> names =
+        sum ? collectives::named_axes(collectives::read_axes(c.params))
+            : collectives::read_names(c.params);
+    if (sum && names.size() != collectives::read_axes(c.params).size()) continue;
+    const std::optional<std::vector<int64_t>> sizes = sizes_of(names, axes);
+    if (!sizes) continue;
+    const std::optional<int> dim = own_block_dim(p, producer, slice, names, *sizes);
+    if (!dim) continue;
+    changed = true;
+    if (sum) {
+      int64_t devices = 1;
+      for (int64_t s : *sizes) devices *= s;
+      out.equations[i] = scatter_of(c, slice, names, devices, *dim);
+      keep[size_t(from)] = false;
+    } else if (c.params.get_int("all_gather_dimension") == *dim) {
+      substitute[size_t(slice.outputs[0])] = c.inputs[0];
+      keep[i] = false;
+    }
+  }
+  if (!changed) return p;
+  auto resolve = [&](const Atom& a) {
+    return !a.is_literal() && substitute[size_t(a.var)].var >= 0 ? substitute[size_t(a.var)] : a;
+  };
+  for (Equation& e : out.equations)
+    for (Atom& a : e.inputs) a = resolve(a);
+  for (Atom& a : out.outputs) a = resolve(a);
+  return compact(out, keep);
+}
+
+namespace {
+
+// The index of an all_to_all in `p` that sends `x` over the axes `names` (no groups), splitting
+// dim `split` and concatenating dim 0, tiled; nullopt when there is none.
+std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<std::string>& names,
+                                    int64_t split) {
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& t = p.equations[i];
+    if (t.primitive != &collectives::all_to_all_primitive() || !plain_collective(t) || t.inputs[0].var != x)
+      continue;
+    if (t.params.get<bool>("tiled") && t.params.get_int("split_axis") == split &&
+        t.params.get_int("concat_axis") == 0 && collectives::read_names(t.params) == names)
+      return i;
+  }
+  return std::nullopt;
+}
+
+// For sums_from_all_to_alls: the index of the all_to_all whose result, summed over dim 0, is
+// psum_scatter `r`'s result (see there), or nullopt.
+std::optional<size_t> all_to_all_for(const Program& p, std::span<const int> producer,
+                                     const Equation& r) {
+  if (r.primitive != &collectives::reduce_scatter_primitive() || !plain_collective(r) || !r.params.get<bool>("tiled"))
+    return std::nullopt;
+  const int from = producer[size_t(r.inputs[0].var)];
+  if (from < 0) return std::nullopt;
+  const Equation& sum = p.equations[size_t(from)];
+  if (sum.primitive->name != "reduce_sum" || sum.inputs[0].is_literal() ||
+      sum.params.get_ints("axes") != std::vector<int64_t>{0})
+    return std::nullopt;
+  const std::optional<size_t> t =
+      all_to_all_of(p, sum.inputs[0].var, collectives::read_names(r.params),
+                    r.params.get_int("scatter_dimension") + 1);
+  if (!t) return std::nullopt;
+  std::vector<int64_t> summed = p.types[size_t(p.equations[*t].outputs[0])].shape.dims();
+  summed.erase(summed.begin());
+  if (summed != p.types[size_t(r.outputs[0])].shape.dims()) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
+Program sums_from_all_to_alls(const Program& p) {
+  const auto [readers, producer] = readers_and_producers(p);
+  // Per equation, what runs in its place: a psum_scatter's sum, preceded by its all_to_all when
+  // that came later (its operand is ready, since the sum's is the same); a moved all_to_all,
+  // nothing.
+  std::vector<std::optional<std::vector<Equation>>> replaced(p.equations.size());
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& r = p.equations[i];
+    const std::optional<size_t> t = all_to_all_for(p, producer, r);
+    if (!t || (*t > i && replaced[*t])) continue;
+    const Equation& sum = p.equations[size_t(producer[size_t(r.inputs[0].var)])];
+    std::vector<Equation> here;
+    if (*t > i) {
+      here.push_back(p.equations[*t]);
+      replaced[*t].emplace();
+    }
+    here.push_back(
+        Equation{sum.primitive, sum.params, {Atom::of_var(p.equations[*t].outputs[0])}, r.outputs});
+    replaced[i] = std::move(here);
+  }
+  Program out = p;
+  out.equations.clear();
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    if (!replaced[i])
+      out.equations.push_back(p.equations[i]);
+    else
+      out.equations.insert(out.equations.end(), replaced[i]->begin(), replaced[i]->end());
+  }
+  return out;
+}
+
+namespace {
+
 // Builds split_constant_uses' result: the equations of `p` in order, each use of a splittable
 // value (a constant expression or a scalar's broadcast, not 0-d) reading a copy of its own.
 class ConstantSplitter {
@@ -575,11 +825,12 @@ Program split_constant_uses(const Program& p) {
   return ConstantSplitter(p).run();
 }
 
-Program optimize(const Program& p) {
+Program optimize(const Program& p, const AxisSizes& axes) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
   q = dead_code_elimination(fold_transposed_products(forward_scalar_broadcasts(q)));
   q = slice_before_elementwise(unit_broadcasts_to_reshapes(q));
+  q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = [] {
     const char* env = std::getenv("SPMD_FUSION");

@@ -3,8 +3,12 @@
 
 #include "ir/program.h"
 
+#include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace spmd {
 
@@ -55,8 +59,25 @@ Program slice_before_elementwise(const Program& p);
 // Variable ids of `p` keep their meaning; the copies take new ids, and originals left unused
 // are dropped.
 Program split_constant_uses(const Program& p);
+// The sizes of the mesh axes a per-device program runs over, by name (Mesh::shape()).
+using AxisSizes = std::vector<std::pair<std::string, int64_t>>;
+// A dynamic_slice that keeps, along one dim, the block of a collective's result that the device's
+// own index over the collective's axes selects (the block size times that index as its start,
+// evaluated device by device; 0 along the other dims) reads less: of a psum's result that
+// nothing else reads, it becomes a psum_scatter (each device sums and writes its block alone);
+// of a tiled all_gather's result along the gathered dim, it is the all_gather's operand, the
+// device's own block. The values are the same bit for bit. `axes` gives the axes' sizes; with
+// none (a program not on a mesh) nothing changes.
+Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes);
+// A psum_scatter (tiled, along dim s) of a sum over dim 0 of `x`, where the program also sends
+// `x` through an all_to_all over the same axes that splits dim s + 1 and concatenates dim 0,
+// becomes the sum over dim 0 of that all_to_all's result: each device already receives every
+// row of its block of columns, so it sums them without meeting its peers again (a bias's
+// gradient beside its weight's, at data parallel). The sum runs in another order (all rows at
+// once, where the psum_scatter added each device's partial sums).
+Program sums_from_all_to_alls(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
-// the next.
-Program optimize(const Program& p);
+// the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).
+Program optimize(const Program& p, const AxisSizes& axes = {});
 
 }  // namespace spmd

@@ -263,6 +263,11 @@ void register_axis_primitives(PrimitiveRegistry& r, const Primitive& psum,
   define_psum_invariant(r, psum, pvary);
 }
 
+const Primitive& axis_index_primitive() {
+  static const Primitive& p = primitive("axis_index");
+  return p;
+}
+
 Array pvary_cast(const Array& x, std::vector<std::string> axes) {
   return bind1(primitive("pvary"), {x}, Params{{"axes", std::move(axes)}});
 }

@@ -1053,6 +1053,18 @@ const Primitive& collectives::pmin_primitive() {
   static const Primitive& pmin = primitive("pmin");
   return pmin;
 }
+const Primitive& collectives::all_gather_primitive() {
+  static const Primitive& all_gather = primitive("all_gather");
+  return all_gather;
+}
+const Primitive& collectives::reduce_scatter_primitive() {
+  static const Primitive& reduce_scatter = primitive("reduce_scatter");
+  return reduce_scatter;
+}
+const Primitive& collectives::all_to_all_primitive() {
+  static const Primitive& all_to_all = primitive("all_to_all");
+  return all_to_all;
+}
 
 void register_collective_primitives(PrimitiveRegistry& r) {
   const Primitive& psum = define_reduction(r, "psum", cpu::ReduceOp::sum, ReduceOp::sum, true);

@@ -56,6 +56,13 @@ std::vector<std::string> communicating_axes(const Params& params);
 // pvary over `axes` as the vma rules insert it: a cast, with no check of the axis environment.
 Array pvary_cast(const Array& x, std::vector<std::string> axes);
 
+// The family's primitives, for passes that rewrite collectives (compile/passes.cpp); psum's is
+// below.
+const Primitive& all_gather_primitive();
+const Primitive& reduce_scatter_primitive();
+const Primitive& all_to_all_primitive();
+const Primitive& axis_index_primitive();  // defined in axis_ops.cpp
+
 // ---- shared by the family's files ----------------------------------------------------------
 // Defines a primitive of the family. Each device computes its own result: constant folding
 // leaves them to the devices, and the sharding rule is the replicated one.

@@ -1,0 +1,161 @@
+// Passes that rewrite collectives of per-device programs: own_blocks_of_collectives (a device's
+// own block of a psum becomes a psum_scatter, of an all_gather the gathered operand, with the same
+// values bit for bit) and sums_from_all_to_alls.
+#include <gtest/gtest.h>
+#include <spmd/spmd.h>
+
+#include "compile/passes.h"
+#include "ir/program.h"
+#include "prims/primitive.h"
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace sp = spmd;
+using sp::Array;
+using sp::P;
+
+namespace {
+
+const sp::AxisSizes kAxes = {{"b", 4}, {"m", 2}};
+
+sp::Mesh mesh_4x2() {
+  return sp::make_mesh({4, 2}, {"b", "m"});
+}
+
+int count_of(const sp::Program& p, const std::string& name) {
+  int n = 0;
+  for (const sp::Equation& e : p.equations) n += e.primitive->name == name;
+  return n;
+}
+
+// The per-device program of shard_map `f` traced on `args`.
+template <class F, class... Args>
+sp::Program per_device(const F& f, const Args&... args) {
+  const sp::ClosedJaxpr traced = sp::make_jaxpr(f)(args...);
+  return *traced.program().equations.at(0).params.get<sp::ProgramRef>("jaxpr");
+}
+
+// Rows of distinct values with fractions, so that sums in another order would round otherwise.
+Array rows(int64_t n, int64_t cols) {
+  return sp::sin(sp::arange(float(n * cols)).reshape({n, cols}) * 0.731f) * 1000.0f;
+}
+
+// Each device's column of the sum over all 8 devices, its column index over ("b", "m")
+// computed as b·2 + m (b major, as psum_scatter over ("b", "m") numbers the devices), or as
+// m·4 + b (m major: another block, which psum_scatter cannot give).
+Array own_column_of_sum(const Array& x, bool b_major) {
+  Array s = sp::psum(x, sp::axes("b", "m"));
+  Array b = sp::axis_index("b"), m = sp::axis_index("m");
+  Array k = b_major ? b * 2 + m : m * 4 + b;
+  return sp::lax::dynamic_slice(s, {Array(0), k}, {3, 1});
+}
+
+auto column_shard_map(bool b_major, bool return_sum) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [=](const Array& x) {
+    Array own = own_column_of_sum(x, b_major);
+    return std::make_tuple(own, return_sum ? sp::psum(x, sp::axes("b", "m")) : own);
+  };
+  return sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))},
+                       {P(sp::None, sp::axes("b", "m")), P()}, unchecked);
+}
+
+TEST(OwnBlocksOfCollectives, ADevicesOwnBlockOfAPsumBecomesAPsumScatter) {
+  const Array x = rows(24, 8);
+  const sp::Program before = per_device(column_shard_map(true, false), x);
+  ASSERT_EQ(count_of(before, "psum"), 1) << before.str();
+  const sp::Program after = sp::own_blocks_of_collectives(before, kAxes);
+  EXPECT_EQ(count_of(after, "psum"), 0) << after.str();
+  EXPECT_EQ(count_of(after, "reduce_scatter"), 1) << after.str();
+  EXPECT_EQ(count_of(after, "dynamic_slice"), 0) << after.str();
+  EXPECT_NE(after.str().find("axis_name=('b', 'm')"), std::string::npos) << after.str();
+  // Without the mesh's sizes, nothing changes.
+  EXPECT_EQ(count_of(sp::own_blocks_of_collectives(before, {}), "psum"), 1);
+
+  // The values: each device's column of the sum, bit for bit those of the psum the reference
+  // keeps (its whole result is read too), and the column sums of x.
+  auto [got, unused] = sp::jit(column_shard_map(true, false))(x);
+  auto [want, sum] = sp::jit(column_shard_map(true, true))(x);
+  EXPECT_EQ(count_of(per_device(column_shard_map(true, true), x), "psum"), 2);
+  ASSERT_EQ(got.shape(), (sp::Shape{3, 8}));
+  EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
+  EXPECT_EQ(got.to_vector<float>(), sum.to_vector<float>());
+  Array host = x.reshape({8, 3, 8}).sum({0});
+  EXPECT_TRUE(sp::allclose(got, host, 1e-5, 1e-3)) << got << "\n" << host;
+}
+
+TEST(OwnBlocksOfCollectives, AnotherDevicesBlockKeepsThePsum) {
+  // m major: device (b, m) takes column m·4 + b, not its block in psum_scatter's order.
+  const Array x = rows(24, 8);
+  const sp::Program after =
+      sp::own_blocks_of_collectives(per_device(column_shard_map(false, false), x), kAxes);
+  EXPECT_EQ(count_of(after, "psum"), 1) << after.str();
+  EXPECT_EQ(count_of(after, "reduce_scatter"), 0) << after.str();
+  auto [got, unused] = sp::jit(column_shard_map(false, false))(x);
+  Array host = x.reshape({8, 3, 8}).sum({0});
+  // Device (b, m) holds global column b·2 + m and computed column m·4 + b of the sum.
+  std::vector<float> h = host.to_vector<float>(), g = got.to_vector<float>();
+  for (int b = 0; b < 4; ++b)
+    for (int m = 0; m < 2; ++m)
+      for (int r = 0; r < 3; ++r)
+        EXPECT_NEAR(g[size_t(r * 8 + b * 2 + m)], h[size_t(r * 8 + m * 4 + b)], 1e-3);
+}
+
+auto gather_shard_map() {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array all = sp::all_gather(x, "m", sp::AllGatherOptions{.axis = 1, .tiled = true});
+    Array own = sp::lax::dynamic_slice(all, {Array(0), sp::axis_index("m") * 4}, {3, 4});
+    return std::make_tuple(own * 2.0f, all);
+  };
+  return sp::shard_map(body, mesh_4x2(), {P("b", "m")}, {P("b", "m"), P("b")}, unchecked);
+}
+
+TEST(OwnBlocksOfCollectives, ADevicesOwnBlockOfAnAllGatherIsItsOperand) {
+  const Array x = rows(12, 8);
+  const sp::Program before = per_device(gather_shard_map(), x);
+  ASSERT_EQ(count_of(before, "dynamic_slice"), 1) << before.str();
+  const sp::Program after = sp::own_blocks_of_collectives(before, kAxes);
+  EXPECT_EQ(count_of(after, "dynamic_slice"), 0) << after.str();
+  EXPECT_EQ(count_of(after, "all_gather"), 1) << after.str();  // its result is read too
+  auto [own, all] = sp::jit(gather_shard_map())(x);
+  EXPECT_EQ(own.to_vector<float>(), (x * 2.0f).to_vector<float>());
+  EXPECT_EQ(all.to_vector<float>(), x.to_vector<float>());
+}
+
+// A bias's gradient beside its weight's at data parallel: the column sums of each device's rows,
+// psum_scattered, where the all_to_all of the same rows already gives each device all rows of its
+// columns.
+auto bias_and_weight_shard_map() {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array bias = sp::psum_scatter(x.sum({0}), "d", {.scatter_dimension = 0, .tiled = true});
+    Array columns = sp::all_to_all(x, "d", 1, 0, {.tiled = true});
+    return std::make_tuple(bias, columns * 2.0f);
+  };
+  return sp::shard_map(body, sp::make_mesh({8}, {"d"}), {P("d")}, {P("d"), P(sp::None, "d")},
+                       unchecked);
+}
+
+TEST(SumsFromAllToAlls, APsumScatterOfColumnSumsSumsTheAllToAllsRows) {
+  const Array x = rows(64, 16);
+  const sp::Program before = per_device(bias_and_weight_shard_map(), x);
+  ASSERT_EQ(count_of(before, "reduce_scatter"), 1) << before.str();
+  const sp::Program after = sp::dead_code_elimination(sp::sums_from_all_to_alls(before));
+  EXPECT_EQ(count_of(after, "reduce_scatter"), 0) << after.str();
+  EXPECT_EQ(count_of(after, "all_to_all"), 1) << after.str();
+  ASSERT_EQ(count_of(after, "reduce_sum"), 1) << after.str();
+  for (const sp::Equation& e : after.equations)
+    if (e.primitive->name == "reduce_sum")
+      EXPECT_EQ(after.types[size_t(e.inputs[0].var)].shape, (sp::Shape{64, 2})) << after.str();
+  auto [bias, columns] = sp::jit(bias_and_weight_shard_map())(x);
+  EXPECT_TRUE(sp::allclose(bias, x.sum({0}), 1e-5, 1e-3)) << bias << "\n" << x.sum({0});
+  EXPECT_EQ(columns.to_vector<float>(), (x * 2.0f).to_vector<float>());
+}
+
+}  // namespace

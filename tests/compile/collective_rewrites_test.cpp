@@ -151,8 +151,8 @@ TEST(SumsFromAllToAlls, APsumScatterOfColumnSumsSumsTheAllToAllsRows) {
   EXPECT_EQ(count_of(after, "all_to_all"), 1) << after.str();
   ASSERT_EQ(count_of(after, "reduce_sum"), 1) << after.str();
   for (const sp::Equation& e : after.equations) {
-    if (e.primitive->name == "reduce_sum")
-      EXPECT_EQ(after.types[size_t(e.inputs[0].var)].shape, (sp::Shape{64, 2})) << after.str();
+    if (e.primitive->name != "reduce_sum") continue;
+    EXPECT_EQ(after.types[size_t(e.inputs[0].var)].shape, (sp::Shape{64, 2})) << after.str();
   }
   auto [bias, columns] = sp::jit(bias_and_weight_shard_map())(x);
   EXPECT_TRUE(sp::allclose(bias, x.sum({0}), 1e-5, 1e-3)) << bias << "\n" << x.sum({0});

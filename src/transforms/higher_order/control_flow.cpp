@@ -1284,6 +1284,34 @@ Program without_forwarded(const Program& body, const ScanForwarding& f, size_t n
       out.outputs.push_back(body.outputs[i]);
   return out;
 }
+
+// Binds `scan` on a traced body (hoisted consts first) without what the body forwards: the
+// results are the carries' and the stacked outputs', as the body gives them.
+std::vector<Array> bind_scan(ProgramRef body, std::span<const Array> consts,
+                             std::span<const Array> init, std::span<const Array> xs,
+                             int64_t length, bool reverse) {
+  const ScanForwarding fwd = scan_forwarding(*body, consts.size(), init.size());
+  std::vector<Array> args, kept;
+  for (size_t i = 0; i < init.size(); ++i) (fwd.moved[i] ? args : kept).push_back(init[i]);
+  const size_t num_moved = args.size();
+  if (num_moved || std::ranges::any_of(fwd.ys_from, [](int k) { return k >= 0; }))
+    body = share(without_forwarded(*body, fwd, consts.size()));
+  args.insert(args.end(), consts.begin(), consts.end());
+  args.insert(args.end(), kept.begin(), kept.end());
+  args.insert(args.end(), xs.begin(), xs.end());
+  Params params{{"jaxpr", body},
+                {"length", length},
+                {"num_carry", int64_t(kept.size())},
+                {"num_consts", int64_t(num_moved + consts.size())},
+                {"reverse", reverse},
+                {"unroll", int64_t(1)}};
+  const std::vector<Array> outs = spmd::bind(primitive("scan"), args, params);
+  std::vector<Array> result;
+  auto next = outs.begin();
+  for (size_t i = 0; i < init.size(); ++i) result.push_back(fwd.moved[i] ? init[i] : *next++);
+  for (int k : fwd.ys_from) result.push_back(k >= 0 ? xs[size_t(k)] : *next++);
+  return result;
+}
 }  // namespace
 
 std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
@@ -1319,27 +1347,7 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
         ".");
   check_carry_shardings(api, "scan", in_carry,
                         std::span<const AbstractValue>(out).first(num_carry));
-  const ScanForwarding fwd = scan_forwarding(*prog, consts.size(), num_carry);
-  std::vector<Array> args, kept;
-  for (size_t i = 0; i < num_carry; ++i) (fwd.moved[i] ? args : kept).push_back(init[i]);
-  const size_t num_moved = args.size();
-  if (num_moved || std::ranges::any_of(fwd.ys_from, [](int k) { return k >= 0; }))
-    prog = share(without_forwarded(*prog, fwd, consts.size()));
-  args.insert(args.end(), consts.begin(), consts.end());
-  args.insert(args.end(), kept.begin(), kept.end());
-  args.insert(args.end(), xs.begin(), xs.end());
-  Params params{{"jaxpr", prog},
-                {"length", *length},
-                {"num_carry", int64_t(kept.size())},
-                {"num_consts", int64_t(num_moved + consts.size())},
-                {"reverse", reverse},
-                {"unroll", int64_t(1)}};
-  const std::vector<Array> outs = spmd::bind(primitive("scan"), args, params);
-  std::vector<Array> result;
-  auto next = outs.begin();
-  for (size_t i = 0; i < num_carry; ++i) result.push_back(fwd.moved[i] ? init[i] : *next++);
-  for (int k : fwd.ys_from) result.push_back(k >= 0 ? xs[size_t(k)] : *next++);
-  return result;
+  return bind_scan(prog, consts, init, xs, *length, reverse);
 }
 
 std::vector<Array> fori_loop(int64_t lower, int64_t upper, const FlatFn& body,

@@ -6,11 +6,8 @@ thread_local std::vector<AxisFrame> t_frames;
 thread_local std::vector<std::string> t_spmd_axis_names;
 thread_local std::vector<std::string> t_explicit_mesh_axis_names;
 
-// Appends `names` to `list`; returns its size before.
-size_t push_names(std::vector<std::string>& list, const std::vector<std::string>& names) {
-  const size_t before = list.size();
-  list.insert(list.end(), names.begin(), names.end());
-  return before;
+std::vector<std::string>& names_list(AxisNameList list) {
+  return list == AxisNameList::spmd ? t_spmd_axis_names : t_explicit_mesh_axis_names;
 }
 }  // namespace
 
@@ -63,20 +60,16 @@ const std::vector<std::string>& spmd_axis_names() {
   return t_spmd_axis_names;
 }
 
-SpmdAxisNamesScope::SpmdAxisNamesScope(const std::vector<std::string>& names)
-    : size_before_(push_names(t_spmd_axis_names, names)) {}
-SpmdAxisNamesScope::~SpmdAxisNamesScope() {
-  t_spmd_axis_names.resize(size_before_);
-}
-
 const std::vector<std::string>& explicit_mesh_axis_names() {
   return t_explicit_mesh_axis_names;
 }
 
-ExplicitMeshAxisNamesScope::ExplicitMeshAxisNamesScope(const std::vector<std::string>& names)
-    : size_before_(push_names(t_explicit_mesh_axis_names, names)) {}
-ExplicitMeshAxisNamesScope::~ExplicitMeshAxisNamesScope() {
-  t_explicit_mesh_axis_names.resize(size_before_);
+AxisNamesScope::AxisNamesScope(AxisNameList list, const std::vector<std::string>& names)
+    : list_(names_list(list)), size_before_(list_.size()) {
+  list_.insert(list_.end(), names.begin(), names.end());
+}
+AxisNamesScope::~AxisNamesScope() {
+  list_.resize(size_before_);
 }
 
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {

@@ -38,33 +38,25 @@ std::vector<std::string> vma_minus(const std::vector<std::string>& a,
 // batch as varying over those that are manual axes (prims/rule_util.h, spmd_names_insert_pvary).
 const std::vector<std::string>& spmd_axis_names();
 
-// Adds names to spmd_axis_names() for the scope's lifetime.
-class SpmdAxisNamesScope {
- public:
-  explicit SpmdAxisNamesScope(const std::vector<std::string>& names);
-  ~SpmdAxisNamesScope();
-  SpmdAxisNamesScope(const SpmdAxisNamesScope&) = delete;
-  SpmdAxisNamesScope& operator=(const SpmdAxisNamesScope&) = delete;
-
- private:
-  size_t size_before_;
-};
-
 // The mesh axes that vmaps whose functions are traced on this thread map over because their
 // arguments' batch dims are split over them (Explicit axes; JAX's
 // AxisEnv.explicit_mesh_axis_names): a shard_map traced there is manual over its mesh's other axes
 // only.
 const std::vector<std::string>& explicit_mesh_axis_names();
 
-// Adds names to explicit_mesh_axis_names() for the scope's lifetime.
-class ExplicitMeshAxisNamesScope {
+// The thread-local lists of axis names above.
+enum class AxisNameList { spmd, explicit_mesh };
+
+// Adds names to one of those lists for the scope's lifetime.
+class AxisNamesScope {
  public:
-  explicit ExplicitMeshAxisNamesScope(const std::vector<std::string>& names);
-  ~ExplicitMeshAxisNamesScope();
-  ExplicitMeshAxisNamesScope(const ExplicitMeshAxisNamesScope&) = delete;
-  ExplicitMeshAxisNamesScope& operator=(const ExplicitMeshAxisNamesScope&) = delete;
+  AxisNamesScope(AxisNameList list, const std::vector<std::string>& names);
+  ~AxisNamesScope();
+  AxisNamesScope(const AxisNamesScope&) = delete;
+  AxisNamesScope& operator=(const AxisNamesScope&) = delete;
 
  private:
+  std::vector<std::string>& list_;
   size_t size_before_;
 };
 

@@ -110,9 +110,9 @@ using BatchRule = std::function<BatchResult(std::span<const Array> args, std::sp
                                             const Params& params, const BatchContext& ctx)>;
 
 // ---- vma ----------------------------------------------------------------------------------------
-// The mesh axes the outputs vary over, inside shard_map with check_vma.
-using VmaRule =
-    std::function<std::vector<std::string>(std::span<const AbstractValue>, const Params&)>;
+// The mesh axes each output varies over (one list per output), inside shard_map with check_vma.
+using VmaTypes = std::vector<std::vector<std::string>>;
+using VmaRule = std::function<VmaTypes(std::span<const AbstractValue>, const Params&)>;
 
 // ---- the primitive ------------------------------------------------------------------------------
 // How a primitive maps its operands to its outputs. The kind decides the rules a primitive gets

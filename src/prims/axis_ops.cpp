@@ -97,7 +97,7 @@ std::vector<Array> pbroadcast_transpose(std::span<const Array> cts, std::span<co
 
 // JAX types pbroadcast as ppermute (collective_vma_rule) but casts nothing first: its operand
 // must already vary over the axes, and the result varies as the operand does.
-std::vector<std::string> pbroadcast_vma(std::span<const AbstractValue> in, const Params& p) {
+VmaTypes pbroadcast_vma(std::span<const AbstractValue> in, const Params& p) {
   std::vector<std::string> names = read_names(p);
   if (!vma_minus(typed(names), in[0].vma).empty())
     throw ValueError(
@@ -105,7 +105,7 @@ std::vector<std::string> pbroadcast_vma(std::span<const AbstractValue> in, const
         "type, but got " +
         frozenset_repr(in[0].vma) + " for collective acting over axis name " + tuple_repr(names) +
         ". To skip the check, pass `.check_vma = false` to `sp::shard_map`.");
-  return in[0].vma;
+  return {in[0].vma};
 }
 
 void define_pbroadcast(PrimitiveRegistry& r, const Primitive& all_gather) {
@@ -135,8 +135,8 @@ BatchResult axis_index_batch(const Primitive& axis_index, std::span<const Array>
 }
 
 // The index varies over the axes it names.
-std::vector<std::string> axis_index_vma(std::span<const AbstractValue>, const Params& p) {
-  return vma_union({}, typed(read_names(p)));
+VmaTypes axis_index_vma(std::span<const AbstractValue>, const Params& p) {
+  return {vma_union({}, typed(read_names(p)))};
 }
 
 void define_axis_index(PrimitiveRegistry& r) {
@@ -174,7 +174,7 @@ std::vector<Array> pvary_transpose(const Primitive& psum, std::span<const Array>
   return {bind1(psum, {cts[0]}, psum_params(axes))};
 }
 
-std::vector<std::string> pvary_vma(std::span<const AbstractValue> in, const Params& p) {
+VmaTypes pvary_vma(std::span<const AbstractValue> in, const Params& p) {
   std::vector<std::string> axes = read_names(p, "axes");
   if (overlaps(typed(axes), in[0].vma))
     throw ValueError(
@@ -182,7 +182,7 @@ std::vector<std::string> pvary_vma(std::span<const AbstractValue> in, const Para
         "mentioned in `axes` passed to `pvary` must not be present in "
         "`jax.typeof(inp).mat.varying`. Got axes=" +
         tuple_repr(axes) + " and jax.typeof(inp)=" + typeof_repr(in[0]));
-  return vma_union(in[0].vma, typed(axes));
+  return {vma_union(in[0].vma, typed(axes))};
 }
 
 const Primitive& define_pvary(PrimitiveRegistry& r, const Primitive& psum) {
@@ -226,7 +226,7 @@ std::vector<Array> psum_invariant_transpose(const Primitive& pvary, std::span<co
   return {bind1(pvary, {cts[0]}, Params{{"axes", read_names(p, "axes")}})};
 }
 
-std::vector<std::string> psum_invariant_vma(std::span<const AbstractValue> in, const Params& p) {
+VmaTypes psum_invariant_vma(std::span<const AbstractValue> in, const Params& p) {
   std::vector<std::string> axes = read_names(p, "axes");
   std::vector<std::string> checked = typed(axes);
   if (!checked.empty() && !overlaps(checked, in[0].vma))
@@ -235,7 +235,7 @@ std::vector<std::string> psum_invariant_vma(std::span<const AbstractValue> in, c
         "mentioned in `axes` passed to `psum` must be present in "
         "`jax.typeof(inp).mat.varying`. Got axes=" +
         tuple_repr(axes) + " and jax.typeof(inp).mat.varying=" + frozenset_repr(in[0].vma));
-  return vma_minus(in[0].vma, axes);
+  return {vma_minus(in[0].vma, axes)};
 }
 
 void define_psum_invariant(PrimitiveRegistry& r, const Primitive& psum, const Primitive& pvary) {

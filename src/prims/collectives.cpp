@@ -402,8 +402,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> around(
 
 // Collectives that move data keep their result varying over the axes they name (and over what
 // the operand varied).
-std::vector<std::string> varying_over_names(std::span<const AbstractValue> in, const Params& p) {
-  return vma_union(in.empty() ? std::vector<std::string>{} : in[0].vma, typed(read_names(p)));
+VmaTypes varying_over_names(std::span<const AbstractValue> in, const Params& p) {
+  return {vma_union(in.empty() ? std::vector<std::string>{} : in[0].vma, typed(read_names(p)))};
 }
 
 // ---- psum, pmax, pmin -----------------------------------------------------------------------
@@ -546,8 +546,8 @@ std::vector<Array> psum_transpose(const Primitive& psum, std::span<const Array> 
   return {bind1(psum, {ct}, with(p, "axes", axes_param(named)))};
 }
 
-std::vector<std::string> reduction_vma(std::span<const AbstractValue> in, const Params& p) {
-  return vma_minus(in[0].vma, named_axes(read_axes(p)));
+VmaTypes reduction_vma(std::span<const AbstractValue> in, const Params& p) {
+  return {vma_minus(in[0].vma, named_axes(read_axes(p)))};
 }
 
 // Every member of the group gets the same result, which one buffer holds. `sums` marks psum:

@@ -75,9 +75,7 @@ void register_debug_primitives(PrimitiveRegistry& r) {
                        const Params&) { return replicated_sharding_rule(in, out); };
   p.device_dependent = true;
   p.non_differentiable = true;
-  p.vma_rule = [](std::span<const AbstractValue>, const Params&) {
-    return std::vector<std::string>{};
-  };
+  p.vma_rule = [](std::span<const AbstractValue>, const Params&) { return VmaTypes{}; };
   p.batch = [](std::span<const Array> args, std::span<const int> dims, const Params& params,
                const BatchContext&) {
     // Prints the whole batch at once (JAX prints one line per example; values are the same).

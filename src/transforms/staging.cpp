@@ -3,6 +3,9 @@
 
 #include <spmd/error.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "core/axis_env.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
@@ -37,6 +40,23 @@ Atom StagingTrace::lift(const Array& x) {
   return Atom::of_var(it->second);
 }
 
+namespace {
+// The union of the operands' varying manual axes, with every operand that varies over fewer
+// cast up to it by pvary first (in_types follow), as JAX does.
+std::vector<std::string> cast_to_union(std::vector<Array>& operands,
+                                       std::vector<AbstractValue>& in_types) {
+  std::vector<std::string> vma;
+  for (const AbstractValue& t : in_types) vma = vma_union(vma, t.vma);
+  if (vma.empty()) return vma;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (in_types[i].vma == vma) continue;
+    operands[i] = collectives::pvary_cast(operands[i], vma_minus(vma, in_types[i].vma));
+    in_types[i] = aval_of(operands[i]);
+  }
+  return vma;
+}
+}  // namespace
+
 std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
                                                    std::span<const Array> inputs,
                                                    const Params& params) {
@@ -44,28 +64,22 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
   std::vector<AbstractValue> in_types;
   std::vector<Array> operands(inputs.begin(), inputs.end());
   for (const Array& x : operands) in_types.push_back(aval_of(x));
-  // Varying manual axes: the rule's, or the union with less varying operands cast up.
-  std::vector<std::string> out_vma;
-  if (p.vma_rule) {
-    out_vma = p.vma_rule(in_types, params);
-  } else {
-    for (const AbstractValue& t : in_types) out_vma = vma_union(out_vma, t.vma);
-    if (!out_vma.empty()) {
-      for (size_t i = 0; i < operands.size(); ++i) {
-        if (in_types[i].vma == out_vma) continue;
-        std::vector<std::string> missing = vma_minus(out_vma, in_types[i].vma);
-        operands[i] = collectives::pvary_cast(operands[i], missing);
-        in_types[i] = aval_of(operands[i]);
-      }
-    }
-  }
+  // Varying manual axes: the rule's, one list per output, or the union for every output with
+  // less varying operands cast up.
+  VmaTypes out_vma;
+  if (p.vma_rule) out_vma = p.vma_rule(in_types, params);
+  else out_vma = {cast_to_union(operands, in_types)};
   eqn.inputs.reserve(operands.size());
   for (const Array& x : operands) eqn.inputs.push_back(lift(x));
   std::vector<AbstractValue> out_types = abstract_eval(p, in_types, params);
+  if (!p.vma_rule) out_vma.assign(out_types.size(), std::vector<std::string>(out_vma[0]));
+  if (out_vma.size() != out_types.size())
+    throw std::logic_error("[" + p.name + "] vma rule gives " + std::to_string(out_vma.size()) +
+                           " lists for " + std::to_string(out_types.size()) + " outputs");
   std::vector<Array> outs;
-  for (AbstractValue& t : out_types) {
-    t.vma = out_vma;
-    int v = program_.new_var(std::move(t));
+  for (size_t k = 0; k < out_types.size(); ++k) {
+    out_types[k].vma = std::move(out_vma[k]);
+    int v = program_.new_var(std::move(out_types[k]));
     eqn.outputs.push_back(v);
     outs.push_back(tracer(v));
   }

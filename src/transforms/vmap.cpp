@@ -217,14 +217,14 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
   ctx.spmd_axis_name = spmd_name_beside(spmd_axis_name, ctx.explicit_mesh_axis);
   // The batching rules run with the spmd_axis_name in scope, as JAX's add_spmd_axis_names: this
   // vmap's, and those of vmaps the function calls while it is traced.
-  SpmdAxisNamesScope spmd_names(ctx.spmd_axis_name);
+  AxisNamesScope spmd_names(AxisNameList::spmd, ctx.spmd_axis_name);
   Program program = [&] {
     // Collectives over axis_name look its size up while the function is traced, and shard_maps
     // traced there are not manual over the Explicit axes the batch is split over.
     std::vector<AxisFrame> frames;
     if (!axis_name.empty()) frames.push_back({axis_name, size, "vmap"});
     AxisEnvScope scope(std::move(frames));
-    ExplicitMeshAxisNamesScope explicit_names(ctx.explicit_mesh_axis);
+    AxisNamesScope explicit_names(AxisNameList::explicit_mesh, ctx.explicit_mesh_axis);
     return trace_to_program(fn, example, "vmap");
   }();
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);

@@ -205,12 +205,14 @@ TEST_F(Explicit4Test, ControlFlowResultsHaveTheirBodiesTypes) {
   };
   EXPECT_EQ(sp::make_jaxpr(round_trip)(x).str(), text("while_reshard_round_trip"));
   check("while_reshard_round_trip", {round_trip(x)});
-  // JAX forwards the unchanged carry of scan_ys_split out of the scan (num_carry=0); the types
-  // and values are the same.
-  auto [carry, ys] = sp::lax::scan(
-      [](const sp::Array& c, const sp::Array& s) { return std::pair{c, c * s}; }, x,
-      sp::arange(3.0f));
-  check("scan_ys_split", {carry, ys});
+  // The carry the body returns unchanged becomes a const of the scan (num_carry=0), as in JAX.
+  auto ys_split = [](const sp::Array& v, const sp::Array& r) {
+    auto [carry, ys] = sp::lax::scan(
+        [](const sp::Array& c, const sp::Array& s) { return std::pair{c, c * s}; }, v, r);
+    return std::vector<sp::Array>{carry, ys};
+  };
+  EXPECT_EQ(sp::make_jaxpr(ys_split)(x, sp::arange(3.0f)).str(), text("scan_ys_split"));
+  check("scan_ys_split", ys_split(x, sp::arange(3.0f)));
   auto typed_scan = [](const sp::Array& c, const sp::Array& xs) {
     auto [k, y] = sp::lax::scan(
         [](const sp::Array& k, const sp::Array& s) { return std::pair{k + s, s * 2.0f}; }, c, xs);

@@ -69,10 +69,7 @@ class Explicit5Test : public spmd_test::ExplicitGoldenTest<5> {
     std::apply(
         [&](const A&... a) {
           expect(name, [&] { return f(a...); });
-          // JAX forwards scan_ys_only's unchanged carry out of the scan (num_carry=0), where
-          // spmd keeps it in the loop: the jaxprs differ, the types and values do not.
-          if (!spmd_test::golden_blocks("explicit/errors5.txt").count(name) &&
-              name != "scan_ys_only") {
+          if (!spmd_test::golden_blocks("explicit/errors5.txt").count(name)) {
             EXPECT_EQ(sp::make_jaxpr(f)(a...).str(), block("texts5.txt", "jaxpr_" + name)) << name;
           }
           expect(name + "_jit", [&] { return sp::jit(f)(a...); });

@@ -103,6 +103,26 @@ TEST(JaxprText, ScanCarryAndStack) {
   EXPECT_EQ(sp::make_jaxpr(f)(f32({3}), f32({5, 3})).str(), golden("scan_carry_and_stack"));
 }
 
+// A carry the body returns unchanged becomes a const; an xs stacked unchanged is not scanned.
+TEST(JaxprText, ScanForwarded) {
+  auto f = [](const Array& a, const Array& b, const Array& xs) {
+    return sp::lax::scan(
+        [](const std::tuple<Array, Array>& c, const Array& x) {
+          const auto& [c0, c1] = c;
+          return std::pair{std::tuple{c0 + x, c1}, std::tuple{x, c1 * x}};
+        },
+        std::tuple{a, b}, xs);
+  };
+  EXPECT_EQ(sp::make_jaxpr(f)(f32({3}), f32({3}), f32({5, 3})).str(), golden("scan_forwarded"));
+  const Array a = sp::arange(3.0f), b = sp::arange(3.0f) + 1.0f;
+  const Array xs = sp::arange(15.0f).reshape({5, 3});
+  auto [carry, ys] = f(a, b, xs);
+  EXPECT_TRUE(sp::array_equal(std::get<0>(carry), a + sp::sum(xs, {0})));
+  EXPECT_TRUE(sp::array_equal(std::get<1>(carry), b));
+  EXPECT_TRUE(sp::array_equal(std::get<0>(ys), xs));
+  EXPECT_TRUE(sp::array_equal(std::get<1>(ys), b * xs));
+}
+
 TEST(JaxprText, GradScan) {
   auto f = [](const Array& c0, const Array& xs) {
     auto body = [](const Array& c, const Array& x) {

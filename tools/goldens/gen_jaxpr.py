@@ -196,6 +196,11 @@ case("while_loop_counter",
 case("fori_loop_static", "lambda x: lax.fori_loop(0, 3, lambda i, c: c * 2.0 + i, x)", "f32[3]")
 case("scan_carry_and_stack",
      "lambda c0, xs: lax.scan(lambda c, x: (c + x, jnp.sin(c)), c0, xs)", "f32[3]", "f32[5,3]")
+# lax.scan moves a carry the body returns unchanged to its consts and returns an xs the body
+# stacks unchanged without scanning it.
+case("scan_forwarded",
+     "lambda a, b, xs: lax.scan(lambda c, x: ((c[0] + x, c[1]), (x, c[1] * x)), (a, b), xs)",
+     "f32[3]", "f32[3]", "f32[5,3]")
 case("grad_scan",
      "jax.grad(lambda c0, xs: jnp.sum(lax.scan(lambda c, x: (jnp.sin(c) * x, None), c0, xs)[0]))",
      "f32[3]", "f32[5,3]")

@@ -1240,6 +1240,80 @@ std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,
   return spmd::bind(primitive("while"), args, params);
 }
 
+namespace {
+// What JAX's lax.scan takes out of a body (consts, carries, xs in; carries, ys out) that passes
+// inputs through unchanged (_jaxpr_forwarding): a carry whose output is its input is read only,
+// and moves in front of the consts, its final value the initial one; a ys output that is an xs
+// input is dropped, and the scan returns that xs itself.
+struct ScanForwarding {
+  std::vector<bool> moved;   // per carry
+  std::vector<int> ys_from;  // per ys: the xs it is, or -1
+};
+
+ScanForwarding scan_forwarding(const Program& body, size_t num_consts, size_t num_carry) {
+  auto input_of = [&](const Atom& a) -> int {
+    if (a.is_literal()) return -1;
+    auto it = std::find(body.invars.begin(), body.invars.end(), a.var);
+    return it == body.invars.end() ? -1 : int(it - body.invars.begin());
+  };
+  ScanForwarding f;
+  const int first_xs = int(num_consts + num_carry);
+  for (size_t i = 0; i < body.outputs.size(); ++i) {
+    const int in = input_of(body.outputs[i]);
+    if (i < num_carry) f.moved.push_back(in == int(num_consts + i));
+    else f.ys_from.push_back(in >= first_xs ? in - first_xs : -1);
+  }
+  return f;
+}
+
+// The body without what `f` takes out.
+Program without_forwarded(const Program& body, const ScanForwarding& f, size_t num_consts) {
+  Program out = body;
+  out.invars.clear();
+  out.outputs.clear();
+  const auto consts_end = body.invars.begin() + std::ptrdiff_t(num_consts);
+  const size_t num_carry = f.moved.size();
+  for (size_t i = 0; i < num_carry; ++i)
+    if (f.moved[i]) out.invars.push_back(body.invars[num_consts + i]);
+  out.invars.insert(out.invars.end(), body.invars.begin(), consts_end);
+  for (size_t i = 0; i < num_carry; ++i)
+    if (!f.moved[i]) out.invars.push_back(body.invars[num_consts + i]);
+  out.invars.insert(out.invars.end(), consts_end + std::ptrdiff_t(num_carry), body.invars.end());
+  for (size_t i = 0; i < body.outputs.size(); ++i)
+    if (i < num_carry ? !f.moved[i] : f.ys_from[i - num_carry] < 0)
+      out.outputs.push_back(body.outputs[i]);
+  return out;
+}
+
+// Binds `scan` on a traced body (hoisted consts first) without what the body forwards: the
+// results are the carries' and the stacked outputs', as the body gives them.
+std::vector<Array> bind_scan(ProgramRef body, std::span<const Array> consts,
+                             std::span<const Array> init, std::span<const Array> xs,
+                             int64_t length, bool reverse) {
+  const ScanForwarding fwd = scan_forwarding(*body, consts.size(), init.size());
+  std::vector<Array> args, kept;
+  for (size_t i = 0; i < init.size(); ++i) (fwd.moved[i] ? args : kept).push_back(init[i]);
+  const size_t num_moved = args.size();
+  if (num_moved || std::ranges::any_of(fwd.ys_from, [](int k) { return k >= 0; }))
+    body = share(without_forwarded(*body, fwd, consts.size()));
+  args.insert(args.end(), consts.begin(), consts.end());
+  args.insert(args.end(), kept.begin(), kept.end());
+  args.insert(args.end(), xs.begin(), xs.end());
+  Params params{{"jaxpr", body},
+                {"length", length},
+                {"num_carry", int64_t(kept.size())},
+                {"num_consts", int64_t(num_moved + consts.size())},
+                {"reverse", reverse},
+                {"unroll", int64_t(1)}};
+  const std::vector<Array> outs = spmd::bind(primitive("scan"), args, params);
+  std::vector<Array> result;
+  auto next = outs.begin();
+  for (size_t i = 0; i < init.size(); ++i) result.push_back(fwd.moved[i] ? init[i] : *next++);
+  for (int k : fwd.ys_from) result.push_back(k >= 0 ? xs[size_t(k)] : *next++);
+  return result;
+}
+}  // namespace
+
 std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
                         const std::shared_ptr<TreeDef>& carry_out_def, std::span<const Array> init,
                         std::span<const Array> xs, std::optional<int64_t> length, bool reverse,
@@ -1273,15 +1347,7 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
         ".");
   check_carry_shardings(api, "scan", in_carry,
                         std::span<const AbstractValue>(out).first(num_carry));
-  std::vector<Array> args = concat(consts, init);
-  args.insert(args.end(), xs.begin(), xs.end());
-  Params params{{"jaxpr", prog},
-                {"length", *length},
-                {"num_carry", int64_t(num_carry)},
-                {"num_consts", int64_t(consts.size())},
-                {"reverse", reverse},
-                {"unroll", int64_t(1)}};
-  return spmd::bind(primitive("scan"), args, params);
+  return bind_scan(prog, consts, init, xs, *length, reverse);
 }
 
 std::vector<Array> fori_loop(int64_t lower, int64_t upper, const FlatFn& body,

@@ -640,12 +640,11 @@ void register_call_primitives(PrimitiveRegistry& r) {
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
   jit.call_body = "jaxpr";
   jit.body_named_after_caller = true;
-  // Its results vary as its body's do (one list for all of them: their union), as the types
-  // JAX's pjit gives its results are its body's; operands are not cast.
+  // Each result varies as its body's does, as JAX's pjit types its results as its body's;
+  // operands are not cast.
   jit.vma_rule = [](std::span<const AbstractValue>, const Params& p) {
-    std::vector<std::string> vma;
-    for (const AbstractValue& t : p.get<ProgramRef>("jaxpr")->out_types())
-      vma = vma_union(vma, t.vma);
+    VmaTypes vma;
+    for (const AbstractValue& t : p.get<ProgramRef>("jaxpr")->out_types()) vma.push_back(t.vma);
     return vma;
   };
   jit.inlined_body = body_with_shardings;

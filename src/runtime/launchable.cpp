@@ -29,6 +29,7 @@ struct RankPlan {
   std::vector<LaunchContext> contexts;
   Launchable::Body body;
   Launchable::OwningBody owning;
+  std::vector<int> local_ranks;  // the ranks whose devices are this process's (local_ranks_of)
 };
 
 std::shared_ptr<RankPlan> new_rank_plan() {
@@ -183,6 +184,7 @@ RankPlan& rank_plan(const Launchable& l) {
     }
     plan.body = l.body;
     plan.owning = l.owning_body;
+    plan.local_ranks = local_ranks_of(l.device_ids);
   });
   return plan;
 }
@@ -215,7 +217,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     prepare_groups(l);
     l.groups_made->store(true, std::memory_order_release);
   }
-  rank_plan(l);
+  const RankPlan& made = rank_plan(l);
   std::shared_ptr<Communicator> comm = communicator_for(l);
   // The task owns what only it uses; the results reach `outs` through their arrays.
   auto task = [plan = l.rank_plan, comm, ins = std::move(ins), in_types = std::move(in_types),
@@ -231,15 +233,16 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
       t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
       blocks.push_back(make_array(std::move(t), ins[i]->shards[size_t(rank)]));
     }
-    std::vector<Array> values = donated.empty()
-                                    ? plan->body(blocks)
-                                    : run_owning(plan->owning, std::move(blocks), ins, donated, rank);
+    std::vector<Array> values =
+        donated.empty() ? plan->body(blocks)
+                        : run_owning(plan->owning, std::move(blocks), ins, donated, rank);
     for (size_t k = 0; k < outs.size(); ++k)
       outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
   };
   // A rank that throws aborts the Communicator, so its peers stop waiting for it.
   bool ran_here = false;
-  std::shared_future<void> done = launch(l.device_ids, std::move(task), comm, &ran_here);
+  std::shared_future<void> done =
+      launch(l.device_ids, made.local_ranks, std::move(task), comm, &ran_here);
   for (const Array& r : results) r.impl()->sharded->ready = done;
   keep_communicator(l, std::move(comm), ran_here, done);
   return results;

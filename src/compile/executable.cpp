@@ -183,6 +183,10 @@ struct RunScratch {
   std::vector<int> backs;
   std::vector<std::pair<const Buffer*, int>> donated_buffers;
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> spare;
+  // ArrayImpls of values that died in a run with nothing else holding them, emptied, for the
+  // next equations' results: assigning a type to one reuses its shape's and vma's storage, where
+  // a new one allocates both and itself (three allocations per result of a small collective).
+  std::vector<std::shared_ptr<ArrayImpl>> free_impls;
 };
 
 namespace {
@@ -217,6 +221,34 @@ class ScratchLease {
 thread_local std::vector<std::unique_ptr<RunScratch>> ScratchLease::stack_;
 thread_local size_t ScratchLease::depth_ = 0;
 
+// At most this many emptied ArrayImpls are kept per scratch.
+constexpr size_t kFreeImpls = 16;
+
+// A concrete array of `type` over `buffer`, as make_array makes it, in a kept ArrayImpl if any.
+Array fresh_array(RunScratch& s, const AbstractValue& type, std::shared_ptr<Buffer> buffer) {
+  if (s.free_impls.empty()) return make_array(type, std::move(buffer));
+  std::shared_ptr<ArrayImpl> impl = std::move(s.free_impls.back());
+  s.free_impls.pop_back();
+  impl->aval = type;
+  impl->aval.sharding.reset();
+  impl->buffer = std::move(buffer);
+  return Array(std::move(impl));
+}
+
+// Lets go of the run's reference to `x`; an ArrayImpl nothing else holds is emptied (its data
+// freed) and kept for fresh_array.
+void release_value(RunScratch& s, Array& x) {
+  std::shared_ptr<ArrayImpl> impl = x.impl();
+  x = Array();
+  if (!impl || impl.use_count() != 1 || s.free_impls.size() >= kFreeImpls) return;
+  impl->buffer.reset();
+  impl->sharded.reset();
+  impl->trace.reset();
+  impl->trace_slot = -1;
+  impl->deleted = false;
+  s.free_impls.push_back(std::move(impl));
+}
+
 // Pairs the donated arguments with results (donation_aliases) and notes their buffers. A result
 // that is itself an argument keeps that argument's buffer.
 void plan_aliases(const Program& p, RunScratch& s, const std::vector<bool>& donated) {
@@ -237,8 +269,7 @@ void plan_aliases(const Program& p, RunScratch& s, const std::vector<bool>& dona
 // donated argument's buffer that nothing else holds.
 void keep_spare(RunScratch& s, int v) {
   const std::shared_ptr<ArrayImpl>& x = s.env[size_t(v)].impl();
-  if (!s.owned[size_t(v)] || !x || x.use_count() != 1 || !x->buffer ||
-      x->buffer.use_count() != 1)
+  if (!s.owned[size_t(v)] || !x || x.use_count() != 1 || !x->buffer || x->buffer.use_count() != 1)
     return;
   for (const auto& [buffer, arg] : s.donated_buffers)
     if (buffer == x->buffer.get()) {
@@ -322,7 +353,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
       for (size_t k = 0; k < outs.size(); ++k) env[size_t(e.outputs[k])] = std::move(outs[k]);
     } else if (prim.output_aliases_input) {
       env[size_t(e.outputs[0])] =
-          make_array(p.types[size_t(e.outputs[0])], concrete_buffer(ins[0], prim.name.c_str()));
+          fresh_array(s, p.types[size_t(e.outputs[0])], concrete_buffer(ins[0], prim.name.c_str()));
     } else {
       operands.clear();
       results.clear();
@@ -338,7 +369,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
           // a kernel that hands over a buffer of its own replaces it.
           std::shared_ptr<Buffer> spare = take_spare(s, v, type);
           void* storage = spare ? spare->data() : nullptr;
-          Array out = make_array(type, std::move(spare));
+          Array out = fresh_array(s, type, std::move(spare));
           owned[size_t(v)] = false;
           results.push_back({storage, &out.impl()->aval, &out.impl()->buffer});
           env[size_t(v)] = std::move(out);
@@ -348,7 +379,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
         // result lands where JAX puts it.
         std::shared_ptr<Buffer> buffer = take_spare(s, v, type);
         if (!buffer && donor >= 0) buffer = env[size_t(donor)].impl()->buffer;
-        Array out = buffer ? make_array(type, std::move(buffer))
+        Array out = buffer ? fresh_array(s, type, std::move(buffer))
                            : make_uninitialized(type, prim.name.c_str());
         // Allocated here or written over an owned buffer: later elementwise equations may write
         // over it once it dies, so a chain of them holds one buffer instead of several.
@@ -361,7 +392,7 @@ std::vector<Array> Executable::execute(RunScratch& s) const {
     ins.clear();  // a value dying here is then held by `env` alone
     for (int v : release_after_[i]) {
       if (!s.donated_buffers.empty()) keep_spare(s, v);
-      env[size_t(v)] = Array();
+      release_value(s, env[size_t(v)]);
     }
     if (profiling) record_equation(p, e, start);
   }

@@ -177,13 +177,14 @@ struct LaunchState {
       : ticket(this_thread_launches()),
         fn(std::move(f)),
         remaining(local_ranks),
-        errors(size_t(ranks)),
+        ranks(ranks),
         comm(std::move(c)) {}
   Ticket ticket;  // first: given back last
   std::function<void(int)> fn;
   std::mutex mu;
   int remaining;
-  std::vector<RankError> errors;
+  int ranks;
+  std::vector<RankError> errors;  // one per rank once a rank has failed (under mu), else empty
   std::atomic<bool> failed{false};
   std::shared_ptr<Communicator> comm;
   // Set when the launch runs on device threads; a launch run on the calling thread has none
@@ -193,22 +194,26 @@ struct LaunchState {
   // Records the exception being handled as `rank`'s (on `device`) and releases whoever waits for
   // the rank.
   void fail(int rank, int device) {
-    RankError& mine = errors[size_t(rank)];
-    mine.error = std::current_exception();
+    bool consequence = false;
     std::string reason = "unknown error";
     try {
       throw;
     } catch (const PeerFailure& e) {
-      mine.consequence = true;
+      consequence = true;
       reason = e.what();
     } catch (const std::exception& e) {
       reason = e.what();
     } catch (...) {
     }
+    {
+      std::lock_guard lock(mu);
+      if (errors.empty()) errors.resize(size_t(ranks));
+      errors[size_t(rank)] = {std::current_exception(), consequence};
+    }
     failed.store(true, std::memory_order_release);
     if (comm) comm->abort(rank, reason);
     // The other processes of the job stop waiting for this one.
-    if (!mine.consequence)
+    if (!consequence)
       mpi::report_failure("process " + std::to_string(process_index()) + " failed on device " +
                           std::to_string(device) + ": " + reason);
     fault::wake_stalls();
@@ -234,8 +239,12 @@ struct LaunchState {
 
   // The future of a launch that has finished on the calling thread: the shared ready future
   // when it succeeded, its error otherwise.
-  std::shared_future<void> outcome() const {
-    std::exception_ptr e = root_cause();
+  std::shared_future<void> outcome() {
+    std::exception_ptr e;
+    {
+      std::lock_guard lock(mu);
+      e = root_cause();
+    }
     if (!e) return ready_future();
     std::promise<void> p;
     p.set_exception(e);
@@ -349,14 +358,25 @@ int current_device_id() {
   return t_device;
 }
 
-std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
-                                std::shared_ptr<Communicator> comm, bool* ran_here) {
+std::vector<int> local_ranks_of(std::span<const int> device_ids) {
   check_device_ids(device_ids);
-  if (ran_here) *ran_here = false;
-  // This process runs the ranks of its own devices; the other processes run theirs.
   std::vector<int> local_ranks;
   for (size_t r = 0; r < device_ids.size(); ++r)
     if (is_local_device(device_ids[r])) local_ranks.push_back(int(r));
+  return local_ranks;
+}
+
+std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
+                                std::shared_ptr<Communicator> comm, bool* ran_here) {
+  const std::vector<int> local_ranks = local_ranks_of(device_ids);
+  return launch(device_ids, local_ranks, std::move(fn), std::move(comm), ran_here);
+}
+
+std::shared_future<void> launch(std::span<const int> device_ids, std::span<const int> local_ranks,
+                                std::function<void(int)> fn, std::shared_ptr<Communicator> comm,
+                                bool* ran_here) {
+  if (ran_here) *ran_here = false;
+  // This process runs the ranks of its own devices; the other processes run theirs.
   const int n = int(local_ranks.size());
   if (n == 0) return ready_future();
   // Threads each kernel may use: the cores divided among the devices running at once, so

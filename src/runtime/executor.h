@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace spmd::runtime {
 
@@ -27,6 +28,16 @@ class Communicator;
 std::shared_future<void> launch(std::span<const int> device_ids, std::function<void(int)> fn,
                                 std::shared_ptr<Communicator> comm = nullptr,
                                 bool* ran_here = nullptr);
+
+// The ranks of `device_ids` whose devices are this process's, in rank order, after checking that
+// every id is a device's.
+std::vector<int> local_ranks_of(std::span<const int> device_ids);
+
+// As launch() above, with local_ranks_of(device_ids) given: a caller that launches on the same
+// devices again works them out once.
+std::shared_future<void> launch(std::span<const int> device_ids, std::span<const int> local_ranks,
+                                std::function<void(int)> fn, std::shared_ptr<Communicator> comm,
+                                bool* ran_here);
 
 // The id of the device whose worker thread is calling, or -1 on any other thread.
 int current_device_id();

@@ -24,11 +24,22 @@ namespace spmd::runtime {
 // worker thread, or on a calling thread that claimed it): so each context has one user at a
 // time, and the groups its collectives met stay valid from one launch to the next (they depend
 // on the mesh alone). Its Communicator is set by each launch.
+// A rank's block of one argument, kept from one launch to the next: the next launch with an
+// argument of the same type in the same slot gives it its block's buffer instead of making the
+// block's type (a copy of the argument's, with the slot's shape) and Array again.
+struct KeptBlock {
+  AbstractValue global;      // the argument's type it was made for
+  std::vector<Slice> index;  // and its slot
+  std::shared_ptr<ArrayImpl> impl;
+};
+
 struct RankPlan {
   std::once_flag made;
   std::vector<LaunchContext> contexts;
   Launchable::Body body;
   Launchable::OwningBody owning;
+  std::vector<int> local_ranks;  // the ranks whose devices are this process's (local_ranks_of)
+  std::vector<std::vector<KeptBlock>> kept;  // per rank, per argument (launches without donation)
 };
 
 std::shared_ptr<RankPlan> new_rank_plan() {
@@ -133,6 +144,42 @@ std::vector<Array> run_owning(const Launchable::OwningBody& owning, std::vector<
   return owning(std::move(blocks), donated);
 }
 
+// A rank's block of an argument of type `global` in `slot`, over `shard`.
+Array new_block(const AbstractValue& global, const ShardSlot& slot, std::shared_ptr<Buffer> shard) {
+  AbstractValue t = global;
+  t.shape = slot_shape(slot);
+  return make_array(std::move(t), std::move(shard));
+}
+
+// The rank's block of argument `i` over `shard`: the impl kept from its last launch when nothing
+// else holds it and it was made for the same type and slot (only its buffer changes), else a new
+// one, then kept.
+Array block_array(std::vector<KeptBlock>& kept, size_t i, const AbstractValue& global,
+                  const ShardSlot& slot, std::shared_ptr<Buffer> shard) {
+  if (kept.size() <= i) kept.resize(i + 1);
+  KeptBlock& k = kept[i];
+  if (k.impl && k.impl.use_count() == 1 && k.global == global && k.index == slot.index) {
+    k.impl->buffer = std::move(shard);
+    return Array(k.impl);
+  }
+  Array block = new_block(global, slot, std::move(shard));
+  k = {global, slot.index, block.impl()};
+  return block;
+}
+
+// After a launch's share: a kept block nothing else holds lets go of its buffer (the argument's
+// data is not held past the launch); one that something still holds (a result that is the block
+// itself) is forgotten.
+void release_blocks(std::vector<KeptBlock>& kept) {
+  for (KeptBlock& k : kept) {
+    if (!k.impl) continue;
+    if (k.impl.use_count() == 1)
+      k.impl->buffer.reset();
+    else
+      k.impl.reset();
+  }
+}
+
 // Rank r fills block r of every result, and a later launch on the same device reads that block
 // without waiting for the other devices (ShardedData::wait_for_block): so block r must be the
 // one placed on rank r's device, as every sharding over the launch's mesh lays it out.
@@ -183,6 +230,8 @@ RankPlan& rank_plan(const Launchable& l) {
     }
     plan.body = l.body;
     plan.owning = l.owning_body;
+    plan.local_ranks = local_ranks_of(l.device_ids);
+    plan.kept.resize(l.device_ids.size());
   });
   return plan;
 }
@@ -215,7 +264,7 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     prepare_groups(l);
     l.groups_made->store(true, std::memory_order_release);
   }
-  rank_plan(l);
+  const RankPlan& made = rank_plan(l);
   std::shared_ptr<Communicator> comm = communicator_for(l);
   // The task owns what only it uses; the results reach `outs` through their arrays.
   auto task = [plan = l.rank_plan, comm, ins = std::move(ins), in_types = std::move(in_types),
@@ -223,23 +272,30 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     LaunchContext& ctx = plan->contexts[size_t(rank)];
     ctx.comm = comm.get();
     LaunchScope scope(&ctx);
+    // Without donation the blocks' impls are kept for the next launch (with donation the
+    // program must be their only holder).
+    std::vector<KeptBlock>* kept = donated.empty() ? &plan->kept[size_t(rank)] : nullptr;
     std::vector<Array> blocks;
     blocks.reserve(ins.size());
     for (size_t i = 0; i < ins.size(); ++i) {
       ins[i]->wait_for_block(rank);
-      AbstractValue t = in_types[i];
-      t.shape = slot_shape(ins[i]->layout[size_t(rank)]);
-      blocks.push_back(make_array(std::move(t), ins[i]->shards[size_t(rank)]));
+      const ShardSlot& slot = ins[i]->layout[size_t(rank)];
+      const std::shared_ptr<Buffer>& shard = ins[i]->shards[size_t(rank)];
+      blocks.push_back(kept ? block_array(*kept, i, in_types[i], slot, shard)
+                            : new_block(in_types[i], slot, shard));
     }
-    std::vector<Array> values = donated.empty()
-                                    ? plan->body(blocks)
-                                    : run_owning(plan->owning, std::move(blocks), ins, donated, rank);
+    std::vector<Array> values =
+        kept ? plan->body(blocks) : run_owning(plan->owning, std::move(blocks), ins, donated, rank);
+    blocks.clear();
     for (size_t k = 0; k < outs.size(); ++k)
       outs[k]->shards[size_t(rank)] = concrete_buffer(values[k], "shard_map");
+    values.clear();
+    if (kept) release_blocks(*kept);
   };
   // A rank that throws aborts the Communicator, so its peers stop waiting for it.
   bool ran_here = false;
-  std::shared_future<void> done = launch(l.device_ids, std::move(task), comm, &ran_here);
+  std::shared_future<void> done =
+      launch(l.device_ids, made.local_ranks, std::move(task), comm, &ran_here);
   for (const Array& r : results) r.impl()->sharded->ready = done;
   keep_communicator(l, std::move(comm), ran_here, done);
   return results;

@@ -232,9 +232,11 @@ void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
   using clock = std::chrono::steady_clock;
   constexpr auto kSpin = std::chrono::microseconds(20);
   // While spinning, the clock is read every 8th poll only: here (a virtual machine) reading it
-  // took as long as a poll, and the poll is what sees the peer's message arrive.
+  // took as long as a poll, and the poll is what sees the peer's message arrive. The wait is
+  // timed from its first reading, so a wait that ends within 8 polls (a small exchange with a
+  // peer that arrived with it) reads no clock at all.
   constexpr unsigned kPollsPerClock = 8;
-  const auto start = clock::now(), deadline = start + w.timeout;
+  clock::time_point start, deadline;
   bool spinning = true;
   for (unsigned polls = 1;; ++polls) {
     int done = 0;
@@ -242,6 +244,10 @@ void wait_for(std::span<MPI_Request> requests, const Wait& w, const char* what,
     if (done) return;
     if (spinning && polls % kPollsPerClock != 0) continue;
     const auto now = clock::now();
+    if (polls == kPollsPerClock) {
+      start = now;
+      deadline = now + w.timeout;
+    }
     const auto waited = now - start;
     spinning = waited < kSpin;
     if (spinning) continue;

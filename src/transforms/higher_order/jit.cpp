@@ -920,6 +920,9 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, CompiledCall
 std::vector<Array> run_call(JitState& state, CacheEntry& entry, CompiledCall& call,
                             std::span<const Array> leaves, const std::vector<bool>& donated) {
   if (std::find(donated.begin(), donated.end(), true) == donated.end()) {
+    // Without constants the leaves are the operands as they are. The count of constants never
+    // changes (run_donating replaces some under the lock), so it is read without the lock.
+    if (call.placed_consts.empty()) return call.compiled->run(leaves);
     std::vector<Array> operands;
     {
       std::lock_guard<std::mutex> lock(state.mu);

@@ -47,6 +47,27 @@ class Parameter {
   std::shared_ptr<nn_detail::ParameterSlot> slot_;
 };
 
+// A Parameter reads as its Array in expressions and when printed, as a libtorch parameter does
+// (`model->weight * 2`, `std::cout << model->bias`): argument-dependent lookup finds the Array
+// operators here.
+using spmd::operator+;
+using spmd::operator-;
+using spmd::operator*;
+using spmd::operator/;
+using spmd::operator%;
+using spmd::operator==;
+using spmd::operator!=;
+using spmd::operator<;
+using spmd::operator<=;
+using spmd::operator>;
+using spmd::operator>=;
+using spmd::operator&;
+using spmd::operator|;
+using spmd::operator^;
+using spmd::operator!;
+using spmd::operator<<;
+using spmd::operator>>;
+
 // libtorch's ModuleHolder: a shared handle on a module (`Linear` holds a `LinearImpl`), so that a
 // model can keep its submodules as members and register the same objects by name. Copies share
 // the module. Calling the holder calls the module's forward.

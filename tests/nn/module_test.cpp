@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +166,31 @@ TEST(Module, LinearChecksItsInput) {
               linear(sp::zeros({4, 2}));
             }),
             "[Linear] input must have 3 features in its last axis, got shape (4, 2)");
+}
+
+TEST(Module, ParametersReadAsArraysInExpressions) {
+  // As a libtorch parameter is a Tensor: operators and printing take a Parameter as its Array.
+  nn::Linear linear(3, 2, sp::random::key(0));
+  const Array w = linear->weight.value(), b = linear->bias.value();
+  EXPECT_TRUE(arrays_equal(linear->weight * 2.f, w * 2.f));
+  EXPECT_TRUE(arrays_equal(1.f - linear->bias, 1.f - b));
+  EXPECT_TRUE(arrays_equal(linear->bias + linear->bias, b + b));
+  EXPECT_TRUE(arrays_equal(-linear->bias, -b));
+  EXPECT_TRUE(arrays_equal(linear->bias > 0.f, b > 0.f));
+  std::ostringstream printed, expected;
+  printed << linear->weight;
+  expected << w;
+  EXPECT_EQ(printed.str(), expected.str());
+  // Inside functional_call the operators read the substituted value.
+  struct Doubled : nn::Module {
+    nn::Linear inner{nullptr};
+    explicit Doubled(nn::Linear l) { inner = register_module("inner", l); }
+    Array forward(Array x) const override { return x * 0.f + inner->weight * 2.f; }
+  };
+  Doubled doubled(linear);
+  nn::StateDict prefixed = {{"inner.weight", sp::ones({2, 3})}, {"inner.bias", sp::zeros({2})}};
+  EXPECT_TRUE(arrays_equal(nn::functional_call(doubled, prefixed, sp::zeros({2, 3})),
+                           sp::full({2, 3}, 2.f)));
 }
 
 TEST(FunctionalCall, UsesTheGivenParamsAndLeavesTheModelAlone) {

@@ -11,6 +11,7 @@
 #include "ops/op_util.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "sharding/type_sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -41,7 +42,7 @@ bool typematch(std::span<const AbstractValue> a, std::span<const AbstractValue> 
 // npos. Explicit mode: shardings are part of the types a body must keep.
 size_t sharding_mismatch(std::span<const AbstractValue> a, std::span<const AbstractValue> b) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (a[i].sharding != b[i].sharding) return i;
+    if (!shardings_match(a[i].sharding, b[i].sharding)) return i;
   return std::string::npos;
 }
 

@@ -114,7 +114,7 @@ struct Inference {
     factor_axes.assign(size_t(rule.num_factors()), std::nullopt);
     splitters.assign(size_t(rule.num_factors()), 0);
     for (size_t i = 0; i < in.size() && i < rule.operands.size(); ++i) {
-      if (!in[i].sharding) continue;
+      if (!in[i].sharding || in[i].sharding->dims.size() != rule.operands[i].size()) continue;
       for (size_t d = 0; d < rule.operands[i].size(); ++d) {
         const Axes& axes = in[i].sharding->dims[d];
         const ShardingRule::Dim& factors = rule.operands[i][d];

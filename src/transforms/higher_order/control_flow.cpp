@@ -563,6 +563,7 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
     const AbstractValue& yt = out_types[n.carry + y];
     AbstractValue stacked = yt;
     stacked.shape = with_leading(yt.shape, params.get_int("length"));
+    if (stacked.sharding) stacked.sharding->dims.emplace(stacked.sharding->dims.begin());
     add(is_zero(cts[n.carry + y]) ? zero(stacked) : cts[n.carry + y], yt);
   }
   size_t nk = known_consts.size(), nl = lin_consts.size(), nkx = known_xs.size();

@@ -643,7 +643,10 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     }
     AbstractValue t = lb.tangent.types[size_t(lb.tangent.constvars[j])];
     const bool scalar = s.kind == ResidualSource::Kind::extra && t.shape.ndim() == 0;
-    if (scalar) t.shape = Shape({1});
+    if (scalar) {
+      t.shape = Shape({1});
+      if (t.sharding) t.sharding->dims.resize(1);
+    }
     residual_vars.push_back(lb.tangent.constvars[j]);
     squeezed.push_back(scalar);
     ttypes.push_back(t);

@@ -10,6 +10,7 @@
 #include "prims/primitive.h"
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
+#include "sharding/type_sharding.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -51,7 +52,7 @@ Mesh mesh_of_type(const Mesh& mesh, const AbstractValue& t) {
   std::vector<AxisType> types = mesh.axis_types();
   for (size_t i = 0; i < types.size(); ++i)
     if (types[i] != AxisType::Manual)
-      types[i] = t.sharding->mesh[i].is_explicit ? AxisType::Explicit : AxisType::Auto;
+      types[i] = axis_type_of(t.sharding->mesh[i]);
   if (types == mesh.axis_types()) return mesh;
   return Mesh(mesh.devices(), mesh.devices_shape(), mesh.axis_names(), std::move(types));
 }
@@ -175,7 +176,9 @@ const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
       new std::unordered_map<ManualKey, std::unique_ptr<Compiled>, ManualKeyHash>();
   std::lock_guard<std::mutex> lock(mu);
   std::unique_ptr<Compiled>& slot = (*cache)[ManualKey{body, mesh, in_specs, out_specs}];
-  if (!slot) slot = std::make_unique<Compiled>(*body, mesh, in_specs, out_specs, out_types);
+  if (!slot)
+    slot = std::make_unique<Compiled>(*without_unsplit_types(body), mesh, in_specs, out_specs,
+                                      out_types);
   return *slot;
 }
 

@@ -40,20 +40,22 @@ std::string dims_str(const AbstractValue& t) {
   return s + "]";
 }
 
+// The axes a value varies over, as JAX prints them after its shape: "{V:a}", "{V:(a,b)}".
+std::string vma_str(const AbstractValue& t) {
+  if (t.vma.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < t.vma.size(); ++i) names += (i ? "," : "") + t.vma[i];
+  return "{V:" + (t.vma.size() == 1 ? names : "(" + names + ")") + "}";
+}
+
 }  // namespace
 
 std::string AbstractValue::typeof_str() const {
-  return std::string(dtype_name(dtype)) + dims_str(*this);
+  return std::string(dtype_name(dtype)) + dims_str(*this) + vma_str(*this);
 }
 
 std::string AbstractValue::str() const {
-  std::string s = std::string(dtype_short(dtype)) + dims_str(*this);
-  if (!vma.empty()) {
-    std::string names;
-    for (size_t i = 0; i < vma.size(); ++i) names += (i ? "," : "") + vma[i];
-    s += "{V:" + (vma.size() == 1 ? names : "(" + names + ")") + "}";
-  }
-  return s;
+  return std::string(dtype_short(dtype)) + dims_str(*this) + vma_str(*this);
 }
 
 Array make_array(AbstractValue aval, std::shared_ptr<Buffer> buffer) {

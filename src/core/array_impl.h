@@ -20,13 +20,15 @@ struct ShardedData;
 
 // Explicit mode ("sharding in types"): how a value is split over the Explicit axes of its mesh.
 // Plain data, because the Mesh lives above core and a type needs only what JAX's AbstractMesh
-// holds: the axes' names, sizes and whether they are Explicit. Which devices hold the blocks is
-// the data's business (ShardedData), not the type's.
+// holds: the axes' names, sizes and types. Which devices hold the blocks is the data's business
+// (ShardedData), not the type's. Inside a shard_map body a value's type is on the shard_map's mesh
+// with the axes the body is manual over typed Manual (as JAX's are): no dim is split over those.
 struct TypeSharding {
   struct Axis {
     std::string name;
     int64_t size = 1;
     bool is_explicit = false;
+    bool is_manual = false;  // manual in the shard_map body the value lives in
     bool operator==(const Axis&) const = default;
   };
   std::vector<Axis> mesh;  // every axis of the mesh, in mesh order

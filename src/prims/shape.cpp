@@ -1105,6 +1105,7 @@ std::vector<Array> unstack_transpose(const Primitive& stack, Cotangents ct, Inpu
   std::vector<int64_t> dims = piece.shape.dims();
   dims.erase(dims.begin() + axis);
   piece.shape = Shape(dims);
+  if (piece.sharding) piece.sharding->dims.erase(piece.sharding->dims.begin() + axis);
   std::vector<AbstractValue> avals(ct.size(), piece);
   return {spmd::bind1(stack, instantiate_all(ct, avals), Params{{"axis", axis}})};
 }

@@ -413,6 +413,10 @@ std::vector<Array> reshard_impl(std::span<const Array> in, const Params& p) {
 }  // namespace
 
 Array reshard_to(const Array& x, TypeSharding dst, ParamValue concrete_mesh) {
+  // Onto a mesh of Manual axes only (inside a shard_map body), as JAX's: nothing to move.
+  if (!dst.mesh.empty() &&
+      std::ranges::all_of(dst.mesh, [](const TypeSharding::Axis& a) { return a.is_manual; }))
+    return x;
   return bind1(reshard_p(), {x},
                Params{{"concrete_mesh", std::move(concrete_mesh)},
                       {"dst_sharding", object_param(std::move(dst))}});

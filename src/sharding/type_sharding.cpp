@@ -3,6 +3,7 @@
 #include <spmd/error.h>
 
 #include "ir/primitive.h"
+#include "ir/program.h"
 #include "ir/sharding_rule.h"
 #include "sharding/param_traits.h"
 #include "sharding/propagation.h"
@@ -113,7 +114,7 @@ struct Inference {
     factor_axes.assign(size_t(rule.num_factors()), std::nullopt);
     splitters.assign(size_t(rule.num_factors()), 0);
     for (size_t i = 0; i < in.size() && i < rule.operands.size(); ++i) {
-      if (!in[i].sharding) continue;
+      if (!in[i].sharding || in[i].sharding->dims.size() != rule.operands[i].size()) continue;
       for (size_t d = 0; d < rule.operands[i].size(); ++d) {
         const Axes& axes = in[i].sharding->dims[d];
         const ShardingRule::Dim& factors = rule.operands[i][d];
@@ -257,7 +258,7 @@ std::string abstract_mesh_str(const TypeSharding& t) {
   std::vector<std::string> types;
   for (const TypeSharding::Axis& a : t.mesh) {
     out += python_repr::quoted(a.name) + ": " + std::to_string(a.size) + ", ";
-    types.emplace_back(a.is_explicit ? "Explicit" : "Auto");
+    types.emplace_back(axis_type_name(axis_type_of(a)));
   }
   return out + "axis_types=" + python_repr::tuple(types) +
          ", device_kind=cpu, num_cores=None, platform=cpu)";
@@ -289,7 +290,7 @@ Mesh mesh_of_type(const Mesh& devices, const TypeSharding& t) {
   std::vector<AxisType> types;
   for (const TypeSharding::Axis& a : t.mesh) {
     names.push_back(a.name);
-    types.push_back(a.is_explicit ? AxisType::Explicit : AxisType::Auto);
+    types.push_back(axis_type_of(a));
   }
   return Mesh(devices.devices(), devices.devices_shape(), names, types);
 }
@@ -344,12 +345,98 @@ size_t ParamTraits<GivenOutSharding>::hash(const GivenOutSharding& given) {
   return std::hash<std::string>{}(str(given));
 }
 
+AxisType axis_type_of(const TypeSharding::Axis& axis) {
+  if (axis.is_manual) return AxisType::Manual;
+  return axis.is_explicit ? AxisType::Explicit : AxisType::Auto;
+}
+
 TypeSharding unsplit_on(const Mesh& mesh, int rank) {
   TypeSharding t;
-  for (const auto& [name, size] : mesh.shape())
-    t.mesh.push_back({name, size, mesh.axis_type(name) == AxisType::Explicit});
+  for (const auto& [name, size] : mesh.shape()) {
+    const AxisType type = mesh.axis_type(name);
+    t.mesh.push_back({name, size, type == AxisType::Explicit, type == AxisType::Manual});
+  }
   t.dims.resize(size_t(rank));
   return t;
+}
+
+TypeSharding manual_block_sharding(const Mesh& mesh, const std::vector<std::string>& manual,
+                                   const std::optional<TypeSharding>& outer, int rank) {
+  TypeSharding t = unsplit_on(mesh, rank);
+  for (TypeSharding::Axis& a : t.mesh)
+    if (std::ranges::count(manual, a.name)) a = {a.name, a.size, false, true};
+  if (!outer) return t;
+  for (size_t d = 0; d < t.dims.size() && d < outer->dims.size(); ++d)
+    for (const std::string& a : outer->dims[d])
+      if (!std::ranges::count(manual, a)) t.dims[d].push_back(a);
+  return t;
+}
+
+std::optional<TypeSharding> manual_result_sharding(const Mesh& mesh, const PartitionSpec& spec,
+                                                   const std::optional<TypeSharding>& block,
+                                                   int rank) {
+  std::optional<TypeSharding> t = type_sharding_of(NamedSharding(mesh, spec), rank);
+  if (!t || !block) return t;
+  for (size_t d = 0; d < t->dims.size() && d < block->dims.size(); ++d)
+    for (const std::string& a : block->dims[d])
+      if (!std::ranges::count(t->dims[d], a)) t->dims[d].push_back(a);
+  return t;
+}
+
+namespace {
+
+bool splits_nothing(const std::optional<TypeSharding>& t) {
+  return t && std::ranges::all_of(t->dims, [](const Axes& axes) { return axes.empty(); });
+}
+
+// `body` without its unsplit shardings; whether it had any.
+bool drop_unsplit_types(ProgramRef& body) {
+  ProgramRef stripped = without_unsplit_types(body);
+  const bool changed = stripped != body;
+  body = std::move(stripped);
+  return changed;
+}
+
+// The same for the programs a param holds.
+bool drop_unsplit_types(ParamValue& value) {
+  if (auto* body = std::get_if<ProgramRef>(&value)) return drop_unsplit_types(*body);
+  bool changed = false;
+  if (auto* bodies = std::get_if<std::vector<ProgramRef>>(&value))
+    for (ProgramRef& b : *bodies) changed = drop_unsplit_types(b) || changed;
+  return changed;
+}
+
+}  // namespace
+
+ProgramRef without_unsplit_types(const ProgramRef& body) {
+  Program out = *body;
+  bool changed = false;
+  for (AbstractValue& t : out.types)
+    if (splits_nothing(t.sharding)) {
+      t.sharding.reset();
+      changed = true;
+    }
+  for (Equation& e : out.equations) {
+    Params params = e.params;
+    bool params_changed = false;
+    for (const auto& [key, value] : e.params.items()) {
+      ParamValue v = value;
+      if (!drop_unsplit_types(v)) continue;
+      params.set(key, std::move(v));
+      params_changed = true;
+    }
+    if (params_changed) e.params = std::move(params);
+    changed = changed || params_changed;
+  }
+  return changed ? std::make_shared<const Program>(std::move(out)) : body;
+}
+
+bool has_explicit_axis(const std::optional<TypeSharding>& t) {
+  return t && std::ranges::any_of(t->mesh, [](const TypeSharding::Axis& a) { return a.is_explicit; });
+}
+
+bool shardings_match(const std::optional<TypeSharding>& a, const std::optional<TypeSharding>& b) {
+  return a == b || (!has_explicit_axis(a) && !has_explicit_axis(b));
 }
 
 std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank) {

@@ -25,6 +25,35 @@ std::optional<TypeSharding> type_sharding_of(const Sharding& sharding, int rank)
 // The abstract mesh of `mesh` with an unsplit value of rank `rank` on it.
 TypeSharding unsplit_on(const Mesh& mesh, int rank);
 
+// The type of axis `axis` of a type's abstract mesh.
+AxisType axis_type_of(const TypeSharding::Axis& axis);
+
+// The sharding of a block of rank `rank` in the body of a shard_map over `mesh` that is manual
+// over `manual` (JAX's _shard_aval): on the mesh with those axes Manual, split as `outer` (the
+// operand's type) is over the other axes.
+TypeSharding manual_block_sharding(const Mesh& mesh, const std::vector<std::string>& manual,
+                                   const std::optional<TypeSharding>& outer, int rank);
+
+// The sharding a shard_map result of rank `rank` has outside the body (JAX's _unshard_aval):
+// split over the mesh's Explicit axes as its out spec `spec` says, and over the axes the body is
+// not manual over as the body's result `block` is; nullopt on a mesh without Explicit axes.
+std::optional<TypeSharding> manual_result_sharding(const Mesh& mesh, const PartitionSpec& spec,
+                                                   const std::optional<TypeSharding>& block,
+                                                   int rank);
+
+// `body` with the shardings of its types, and its sub-programs', dropped where they split no dim
+// (the same Program when none has one): a device running a shard_map body on its blocks learns
+// nothing from a Manual mesh, and the compiler treats such values as untyped.
+std::shared_ptr<const Program> without_unsplit_types(const std::shared_ptr<const Program>& body);
+
+// Whether a type's abstract mesh has an Explicit axis.
+bool has_explicit_axis(const std::optional<TypeSharding>& t);
+
+// Whether two types' shardings agree as JAX's core.typematch compares them: they are equal, or
+// neither is on a mesh with an Explicit axis (untyped values and values whose meshes have Manual
+// and Auto axes only agree with each other).
+bool shardings_match(const std::optional<TypeSharding>& a, const std::optional<TypeSharding>& b);
+
 // The spec of t's first `length` dims (a type's sharding in full for t.dims.size()).
 PartitionSpec spec_of(const TypeSharding& t, size_t length);
 

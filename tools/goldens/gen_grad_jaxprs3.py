@@ -139,6 +139,10 @@ SM_GRAD_CASES = {
     # reduce_sum whose out_sharding names the manual mesh.
     "sm_replicated_operand": (jax.grad(summed(smap(lambda u, v: u * v, (P("a"), P()), P("a"))),
                                        argnums=(0, 1)), (grid(), grid()[0])),
+    # A reshape in the body: its transpose reshapes the cotangent back with the operand's
+    # sharding, which names the manual mesh.
+    "sm_reshape": (jax.grad(summed(smap(lambda v: jnp.sin(jnp.reshape(v, (8,))), P("a"),
+                                        P("a")))), (grid(),)),
 }
 
 

@@ -11,6 +11,7 @@
 #include "ops/op_util.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "sharding/type_sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -41,7 +42,7 @@ bool typematch(std::span<const AbstractValue> a, std::span<const AbstractValue> 
 // npos. Explicit mode: shardings are part of the types a body must keep.
 size_t sharding_mismatch(std::span<const AbstractValue> a, std::span<const AbstractValue> b) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (a[i].sharding != b[i].sharding) return i;
+    if (!shardings_match(a[i].sharding, b[i].sharding)) return i;
   return std::string::npos;
 }
 
@@ -562,6 +563,7 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
     const AbstractValue& yt = out_types[n.carry + y];
     AbstractValue stacked = yt;
     stacked.shape = with_leading(yt.shape, params.get_int("length"));
+    if (stacked.sharding) stacked.sharding->dims.emplace(stacked.sharding->dims.begin());
     add(is_zero(cts[n.carry + y]) ? zero(stacked) : cts[n.carry + y], yt);
   }
   size_t nk = known_consts.size(), nl = lin_consts.size(), nkx = known_xs.size();

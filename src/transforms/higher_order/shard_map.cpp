@@ -21,6 +21,7 @@
 #include "runtime/sharded.h"
 #include "sharding/param_traits.h"
 #include "sharding/python_repr.h"
+#include "sharding/type_sharding.h"
 #include "transforms/higher_order/nested_pmap.h"
 #include "transforms/interpreters.h"
 #include "transforms/signature.h"
@@ -119,12 +120,15 @@ std::vector<std::string> spec_axes(const Mesh& mesh, const PartitionSpec& spec) 
   return out;
 }
 
-// The block one device sees of an operand of type `global` (specs already checked).
-AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh) {
+// The block one device sees of an operand of type `global` (specs already checked), typed on
+// the mesh with the axes `manual` Manual.
+AbstractValue block_type(const AbstractValue& global, const PartitionSpec& spec, const Mesh& mesh,
+                         const std::vector<std::string>& manual) {
   AbstractValue block = global;
   std::vector<int64_t> dims = global.shape.dims();
   for (int d = 0; d < global.shape.ndim(); ++d) dims[size_t(d)] /= split_factor(mesh, spec, d);
   block.shape = Shape(dims);
+  block.sharding = manual_block_sharding(mesh, manual, global.sharding, global.shape.ndim());
   return block;
 }
 
@@ -398,6 +402,7 @@ AbstractValue global_type(const AbstractValue& block, const PartitionSpec& spec,
   for (int d = 0; d < block.shape.ndim(); ++d) dims[size_t(d)] *= split_factor(mesh, spec, d);
   global.shape = Shape(dims);
   global.vma.clear();
+  global.sharding = manual_result_sharding(mesh, spec, block.sharding, block.shape.ndim());
   return global;
 }
 
@@ -638,7 +643,10 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     }
     AbstractValue t = lb.tangent.types[size_t(lb.tangent.constvars[j])];
     const bool scalar = s.kind == ResidualSource::Kind::extra && t.shape.ndim() == 0;
-    if (scalar) t.shape = Shape({1});
+    if (scalar) {
+      t.shape = Shape({1});
+      if (t.sharding) t.sharding->dims.resize(1);
+    }
     residual_vars.push_back(lb.tangent.constvars[j]);
     squeezed.push_back(scalar);
     ttypes.push_back(t);
@@ -773,13 +781,35 @@ BatchContext body_batch_context(const Mesh& mesh, const BatchContext& ctx) {
   return body;
 }
 
+// The batch context a shard_map batches its body with. A batch dim split over Explicit axes of
+// its mesh (which, as in JAX, the shard_map is not manual over) is batched as vmap's
+// spmd_axis_name would be: split over those axes in the specs, each device computing its share
+// of the batch. JAX keeps such a shard_map manual over the other axes only, its body typed with
+// the batch dim split over the Explicit axes: the same results, typed alike.
+BatchContext explicit_axes_as_spmd_axis(const Mesh& mesh, const BatchContext& ctx) {
+  if (ctx.explicit_mesh_axis.empty()) return ctx;
+  for (const std::string& a : ctx.explicit_mesh_axis)
+    if (std::ranges::count(mesh.axis_names(), a) == 0 ||
+        mesh.axis_type(a) != AxisType::Explicit)
+      return ctx;
+  BatchContext out = ctx;
+  out.spmd_axis_name = std::move(out.explicit_mesh_axis);
+  out.explicit_mesh_axis.clear();
+  return out;
+}
+
 // vmap of a shard_map, as JAX's _shard_map_batch: each batched operand keeps its batch dim where
 // it is, and its spec gets the dim inserted there, unsplit or split over vmap's spmd_axis_name
 // (the specs may not name those axes); the body is batched with its own rules, and each result
 // keeps the dim the body gives it (unbatched results keep their spec).
 BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
-                            const BatchContext& outer) {
+                            const BatchContext& vmapped) {
   const ShardMapParams info = info_of(p);
+  const BatchContext outer = explicit_axes_as_spmd_axis(info.mesh, vmapped);
+  // Axes that become manual here: the body's types have them Manual, and its batching rules
+  // cast what they batch to vary over them.
+  std::vector<std::string> newly_manual;
+  if (outer.spmd_axis_name != vmapped.spmd_axis_name) newly_manual = outer.spmd_axis_name;
   check_specs_free_of_spmd_axis(info.in_specs, "in_specs", outer);
   check_specs_free_of_spmd_axis(info.out_specs, "out_specs", outer);
   const BatchContext ctx = body_batch_context(info.mesh, outer);
@@ -800,10 +830,14 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       // of the body's).
       if (t.sharding) t.sharding->dims.emplace(t.sharding->dims.begin() + dims[i]);
     }
+    if (!newly_manual.empty())
+      t.sharding =
+          manual_block_sharding(info.mesh, info.mesh.axis_names(), t.sharding, t.shape.ndim());
     types.push_back(t);
   }
   std::vector<int> out_dims;
   auto fn = [&](std::span<const Array> xs) {
+    SpmdAxisNamesScope names(newly_manual);
     auto [outs, odims] = batch_program(*body, xs, dims, ctx);
     out_dims = std::move(odims);
     return outs;
@@ -843,11 +877,12 @@ ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
   return rule;
 }
 
-// On its blocks, a shard_map is a call of its body.
+// On its blocks, a shard_map is a call of its body (untyped, as the blocks are).
 LocalEquation shard_map_localize(const Params& p, std::span<const AbstractValue>,
                                  std::span<const AbstractValue>) {
   static const Primitive& call = primitive("jit");
-  return {&call, Params{{"name", std::string("shard_map")}, {"jaxpr", p.get<ProgramRef>("jaxpr")}}};
+  return {&call, Params{{"name", std::string("shard_map")},
+                        {"jaxpr", without_unsplit_types(p.get<ProgramRef>("jaxpr"))}}};
 }
 
 }  // namespace
@@ -1006,9 +1041,10 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
   check_spec_ranks(types, in, name, "in");
   check_specs_match_explicit_types(types, in, mesh);
   check_divisible(types, in, mesh, name);
+  const std::vector<std::string> manual = manual_axes(mesh);
   std::vector<AbstractValue> block_types;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    block_types.push_back(block_type(types[i], in[i].spec, mesh));
+    block_types.push_back(block_type(types[i], in[i].spec, mesh, manual));
     if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, in[i].spec);
   }
 

@@ -837,7 +837,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
   }
   std::vector<int> out_dims;
   auto fn = [&](std::span<const Array> xs) {
-    SpmdAxisNamesScope names(newly_manual);
+    AxisNamesScope names(AxisNameList::spmd, newly_manual);
     auto [outs, odims] = batch_program(*body, xs, dims, ctx);
     out_dims = std::move(odims);
     return outs;

@@ -52,7 +52,7 @@ tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_tests
 	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan_suppressions.txt" SPMD_CPU_DEVICES=8 \
 	  $(TSAN_BUILD)/tests/spmd_tests --gtest_filter='$(TSAN_TESTS)'
-	@if cmake --build $(TSAN_BUILD) --target help | grep -q spmd_mpi_tests; then \
+	@if cmake --build $(TSAN_BUILD) --target help | grep spmd_mpi_tests >/dev/null; then \
 	  cmake --build $(TSAN_BUILD) -j $(JOBS) --target spmd_mpi_tests && \
 	  tests/mpi/tsan_mpi.sh mpirun $(TSAN_BUILD) $(CURDIR)/tests/tsan_mpi_suppressions.txt; fi
 

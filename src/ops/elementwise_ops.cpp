@@ -34,6 +34,13 @@ Array binary_inexact(const char* prim, const char* api, const Array& x, const Ar
   auto a = promote_args_inexact(api, x, y);
   return ops::apply(prim, {a[0], a[1]});
 }
+// An integer divisor with its zeros replaced by ones: jnp's remainder and fmod give 0 for an
+// integer divided by 0 (NumPy's answer), where the rem primitive gives the dividend.
+Array nonzero_integer_divisor(const Array& q) {
+  if (!is_integer(q.dtype()) || is_bool(q.dtype())) return q;
+  return where(equal(q, constant_like(q, 0)), constant_like(q, 1), q);
+}
+
 Array unary_inexact(const char* prim, const Array& x) {
   return ops::apply(prim, {ops::promote_inexact(x)});
 }
@@ -251,9 +258,11 @@ Array floor_divide(const Array& x, const Array& y) {
                                not_equal(ops::apply("rem", {p, q}), zero));
     return where(select, subtract(div, constant_like(div, 1)), div);
   }
-  // Floats: Python's divmod formula, as jnp's _float_divmod.
+  // Floats: Python's divmod formula, as jnp's _float_divmod (a zero divisor divides the dividend
+  // itself, so x // 0 is ±inf, and 0 // 0 nan).
   Array mod = ops::apply("rem", {p, q});
-  Array div = ops::apply("div", {ops::apply("sub", {p, mod}), q});
+  Array corrected = where(equal(q, constant_like(q, 0)), p, ops::apply("sub", {p, mod}));
+  Array div = ops::apply("div", {corrected, q});
   Array zero = constant_like(mod, 0);
   Array ind = logical_and(not_equal(mod, zero),
                           not_equal(ops::apply("sign", {q}), ops::apply("sign", {mod})));
@@ -265,6 +274,7 @@ Array remainder(const Array& x, const Array& y) {
   auto a = promote_args("remainder", x, y);
   Array p = a[0], q = a[1];
   if (is_bool(p.dtype())) throw TypeError("[remainder] not supported for boolean arrays");
+  q = nonzero_integer_divisor(q);
   Array trunc_mod = ops::apply("rem", {p, q});
   Array zero = constant_like(trunc_mod, 0);
   Array do_plus = logical_and(not_equal(less(trunc_mod, zero), less(q, constant_like(q, 0))),
@@ -275,7 +285,8 @@ Array mod(const Array& x, const Array& y) {
   return remainder(x, y);
 }
 Array fmod(const Array& x, const Array& y) {
-  return binary("rem", "fmod", x, y);
+  auto a = promote_args("fmod", x, y);
+  return ops::apply("rem", {a[0], nonzero_integer_divisor(a[1])});
 }
 
 Array power(const Array& x, const Array& y) {

@@ -105,6 +105,20 @@ def record(op, dt, case, args, result):
     out[f"{key}|out"] = np.asarray(result)
 
 
+def record_division_by_zero():
+    """Divisors of zero (and, for floats, -0 and infinities): jnp defines remainder and fmod of
+    integers by 0 as 0 and floor_divide of floats by 0 as +-inf, beyond what the primitives do."""
+    for dt in FLOATS + SINTS + UINTS:
+        x = values(dt)[:12]
+        if dt in FLOATS:
+            y = np.array([0.0, -0.0, np.inf, -np.inf] * 3, dtype=npdt(dt))
+        else:
+            y = np.zeros(12, dtype=npdt(dt))
+        for op in ("floor_divide", "remainder", "fmod"):
+            f = BINARY_NUMERIC.get(op) or BINARY_FLOAT.get(op) or BINARY_INT.get(op)
+            record(op, dt, "zero", [x, y], f(jnp.asarray(x), jnp.asarray(y)))
+
+
 def main():
     for dt in FLOATS:
         for op, (f, dom) in UNARY_FLOAT.items():
@@ -143,6 +157,7 @@ def main():
         x = values("bool")
         f = UNARY_INT.get(op, jnp.abs if op == "abs" else jnp.sign)
         record(op, "bool", "flat", [x], f(jnp.asarray(x)))
+    record_division_by_zero()
     name = "elementwise_x64.npz" if X64 else "elementwise.npz"
     np.savez(os.path.join(OUT, name), **out)
     print(f"wrote {len(out)} arrays to {name}")

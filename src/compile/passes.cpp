@@ -3,6 +3,7 @@
 
 #include "compile/executable.h"
 #include "compile/fusion.h"
+#include "core/env.h"
 #include "core/trace.h"
 #include "prims/collectives.h"
 #include "prims/indexing.h"
@@ -11,7 +12,6 @@
 #include <spmd/ops.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -832,10 +832,7 @@ Program optimize(const Program& p, const AxisSizes& axes) {
   q = slice_before_elementwise(unit_broadcasts_to_reshapes(q));
   q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
-  static const bool fuse = [] {
-    const char* env = std::getenv("SPMD_FUSION");
-    return !env || std::string_view(env) != "0";
-  }();
+  static const bool fuse = env_int("SPMD_FUSION", 0, 1).value_or(1) == 1;
   return fuse ? fuse_elementwise(q) : q;
 }
 

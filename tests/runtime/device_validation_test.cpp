@@ -163,6 +163,18 @@ TEST(DeviceEnv, MalformedThreadCountIsAValueErrorAtFirstUse) {
                      1));
 }
 
+TEST(DeviceEnv, MalformedFusionSwitchIsAValueErrorAtFirstCompile) {
+  using Result = std::pair<std::string, int>;
+  EXPECT_EQ(run_probe("SPMD_CPU_DEVICES=2 SPMD_NUM_THREADS=1 SPMD_FUSION=0"),
+            Result("2 devices, 1 threads\n", 0));
+  for (const char* bad : {"off", "2", ""})
+    EXPECT_EQ(run_probe(std::string("SPMD_CPU_DEVICES=2 SPMD_FUSION='") + bad + "'"),
+              Result(std::string("ValueError: [SPMD_FUSION] expected an integer from 0 to 1, "
+                                 "got '") +
+                         bad + "'\n",
+                     1));
+}
+
 // Sets an environment variable for one scope and restores it.
 class EnvScope {
  public:

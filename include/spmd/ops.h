@@ -36,6 +36,12 @@ Array array(std::initializer_list<T> values, const Shape& shape) {
 template <Scalar T>
 Array array(std::initializer_list<std::initializer_list<T>> rows);
 Array array(const std::vector<bool>& values, const Shape& shape);
+// A 0-d array of one value, as jnp.array(3.0) of a Python scalar: the same as Array(value),
+// weakly typed (bool strongly).
+template <Scalar T>
+Array array(T value) {
+  return Array(value);
+}
 // Copies `bytes` (row-major, dtype t) into a new array.
 Array array_from_bytes(const void* bytes, DType t, const Shape& shape);
 Array asarray(const Array& x, std::optional<DType> dtype = std::nullopt);

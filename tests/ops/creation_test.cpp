@@ -65,6 +65,17 @@ TEST(Creation, ArrayFromCxxDataKeepsValuesAndCanonicalisesDtype) {
   sp::config::enable_x64(false);
 }
 
+// jnp.array(3.0), jnp.array(3) and jnp.array(True) of Python scalars: 0-d, float32 / int32
+// weakly typed, bool strongly (JAX 0.10.2: `Array(3., dtype=float32, weak_type=True)`).
+TEST(Creation, ArrayOfOneScalarIsZeroDimensionalAsJnpArray) {
+  Array f = sp::array(3.0), i = sp::array(3), b = sp::array(true);
+  EXPECT_EQ(f.shape(), sp::Shape{});
+  EXPECT_EQ(sp::repr(f), "Array(3., dtype=float32, weak_type=True)");
+  EXPECT_EQ(sp::repr(i), "Array(3, dtype=int32, weak_type=True)");
+  EXPECT_EQ(sp::repr(b), "Array(True, dtype=bool)");
+  EXPECT_EQ((i + sp::astype(sp::array({1}), sp::int8)).dtype(), sp::int8);
+}
+
 TEST(Creation, ItemAndToVectorConvertLikeAstype) {
   Array x = sp::array({1.75f, -2.5f, 3.f});
   EXPECT_EQ(x.to_vector<int>(), (std::vector<int>{1, -2, 3}));

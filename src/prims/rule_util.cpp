@@ -306,4 +306,12 @@ bool names_spmd_axis(const PartitionSpec& spec, const BatchContext& ctx) {
   return false;
 }
 
+VmaRule vma_as_traced(const Primitive& p) {
+  return [&p](std::span<const AbstractValue> in, const Params& params) {
+    VmaTypes vma;
+    for (AbstractValue& t : p.shape_rule(in, params)) vma.push_back(std::move(t.vma));
+    return vma;
+  };
+}
+
 }  // namespace spmd

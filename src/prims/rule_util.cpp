@@ -20,8 +20,9 @@ namespace spmd {
 
 Array zeros_like_aval(const AbstractValue& aval) {
   Array zero = ops::scalar(0.0, aval.dtype, aval.weak_type);
-  if (aval.shape.ndim() == 0) return zero;
-  return ops::broadcast_in_dim(zero, aval.shape, {}, aval.sharding);
+  if (aval.shape.ndim() != 0) zero = ops::broadcast_in_dim(zero, aval.shape, {}, aval.sharding);
+  // Inside shard_map the zeros vary over the same mesh axes as the value they stand for.
+  return aval.vma.empty() ? zero : collectives::pvary_cast(zero, aval.vma);
 }
 
 Array empty_like_aval(const AbstractValue& aval) {

@@ -19,7 +19,7 @@ class PrimitiveRegistry;
 
 // ---- helpers shared by rule files ---------------------------------------------------------------
 // A concrete or staged zero of the given type, its sharding included (broadcast_in_dim of a 0.0
-// literal, as JAX's zeros_like_aval).
+// literal, then pvary to the type's varying manual axes, as JAX's zeros_like_aval).
 Array zeros_like_aval(const AbstractValue& aval);
 // A placeholder of the given type whose value no computation reads (JAX's empty_like_aval: an
 // `empty2` scalar broadcast to the shape). spmd fills it with zeros.

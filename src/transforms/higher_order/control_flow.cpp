@@ -486,6 +486,55 @@ SplitJvp split_jvp(const Program& body, const std::vector<bool>& nz,
   return out;
 }
 
+// The forward scan of a linearization with what its body computes from its consts alone
+// evaluated once outside it, as JAX's _scan_known_hoisting does.
+struct HoistedScan {
+  Program body;               // new consts (the hoisted values it reads), carries, xs
+  std::vector<Array> consts;  // those values
+  // Per residual the body output after its `num_outs` results: the value when hoisted (it
+  // no longer is an output), else empty.
+  std::vector<Array> hoisted_res;
+};
+
+HoistedScan hoist_invariant(const Program& known, std::span<const Array> consts, size_t num_outs) {
+  std::unordered_map<int, Array> outside;  // variables with a value computed outside the loop
+  for (size_t i = 0; i < consts.size(); ++i) outside[known.invars[i]] = consts[i];
+  auto is_outside = [&](const Atom& a) { return a.is_literal() || outside.count(a.var); };
+  HoistedScan h{known, {}, {}};
+  h.body.equations.clear();
+  for (const Equation& e : known.equations) {
+    if (e.primitive->effectful || !std::ranges::all_of(e.inputs, is_outside)) {
+      h.body.equations.push_back(e);
+      continue;
+    }
+    std::vector<Array> ins;
+    for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : outside.at(a.var));
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) outside[e.outputs[k]] = outs[k];
+  }
+  // The body reads the values it needs from outside as leading inputs, in the order it first
+  // reads them (JAX's new known consts).
+  std::vector<int> invars;
+  auto read = [&](const Atom& a) {
+    if (a.is_literal() || !outside.count(a.var) || std::ranges::count(invars, a.var)) return;
+    invars.push_back(a.var);
+    h.consts.push_back(outside.at(a.var));
+  };
+  for (const Equation& e : h.body.equations) std::ranges::for_each(e.inputs, read);
+  h.body.outputs.clear();
+  for (size_t k = 0; k < known.outputs.size(); ++k) {
+    const Atom& o = known.outputs[k];
+    const bool hoisted = k >= num_outs && !o.is_literal() && outside.count(o.var);
+    if (k >= num_outs) h.hoisted_res.push_back(hoisted ? outside.at(o.var) : Array());
+    if (hoisted) continue;
+    read(o);
+    h.body.outputs.push_back(o);
+  }
+  invars.insert(invars.end(), known.invars.begin() + long(consts.size()), known.invars.end());
+  h.body.invars = std::move(invars);
+  return h;
+}
+
 std::vector<int> scan_instantiate(const ScanSizes& n, const std::vector<bool>& nz,
                                   const std::vector<bool>& ys_nz) {
   std::vector<int> inst;
@@ -518,9 +567,13 @@ JvpResult scan_jvp(std::span<const Array> primals, std::span<const Array> tangen
   SplitJvp sp = split_jvp(body, nz, scan_instantiate(n, nz, ys_nz), "scan", [&](size_t i) {
     return i < n.consts || i >= n.consts + n.carry;  // consts and xs are passed as they are
   });
+  HoistedScan known = hoist_invariant(sp.known, primals.first(n.consts), n.carry + n.ys);
+  std::vector<Array> known_in = known.consts;
+  known_in.insert(known_in.end(), primals.begin() + long(n.consts), primals.end());
   std::vector<Array> known_out =
-      spmd::bind(primitive("scan"), primals,
-                 scan_params(share(std::move(sp.known)), length, n.carry, n.consts, reverse));
+      spmd::bind(primitive("scan"), known_in,
+                 scan_params(share(std::move(known.body)), length, n.carry, known.consts.size(),
+                             reverse));
 
   // The tangent scan: consts (residual consts, const tangents), carry tangents, xs (residuals
   // over the iterations, stacked or xs as they are, in the order the tangent computation reads
@@ -529,11 +582,16 @@ JvpResult scan_jvp(std::span<const Array> primals, std::span<const Array> tangen
   std::vector<int> res_consts, res_xs, t_consts, t_carry, t_xs;
   std::vector<Array> res_const_vals, res_xs_vals, a_consts, a_carry, a_xs;
   auto stacked = known_out.begin() + long(n.carry + n.ys);
+  auto hoisted = known.hoisted_res.begin();
   for (size_t r = 0; r < lin.constvars.size(); ++r) {
     int src = sp.residual_source[r];
+    const Array invariant = src < 0 ? *hoisted++ : Array();
     if (src >= 0 && size_t(src) < n.consts) {
       res_consts.push_back(lin.constvars[r]);
       res_const_vals.push_back(primals[size_t(src)]);
+    } else if (invariant.valid()) {
+      res_consts.push_back(lin.constvars[r]);
+      res_const_vals.push_back(invariant);
     } else {
       res_xs.push_back(lin.constvars[r]);
       res_xs_vals.push_back(src >= 0 ? primals[size_t(src)] : *stacked++);

@@ -289,6 +289,38 @@ std::vector<Array> scan_eager(std::span<const Array> args, const Params& p) {
   return carry;
 }
 
+// ---- vma rules ----------------------------------------------------------------------------------
+
+// The operand indices [from, to).
+std::vector<size_t> operand_range(size_t from, size_t to) {
+  std::vector<size_t> r;
+  for (size_t i = from; i < to; ++i) r.push_back(i);
+  return r;
+}
+
+// Raises std::logic_error when an operand (of those `operands` lists, in the body's input order)
+// varies over other mesh axes than the body input it feeds: the rules that build these bodies
+// trace them from their operands' types, so this is an internal error, never a user's.
+void check_body_inputs(const char* name, std::span<const AbstractValue> in, const Program& body,
+                       const std::vector<size_t>& operands) {
+  const std::vector<AbstractValue> want = body.in_types();
+  for (size_t k = 0; k < want.size() && k < operands.size(); ++k)
+    if (in[operands[k]].vma != want[k].vma)
+      throw std::logic_error(std::string("[") + name + "] operand " +
+                             std::to_string(operands[k]) + " of type " + in[operands[k]].str() +
+                             " feeds a body input of type " + want[k].str());
+}
+
+// vma_as_traced(p) after `check` has looked at the operands.
+VmaRule checked_vma(const Primitive& p,
+                    std::function<void(std::span<const AbstractValue>, const Params&)> check) {
+  return [rule = vma_as_traced(p), check = std::move(check)](std::span<const AbstractValue> in,
+                                                             const Params& params) {
+    check(in, params);
+    return rule(in, params);
+  };
+}
+
 // ---- shape rules --------------------------------------------------------------------------------
 
 // The types a body's trace gave, as a result's. Their shardings hold only where the operands'
@@ -1540,8 +1572,21 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   w.sharding_rule = while_sharding;
   s.sharding_rule = scan_sharding;
   // Each result varies as the body's result does; operands are not cast (a carry's type is
-  // checked against the body's at trace time).
-  for (Primitive* p : {&cond, &w, &s}) p->vma_rule = vma_as_traced(*p);
+  // checked against the body's at trace time, the operands against the bodies' inputs here).
+  cond.vma_rule = checked_vma(cond, [](std::span<const AbstractValue> in, const Params& p) {
+    for (const ProgramRef& b : p.get<std::vector<ProgramRef>>("branches"))
+      check_body_inputs("cond", in, *b, operand_range(1, in.size()));
+  });
+  w.vma_rule = checked_vma(w, [](std::span<const AbstractValue> in, const Params& p) {
+    const size_t nc = size_t(p.get_int("cond_nconsts")), nb = size_t(p.get_int("body_nconsts"));
+    std::vector<size_t> cond_in = operand_range(0, nc);
+    for (size_t i = nc + nb; i < in.size(); ++i) cond_in.push_back(i);
+    check_body_inputs("while", in, *p.get<ProgramRef>("cond_jaxpr"), cond_in);
+    check_body_inputs("while", in, *p.get<ProgramRef>("body_jaxpr"), operand_range(nc, in.size()));
+  });
+  s.vma_rule = checked_vma(s, [](std::span<const AbstractValue> in, const Params& p) {
+    check_body_inputs("scan", in, *p.get<ProgramRef>("jaxpr"), operand_range(0, in.size()));
+  });
   // In Explicit mode the results have the types the shape rules read off the bodies (carries
   // keep theirs).
   for (Primitive* p : {&cond, &w, &s}) {

@@ -20,8 +20,9 @@ namespace spmd {
 
 Array zeros_like_aval(const AbstractValue& aval) {
   Array zero = ops::scalar(0.0, aval.dtype, aval.weak_type);
-  if (aval.shape.ndim() == 0) return zero;
-  return ops::broadcast_in_dim(zero, aval.shape, {}, aval.sharding);
+  if (aval.shape.ndim() != 0) zero = ops::broadcast_in_dim(zero, aval.shape, {}, aval.sharding);
+  // Inside shard_map the zeros vary over the same mesh axes as the value they stand for.
+  return aval.vma.empty() ? zero : collectives::pvary_cast(zero, aval.vma);
 }
 
 Array empty_like_aval(const AbstractValue& aval) {
@@ -304,6 +305,14 @@ bool names_spmd_axis(const PartitionSpec& spec, const BatchContext& ctx) {
     for (const std::string& a : spec.axes_of(d))
       if (std::count(ctx.spmd_axis_name.begin(), ctx.spmd_axis_name.end(), a)) return true;
   return false;
+}
+
+VmaRule vma_as_traced(const Primitive& p) {
+  return [&p](std::span<const AbstractValue> in, const Params& params) {
+    VmaTypes vma;
+    for (AbstractValue& t : p.shape_rule(in, params)) vma.push_back(std::move(t.vma));
+    return vma;
+  };
 }
 
 }  // namespace spmd

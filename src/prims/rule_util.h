@@ -19,7 +19,7 @@ class PrimitiveRegistry;
 
 // ---- helpers shared by rule files ---------------------------------------------------------------
 // A concrete or staged zero of the given type, its sharding included (broadcast_in_dim of a 0.0
-// literal, as JAX's zeros_like_aval).
+// literal, then pvary to the type's varying manual axes, as JAX's zeros_like_aval).
 Array zeros_like_aval(const AbstractValue& aval);
 // A placeholder of the given type whose value no computation reads (JAX's empty_like_aval: an
 // `empty2` scalar broadcast to the shape). spmd fills it with zeros.
@@ -136,6 +136,12 @@ std::vector<std::string> varying_spmd_axis_names();
 // JAX's pxla.batch_spec with vmap's spmd_axis_name: `spec` padded with None up to `dim` and the
 // batch dim inserted there, split over ctx.spmd_axis_name (None when it is empty).
 PartitionSpec batch_spec(const PartitionSpec& spec, int dim, const BatchContext& ctx);
+
+// The vma rule of a primitive whose results are typed by the bodies it holds (call and control
+// flow primitives): each output varies as the type `p`'s shape rule gives it, which is the type
+// the body's trace gave that result; operands are not cast. JAX types pjit's, cond's, while's,
+// scan's and the custom_jvp/custom_vjp calls' results so.
+VmaRule vma_as_traced(const Primitive& p);
 // Whether `spec` names one of vmap's spmd_axis_name axes (which JAX's batching rules refuse).
 bool names_spmd_axis(const PartitionSpec& spec, const BatchContext& ctx);
 

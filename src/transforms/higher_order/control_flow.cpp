@@ -7,10 +7,12 @@
 #include <spmd/lax.h>
 #include <spmd/ops.h>
 
+#include "core/axis_env.h"
 #include "core/trace.h"
 #include "ops/op_util.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "sharding/type_sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
@@ -38,63 +40,122 @@ bool typematch(std::span<const AbstractValue> a, std::span<const AbstractValue> 
   return true;
 }
 
-// The first leaf whose sharding differs between two lists of types equal up to shardings, or
-// npos. Explicit mode: shardings are part of the types a body must keep.
-size_t sharding_mismatch(std::span<const AbstractValue> a, std::span<const AbstractValue> b) {
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (!shardings_match(a[i].sharding, b[i].sharding)) return i;
-  return std::string::npos;
+// Types equal up to shapes and dtypes differ in what JAX's core.typematch also compares: the
+// sharding (Explicit mode) or the varying manual axes (inside a check_vma shard_map body).
+bool types_differ(const AbstractValue& a, const AbstractValue& b) {
+  return !shardings_match(a.sharding, b.sharding) || a.vma != b.vma;
 }
 
-// The name of leaf i of `n` leaves: `name` alone for one, `name[i]` for several.
-std::string leaf_name(const std::string& name, size_t i, size_t n) {
-  return n == 1 ? name : name + "[" + std::to_string(i) + "]";
+// JAX's aval_mismatch_extra for types equal up to shardings and varying manual axes (it says
+// nothing of shardings).
+std::string mismatch_extra(const AbstractValue& a, const AbstractValue& b) {
+  return a.vma == b.vma ? "" : ", so the manual axis types do not match";
 }
 
-// JAX's TypeError for branches whose outputs differ only in sharding. JAX also names each
-// branch function and where it is defined, which spmd cannot know.
-void check_branch_shardings(const char* api, size_t b, std::span<const AbstractValue> first,
-                            std::span<const AbstractValue> out) {
-  const size_t i = sharding_mismatch(first, out);
-  if (i == std::string::npos) return;
+// A Python tuple of axis names, as JAX's messages print one: ('a',), ('a', 'b') or ().
+std::string axes_tuple(const std::vector<std::string>& axes) {
+  std::string s = "(";
+  for (size_t i = 0; i < axes.size(); ++i) s += (i ? ", '" : "'") + axes[i] + "'";
+  return s + (axes.size() == 1 ? ",)" : ")");
+}
+
+// JAX's keystr of each Array leaf's path in `def`, in flattening order ("" for a bare leaf).
+std::vector<std::string> leaf_paths(const TreeDef& def) {
+  std::vector<std::string> paths;
+  std::vector<std::pair<TreeDef, std::string>> stack{{def, ""}};
+  while (!stack.empty()) {
+    auto [t, key] = stack.back();
+    stack.pop_back();
+    if (t.kind() == TreeDef::Kind::leaf) paths.push_back(key);
+    const std::vector<TreeDef> children = t.children();
+    for (size_t i = children.size(); i-- > 0;) stack.push_back({children[i], key + t.child_key(i)});
+  }
+  return paths;
+}
+
+// JAX's list of differences (and of suggested casts) in its control flow type errors: one
+// sentence alone, capitalized and ended with a period; several as bullets, each but the last
+// ended with `;`, one per line (cond's) or, in loops' messages, with a blank line between those
+// before the last.
+std::string jax_list(const std::vector<std::string>& items, bool loop) {
+  if (items.size() == 1) return char(std::toupper(items[0][0])) + items[0].substr(1) + ".\n";
+  std::string s;
+  for (size_t i = 0; i + 1 < items.size(); ++i)
+    s += (i ? "\n" : "") + ("  * " + items[i] + ";") + (loop ? "\n" : "");
+  return s + (loop ? "" : "\n") + "  * " + items.back() + ".\n";
+}
+
+// JAX's advice to cast with pcast (`casts` as jax_list takes them), or "" without any.
+std::string pcast_advice(const std::vector<std::string>& casts, bool loop) {
+  if (casts.empty()) return "";
+  return (casts.size() == 1 ? "This might be fixed by " + casts[0] + ".\n"
+                            : "This might be fixed by:\n" + jax_list(casts, loop)) +
+         "See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
+         "information.\n\n";
+}
+
+// JAX's TypeError for branches whose outputs differ only in sharding or varying manual axes.
+// JAX also names each branch function and where it is defined, which spmd cannot know.
+// `paths` are the key paths of the outputs' leaves.
+void check_branch_types(const char* api, size_t b, std::span<const AbstractValue> first,
+                        std::span<const AbstractValue> out, const std::vector<std::string>& paths) {
   const bool is_cond = std::string(api) == "cond";
   // JAX compares cond's true_fun with its false_fun (spmd's cond lists the false branch first,
   // so for cond `out` is true_fun's), and switch's branch 0 with `branch{b}`, spelled so.
-  const std::string ref = is_cond ? "true_fun" : "branch 0";
-  const std::string other = is_cond ? "false_fun" : "branch" + std::to_string(b);
-  const AbstractValue& ref_type = is_cond ? out[i] : first[i];
-  const AbstractValue& other_type = is_cond ? first[i] : out[i];
+  const std::string name1 = is_cond ? "true_fun" : "branch 0";
+  const std::string name2 = is_cond ? "false_fun" : "branch" + std::to_string(b);
+  const std::span<const AbstractValue> types1 = is_cond ? out : first;
+  const std::span<const AbstractValue> types2 = is_cond ? first : out;
+  std::vector<std::string> diffs, casts;
+  for (size_t i = 0; i < types1.size(); ++i) {
+    const AbstractValue &t1 = types1[i], &t2 = types2[i];
+    if (!types_differ(t1, t2)) continue;
+    const std::string at = paths[i].empty() ? "" : " at path " + paths[i];
+    diffs.push_back("the output of " + name1 + at + " has type " + t1.typeof_str() +
+                    " but the corresponding output of " + name2 + " has type " + t2.typeof_str() +
+                    mismatch_extra(t1, t2));
+    // JAX suggests, for the branch whose output varies over fewer axes, casting it by what the
+    // other's lacks (an empty tuple when one varies over a subset of the other's axes).
+    for (auto [n, a1, a2] : {std::tuple{&name1, &t2, &t1}, std::tuple{&name2, &t1, &t2}})
+      if (a1->vma != a2->vma && !vma_minus(a2->vma, a1->vma).empty())
+        casts.push_back("applying `jax.lax.pcast(..., " + axes_tuple(vma_minus(a1->vma, a2->vma)) +
+                        ", to='varying')` to the output of " + *n + at);
+  }
+  if (diffs.empty()) return;
   throw TypeError(std::string("[") + api + "] " + api +
-                  " branches must have equal output types but they differ.\n\nThe output of " +
-                  leaf_name(ref, i, out.size()) + " has type " + ref_type.typeof_str() +
-                  " but the corresponding output of " + leaf_name(other, i, out.size()) +
-                  " has type " + other_type.typeof_str() + ".\n\nRevise " + ref + " and/or " +
-                  other + " so that all output types match.");
+                  " branches must have equal output types but they differ.\n\n" +
+                  jax_list(diffs, false) + "\n" + pcast_advice(casts, false) + "Revise " + name1 +
+                  " and/or " + name2 + " so that all output types match.");
 }
 
-// How JAX's message names carry leaf i of n. A user's body names its carry argument, which C++
-// cannot see: spmd calls it `carry`. fori_loop's body is JAX's own, whose carry `loop_carry` is
-// the counter and the user's carry (here leaf 0 and the leaves after it).
-std::string carry_leaf_name(const char* api, size_t i, size_t n) {
-  if (std::string(api) != "fori_loop")
-    return n == 1 ? "carry" : "component " + leaf_name("carry", i, n);
-  if (i == 0) return "component loop_carry[0]";
-  if (n == 2) return "component loop_carry[1]";
-  return "component loop_carry[1][" + std::to_string(i - 1) + "]";
-}
-
-// JAX's TypeError for a loop body whose carry out differs from its carry in only in sharding.
-void check_carry_shardings(const char* api, const char* kind, std::span<const AbstractValue> in,
-                           std::span<const AbstractValue> out) {
-  const size_t i = sharding_mismatch(in, out);
-  if (i == std::string::npos) return;
+// JAX's TypeError for a loop body whose carry out differs from its carry in only in sharding or
+// varying manual axes. `paths` are the key paths of the carry's leaves. A user's body names its
+// carry argument, which C++ cannot see: spmd calls it `carry`. fori_loop's body is JAX's own,
+// whose carry `loop_carry` is the counter and the user's carry.
+void check_carry_types(const char* api, const char* kind, std::span<const AbstractValue> in,
+                       std::span<const AbstractValue> out, const std::vector<std::string>& paths) {
+  const std::string name = std::string(api) == "fori_loop" ? "loop_carry" : "carry";
+  std::vector<std::string> diffs, casts;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!types_differ(in[i], out[i])) continue;
+    const std::string component = paths[i].empty() ? "the input carry " + name
+                                                    : "the input carry component " + name +
+                                                          paths[i];
+    diffs.push_back(component + " has type " + in[i].typeof_str() +
+                    " but the corresponding output carry component has type " +
+                    out[i].typeof_str() + mismatch_extra(in[i], out[i]));
+    const std::vector<std::string> missing = vma_minus(out[i].vma, in[i].vma);
+    if (!missing.empty())
+      casts.push_back("applying `jax.lax.pcast(..., " + axes_tuple(missing) +
+                      ", to='varying')`, to the initial carry value corresponding to " + component);
+  }
+  if (diffs.empty()) return;
   throw TypeError(std::string("[") + api + "] " + kind +
                   " body function carry input and carry output must have equal types, but they "
-                  "differ:\n\nThe input carry " +
-                  carry_leaf_name(api, i, in.size()) + " has type " + in[i].typeof_str() +
-                  " but the corresponding output carry component has type " + out[i].typeof_str() +
-                  ".\n\nRevise the function so that all output types match the corresponding "
-                  "input types.");
+                  "differ:\n\n" +
+                  jax_list(diffs, true) + "\n" + pcast_advice(casts, true) +
+                  "Revise the function so that all output types match the corresponding input "
+                  "types.");
 }
 
 // The type of one slice of xs along its leading dim, which JAX's Explicit mode needs unsplit.
@@ -226,6 +287,38 @@ std::vector<Array> scan_eager(std::span<const Array> args, const Params& p) {
     carry.push_back(length == 0 ? zeros(with_leading(t.shape, length), t.dtype) : stack(ys[k], 0));
   }
   return carry;
+}
+
+// ---- vma rules ----------------------------------------------------------------------------------
+
+// The operand indices [from, to).
+std::vector<size_t> operand_range(size_t from, size_t to) {
+  std::vector<size_t> r;
+  for (size_t i = from; i < to; ++i) r.push_back(i);
+  return r;
+}
+
+// Raises std::logic_error when an operand (of those `operands` lists, in the body's input order)
+// varies over other mesh axes than the body input it feeds: the rules that build these bodies
+// trace them from their operands' types, so this is an internal error, never a user's.
+void check_body_inputs(const char* name, std::span<const AbstractValue> in, const Program& body,
+                       const std::vector<size_t>& operands) {
+  const std::vector<AbstractValue> want = body.in_types();
+  for (size_t k = 0; k < want.size() && k < operands.size(); ++k)
+    if (in[operands[k]].vma != want[k].vma)
+      throw std::logic_error(std::string("[") + name + "] operand " +
+                             std::to_string(operands[k]) + " of type " + in[operands[k]].str() +
+                             " feeds a body input of type " + want[k].str());
+}
+
+// vma_as_traced(p) after `check` has looked at the operands.
+VmaRule checked_vma(const Primitive& p,
+                    std::function<void(std::span<const AbstractValue>, const Params&)> check) {
+  return [rule = vma_as_traced(p), check = std::move(check)](std::span<const AbstractValue> in,
+                                                             const Params& params) {
+    check(in, params);
+    return rule(in, params);
+  };
 }
 
 // ---- shape rules --------------------------------------------------------------------------------
@@ -425,6 +518,55 @@ SplitJvp split_jvp(const Program& body, const std::vector<bool>& nz,
   return out;
 }
 
+// The forward scan of a linearization with what its body computes from its consts alone
+// evaluated once outside it, as JAX's _scan_known_hoisting does.
+struct HoistedScan {
+  Program body;               // new consts (the hoisted values it reads), carries, xs
+  std::vector<Array> consts;  // those values
+  // Per residual the body output after its `num_outs` results: the value when hoisted (it
+  // no longer is an output), else empty.
+  std::vector<Array> hoisted_res;
+};
+
+HoistedScan hoist_invariant(const Program& known, std::span<const Array> consts, size_t num_outs) {
+  std::unordered_map<int, Array> outside;  // variables with a value computed outside the loop
+  for (size_t i = 0; i < consts.size(); ++i) outside[known.invars[i]] = consts[i];
+  auto is_outside = [&](const Atom& a) { return a.is_literal() || outside.count(a.var); };
+  HoistedScan h{known, {}, {}};
+  h.body.equations.clear();
+  for (const Equation& e : known.equations) {
+    if (e.primitive->effectful || !std::ranges::all_of(e.inputs, is_outside)) {
+      h.body.equations.push_back(e);
+      continue;
+    }
+    std::vector<Array> ins;
+    for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : outside.at(a.var));
+    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    for (size_t k = 0; k < outs.size(); ++k) outside[e.outputs[k]] = outs[k];
+  }
+  // The body reads the values it needs from outside as leading inputs, in the order it first
+  // reads them (JAX's new known consts).
+  std::vector<int> invars;
+  auto read = [&](const Atom& a) {
+    if (a.is_literal() || !outside.count(a.var) || std::ranges::count(invars, a.var)) return;
+    invars.push_back(a.var);
+    h.consts.push_back(outside.at(a.var));
+  };
+  for (const Equation& e : h.body.equations) std::ranges::for_each(e.inputs, read);
+  h.body.outputs.clear();
+  for (size_t k = 0; k < known.outputs.size(); ++k) {
+    const Atom& o = known.outputs[k];
+    const bool hoisted = k >= num_outs && !o.is_literal() && outside.count(o.var);
+    if (k >= num_outs) h.hoisted_res.push_back(hoisted ? outside.at(o.var) : Array());
+    if (hoisted) continue;
+    read(o);
+    h.body.outputs.push_back(o);
+  }
+  invars.insert(invars.end(), known.invars.begin() + long(consts.size()), known.invars.end());
+  h.body.invars = std::move(invars);
+  return h;
+}
+
 std::vector<int> scan_instantiate(const ScanSizes& n, const std::vector<bool>& nz,
                                   const std::vector<bool>& ys_nz) {
   std::vector<int> inst;
@@ -457,25 +599,34 @@ JvpResult scan_jvp(std::span<const Array> primals, std::span<const Array> tangen
   SplitJvp sp = split_jvp(body, nz, scan_instantiate(n, nz, ys_nz), "scan", [&](size_t i) {
     return i < n.consts || i >= n.consts + n.carry;  // consts and xs are passed as they are
   });
+  HoistedScan known = hoist_invariant(sp.known, primals.first(n.consts), n.carry + n.ys);
+  std::vector<Array> known_in = known.consts;
+  known_in.insert(known_in.end(), primals.begin() + long(n.consts), primals.end());
   std::vector<Array> known_out =
-      spmd::bind(primitive("scan"), primals,
-                 scan_params(share(std::move(sp.known)), length, n.carry, n.consts, reverse));
+      spmd::bind(primitive("scan"), known_in,
+                 scan_params(share(std::move(known.body)), length, n.carry, known.consts.size(),
+                             reverse));
 
-  // The tangent scan: consts (residual consts, const tangents), carry tangents, xs (stacked
-  // residuals, residual xs, xs tangents).
+  // The tangent scan: consts (residual consts, const tangents), carry tangents, xs (residuals
+  // over the iterations, stacked or xs as they are, in the order the tangent computation reads
+  // them, as JAX's; then xs tangents).
   Program& lin = sp.linear;
-  std::vector<int> res_consts, res_xs, res_computed, t_consts, t_carry, t_xs;
+  std::vector<int> res_consts, res_xs, t_consts, t_carry, t_xs;
   std::vector<Array> res_const_vals, res_xs_vals, a_consts, a_carry, a_xs;
+  auto stacked = known_out.begin() + long(n.carry + n.ys);
+  auto hoisted = known.hoisted_res.begin();
   for (size_t r = 0; r < lin.constvars.size(); ++r) {
     int src = sp.residual_source[r];
+    const Array invariant = src < 0 ? *hoisted++ : Array();
     if (src >= 0 && size_t(src) < n.consts) {
       res_consts.push_back(lin.constvars[r]);
       res_const_vals.push_back(primals[size_t(src)]);
-    } else if (src >= 0) {
-      res_xs.push_back(lin.constvars[r]);
-      res_xs_vals.push_back(primals[size_t(src)]);
+    } else if (invariant.valid()) {
+      res_consts.push_back(lin.constvars[r]);
+      res_const_vals.push_back(invariant);
     } else {
-      res_computed.push_back(lin.constvars[r]);
+      res_xs.push_back(lin.constvars[r]);
+      res_xs_vals.push_back(src >= 0 ? primals[size_t(src)] : *stacked++);
     }
   }
   size_t j = 0;
@@ -502,13 +653,11 @@ JvpResult scan_jvp(std::span<const Array> primals, std::span<const Array> tangen
   append(lin.invars, res_consts);
   append(lin.invars, t_consts);
   append(lin.invars, t_carry);
-  append(lin.invars, res_computed);
   append(lin.invars, res_xs);
   append(lin.invars, t_xs);
   std::vector<Array> args = res_const_vals;
   args.insert(args.end(), a_consts.begin(), a_consts.end());
   args.insert(args.end(), a_carry.begin(), a_carry.end());
-  args.insert(args.end(), known_out.begin() + long(n.carry + n.ys), known_out.end());
   args.insert(args.end(), res_xs_vals.begin(), res_xs_vals.end());
   args.insert(args.end(), a_xs.begin(), a_xs.end());
   std::vector<Array> t_out = spmd::bind(primitive("scan"), args,
@@ -557,7 +706,7 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
   for (size_t i : lin_consts) add(zero(in_types[i]), in_types[i]);
   for (size_t c = 0; c < n.carry; ++c)
     add(is_zero(cts[c]) ? zero(in_types[n.consts + c]) : cts[c], in_types[n.consts + c]);
-  for (size_t i : known_xs) add(ins[i].value, in_types[i]);
+  // The ys' cotangents come before the known xs, as JAX's transposed scan takes them.
   std::vector<AbstractValue> out_types = body.out_types();
   for (size_t y = 0; y < n.ys; ++y) {
     const AbstractValue& yt = out_types[n.carry + y];
@@ -566,6 +715,7 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
     if (stacked.sharding) stacked.sharding->dims.emplace(stacked.sharding->dims.begin());
     add(is_zero(cts[n.carry + y]) ? zero(stacked) : cts[n.carry + y], yt);
   }
+  for (size_t i : known_xs) add(ins[i].value, in_types[i]);
   size_t nk = known_consts.size(), nl = lin_consts.size(), nkx = known_xs.size();
   lax::control_flow_detail::FlatFn fn = [&](std::span<const Array> in) {
     Program sub = body;
@@ -576,14 +726,14 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
     }
     for (size_t k = 0; k < nkx; ++k) {
       sub.constvars.push_back(body.invars[known_xs[k]]);
-      sub.consts.push_back(in[nk + nl + n.carry + k]);
+      sub.consts.push_back(in[nk + nl + n.carry + n.ys + k]);
     }
     for (size_t i : lin_consts) linear_invars.push_back(body.invars[i]);
     for (size_t c = 0; c < n.carry; ++c) linear_invars.push_back(body.invars[n.consts + c]);
     for (size_t i : lin_xs) linear_invars.push_back(body.invars[i]);
     sub.invars = linear_invars;
     std::vector<Array> body_cts(in.begin() + long(nk + nl), in.begin() + long(nk + nl + n.carry));
-    for (size_t y = 0; y < n.ys; ++y) body_cts.push_back(in[nk + nl + n.carry + nkx + y]);
+    for (size_t y = 0; y < n.ys; ++y) body_cts.push_back(in[nk + nl + n.carry + y]);
     std::vector<Array> got = transpose_program(sub, body_cts);
     std::vector<Array> out;
     for (size_t k = 0; k < nl; ++k) out.push_back(add_cotangents(in[nk + k], got[k]));
@@ -1196,7 +1346,7 @@ std::vector<Array> cond(const char* api, const Array& index, std::span<const Fla
                            : "branch 0 and branch " + std::to_string(b) + " outputs") +
                       " must have identical types, got\n" + types_str(first) + " and " +
                       types_str(out) + ".");
-    check_branch_shardings(api, b, first, out);
+    check_branch_types(api, b, first, out, leaf_paths(*out_defs[0]));
   }
   // Every branch takes all the merged constants, using its own.
   std::vector<ProgramRef> refs;
@@ -1232,7 +1382,7 @@ std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,
     throw TypeError(
         "[while_loop] body_fun output and input must have identical types: the input carry is " +
         types_str(types) + " but the output carry is " + types_str(out) + ".");
-  check_carry_shardings("while_loop", "while_loop", types, out);
+  check_carry_types("while_loop", "while_loop", types, out, leaf_paths(init_def));
   std::vector<Array> args = concat(cond_consts, body_consts);
   args.insert(args.end(), init.begin(), init.end());
   Params params{{"body_jaxpr", body_prog},
@@ -1316,6 +1466,18 @@ std::vector<Array> bind_scan(ProgramRef body, std::span<const Array> consts,
 }
 }  // namespace
 
+namespace {
+// The key paths of a scan's carry leaves; fori_loop's carry is its counter and then the user's
+// (JAX's `loop_carry` pair).
+std::vector<std::string> carry_paths(const char* api, const TreeDef& init_def) {
+  std::vector<std::string> paths = leaf_paths(init_def);
+  if (std::string(api) != "fori_loop") return paths;
+  for (std::string& p : paths) p = "[1]" + p;
+  paths.insert(paths.begin(), "[0]");
+  return paths;
+}
+}  // namespace
+
 std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
                         const std::shared_ptr<TreeDef>& carry_out_def, std::span<const Array> init,
                         std::span<const Array> xs, std::optional<int64_t> length, bool reverse,
@@ -1347,8 +1509,8 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
         types_str(in_carry) + " but the output carry is " +
         types_str(std::span<const AbstractValue>(out.data(), std::min(out.size(), num_carry))) +
         ".");
-  check_carry_shardings(api, "scan", in_carry,
-                        std::span<const AbstractValue>(out).first(num_carry));
+  check_carry_types(api, "scan", in_carry, std::span<const AbstractValue>(out).first(num_carry),
+                    carry_paths(api, init_def));
   return bind_scan(prog, consts, init, xs, *length, reverse);
 }
 
@@ -1409,6 +1571,22 @@ void register_control_flow_primitives(PrimitiveRegistry& r) {
   cond.sharding_rule = cond_sharding;
   w.sharding_rule = while_sharding;
   s.sharding_rule = scan_sharding;
+  // Each result varies as the body's result does; operands are not cast (a carry's type is
+  // checked against the body's at trace time, the operands against the bodies' inputs here).
+  cond.vma_rule = checked_vma(cond, [](std::span<const AbstractValue> in, const Params& p) {
+    for (const ProgramRef& b : p.get<std::vector<ProgramRef>>("branches"))
+      check_body_inputs("cond", in, *b, operand_range(1, in.size()));
+  });
+  w.vma_rule = checked_vma(w, [](std::span<const AbstractValue> in, const Params& p) {
+    const size_t nc = size_t(p.get_int("cond_nconsts")), nb = size_t(p.get_int("body_nconsts"));
+    std::vector<size_t> cond_in = operand_range(0, nc);
+    for (size_t i = nc + nb; i < in.size(); ++i) cond_in.push_back(i);
+    check_body_inputs("while", in, *p.get<ProgramRef>("cond_jaxpr"), cond_in);
+    check_body_inputs("while", in, *p.get<ProgramRef>("body_jaxpr"), operand_range(nc, in.size()));
+  });
+  s.vma_rule = checked_vma(s, [](std::span<const AbstractValue> in, const Params& p) {
+    check_body_inputs("scan", in, *p.get<ProgramRef>("jaxpr"), operand_range(0, in.size()));
+  });
   // In Explicit mode the results have the types the shape rules read off the bodies (carries
   // keep theirs).
   for (Primitive* p : {&cond, &w, &s}) {

@@ -7,6 +7,7 @@
 
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -149,6 +150,7 @@ void register_custom_jvp_primitive(PrimitiveRegistry& r) {
   call.call_body = "call_jaxpr";
   call.hides_param = [](std::string_view key, const ParamValue&) { return key == "num_consts"; };
   call.batch = custom_jvp_batch;
+  call.vma_rule = vma_as_traced(call);
   // Replicated for now: the partitioner inlines call bodies and partitions what they hold.
   call.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                           const Params&) { return replicated_sharding_rule(in, out); };

@@ -8,6 +8,7 @@
 #include "compile/executable.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
+#include "prims/rule_util.h"
 #include "transforms/interpreters.h"
 #include "transforms/staging.h"
 
@@ -114,10 +115,13 @@ void register_custom_vjp_primitives(PrimitiveRegistry& r) {
   define_custom_vjp_call(r);
   define_custom_lin(r);
   // Replicated for now: the partitioner inlines call bodies and partitions what they hold.
-  for (const char* name : {"custom_vjp_call", "custom_lin"})
-    r.at(name).sharding_rule = [](std::span<const AbstractValue> in,
-                                  std::span<const AbstractValue> out,
-                                  const Params&) { return replicated_sharding_rule(in, out); };
+  // Each result varies as the function's result does.
+  for (const char* name : {"custom_vjp_call", "custom_lin"}) {
+    Primitive& p = r.at(name);
+    p.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
+                         const Params&) { return replicated_sharding_rule(in, out); };
+    p.vma_rule = vma_as_traced(p);
+  }
 }
 
 namespace transform_detail {

@@ -640,13 +640,7 @@ void register_call_primitives(PrimitiveRegistry& r) {
       [](const KernelArgs&) { throw std::logic_error("[jit] runs through its eager rule"); });
   jit.call_body = "jaxpr";
   jit.body_named_after_caller = true;
-  // Each result varies as its body's does, as JAX's pjit types its results as its body's;
-  // operands are not cast.
-  jit.vma_rule = [](std::span<const AbstractValue>, const Params& p) {
-    VmaTypes vma;
-    for (const AbstractValue& t : p.get<ProgramRef>("jaxpr")->out_types()) vma.push_back(t.vma);
-    return vma;
-  };
+  jit.vma_rule = vma_as_traced(jit);
   jit.inlined_body = body_with_shardings;
   jit.eager = [](std::span<const Array> args, const Params& p) {
     const ProgramRef& program = p.get<ProgramRef>("jaxpr");

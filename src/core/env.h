@@ -17,4 +17,13 @@ int64_t parse_env_int(std::string_view name, std::string_view text, int64_t lo, 
 // The environment variable `name` read with parse_env_int; nullopt when it is not set.
 std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi);
 
+// env_int for a setting read on every launch (getenv scans the whole environment, a hundred-odd
+// variables under mpirun): the value this thread read last, while the environment has not changed
+// since, else read again. The environment counts as unchanged while its array, its length, its
+// last entry and the variable's own entry are the same pointers: setenv, unsetenv, putenv of a
+// new string each change one of them (setenv stores a new string for a new value).
+// A string given to putenv and then changed in place is not seen. A malformed value is not kept:
+// every call raises.
+std::optional<int64_t> env_int_cached(const char* name, int64_t lo, int64_t hi);
+
 }  // namespace spmd

@@ -42,7 +42,7 @@ constexpr int64_t kMaxPollUs = 1000000;
 
 std::chrono::milliseconds default_collective_timeout() {
   return std::chrono::milliseconds(
-      env_int("SPMD_COLLECTIVE_TIMEOUT_MS", 1, kMaxCollectiveTimeoutMs).value_or(60000));
+      env_int_cached("SPMD_COLLECTIVE_TIMEOUT_MS", 1, kMaxCollectiveTimeoutMs).value_or(60000));
 }
 
 namespace {

@@ -8,10 +8,13 @@
 #include "core/env.h"
 #include "support/golden.h"
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace {
 
+using spmd::env_int_cached;
 using spmd::parse_env_int;
 using spmd_test::error_message;
 
@@ -34,6 +37,56 @@ TEST(ParseEnvInt, RefusesAnythingElseNamingTheVariable) {
         error_message<spmd::ValueError>([&] { parse_env_int("SPMD_CPU_DEVICES", text, 1, 4096); }),
         "[SPMD_CPU_DEVICES] expected an integer from 1 to 4096, got '" + text + "'")
         << text;
+}
+
+// The cached read sees every change made through setenv, unsetenv and putenv, each at the next
+// call, whatever else changed in between (entries before it removed, others added after it).
+TEST(EnvIntCached, SeesEveryChangeOfTheEnvironment) {
+  const char* kName = "SPMD_TEST_CACHED_INT";
+  const char* kOther = "SPMD_TEST_CACHED_OTHER";
+  unsetenv(kName);
+  unsetenv(kOther);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  setenv(kName, "5", 1);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  setenv(kName, "7", 1);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 7);
+  setenv(kName, "5", 1);  // glibc hands back the string it made for "5" before
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  setenv(kOther, "1", 1);  // another variable after it
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  unsetenv(kName);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  setenv(kName, "9", 1);  // now after kOther
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 9);
+  unsetenv(kOther);  // the entries after kOther move down
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 9);
+  setenv(kName, "11", 1);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 11);
+  static char put[] = "SPMD_TEST_CACHED_INT=13";
+  putenv(put);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 13);
+  unsetenv(kName);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+}
+
+// Each range is read on its own, and a malformed value raises at every call until it is fixed.
+TEST(EnvIntCached, RaisesForAMalformedValueEveryTime) {
+  const char* kName = "SPMD_TEST_CACHED_BAD";
+  setenv(kName, "50", 1);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 50);
+  EXPECT_EQ(error_message<spmd::ValueError>([&] { env_int_cached(kName, 1, 10); }),
+            "[SPMD_TEST_CACHED_BAD] expected an integer from 1 to 10, got '50'");
+  setenv(kName, "5x", 1);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(error_message<spmd::ValueError>([&] { env_int_cached(kName, 1, 100); }),
+              "[SPMD_TEST_CACHED_BAD] expected an integer from 1 to 100, got '5x'");
+  setenv(kName, "6", 1);
+  EXPECT_EQ(env_int_cached(kName, 1, 100), 6);
+  EXPECT_EQ(env_int_cached(kName, 1, 10), 6);
+  unsetenv(kName);
 }
 
 }  // namespace

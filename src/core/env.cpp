@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
 namespace spmd {
 namespace {
@@ -34,43 +33,6 @@ std::optional<int64_t> whole_integer(std::string_view s) {
   return value;
 }
 
-// What one thread saw of the environment when it last read a variable (env_int_cached).
-struct EnvSnapshot {
-  std::string name;
-  int64_t lo = 0, hi = 0;
-  char** array = nullptr;       // `environ`
-  size_t count = 0;             // its entries
-  const char* last = nullptr;   // its last entry
-  const char* entry = nullptr;  // the variable's "NAME=value", or null when unset
-  size_t index = 0;             // where `entry` is
-  std::optional<int64_t> value;
-};
-
-bool unchanged(const EnvSnapshot& s) {
-  char** env = environ;
-  return env != nullptr && env == s.array && env[s.count] == nullptr &&
-         (s.count == 0 || env[s.count - 1] == s.last) && (!s.entry || env[s.index] == s.entry);
-}
-
-// Reads `name` into `s` from the environment as it is now (nothing is kept when it throws).
-void take(EnvSnapshot& s, const char* name, int64_t lo, int64_t hi) {
-  EnvSnapshot made;
-  made.name = name;
-  made.lo = lo;
-  made.hi = hi;
-  made.array = environ;
-  const size_t len = std::strlen(name);
-  for (char** e = made.array; e && *e; ++e, ++made.count) {
-    made.last = *e;
-    if (!made.entry && std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') {
-      made.entry = *e;
-      made.index = made.count;
-    }
-  }
-  if (made.entry) made.value = parse_env_int(name, made.entry + len + 1, lo, hi);
-  s = std::move(made);
-}
-
 }  // namespace
 
 int64_t parse_env_int(std::string_view name, std::string_view text, int64_t lo, int64_t hi) {
@@ -87,17 +49,46 @@ std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) {
   return parse_env_int(name, text, lo, hi);
 }
 
-std::optional<int64_t> env_int_cached(const char* name, int64_t lo, int64_t hi) {
-  thread_local std::vector<EnvSnapshot> seen;
-  for (EnvSnapshot& s : seen)
-    if (s.name == name && s.lo == lo && s.hi == hi) {
-      if (!unchanged(s)) take(s, name, lo, hi);
-      return s.value;
+// What the environment was when a CachedEnvInt read it.
+struct CachedEnvInt::Reading {
+  char** array = nullptr;       // `environ`
+  size_t count = 0;             // its entries
+  const char* last = nullptr;   // its last entry
+  const char* entry = nullptr;  // the variable's "NAME=value", or null when unset
+  size_t index = 0;             // where `entry` is
+  std::optional<int64_t> value;
+
+  bool unchanged() const {
+    char** env = environ;
+    return env != nullptr && env == array && env[count] == nullptr &&
+           (count == 0 || env[count - 1] == last) && (!entry || env[index] == entry);
+  }
+};
+
+CachedEnvInt::CachedEnvInt(const char* name, int64_t lo, int64_t hi)
+    : name_(name), lo_(lo), hi_(hi) {}
+
+CachedEnvInt::~CachedEnvInt() = default;
+
+std::optional<int64_t> CachedEnvInt::get() const {
+  if (const Reading* r = last_.load(std::memory_order_acquire); r && r->unchanged())
+    return r->value;
+  auto made = std::make_unique<Reading>();
+  made->array = environ;
+  const size_t len = std::strlen(name_);
+  for (char** e = made->array; e && *e; ++e, ++made->count) {
+    made->last = *e;
+    if (!made->entry && std::strncmp(*e, name_, len) == 0 && (*e)[len] == '=') {
+      made->entry = *e;
+      made->index = made->count;
     }
-  EnvSnapshot s;
-  take(s, name, lo, hi);
-  seen.push_back(std::move(s));
-  return seen.back().value;
+  }
+  if (made->entry) made->value = parse_env_int(name_, made->entry + len + 1, lo_, hi_);
+  const std::optional<int64_t> value = made->value;
+  std::lock_guard lock(mu_);
+  last_.store(made.get(), std::memory_order_release);
+  readings_.push_back(std::move(made));
+  return value;
 }
 
 }  // namespace spmd

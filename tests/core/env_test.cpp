@@ -14,7 +14,7 @@
 
 namespace {
 
-using spmd::env_int_cached;
+using spmd::CachedEnvInt;
 using spmd::parse_env_int;
 using spmd_test::error_message;
 
@@ -41,51 +41,53 @@ TEST(ParseEnvInt, RefusesAnythingElseNamingTheVariable) {
 
 // The cached read sees every change made through setenv, unsetenv and putenv, each at the next
 // call, whatever else changed in between (entries before it removed, others added after it).
-TEST(EnvIntCached, SeesEveryChangeOfTheEnvironment) {
+TEST(CachedEnvInt, SeesEveryChangeOfTheEnvironment) {
   const char* kName = "SPMD_TEST_CACHED_INT";
   const char* kOther = "SPMD_TEST_CACHED_OTHER";
   unsetenv(kName);
   unsetenv(kOther);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  const CachedEnvInt setting(kName, 1, 100);
+  EXPECT_EQ(setting.get(), std::nullopt);
+  EXPECT_EQ(setting.get(), std::nullopt);
   setenv(kName, "5", 1);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  EXPECT_EQ(setting.get(), 5);
+  EXPECT_EQ(setting.get(), 5);
   setenv(kName, "7", 1);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 7);
+  EXPECT_EQ(setting.get(), 7);
   setenv(kName, "5", 1);  // glibc hands back the string it made for "5" before
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  EXPECT_EQ(setting.get(), 5);
   setenv(kOther, "1", 1);  // another variable after it
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 5);
+  EXPECT_EQ(setting.get(), 5);
   unsetenv(kName);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  EXPECT_EQ(setting.get(), std::nullopt);
   setenv(kName, "9", 1);  // now after kOther
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 9);
+  EXPECT_EQ(setting.get(), 9);
   unsetenv(kOther);  // the entries after kOther move down
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 9);
+  EXPECT_EQ(setting.get(), 9);
   setenv(kName, "11", 1);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 11);
+  EXPECT_EQ(setting.get(), 11);
   static char put[] = "SPMD_TEST_CACHED_INT=13";
   putenv(put);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 13);
+  EXPECT_EQ(setting.get(), 13);
   unsetenv(kName);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), std::nullopt);
+  EXPECT_EQ(setting.get(), std::nullopt);
 }
 
-// Each range is read on its own, and a malformed value raises at every call until it is fixed.
-TEST(EnvIntCached, RaisesForAMalformedValueEveryTime) {
+// Each setting is read on its own, and a malformed value raises at every call until it is fixed.
+TEST(CachedEnvInt, RaisesForAMalformedValueEveryTime) {
   const char* kName = "SPMD_TEST_CACHED_BAD";
   setenv(kName, "50", 1);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 50);
-  EXPECT_EQ(error_message<spmd::ValueError>([&] { env_int_cached(kName, 1, 10); }),
+  const CachedEnvInt wide(kName, 1, 100), narrow(kName, 1, 10);
+  EXPECT_EQ(wide.get(), 50);
+  EXPECT_EQ(error_message<spmd::ValueError>([&] { narrow.get(); }),
             "[SPMD_TEST_CACHED_BAD] expected an integer from 1 to 10, got '50'");
   setenv(kName, "5x", 1);
   for (int i = 0; i < 2; ++i)
-    EXPECT_EQ(error_message<spmd::ValueError>([&] { env_int_cached(kName, 1, 100); }),
+    EXPECT_EQ(error_message<spmd::ValueError>([&] { wide.get(); }),
               "[SPMD_TEST_CACHED_BAD] expected an integer from 1 to 100, got '5x'");
   setenv(kName, "6", 1);
-  EXPECT_EQ(env_int_cached(kName, 1, 100), 6);
-  EXPECT_EQ(env_int_cached(kName, 1, 10), 6);
+  EXPECT_EQ(wide.get(), 6);
+  EXPECT_EQ(narrow.get(), 6);
   unsetenv(kName);
 }
 

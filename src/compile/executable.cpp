@@ -18,7 +18,6 @@
 #include <ctime>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <unordered_map>
 

@@ -18,6 +18,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace spmd {
@@ -127,10 +128,62 @@ ProgramScope::~ProgramScope() {
   --t_program_depth;
 }
 
+namespace {
+
+// Whether `e` only retypes its operand: one operand, one result of the operand's shape, dtype
+// and weak type that shares the operand's buffer (output_aliases_input and not eager: pvary, a
+// reshape to the same shape). The types may differ in what no kernel reads (vma, sharding).
+bool only_retypes(const Program& p, const Equation& e) {
+  const Primitive& prim = *e.primitive;
+  if (!prim.output_aliases_input || prim.eager || e.inputs.size() != 1 || e.outputs.size() != 1)
+    return false;
+  const AbstractValue& in = p.type_of(e.inputs[0]);
+  const AbstractValue& out = p.types[size_t(e.outputs[0])];
+  return in.shape == out.shape && in.dtype == out.dtype && in.weak_type == out.weak_type;
+}
+
+// `p` without the equations that only retype their operand, whose readers read the operand
+// (a variable or a literal) instead: an Array less per run, and an equation less to dispatch (the
+// pvary in front of every psum chained in a checking shard_map). One is kept where its own type
+// is seen: a program output, or an operand of an eager equation (an eager rule is given its
+// operands' Arrays). Nothing when no equation goes.
+std::optional<Program> without_retypes(const Program& p) {
+  std::vector<bool> seen(p.types.size(), false);
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) seen[size_t(a.var)] = true;
+  for (const Equation& e : p.equations)
+    if (e.primitive->eager)
+      for (const Atom& a : e.inputs)
+        if (!a.is_literal()) seen[size_t(a.var)] = true;
+  std::vector<Atom> source(p.types.size());
+  for (size_t v = 0; v < source.size(); ++v) source[v] = Atom::of_var(int(v));
+  auto read = [&](const Atom& a) { return a.is_literal() ? a : source[size_t(a.var)]; };
+  std::vector<Equation> kept;
+  for (const Equation& e : p.equations) {
+    if (only_retypes(p, e) && !seen[size_t(e.outputs[0])]) {
+      source[size_t(e.outputs[0])] = read(e.inputs[0]);
+      continue;
+    }
+    kept.push_back(e);
+    for (Atom& a : kept.back().inputs) a = read(a);
+  }
+  if (kept.size() == p.equations.size()) return std::nullopt;
+  Program q;
+  q.types = p.types;
+  q.constvars = p.constvars;
+  q.consts = p.consts;
+  q.invars = p.invars;
+  q.equations = std::move(kept);
+  q.outputs = p.outputs;
+  return q;
+}
+
+}  // namespace
+
 Executable::Executable(const Program& program, bool optimized,
                        const std::vector<std::pair<std::string, int64_t>>& axes)
-    : program_(optimized ? optimize(program, axes) : program) {
-  const Program& p = program_;
+    : program_(optimized ? optimize(program, axes) : program), retyped_(without_retypes(program_)) {
+  const Program& p = runs();
   std::vector<int> last_use(p.types.size(), -1);
   for (size_t i = 0; i < p.equations.size(); ++i)
     for (const Atom& a : p.equations[i].inputs)
@@ -318,13 +371,13 @@ std::vector<Array> Executable::run(std::vector<Array> args,
     s.env[size_t(program_.invars[i])] = std::move(args[i]);
     s.owned[size_t(program_.invars[i])] = i < donated.size() && donated[i];
   }
-  plan_aliases(program_, s, donated);
+  plan_aliases(runs(), s, donated);
   return execute(s);
 }
 
 std::vector<Array> Executable::execute(RunScratch& s) const {
   ProgramScope scope;
-  const Program& p = program_;
+  const Program& p = runs();
   std::vector<Array>& env = s.env;
   std::vector<bool>& owned = s.owned;
   std::vector<Array>& ins = s.ins;

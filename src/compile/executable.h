@@ -3,13 +3,15 @@
 // equations (the buffer cache hands freed blocks back out). The buffer of a donated argument or
 // of a result the run allocated is written over in place by an elementwise result once its
 // value is dead, and a donated argument's buffer backs the result it is paired with
-// (compile/donation.h) when that result is computed after the buffer's last use.
+// (compile/donation.h) when that result is computed after the buffer's last use. Equations that
+// only give their operand another type (pvary) are not run: their readers read the operand.
 #pragma once
 
 #include "ir/program.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -51,8 +53,12 @@ class Executable {
 
  private:
   std::vector<Array> execute(RunScratch& scratch) const;
+  // The program the runs execute: program_, or retyped_ when equations that only retype their
+  // operand were left out of it (executable.cpp, without_retypes).
+  const Program& runs() const { return retyped_ ? *retyped_ : program_; }
 
   Program program_;
+  std::optional<Program> retyped_;
   std::vector<std::vector<int>> release_after_;  // per equation: variables last used there
 };
 

@@ -3,8 +3,11 @@
 
 #include <spmd/error.h>
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace spmd {
@@ -44,6 +47,48 @@ std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) {
   const char* text = std::getenv(name);
   if (!text) return std::nullopt;
   return parse_env_int(name, text, lo, hi);
+}
+
+// What the environment was when a CachedEnvInt read it.
+struct CachedEnvInt::Reading {
+  char** array = nullptr;       // `environ`
+  size_t count = 0;             // its entries
+  const char* last = nullptr;   // its last entry
+  const char* entry = nullptr;  // the variable's "NAME=value", or null when unset
+  size_t index = 0;             // where `entry` is
+  std::optional<int64_t> value;
+
+  bool unchanged() const {
+    char** env = environ;
+    return env != nullptr && env == array && env[count] == nullptr &&
+           (count == 0 || env[count - 1] == last) && (!entry || env[index] == entry);
+  }
+};
+
+CachedEnvInt::CachedEnvInt(const char* name, int64_t lo, int64_t hi)
+    : name_(name), lo_(lo), hi_(hi) {}
+
+CachedEnvInt::~CachedEnvInt() = default;
+
+std::optional<int64_t> CachedEnvInt::get() const {
+  if (const Reading* r = last_.load(std::memory_order_acquire); r && r->unchanged())
+    return r->value;
+  auto made = std::make_unique<Reading>();
+  made->array = environ;
+  const size_t len = std::strlen(name_);
+  for (char** e = made->array; e && *e; ++e, ++made->count) {
+    made->last = *e;
+    if (!made->entry && std::strncmp(*e, name_, len) == 0 && (*e)[len] == '=') {
+      made->entry = *e;
+      made->index = made->count;
+    }
+  }
+  if (made->entry) made->value = parse_env_int(name_, made->entry + len + 1, lo_, hi_);
+  const std::optional<int64_t> value = made->value;
+  std::lock_guard lock(mu_);
+  last_.store(made.get(), std::memory_order_release);
+  readings_.push_back(std::move(made));
+  return value;
 }
 
 }  // namespace spmd

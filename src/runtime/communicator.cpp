@@ -41,8 +41,10 @@ constexpr int64_t kMaxPollUs = 1000000;
 }  // namespace
 
 std::chrono::milliseconds default_collective_timeout() {
-  return std::chrono::milliseconds(
-      env_int("SPMD_COLLECTIVE_TIMEOUT_MS", 1, kMaxCollectiveTimeoutMs).value_or(60000));
+  // Never destroyed: a device thread may still launch while the process exits.
+  static const CachedEnvInt& timeout =
+      *new CachedEnvInt("SPMD_COLLECTIVE_TIMEOUT_MS", 1, kMaxCollectiveTimeoutMs);
+  return std::chrono::milliseconds(timeout.get().value_or(60000));
 }
 
 namespace {
@@ -617,8 +619,8 @@ struct Communicator::State {
   // A reduction of `count` elements (at most the staging size) over a group with one member in
   // each process, in group order: the blocks gathered into the Cross's kept buffer, then reduced
   // into a result of their own.
-  std::shared_ptr<Buffer> reduce_one_each(const char* api, const Cross& c, ReduceOp op,
-                                          DType dtype, int64_t count, const void* in);
+  std::shared_ptr<Buffer> reduce_one_each(const char* api, const Cross& c, ReduceOp op, DType dtype,
+                                          int64_t count, const void* in);
   std::shared_ptr<Buffer> cross_gather(const Params& p, const Cross& c, const void* in,
                                        int64_t bytes, const Finish* finish = nullptr);
   void cross_reduce_gathered(const Params& p, const Cross& c, const void* in, void* out);

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
+#include "compile/executable.h"
+
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -28,6 +32,27 @@ std::vector<Array> mixed(const Array& x, const Array& k) {
   Array total = sp::sum(counts) + sp::sum(rows);    // f32[], a result
   Array flags = k > 1;                              // bool[3], a result
   return {scaled, total, flags, rows};
+}
+
+// Runs `chain` (a shard_map over 8 devices, P("i") in and out, blocks of 2) on three arguments and
+// checks each result: element j of device d's block is want(s_j, x), x its argument element and
+// s_j the sum over the blocks of element j; each block on its device, the argument untouched.
+void check_chain(const std::function<Array(const Array&)>& chain, const sp::Mesh& mesh,
+                 const std::function<float(float s, float x)>& want_of) {
+  for (int call = 0; call < 3; ++call) {
+    const std::vector<float> xs = iota_f32(16, float(call));
+    Array x = sp::device_put(sp::array(xs, {16}), sp::NamedSharding(mesh, sp::P("i")));
+    Array y = chain(x);
+    float s[2] = {0, 0};
+    for (int d = 0; d < 8; ++d) s[0] += xs[size_t(2 * d)], s[1] += xs[size_t(2 * d + 1)];
+    std::vector<float> want;
+    for (int k = 0; k < 16; ++k) want.push_back(want_of(s[k % 2], xs[size_t(k)]));
+    EXPECT_EQ(y.to_vector<float>(), want) << "call " << call;
+    const auto shards = y.addressable_shards();
+    ASSERT_EQ(shards.size(), 8u);
+    for (int d = 0; d < 8; ++d) EXPECT_EQ(shards[size_t(d)].device.id, d);
+    EXPECT_EQ(x.to_vector<float>(), xs);
+  }
 }
 
 TEST(KeptImpls, ResultsOfEveryShapeAndDtypeGetTheirOwnTypeAndValues) {
@@ -77,22 +102,61 @@ TEST(KeptImpls, AShardMapChainOfPsumsOnEightDevices) {
         return sp::lax::psum(second + b, "i");
       },
       mesh, sp::P("i"), sp::P("i")));
-  for (int call = 0; call < 3; ++call) {
-    const std::vector<float> xs = iota_f32(16, float(call));
-    Array x = sp::device_put(sp::array(xs, {16}), sp::NamedSharding(mesh, sp::P("i")));
-    Array y = chain(x);
-    // Block d holds xs[2d], xs[2d+1]; s_j = the sum over blocks of element j.
-    float s[2] = {0, 0};
-    for (int d = 0; d < 8; ++d) s[0] += xs[size_t(2 * d)], s[1] += xs[size_t(2 * d + 1)];
-    std::vector<float> want;
-    for (int d = 0; d < 8; ++d)
-      for (int j = 0; j < 2; ++j) want.push_back(8 * (16 * s[j]) + s[j]);
-    EXPECT_EQ(y.to_vector<float>(), want) << "call " << call;
-    const auto shards = y.addressable_shards();
-    ASSERT_EQ(shards.size(), 8u);
-    for (int d = 0; d < 8; ++d) EXPECT_EQ(shards[size_t(d)].device.id, d);
-    EXPECT_EQ(x.to_vector<float>(), xs);
+  // psum(b) = s; psum(2 s) = 16 s; psum(16 s + b) = 8 · 16 s + s.
+  check_chain(chain, mesh, [](float s, float) { return 8 * (16 * s) + s; });
+}
+
+// Equations that only retype their operand (pvary) are left out of a run: their readers read the
+// operand. A chained psum in a checking shard_map has one in front of it (the sum is invariant,
+// psum takes a varying value), and so do values mixing an invariant sum with the block. Each value
+// read after such a pvary must be the operand's: the sums of every device's blocks, on its device.
+TEST(RetypesRunAsNothing, ThePvaryOfAChainOfPsumsIsNotRun) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  auto chain = sp::jit(sp::shard_map(
+      [](Array b) {
+        Array s1 = sp::lax::psum(b, "i");         // invariant
+        Array s2 = sp::lax::psum(s1, "i");        // pvary(s1), then psum: 8 · s1
+        Array mixed = s2 + b;                     // pvary(s2) + b
+        Array s3 = sp::lax::psum(s2 * 2.0, "i");  // pvary(2 · s2), then psum: 16 · s2
+        return mixed * 0.5 + s3 + s1 * 0.0;       // invariant terms read again after the psums
+      },
+      mesh, sp::P("i"), sp::P("i")));
+  sp::clear_equation_profile();
+  sp::set_equation_profiling(true);
+  check_chain(chain, mesh, [](float s, float x) { return (8 * s + x) * 0.5f + 16 * (8 * s); });
+  sp::set_equation_profiling(false);
+  const std::vector<sp::EquationProfileEntry> profile = sp::equation_profile();
+  sp::clear_equation_profile();
+  int64_t psums = 0;
+  for (const sp::EquationProfileEntry& e : profile) {
+    EXPECT_NE(e.equation.rfind("pvary", 0), 0u) << e.equation;
+    if (e.equation.rfind("psum", 0) == 0) psums += e.count;
   }
+  EXPECT_EQ(psums, 3 * 3 * 8);  // three psums per run, on 8 devices, three calls
+}
+
+// A pvary whose result leaves the program, or is an operand of an eager equation, keeps its run.
+TEST(RetypesRunAsNothing, AResultThatLeavesTheProgramIsStillMade) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  auto f = sp::jit(sp::shard_map([](Array b) { return sp::lax::pvary(sp::lax::psum(b, "i"), "i"); },
+                                 mesh, sp::P("i"), sp::P("i")));
+  const std::vector<float> xs = iota_f32(16, 1.0f);
+  Array x = sp::device_put(sp::array(xs, {16}), sp::NamedSharding(mesh, sp::P("i")));
+  sp::clear_equation_profile();
+  sp::set_equation_profiling(true);
+  Array y = f(x);
+  const std::vector<float> got = y.to_vector<float>();
+  sp::set_equation_profiling(false);
+  float s[2] = {0, 0};
+  for (int d = 0; d < 8; ++d) s[0] += xs[size_t(2 * d)], s[1] += xs[size_t(2 * d + 1)];
+  std::vector<float> want;
+  for (int d = 0; d < 8; ++d) want.insert(want.end(), {s[0], s[1]});
+  EXPECT_EQ(got, want);
+  int64_t pvarys = 0;
+  for (const sp::EquationProfileEntry& e : sp::equation_profile())
+    if (e.equation.rfind("pvary", 0) == 0) pvarys += e.count;
+  sp::clear_equation_profile();
+  EXPECT_EQ(pvarys, 8);
 }
 
 }  // namespace

@@ -112,8 +112,7 @@ TEST_F(ShardMapManualTypes, AVmappedShardMapKeepsTheBatchSplitOverTheExplicitAxi
   const Array jitted = sp::jit(vmapped)(typed);
   EXPECT_EQ(sp::type_of(jitted).str(), spmd_test::golden_blocks(kCases).at("vmap_jit_result"));
   EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(jitted), sp::device_get(want)));
-  EXPECT_EQ(jitted.sharding()->repr(),
-            sp::NamedSharding(explicit_, P("a", "b")).repr());
+  EXPECT_EQ(jitted.sharding()->repr(), sp::NamedSharding(explicit_, P("a", "b")).repr());
 }
 
 }  // namespace

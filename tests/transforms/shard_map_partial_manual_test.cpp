@@ -88,8 +88,7 @@ TEST_F(ShardMapPartialManual, AnUnbatchedOperandBroadcastAlongTheBatch) {
   auto scaled = sp::shard_map([](Array t, Array u) { return sp::lax::mul(t, u); }, mesh_,
                               sp::SpecTree{P("b"), P("b")}, P("b"));
   const Array u = sp::device_put(sp::arange(8.0f), sp::NamedSharding(mesh_, P("b")));
-  expect_case("split_unbatched", vmapped2(scaled, {.in_axes = {0, None}}),
-              {put(P("a", "b")), u});
+  expect_case("split_unbatched", vmapped2(scaled, {.in_axes = {0, None}}), {put(P("a", "b")), u});
 }
 
 TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
@@ -99,6 +98,32 @@ TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
 TEST_F(ShardMapPartialManual, SpmdAxisNameOverTheSplitAxisMakesTheSameProgram) {
   expect_case("split_spmd", vmapped(smap(affine, P("b"), P("b")), {.spmd_axis_name = {"a"}}),
               {put(P("a", "b"))});
+}
+
+}  // namespace
+
+namespace {
+
+// grad through the partial-manual shard_map, eagerly and under jit: d/dx sum(2x + 1) = 2 and
+// d/dx sum(psum_b(x * x)) = 2x, by exact arithmetic.
+TEST(ShardMapPartialManualGrad, DifferentiatesThroughTheVmappedShardMap) {
+  if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 CPU devices";
+  const sp::Mesh mesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  auto scope = sp::use_mesh(mesh);
+  const Array v = sp::arange(64.0f).reshape({8, 8});
+  const Array x = sp::device_put(v, sp::NamedSharding(mesh, P("a", "b")));
+  auto affine =
+      sp::vmap(sp::shard_map([](Array t) { return t * 2.0f + 1.0f; }, mesh, P("b"), P("b")));
+  auto row_psum = sp::vmap(sp::shard_map(
+      [](Array t) { return sp::lax::psum(sp::lax::mul(t, t), "b"); }, mesh, P("b"), P()));
+  auto g1 = sp::grad([&](Array t) { return sp::sum(affine(t)); });
+  auto g2 = sp::grad([&](Array t) { return sp::sum(row_psum(t)); });
+  const Array twos = sp::full({8, 8}, 2.0f);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g1(x)), sp::device_get(twos)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g1)(x)), sp::device_get(twos)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g2(x)), sp::device_get(v * 2.0f)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g2)(x)), sp::device_get(v * 2.0f)));
 }
 
 }  // namespace

@@ -432,8 +432,8 @@ std::vector<AxisFrame> frames_of(const Mesh& mesh, const std::vector<std::string
 // Whether a type splits a dim over axes the body is not manual over (a shard_map's body types
 // name no manual axis in their dims).
 bool splits_in_type(const AbstractValue& t) {
-  return t.sharding && std::ranges::any_of(t.sharding->dims,
-                                           [](const auto& axes) { return !axes.empty(); });
+  return t.sharding &&
+         std::ranges::any_of(t.sharding->dims, [](const auto& axes) { return !axes.empty(); });
 }
 
 bool splits_in_types(const Program& body) {
@@ -495,8 +495,8 @@ ProgramRef localized(const ProgramRef& body, const Mesh& mesh) {
       for (int v : e.outputs) out_types.push_back(local_type(body->types[size_t(v)]));
       LocalEquation local{e.primitive, localized_params(e.params, mesh)};
       if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
-      std::vector<Array> outs = local.primitive ? spmd::bind(*local.primitive, ins, local.params)
-                                                : ins;
+      std::vector<Array> outs =
+          local.primitive ? spmd::bind(*local.primitive, ins, local.params) : ins;
       for (size_t r = 0; r < outs.size(); ++r) env[size_t(e.outputs[r])] = std::move(outs[r]);
     }
     std::vector<Array> result;
@@ -549,8 +549,8 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
   const RunForm run = run_form(p);
-  const Compiled& compiled = compile_manual(run.body, info_of(p).mesh, run.in_specs,
-                                            run.out_specs, shard_map_shape_rule({}, p));
+  const Compiled& compiled = compile_manual(run.body, info_of(p).mesh, run.in_specs, run.out_specs,
+                                            shard_map_shape_rule({}, p));
   return compiled.run(args);
 }
 
@@ -962,9 +962,9 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       // The batch dim is split over the vmapped-away Explicit axes in the body's type, or whole
       // (axes the body is manual over split it in the specs only).
       if (t.sharding)
-        t.sharding->dims.insert(t.sharding->dims.begin() + dims[i],
-                                typed_batch ? vmapped.explicit_mesh_axis
-                                            : std::vector<std::string>{});
+        t.sharding->dims.insert(
+            t.sharding->dims.begin() + dims[i],
+            typed_batch ? vmapped.explicit_mesh_axis : std::vector<std::string>{});
     }
     if (!newly_manual.empty())
       t.sharding = manual_block_sharding(info.mesh, info.manual, t.sharding, t.shape.ndim());

@@ -315,6 +315,19 @@ Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule s
   // partitioner never splits: their rule is never consulted, and replicated is always correct.
   p.sharding_rule = [](std::span<const AbstractValue> in, std::span<const AbstractValue> out,
                        const Params&) { return replicated_sharding_rule(in, out); };
+  // In a body manual over some mesh axes only, types split dims over the others (a vmapped
+  // shard_map's batch dim, split over an Explicit axis): a collective over manual axes keeps
+  // its operand's splits (a result of another rank is unsplit).
+  p.type_sharding_rule = [](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                            const Params&) {
+    for (size_t k = 0; k < out.size() && !in.empty(); ++k) {
+      const AbstractValue& from = in[std::min(k, in.size() - 1)];
+      if (!from.sharding) continue;
+      out[k].sharding = from.sharding;
+      if (from.shape.ndim() != out[k].shape.ndim())
+        out[k].sharding->dims.assign(size_t(out[k].shape.ndim()), {});
+    }
+  };
   return p;
 }
 

@@ -232,6 +232,30 @@ std::string jax_error(std::string_view relative, std::string_view name) {
   return colon == std::string::npos ? text : text.substr(colon + 2);
 }
 
+std::string rejoined_params(const std::string& text) {
+  std::vector<std::string> lines = split_fields(text, '\n');
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string line = lines[i];
+    if (!line.empty() && line.back() == '[') {
+      std::string joined = line;
+      size_t j = i + 1;
+      for (; j < lines.size() && lines[j].find_first_not_of(' ') != lines[j].find(']'); ++j)
+        joined +=
+            (joined.back() == '[' ? "" : " ") + lines[j].substr(lines[j].find_first_not_of(' '));
+      if (j < lines.size()) {
+        joined += lines[j].substr(lines[j].find(']'));
+        if (joined.size() <= 80) {
+          line = joined;
+          i = j;
+        }
+      }
+    }
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
 std::string without_numpy_ints(std::string jaxpr) {
   for (size_t at; (at = jaxpr.find("np.int64(")) != std::string::npos;) {
     const size_t close = jaxpr.find(')', at);

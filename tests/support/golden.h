@@ -31,6 +31,10 @@ std::map<std::string, std::string> golden_blocks(std::string_view relative);
 // A jaxpr JAX printed with NumPy ints (batching rules make them: `(np.int64(1),)`), spelled as
 // plain ints as spmd's integer params print.
 std::string without_numpy_ints(std::string jaxpr);
+// JAX's printer breaks an equation's params over lines when they do not fit in 80 columns; with
+// its NumPy ints spelled shorter, the params that then fit go back on one line, as spmd prints
+// them.
+std::string rejoined_params(const std::string& text);
 // `text` with every `from` replaced by `to`.
 std::string replaced(std::string text, const std::string& from, const std::string& to);
 // The fields of one line of a text golden between separators, empty ones included ("a,,b" has

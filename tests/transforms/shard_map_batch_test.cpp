@@ -29,36 +29,9 @@ const std::map<std::string, std::string>& blocks() {
   return *b;
 }
 
-// JAX's printer breaks an equation's params over lines when they do not fit in 80 columns; with
-// its NumPy ints spelled shorter, the params that then fit go back on one line, as spmd prints
-// them.
-std::string rejoined_params(const std::string& text) {
-  std::vector<std::string> lines = spmd_test::split_fields(text, '\n');
-  std::string out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::string line = lines[i];
-    if (!line.empty() && line.back() == '[') {
-      std::string joined = line;
-      size_t j = i + 1;
-      for (; j < lines.size() && lines[j].find_first_not_of(' ') != lines[j].find(']'); ++j)
-        joined +=
-            (joined.back() == '[' ? "" : " ") + lines[j].substr(lines[j].find_first_not_of(' '));
-      if (j < lines.size()) {
-        joined += lines[j].substr(lines[j].find(']'));
-        if (joined.size() <= 80) {
-          line = joined;
-          i = j;
-        }
-      }
-    }
-    out += (out.empty() ? "" : "\n") + line;
-  }
-  return out;
-}
-
 // JAX's jaxpr of a case, its NumPy ints spelled as spmd prints them.
 std::string golden_jaxpr(const std::string& name) {
-  return rejoined_params(spmd_test::without_numpy_ints(blocks().at(name)));
+  return spmd_test::rejoined_params(spmd_test::without_numpy_ints(blocks().at(name)));
 }
 
 void expect_values(const std::string& name, const std::vector<Array>& leaves) {

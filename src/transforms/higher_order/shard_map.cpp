@@ -47,6 +47,9 @@ struct ShardMapInfo {
   std::vector<PartitionSpec> in_specs;   // per operand (closed-over constants first)
   std::vector<PartitionSpec> out_specs;  // per result
   bool check_vma = true;
+  // The mesh axes the body is manual over, in mesh order: all of them but the Explicit axes an
+  // enclosing vmap maps over, which the body's types split as the batch dim is.
+  std::vector<std::string> manual;
 };
 
 // The same, read from an equation's params.
@@ -55,18 +58,20 @@ struct ShardMapParams {
   const std::vector<PartitionSpec>& in_specs;
   const std::vector<PartitionSpec>& out_specs;
   bool check_vma;
+  const std::vector<std::string>& manual;
 };
 
-ShardMapParams info_of(const Params& p) {
-  return {p.get_object<Mesh>("mesh"), p.get_object<std::vector<PartitionSpec>>("in_specs"),
-          p.get_object<std::vector<PartitionSpec>>("out_specs"), p.get<bool>("check_vma")};
-}
-
-// The mesh axes the body is manual over: all of them, printed as JAX's frozenset.
+// The mesh axes the body is manual over, printed as JAX's frozenset.
 struct ManualAxes {
   std::vector<std::string> names;
   bool operator==(const ManualAxes&) const = default;
 };
+
+ShardMapParams info_of(const Params& p) {
+  return {p.get_object<Mesh>("mesh"), p.get_object<std::vector<PartitionSpec>>("in_specs"),
+          p.get_object<std::vector<PartitionSpec>>("out_specs"), p.get<bool>("check_vma"),
+          p.get_object<ManualAxes>("newly_manual_axes").names};
+}
 
 // A pmap with pmaps nested in it: the same computation with one device per instance, which
 // running the equation uses instead of the body (the body stays what is printed and
@@ -415,21 +420,142 @@ std::vector<AbstractValue> shard_map_shape_rule(std::span<const AbstractValue>, 
   return out;
 }
 
+// The frames of the axes a body is manual over.
+std::vector<AxisFrame> frames_of(const Mesh& mesh, const std::vector<std::string>& manual,
+                                 bool check_vma) {
+  std::vector<AxisFrame> frames;
+  for (const std::string& axis : manual)
+    frames.push_back({axis, mesh.axis_size(axis), "shard_map", check_vma});
+  return frames;
+}
+
+// Whether a type splits a dim over axes the body is not manual over (a shard_map's body types
+// name no manual axis in their dims).
+bool splits_in_type(const AbstractValue& t) {
+  return t.sharding &&
+         std::ranges::any_of(t.sharding->dims, [](const auto& axes) { return !axes.empty(); });
+}
+
+bool splits_in_types(const Program& body) {
+  return std::ranges::any_of(body.types, [](const AbstractValue& t) { return splits_in_type(t); });
+}
+
+// The block of a value of type t a device holds: its dims split over the non-manual axes of its
+// type divided by them, untyped.
+AbstractValue local_type(AbstractValue t) {
+  if (t.sharding) {
+    std::vector<int64_t> dims = t.shape.dims();
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] /= t.sharding->size_of(t.sharding->dims[d]);
+    t.shape = Shape(dims);
+  }
+  t.sharding.reset();
+  t.vma.clear();
+  return t;
+}
+
+ProgramRef localized(const ProgramRef& body, const Mesh& mesh);
+
+// Params with the programs they hold localized.
+Params localized_params(const Params& params, const Mesh& mesh) {
+  Params out = params;
+  for (auto [key, value] : params.items()) {
+    if (auto* body = std::get_if<ProgramRef>(&value)) {
+      *body = localized(*body, mesh);
+    } else if (auto* bodies = std::get_if<std::vector<ProgramRef>>(&value)) {
+      for (ProgramRef& b : *bodies) b = localized(b, mesh);
+    } else {
+      continue;
+    }
+    out.set(key, std::move(value));
+  }
+  return out;
+}
+
+// The program a device runs for a body manual over some axes of `mesh` only, whose types split
+// dims over the others (a vmapped shard_map's batch dim split over an Explicit axis): the same
+// equations on the blocks, with every mesh axis in scope. Each equation keeps to its blocks, as
+// a vmapped body's do along the batch dim; params that spell global sizes get the blocks'.
+ProgramRef localized(const ProgramRef& body, const Mesh& mesh) {
+  if (!splits_in_types(*body)) return body;
+  std::vector<AbstractValue> in;
+  for (int v : body->invars) in.push_back(local_type(body->types[size_t(v)]));
+  auto fn = [&](std::span<const Array> xs) {
+    std::vector<Array> env(body->types.size());
+    for (size_t i = 0; i < body->constvars.size(); ++i)
+      env[size_t(body->constvars[i])] = body->consts[i];
+    for (size_t i = 0; i < xs.size(); ++i) env[size_t(body->invars[i])] = xs[i];
+    auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env[size_t(a.var)]; };
+    for (const Equation& e : body->equations) {
+      std::vector<Array> ins;
+      std::vector<AbstractValue> in_types, out_types;
+      for (const Atom& a : e.inputs) {
+        ins.push_back(read(a));
+        in_types.push_back(aval_of(ins.back()));
+      }
+      for (int v : e.outputs) out_types.push_back(local_type(body->types[size_t(v)]));
+      LocalEquation local{e.primitive, localized_params(e.params, mesh)};
+      if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
+      std::vector<Array> outs =
+          local.primitive ? spmd::bind(*local.primitive, ins, local.params) : ins;
+      for (size_t r = 0; r < outs.size(); ++r) env[size_t(e.outputs[r])] = std::move(outs[r]);
+    }
+    std::vector<Array> result;
+    for (const Atom& a : body->outputs) result.push_back(read(a));
+    return result;
+  };
+  AxisEnvScope axes(frames_of(mesh, mesh.axis_names(), false));
+  return std::make_shared<const Program>(trace_to_program(fn, in, "shard_map"));
+}
+
+// `spec` with each dim also split over the non-manual axes that split it in the body's type t.
+PartitionSpec with_type_splits(const PartitionSpec& spec, const AbstractValue& t) {
+  if (!splits_in_type(t)) return spec;
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d = 0; d < t.shape.ndim(); ++d) {
+    std::vector<std::string> axes = spec.axes_of(d);
+    for (const std::string& a : t.sharding->dims[size_t(d)]) axes.push_back(a);
+    entries.push_back(axes.empty() ? PartitionSpec::Entry{}
+                                   : PartitionSpec::Entry(AxisNames(axes, axes.size() > 1)));
+  }
+  return PartitionSpec(entries);
+}
+
+// A shard_map as the devices run it: manual over every mesh axis, the splits of its body's types
+// over the others moved into its specs and its body localized (the equation itself when it is
+// manual over every axis already).
+struct RunForm {
+  ProgramRef body;
+  std::vector<PartitionSpec> in_specs, out_specs;
+};
+
+RunForm run_form(const Params& p) {
+  const ShardMapParams info = info_of(p);
+  const ProgramRef& body = p.get<ProgramRef>("jaxpr");
+  RunForm out{body, info.in_specs, info.out_specs};
+  if (info.manual.size() == info.mesh.axis_names().size()) return out;
+  for (size_t i = 0; i < out.in_specs.size(); ++i)
+    out.in_specs[i] = with_type_splits(out.in_specs[i], body->types[size_t(body->invars[i])]);
+  for (size_t k = 0; k < out.out_specs.size(); ++k)
+    out.out_specs[k] = with_type_splits(out.out_specs[k], body->type_of(body->outputs[k]));
+  out.body = localized(body, info.mesh);
+  return out;
+}
+
 // Runs the body on every device of the mesh; returns at once with results that become ready.
 std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
-  const ShardMapParams info = info_of(p);
   if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
   if (p.has("spread")) {
     const SpreadBody& spread = p.get_object<SpreadBody>("spread");
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
-  const Compiled& compiled = compile_manual(p.get<ProgramRef>("jaxpr"), info.mesh, info.in_specs,
-                                            info.out_specs, shard_map_shape_rule({}, p));
+  const RunForm run = run_form(p);
+  const Compiled& compiled = compile_manual(run.body, info_of(p).mesh, run.in_specs, run.out_specs,
+                                            shard_map_shape_rule({}, p));
   return compiled.run(args);
 }
 
 Params shard_map_params(ShardMapInfo info, ProgramRef body) {
-  ManualAxes manual{info.mesh.axis_names()};
+  ManualAxes manual{std::move(info.manual)};
   return Params{{"jaxpr", std::move(body)},
                 {"mesh", object_param(std::move(info.mesh))},
                 {"in_specs", object_param(std::move(info.in_specs))},
@@ -438,17 +564,10 @@ Params shard_map_params(ShardMapInfo info, ProgramRef body) {
                 {"newly_manual_axes", object_param(std::move(manual))}};
 }
 
-std::vector<AxisFrame> frames_of(const Mesh& mesh, bool check_vma) {
-  std::vector<AxisFrame> frames;
-  for (const auto& [axis, size] : mesh.shape())
-    frames.push_back({axis, size, "shard_map", check_vma});
-  return frames;
-}
-
-// Traces fn on per-device block types with the mesh axes in scope.
-Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Mesh& mesh,
-                   bool check_vma) {
-  AxisEnvScope axes(frames_of(mesh, check_vma));
+// Traces fn on per-device block types with the manual axes of `info` in scope.
+template <class Info>
+Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Info& info) {
+  AxisEnvScope axes(frames_of(info.mesh, info.manual, info.check_vma));
   return trace_to_program(fn, types, "shard_map");
 }
 
@@ -496,13 +615,14 @@ std::vector<Array> bind_shard_map(const Program& traced, ShardMapInfo info,
 
 // A shard_map over the same mesh, its specs still to fill in.
 ShardMapInfo derived_info(const ShardMapParams& from) {
-  return ShardMapInfo{from.mesh, {}, {}, from.check_vma};
+  return ShardMapInfo{from.mesh, {}, {}, from.check_vma, from.manual};
 }
 
-// Mesh axes a spec does not mention (the value is replicated over them).
-std::vector<std::string> unmentioned(const Mesh& mesh, const PartitionSpec& spec) {
+// Manual axes a spec does not mention (the value is replicated over them).
+std::vector<std::string> unmentioned(const std::vector<std::string>& manual,
+                                     const PartitionSpec& spec) {
   std::vector<std::string> out;
-  for (const std::string& a : mesh.axis_names()) {
+  for (const std::string& a : manual) {
     bool used = false;
     for (int d = 0; d < spec.size() && !used; ++d)
       for (const std::string& b : spec.axes_of(d)) used = used || a == b;
@@ -512,10 +632,11 @@ std::vector<std::string> unmentioned(const Mesh& mesh, const PartitionSpec& spec
 }
 
 // How a residual leaves the forward shard_map (JAX's nospec): along its existing leading dim,
-// split over the mesh axes it varies over (with check_vma) or over every mesh axis (without).
-PartitionSpec residual_spec(const Mesh& mesh, const AbstractValue& type, bool check_vma) {
+// split over the manual axes it varies over (with check_vma) or over every manual axis (without).
+PartitionSpec residual_spec(const std::vector<std::string>& manual, const AbstractValue& type,
+                            bool check_vma) {
   std::vector<std::string> axes;
-  for (const std::string& a : mesh.axis_names())
+  for (const std::string& a : manual)
     if (!check_vma || std::find(type.vma.begin(), type.vma.end(), a) != type.vma.end())
       axes.push_back(a);
   if (axes.empty()) return PartitionSpec();
@@ -554,7 +675,7 @@ JvpResult shard_map_joint_jvp(std::span<const Array> primals, std::span<const Ar
     }
     return outs;
   };
-  Program joint = trace_body(fn, types, info.mesh, info.check_vma);
+  Program joint = trace_body(fn, types, info);
   jinfo.out_specs = info.out_specs;
   for (size_t k = 0; k < nonzero_out.size(); ++k)
     if (nonzero_out[k]) jinfo.out_specs.push_back(info.out_specs[k]);
@@ -614,11 +735,11 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     result.insert(result.end(), lb.outs.begin(), lb.outs.end());
     return result;
   };
-  Program primal_body = trace_body(primal_fn, body->in_types(), info.mesh, info.check_vma);
+  Program primal_body = trace_body(primal_fn, body->in_types(), info);
   auto pinfo = derived_info(info);
   pinfo.in_specs = info.in_specs;
   for (const Array& r : lb.extras)
-    pinfo.out_specs.push_back(residual_spec(info.mesh, aval_of(r), info.check_vma));
+    pinfo.out_specs.push_back(residual_spec(info.manual, aval_of(r), info.check_vma));
   pinfo.out_specs.insert(pinfo.out_specs.end(), info.out_specs.begin(), info.out_specs.end());
   std::vector<Array> outs = bind_shard_map(primal_body, pinfo, primals);
   const std::vector<Array> extras(outs.begin(), outs.begin() + long(lb.extras.size()));
@@ -684,7 +805,7 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
       if (squeezed[r]) args[r] = lax::squeeze(xs[r], {0});
     return eval_program(linear, args);
   };
-  Program tangent_body = trace_body(tangent_fn, ttypes, info.mesh, info.check_vma);
+  Program tangent_body = trace_body(tangent_fn, ttypes, info);
   const std::vector<Array> nonzero_touts = bind_shard_map(tangent_body, tinfo, targs);
   std::vector<Array> touts;
   size_t next = 0;
@@ -712,7 +833,7 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
     nonzero_cts.push_back(k);
     Array c = cts[k];
     int64_t replicas = 1;
-    for (const std::string& a : unmentioned(info.mesh, info.out_specs[k]))
+    for (const std::string& a : unmentioned(info.manual, info.out_specs[k]))
       replicas *= info.mesh.axis_size(a);
     if (replicas != 1 && !info.check_vma) c = c / Array(double(replicas)).astype(c.dtype());
     args.push_back(c);
@@ -746,13 +867,13 @@ std::vector<Array> shard_map_transpose(std::span<const Array> cts, std::span<con
       nonzero_out.push_back(!is_zero(sub_cts[j]));
       if (is_zero(sub_cts[j])) continue;
       Array c = sub_cts[j];
-      std::vector<std::string> axes = unmentioned(info.mesh, info.in_specs[lin[j]]);
+      std::vector<std::string> axes = unmentioned(info.manual, info.in_specs[lin[j]]);
       if (!axes.empty() && !info.check_vma) c = psum(c, AxisNames(axes, true));
       outs.push_back(c);
     }
     return outs;
   };
-  Program tbody = trace_body(fn, types, info.mesh, info.check_vma);
+  Program tbody = trace_body(fn, types, info);
   std::vector<Array> out(ins.size());
   for (size_t j = 0; j < lin.size(); ++j)
     if (nonzero_out[j]) tinfo.out_specs.push_back(info.in_specs[lin[j]]);
@@ -781,16 +902,26 @@ BatchContext body_batch_context(const Mesh& mesh, const BatchContext& ctx) {
   return body;
 }
 
-// The batch context a shard_map batches its body with. A batch dim split over Explicit axes of
-// its mesh (which, as in JAX, the shard_map is not manual over) is batched as vmap's
+// Whether the mapped dim is split over Explicit axes of the shard_map's mesh that its body is
+// not manual over (the shard_map was traced inside the vmap, as JAX's always is): the body is
+// batched with the batch dim whole and typed split over those axes, as JAX's.
+bool batch_split_in_types(const ShardMapParams& info, const BatchContext& ctx) {
+  if (ctx.explicit_mesh_axis.empty()) return false;
+  for (const std::string& a : ctx.explicit_mesh_axis)
+    if (std::ranges::count(info.mesh.axis_names(), a) == 0 ||
+        info.mesh.axis_type(a) != AxisType::Explicit || std::ranges::count(info.manual, a))
+      return false;
+  return true;
+}
+
+// The batch context a shard_map batches its body with. A batch dim split over Explicit axes its
+// body is manual over (a shard_map traced outside the vmap, then batched) is batched as vmap's
 // spmd_axis_name would be: split over those axes in the specs, each device computing its share
-// of the batch. JAX keeps such a shard_map manual over the other axes only, its body typed with
-// the batch dim split over the Explicit axes: the same results, typed alike.
-BatchContext explicit_axes_as_spmd_axis(const Mesh& mesh, const BatchContext& ctx) {
+// of the batch.
+BatchContext explicit_axes_as_spmd_axis(const ShardMapParams& info, const BatchContext& ctx) {
   if (ctx.explicit_mesh_axis.empty()) return ctx;
   for (const std::string& a : ctx.explicit_mesh_axis)
-    if (std::ranges::count(mesh.axis_names(), a) == 0 ||
-        mesh.axis_type(a) != AxisType::Explicit)
+    if (std::ranges::count(info.manual, a) == 0 || info.mesh.axis_type(a) != AxisType::Explicit)
       return ctx;
   BatchContext out = ctx;
   out.spmd_axis_name = std::move(out.explicit_mesh_axis);
@@ -801,11 +932,13 @@ BatchContext explicit_axes_as_spmd_axis(const Mesh& mesh, const BatchContext& ct
 // vmap of a shard_map, as JAX's _shard_map_batch: each batched operand keeps its batch dim where
 // it is, and its spec gets the dim inserted there, unsplit or split over vmap's spmd_axis_name
 // (the specs may not name those axes); the body is batched with its own rules, and each result
-// keeps the dim the body gives it (unbatched results keep their spec).
+// keeps the dim the body gives it (unbatched results keep their spec). A batch dim split over
+// Explicit axes the body is not manual over stays whole in the body, its type split over them.
 BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> dims, const Params& p,
                             const BatchContext& vmapped) {
   const ShardMapParams info = info_of(p);
-  const BatchContext outer = explicit_axes_as_spmd_axis(info.mesh, vmapped);
+  const bool typed_batch = batch_split_in_types(info, vmapped);
+  const BatchContext outer = typed_batch ? vmapped : explicit_axes_as_spmd_axis(info, vmapped);
   // Axes that become manual here: the body's types have them Manual, and its batching rules
   // cast what they batch to vary over them.
   std::vector<std::string> newly_manual;
@@ -826,13 +959,15 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
       std::vector<int64_t> d(t.shape.dims().begin(), t.shape.dims().end());
       d.insert(d.begin() + dims[i], ctx.axis_size);
       t.shape = Shape(d);
-      // The batch dim is whole in the body's blocks (a vmapped-away Explicit axis is not one
-      // of the body's).
-      if (t.sharding) t.sharding->dims.emplace(t.sharding->dims.begin() + dims[i]);
+      // The batch dim is split over the vmapped-away Explicit axes in the body's type, or whole
+      // (axes the body is manual over split it in the specs only).
+      if (t.sharding)
+        t.sharding->dims.insert(
+            t.sharding->dims.begin() + dims[i],
+            typed_batch ? vmapped.explicit_mesh_axis : std::vector<std::string>{});
     }
     if (!newly_manual.empty())
-      t.sharding =
-          manual_block_sharding(info.mesh, info.mesh.axis_names(), t.sharding, t.shape.ndim());
+      t.sharding = manual_block_sharding(info.mesh, info.manual, t.sharding, t.shape.ndim());
     types.push_back(t);
   }
   std::vector<int> out_dims;
@@ -842,7 +977,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
     out_dims = std::move(odims);
     return outs;
   };
-  Program bbody = trace_body(fn, types, info.mesh, info.check_vma);
+  Program bbody = trace_body(fn, types, info);
   for (size_t k = 0; k < info.out_specs.size(); ++k)
     binfo.out_specs.push_back(out_dims[k] == kNotBatched
                                   ? info.out_specs[k]
@@ -857,7 +992,7 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
 ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
                                 std::span<const AbstractValue> out, const Params& p) {
   if (p.has("spread")) return replicated_sharding_rule(in, out);
-  const ShardMapParams info = info_of(p);
+  const RunForm run = run_form(p);
   ShardingRule rule;
   auto fixed = [](const PartitionSpec& spec, int rank) {
     ShardingRule::Split split;
@@ -866,12 +1001,12 @@ ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
   };
   for (size_t k = 0; k < in.size(); ++k) {
     rule.operands.emplace_back(size_t(in[k].shape.ndim()));
-    rule.fixed_operands.push_back(fixed(info.in_specs[k], in[k].shape.ndim()));
+    rule.fixed_operands.push_back(fixed(run.in_specs[k], in[k].shape.ndim()));
   }
   for (size_t k = 0; k < out.size(); ++k) {
     rule.results.emplace_back(size_t(out[k].shape.ndim()));
-    rule.fixed_results.push_back(fixed(info.out_specs[k], out[k].shape.ndim()));
-    rule.fixed_results_written.push_back(size_t(info.out_specs[k].size()));
+    rule.fixed_results.push_back(fixed(run.out_specs[k], out[k].shape.ndim()));
+    rule.fixed_results_written.push_back(size_t(run.out_specs[k].size()));
   }
   rule.fixed_on = std::get<ObjectParam>(p.at("mesh"));
   return rule;
@@ -882,7 +1017,7 @@ LocalEquation shard_map_localize(const Params& p, std::span<const AbstractValue>
                                  std::span<const AbstractValue>) {
   static const Primitive& call = primitive("jit");
   return {&call, Params{{"name", std::string("shard_map")},
-                        {"jaxpr", without_unsplit_types(p.get<ProgramRef>("jaxpr"))}}};
+                        {"jaxpr", without_unsplit_types(run_form(p).body)}}};
 }
 
 }  // namespace
@@ -1048,7 +1183,7 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
     if (call.options.check_vma) block_types.back().vma = spec_axes(mesh, in[i].spec);
   }
 
-  ShardMapInfo info{mesh, specs_of(in), {}, call.options.check_vma};
+  ShardMapInfo info{mesh, specs_of(in), {}, call.options.check_vma, manual};
   // The results' specs are known once the function has returned (its result structure is in
   // *out_def then).
   std::vector<LeafSpec> out;
@@ -1069,7 +1204,7 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
     }
     return outs;
   };
-  Program traced = trace_body(body, block_types, mesh, call.options.check_vma);
+  Program traced = trace_body(body, block_types, info);
   const size_t n_out = traced.outputs.size();
   std::vector<AbstractValue> out_types;
   for (const Atom& a : traced.outputs)

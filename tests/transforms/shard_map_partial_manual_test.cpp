@@ -1,0 +1,129 @@
+// vmap of a shard_map on an all-Explicit mesh, against JAX 0.10.2
+// (tools/goldens/gen_shard_map_partial_manual.py): with the batch dim split over Explicit axis
+// 'a', the shard_map is manual over 'b' only and its body keeps the batch dim whole, typed split
+// over 'a' (`c:f32[8@a,4]{V:b}`); with the batch dim unsplit it is manual over both axes. The
+// jaxpr text, eagerly and under jit, the results' types and values.
+#include <spmd/spmd.h>
+
+#include <gtest/gtest.h>
+
+#include "support/golden.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sp = spmd;
+using sp::Array;
+using sp::None;
+using sp::P;
+
+const std::string kCases = "shard_map_partial_manual/cases.txt";
+
+std::string golden(const std::string& name) {
+  return spmd_test::rejoined_params(
+      spmd_test::without_numpy_ints(spmd_test::golden_blocks(kCases).at(name)));
+}
+
+class ShardMapPartialManual : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 CPU devices";
+  }
+
+  using Fn = std::function<Array(std::vector<Array>)>;
+
+  // make_jaxpr(f) prints JAX's text; f and jit(f) give JAX's types and values. (JAX's jit
+  // equation prints its function's name and ctx_mesh, which spmd's does not: the shard_map it
+  // calls is the same.)
+  static void expect_case(const std::string& name, const Fn& f, const std::vector<Array>& args) {
+    auto scope = sp::use_mesh(mesh_);
+    EXPECT_EQ(sp::make_jaxpr(f)(args).str(), golden(name + ".jaxpr")) << name;
+    const Array want = spmd_test::load_golden("shard_map_partial_manual/values.npz").at(name);
+    const Array eager = f(args);
+    EXPECT_EQ(sp::typeof(eager).str(), golden(name + ".type")) << name;
+    EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(eager), want)) << name;
+    const Array jitted = sp::jit(f)(args);
+    EXPECT_EQ(sp::typeof(jitted).str(), golden(name + ".jit_type")) << name;
+    EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(jitted), want)) << name;
+  }
+
+  static inline const sp::Mesh mesh_ =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+
+  static Array put(const P& spec) {
+    return sp::device_put(sp::arange(64.0f).reshape({8, 8}), sp::NamedSharding(mesh_, spec));
+  }
+  static Array affine(Array t) { return sp::lax::add(sp::lax::mul(t, 2.0f), 1.0f); }
+  static std::function<Array(Array)> smap(std::function<Array(Array)> body, const P& in,
+                                          const P& out) {
+    return sp::shard_map(std::move(body), mesh_, in, out);
+  }
+  // vmap(g) with the options, as a function of a list of arguments (g takes one).
+  template <class G>
+  static Fn vmapped(G g, sp::VmapOptions options = {}) {
+    return [g, options](std::vector<Array> xs) { return sp::vmap(g, options)(xs[0]); };
+  }
+  // The same for a g of two arguments.
+  template <class G>
+  static Fn vmapped2(G g, sp::VmapOptions options = {}) {
+    return [g, options](std::vector<Array> xs) { return sp::vmap(g, options)(xs[0], xs[1]); };
+  }
+};
+
+TEST_F(ShardMapPartialManual, ABatchSplitOverAnExplicitAxisLeavesItNonManual) {
+  expect_case("split", vmapped(smap(affine, P("b"), P("b"))), {put(P("a", "b"))});
+  expect_case("split_in1", vmapped(smap(affine, P("b"), P("b")), {.in_axes = {1}, .out_axes = {1}}),
+              {put(P("b", "a"))});
+}
+
+TEST_F(ShardMapPartialManual, ACollectiveOverTheManualAxis) {
+  auto row_psum = [](Array t) { return sp::lax::psum(sp::lax::mul(t, t), "b"); };
+  expect_case("split_psum", vmapped(smap(row_psum, P("b"), P())), {put(P("a", "b"))});
+}
+
+TEST_F(ShardMapPartialManual, AnUnbatchedOperandBroadcastAlongTheBatch) {
+  auto scaled = sp::shard_map([](Array t, Array u) { return sp::lax::mul(t, u); }, mesh_,
+                              sp::SpecTree{P("b"), P("b")}, P("b"));
+  const Array u = sp::device_put(sp::arange(8.0f), sp::NamedSharding(mesh_, P("b")));
+  expect_case("split_unbatched", vmapped2(scaled, {.in_axes = {0, None}}), {put(P("a", "b")), u});
+}
+
+TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
+  expect_case("unsplit", vmapped(smap(affine, P("b"), P("b"))), {put(P(None, "b"))});
+}
+
+TEST_F(ShardMapPartialManual, SpmdAxisNameOverTheSplitAxisMakesTheSameProgram) {
+  expect_case("split_spmd", vmapped(smap(affine, P("b"), P("b")), {.spmd_axis_name = {"a"}}),
+              {put(P("a", "b"))});
+}
+
+}  // namespace
+
+namespace {
+
+// grad through the partial-manual shard_map, eagerly and under jit: d/dx sum(2x + 1) = 2 and
+// d/dx sum(psum_b(x * x)) = 2x, by exact arithmetic.
+TEST(ShardMapPartialManualGrad, DifferentiatesThroughTheVmappedShardMap) {
+  if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 CPU devices";
+  const sp::Mesh mesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  auto scope = sp::use_mesh(mesh);
+  const Array v = sp::arange(64.0f).reshape({8, 8});
+  const Array x = sp::device_put(v, sp::NamedSharding(mesh, P("a", "b")));
+  auto affine =
+      sp::vmap(sp::shard_map([](Array t) { return t * 2.0f + 1.0f; }, mesh, P("b"), P("b")));
+  auto row_psum = sp::vmap(sp::shard_map(
+      [](Array t) { return sp::lax::psum(sp::lax::mul(t, t), "b"); }, mesh, P("b"), P()));
+  auto g1 = sp::grad([&](Array t) { return sp::sum(affine(t)); });
+  auto g2 = sp::grad([&](Array t) { return sp::sum(row_psum(t)); });
+  const Array twos = sp::full({8, 8}, 2.0f);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g1(x)), sp::device_get(twos)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g1)(x)), sp::device_get(twos)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g2(x)), sp::device_get(v * 2.0f)));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g2)(x)), sp::device_get(v * 2.0f)));
+}
+
+}  // namespace

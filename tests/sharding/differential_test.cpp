@@ -168,6 +168,20 @@ Array split_like(const Array& w, const Array& x, const std::vector<std::pair<int
   return resharded(w, entries, ctx);
 }
 
+// On Explicit axes, x resharded to the Explicit axes of `spec` (a shard_map's in_specs).
+Array laid_out(const Array& x, const P& spec, const Ctx& ctx) {
+  if (!ctx.explicit_axes) return x;
+  std::vector<P::Entry> entries = spec.entries();
+  entries.resize(size_t(x.ndim()));
+  for (P::Entry& e : entries) {
+    std::vector<std::string> names;
+    for (const std::string& a : e ? e->names() : std::vector<std::string>{})
+      if (ctx.mesh->axis_type(a) == sp::AxisType::Explicit) names.push_back(a);
+    e = names.empty() ? P::Entry() : P::Entry(sp::AxisNames(names, names.size() > 1));
+  }
+  return resharded(x, entries, ctx);
+}
+
 // On Explicit axes, b (a's shape with leading dims dropped or dims of size 1) resharded to
 // split as a does, for broadcasting.
 Array aligned(const Array& b, const Array& a, const Ctx& ctx) {
@@ -515,8 +529,8 @@ class Generator {
     int axis = pick(s.ndim());
     bool max = coin(0.5);
     sp::DType t = p_.integer ? sp::int32 : sp::float32;
-    return add(reduced_shape(s, {axis}), [=](const Env& e, const Ctx&) {
-      const Array& v = e[size_t(x)];
+    return add(reduced_shape(s, {axis}), [=](const Env& e, const Ctx& ctx) {
+      const Array v = unsplit(e[size_t(x)], {axis}, ctx);
       return sp::astype(max ? sp::argmax(v, axis) : sp::argmin(v, axis), t);
     });
   }
@@ -761,16 +775,16 @@ class Generator {
     int64_t n = s[axis];
     switch (pick(3)) {
       case 0:
-        return add(s, [=, factor = scale(n)](const Env& e, const Ctx&) {
-          return scaled(sp::lax::cumsum(e[size_t(x)], axis, reverse), factor);
+        return add(s, [=, factor = scale(n)](const Env& e, const Ctx& ctx) {
+          return scaled(sp::lax::cumsum(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse), factor);
         });
       case 1:
-        return add(s, [=](const Env& e, const Ctx&) {
-          return sp::lax::cummax(e[size_t(x)], axis, reverse);
+        return add(s, [=](const Env& e, const Ctx& ctx) {
+          return sp::lax::cummax(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse);
         });
       default:
-        return add(s, [=](const Env& e, const Ctx&) {
-          return sp::lax::cummin(e[size_t(x)], axis, reverse);
+        return add(s, [=](const Env& e, const Ctx& ctx) {
+          return sp::lax::cummin(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse);
         });
     }
   }
@@ -779,7 +793,9 @@ class Generator {
     const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
-    return add(s, [=](const Env& e, const Ctx&) { return sp::sort(e[size_t(x)], axis); });
+    return add(s, [=](const Env& e, const Ctx& ctx) {
+      return sp::sort(unsplit(e[size_t(x)], {axis}, ctx), axis);
+    });
   }
 
   // lax.cond on the sign of the sum of x, with small branches; the false one sometimes
@@ -975,6 +991,8 @@ class Generator {
         &Generator::reduce,     &Generator::transpose,
         &Generator::constraint, &Generator::dot,
         &Generator::einsum,     &Generator::replicated_reshape,
+        &Generator::argmax,     &Generator::cumulative,
+        &Generator::sort,       &Generator::shard_map_op,
     };
     return (this->*ops[pick(int(std::size(ops)))])(x);
   }
@@ -1078,7 +1096,7 @@ class Generator {
         };
         return add(Shape(block), [=](const Env& e, const Ctx& ctx) {
           const Array& v = e[size_t(x)];
-          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, P())(v);
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, P())(laid_out(v, spec, ctx));
           const Array f = scaled(integer ? v * 2 : sp::sin(v), factor);
           sp::Axes sum_over(split_dims.begin(), split_dims.end());
           return sp::sum(sp::reshape(f, Shape(parts)), sum_over);
@@ -1095,7 +1113,7 @@ class Generator {
         };
         return add(Shape(out_dims), [=](const Env& e, const Ctx& ctx) {
           const Array& v = e[size_t(x)];
-          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(v);
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(laid_out(v, spec, ctx));
           const Array f = integer ? v * 2 : sp::sin(v);
           return sp::concatenate(std::vector<Array>(size_t(copies), f), d);
         });
@@ -1110,7 +1128,7 @@ class Generator {
         const int64_t shift = s[d] / major;
         return add(s, [=](const Env& e, const Ctx& ctx) {
           const Array& v = e[size_t(x)];
-          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(v);
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(laid_out(v, spec, ctx));
           return sp::roll(integer ? v * 2 : sp::sin(v), shift, d);
         });
       }

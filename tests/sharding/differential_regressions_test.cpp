@@ -49,4 +49,23 @@ TEST(DifferentialRegressions, WhereBroadcastsASizeOneOperandToTheSplitItMeets) {
   }
 }
 
+// Seeds 5751, 7628, 11306, 11430 and 12639 of the uneven run: a split value gathered whole and
+// split again twice is, per device, all_gather then own-block dynamic_slice twice; the second
+// pair's operand is the first pair's slice, which own_blocks_of_collectives removes, so its
+// substitute must be resolved through the first ("use of an empty Array handle" before).
+TEST(DifferentialRegressions, GatheredAndSplitAgainTwiceKeepsTheOwnBlock) {
+  if (!enough_devices()) GTEST_SKIP() << "needs 8 devices";
+  const sp::Mesh mesh = sp::make_mesh({4}, {"x"});
+  auto f = [&](const Array& a) {
+    Array h = a;
+    for (const P& spec : {P(), P("x"), P(), P("x")})
+      h = sp::with_sharding_constraint(h, sp::NamedSharding(mesh, spec));
+    return sp::concatenate({h, h * 2});
+  };
+  const Array a = sp::arange(1.0f, 9.0f);
+  Array out = sp::jit(f)(sp::device_put(a, sp::NamedSharding(mesh, P("x"))));
+  EXPECT_EQ(sp::device_get(out).to_vector<float>(),
+            (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 2, 4, 6, 8, 10, 12, 14, 16}));
+}
+
 }  // namespace

@@ -10,7 +10,15 @@
 // a quarter of its ops move such splits: reshapes, dynamic_slices and reshards between two
 // uneven constraints.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, and 100 with uneven splits);
+// A third run ("wide") adds meshes with size-1 axes and up to 4 axes, Explicit and mixed
+// Explicit/Auto meshes (ops that would raise JAX's sharding-type errors reshard their operands
+// first, and each result's sp::type_of must show the sharding it comes out with), vmapped
+// programs (in_axes on random dims, with and without spmd_axis_name; the reference runs example
+// by example), shard_map inside the program (a psum, all_gather or ppermute in the body, whose
+// global meaning the reference computes without a mesh), einsum, reshard and donated arguments.
+// Its draws never touch the first two runs' programs.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide);
 // SPMD_DIFFERENTIAL_SEED=S runs only seed S. A failure prints the seed, the mesh, the input
 // shardings and the jaxpr.
 #include <spmd/spmd.h>

@@ -68,4 +68,34 @@ TEST(DifferentialRegressions, GatheredAndSplitAgainTwiceKeepsTheOwnBlock) {
             (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 2, 4, 6, 8, 10, 12, 14, 16}));
 }
 
+// Seed 16416 of the wide run: an uncommitted value resharded to two shardings on an Explicit mesh
+// (one feeding a batched dot_general, one a comparison); the reshards' cotangents go back to its
+// untyped sharding, unsplit, and add (add_any raised "incompatible shardings for broadcasting"
+// before).
+TEST(DifferentialRegressions, GradOfTwoReshardsOfAnUntypedValue) {
+  if (!enough_devices()) GTEST_SKIP() << "needs 8 devices";
+  const sp::Mesh mesh = sp::make_mesh({2, 1, 4}, {"x", "y", "z"}, {kE, kE, kE});
+  auto on = [&](const Array& v, const P& spec) {
+    return sp::reshard(v, sp::NamedSharding(mesh, spec));
+  };
+  const P zy_x(sp::axes("z", "y"), "x");
+  auto f = [&](const Array& a, const Array& c) {
+    const Array g = on(c, P(sp::axes("z", "y")));
+    const Array h = sp::lax::dot_general(g, on(a, zy_x), {{1}, {2}, {0}, {0}});
+    const Array j = sp::transpose(h, {2, 0, 1}) * 0.25f;
+    const Array k = on(c, P("x", sp::axes("z", "y")));
+    return sp::sum(sp::where(k > j, k, j * 2)) + sp::sum(j);
+  };
+  const Array a = sp::device_put(sp::full({4, 4, 4}, Array(1.0f)), sp::NamedSharding(mesh, zy_x));
+  const Array c = sp::full({4, 4, 1}, Array(1.0f));
+  auto grad_f = sp::value_and_grad(f, {.argnums = {1}});
+  for (const auto& [value, grad] : {grad_f(a, c), sp::jit(grad_f)(a, c)}) {
+    // j is 1 everywhere (four ones summed, times 0.25) and k is 1: where picks 2 * j.
+    EXPECT_EQ(sp::device_get(value).item<float>(), 48.0f);
+    // d/dc through g: 3 per element of j (2 by where, 1 by the sum), times 0.25, over the four
+    // elements of a each meets; none through k (where picks the other case).
+    EXPECT_EQ(sp::device_get(grad).to_vector<float>(), std::vector<float>(16, 3.0f));
+  }
+}
+
 }  // namespace

@@ -598,6 +598,11 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
   Program out = p;
   std::vector<bool> keep(p.equations.size(), true);
   std::vector<Atom> substitute(p.types.size());
+  // Substitutes are recorded resolved, so that a gather of a block that is itself substituted
+  // (all_gather, slice, all_gather, slice) points at a value that stays.
+  auto resolve = [&](const Atom& a) {
+    return !a.is_literal() && substitute[size_t(a.var)].var >= 0 ? substitute[size_t(a.var)] : a;
+  };
   bool changed = false;
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& slice = p.equations[i];
@@ -623,14 +628,11 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
       out.equations[i] = scatter_of(c, slice, names, devices, *dim);
       keep[size_t(from)] = false;
     } else if (c.params.get_int("all_gather_dimension") == *dim) {
-      substitute[size_t(slice.outputs[0])] = c.inputs[0];
+      substitute[size_t(slice.outputs[0])] = resolve(c.inputs[0]);
       keep[i] = false;
     }
   }
   if (!changed) return p;
-  auto resolve = [&](const Atom& a) {
-    return !a.is_literal() && substitute[size_t(a.var)].var >= 0 ? substitute[size_t(a.var)] : a;
-  };
   for (Equation& e : out.equations)
     for (Atom& a : e.inputs) a = resolve(a);
   for (Atom& a : out.outputs) a = resolve(a);

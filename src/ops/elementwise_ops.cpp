@@ -406,10 +406,8 @@ namespace {
 Array where_impl(const Array& condition, const Array& x, const Array& y) {
   auto v = ops::promote_dtypes({x, y});
   Array c = ops::convert(condition, bool_);
-  Shape s = ops::broadcast_shapes("where", {c.shape(), v[0].shape(), v[1].shape()});
-  return ops::apply("select_n",
-                    {ops::broadcast_to("where", c, s), ops::broadcast_to("where", v[1], s),
-                     ops::broadcast_to("where", v[0], s)});
+  const std::vector<Array> b = ops::broadcast_arrays("where", {c, v[0], v[1]});
+  return ops::apply("select_n", {b[0], b[2], b[1]});
 }
 }  // namespace
 

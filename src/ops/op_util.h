@@ -56,6 +56,11 @@ Shape broadcast_shapes(const char* api, const std::vector<Shape>& shapes);
 std::vector<Array> promote_shapes(const char* api, const std::vector<Array>& xs);
 // Full broadcast to `shape` (broadcast_in_dim), no-op when equal.
 Array broadcast_to(const char* api, const Array& x, const Shape& shape);
+// jnp's _broadcast_arrays: xs broadcast to their common shape and, on a mesh with Explicit axes,
+// to the sharding JAX's lax.broadcast_shardings gives them (each dim split as the operands
+// that split it, which must agree), so that the results' types match. ShardingError naming
+// `api` when two operands split a dim differently.
+std::vector<Array> broadcast_arrays(const char* api, const std::vector<Array>& xs);
 
 // Validated, non-negative, sorted axes; empty `axes` means all of them. Duplicates raise.
 std::vector<int64_t> canonicalize_axes(const char* api, const Axes& axes, int ndim);

@@ -281,12 +281,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 std::vector<Array> broadcast_arrays(const std::vector<Array>& xs) {
-  std::vector<Shape> shapes;
-  for (const Array& x : xs) shapes.push_back(x.shape());
-  const Shape target = ops::broadcast_shapes("broadcast_arrays", shapes);
-  std::vector<Array> out;
-  for (const Array& x : xs) out.push_back(ops::broadcast_to("broadcast_arrays", x, target));
-  return out;
+  return ops::broadcast_arrays("broadcast_arrays", xs);
 }
 
 // ---- jnp: joining and splitting

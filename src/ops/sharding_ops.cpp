@@ -184,6 +184,63 @@ ParamValue out_sharding_value(const char* api, const std::optional<NamedSharding
   return object_param(GivenOutSharding{std::move(*t), sharding->spec().entries().size()});
 }
 
+namespace {
+// JAX's lax.broadcast_shardings of the types `avals` broadcast to rank `ndim`: per dim, the one
+// split of the operands that split it (unsplit operands, also untyped ones, count as None);
+// nullopt when no type is on a mesh with Explicit axes.
+std::optional<TypeSharding> broadcast_type(const char* api, const std::vector<AbstractValue>& avals,
+                                           int ndim) {
+  const TypeSharding* typed = nullptr;
+  for (const AbstractValue& a : avals)
+    if (!typed && has_explicit_axis(a.sharding)) typed = &*a.sharding;
+  if (!typed) return std::nullopt;
+  TypeSharding out{typed->mesh, std::vector<std::vector<std::string>>(size_t(ndim))};
+  for (int d = 0; d < ndim; ++d) {
+    for (const AbstractValue& a : avals) {
+      const int k = d - (ndim - a.shape.ndim());
+      if (k < 0 || !a.sharding || size_t(k) >= a.sharding->dims.size()) continue;
+      const std::vector<std::string>& axes = a.sharding->dims[size_t(k)];
+      if (axes.empty()) continue;
+      if (!out.dims[size_t(d)].empty() && out.dims[size_t(d)] != axes) {
+        std::string specs;
+        for (const AbstractValue& b : avals)
+          specs += (specs.empty() ? "" : ", ") +
+                   (b.sharding ? spec_of(*b.sharding, b.sharding->dims.size()).repr() : "P()");
+        throw ShardingError(
+            prefix(api) +
+            "broadcast_shardings got incompatible shardings for broadcasting: " + specs + ".");
+      }
+      out.dims[size_t(d)] = axes;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<Array> broadcast_arrays(const char* api, const std::vector<Array>& xs) {
+  std::vector<Shape> shapes;
+  std::vector<AbstractValue> avals;
+  for (const Array& x : xs) {
+    shapes.push_back(aval_of(x).shape);
+    avals.push_back(aval_of(x));
+  }
+  const Shape target = broadcast_shapes(api, shapes);
+  if (std::all_of(shapes.begin(), shapes.end(), [&](const Shape& s) { return s == shapes[0]; }))
+    return xs;
+  const std::optional<TypeSharding> t = broadcast_type(api, avals, target.ndim());
+  std::vector<Array> out;
+  for (const Array& x : xs) {
+    if (!t || (aval_of(x).shape == target && aval_of(x).sharding == t)) {
+      out.push_back(broadcast_to(api, x, target));
+      continue;
+    }
+    std::vector<int64_t> dims;
+    for (int i = 0; i < x.ndim(); ++i) dims.push_back(target.ndim() - x.ndim() + i);
+    out.push_back(broadcast_in_dim(x, target, dims, t));
+  }
+  return out;
+}
+
 Array with_out_sharding(const Array& out, const std::optional<NamedSharding>& sharding,
                         std::initializer_list<Array> operands) {
   if (!sharding) return out;

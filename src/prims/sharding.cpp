@@ -360,10 +360,17 @@ JvpResult reshard_jvp(std::span<const Array> x, std::span<const Array> t, const 
 }
 
 // JAX's _reshard_transpose_fancy: the cotangent goes back to its operand's sharding (an
-// untyped operand's cotangent stays as it is).
+// untyped operand's, unsplit as JAX's empty-mesh operand is: so that the cotangents of two
+// reshards of one untyped value to different shardings add).
 std::vector<Array> reshard_transpose(std::span<const Array> ct, std::span<const LinearInput> in,
                                      const Params& p) {
-  if (is_zero(ct[0]) || !in[0].aval.sharding) return {ct[0]};
+  if (is_zero(ct[0])) return {ct[0]};
+  if (!in[0].aval.sharding) {
+    std::optional<TypeSharding> unsplit = aval_of(ct[0]).sharding;
+    if (!unsplit) return {ct[0]};
+    for (std::vector<std::string>& axes : unsplit->dims) axes.clear();
+    return {reshard_to(ct[0], std::move(*unsplit), p.at("concrete_mesh"))};
+  }
   const TypeSharding& from = *in[0].aval.sharding;
   ParamValue mesh = p.at("concrete_mesh");
   // Back onto the operand's mesh: the same devices with the axis types of its type (auto_axes

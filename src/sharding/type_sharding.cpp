@@ -319,6 +319,12 @@ const TypeSharding* given_out_sharding(const Params& params) {
   return given ? given : out_sharding_param(params, "sharding");
 }
 
+Params without_out_sharding(Params params) {
+  for (const char* key : {"out_sharding", "sharding"})
+    if (out_sharding_param(params, key)) params.set(key, NoneParam{});
+  return params;
+}
+
 namespace {
 
 // JAX's repr of NamedSharding(t's abstract mesh, spec) for the spec of t's first `length` dims.

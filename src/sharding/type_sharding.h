@@ -83,6 +83,9 @@ ParamValue batched_out_sharding(const Params& params, std::string_view key, int 
                                 const std::vector<std::string>& axes);
 // The out_sharding param of an equation with these params, whichever its name; null if none.
 const TypeSharding* given_out_sharding(const Params& params);
+// `params` with their out_sharding params (out_sharding, sharding: a type's sharding) None: the
+// params of an equation run on blocks, whose types carry no sharding.
+Params without_out_sharding(Params params);
 
 // An out_sharding param's value prints as JAX prints the param in a jaxpr: a NamedSharding on
 // the abstract mesh, NamedSharding(mesh=AbstractMesh(...), spec=P('a',)).

@@ -16,6 +16,7 @@
 #include "ir/primitive.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
+#include "sharding/type_sharding.h"
 #include "transforms/halo.h"
 #include "transforms/staging.h"
 
@@ -821,8 +822,8 @@ class Partitioner {
     }
     for (size_t r = 0; r < e.outputs.size(); ++r)
       out_types.push_back(block_type(global_.types[size_t(e.outputs[r])], out[r]));
-    LocalEquation local{e.primitive, e.params};
-    if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
     if (!local.primitive) {
       results = args;
       return true;
@@ -910,7 +911,8 @@ class Partitioner {
       partial.clear();
       for (const AbstractValue& t : in_types) in.push_back(Split(size_t(t.shape.ndim())));
       for (const AbstractValue& t : out_types) out.push_back(Split(size_t(t.shape.ndim())));
-      results = spmd::bind(*e.primitive, gathered_operands(e, in), e.params);
+      results =
+          spmd::bind(*e.primitive, gathered_operands(e, in), without_out_sharding(e.params));
     }
     if (!partial.empty()) {
       std::sort(partial.begin(), partial.end(), [&](const std::string& a, const std::string& b) {
@@ -1056,8 +1058,9 @@ class Partitioner {
       return false;
     const std::optional<MajorPlan> p = plan_major_blocks(e, rule);
     if (!p) return false;
-    LocalEquation local{e.primitive, e.params};
-    if (e.primitive->localize) local = e.primitive->localize(e.params, p->in_types, p->out_types);
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize)
+      local = e.primitive->localize(local.params, p->in_types, p->out_types);
     if (!local.primitive || !types_match(*local.primitive, p->in_types, local.params, p->out_types))
       return false;
     std::vector<Array> args;
@@ -1166,8 +1169,8 @@ class Partitioner {
         if (!bytes || *bytes >= gathers) continue;
         const std::vector<AbstractValue> in_types{merge ? block : block_type(in, x.split)};
         const std::vector<AbstractValue> out_types{merge ? block_type(out, want) : block};
-        LocalEquation local{e.primitive, e.params};
-        if (e.primitive->localize) local = e.primitive->localize(e.params, in_types, out_types);
+        LocalEquation local{e.primitive, without_out_sharding(e.params)};
+        if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
         if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
           continue;
         const std::string sub_axes = "blocks of sub-axes of " + names_of(compound[c]).repr();
@@ -1212,7 +1215,7 @@ class Partitioner {
       const Equation& e = global_.equations[size_t(producer_[size_t(v)])];
       std::vector<Array> in;
       for (const Atom& a : e.inputs) in.push_back(a.is_literal() ? a.literal : whole_of(a.var));
-      whole = spmd::bind(*e.primitive, in, e.params)[0];
+      whole = spmd::bind(*e.primitive, in, without_out_sharding(e.params))[0];
     }
     return wholes_[v] = whole;
   }

@@ -10,7 +10,15 @@
 // a quarter of its ops move such splits: reshapes, dynamic_slices and reshards between two
 // uneven constraints.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, and 100 with uneven splits);
+// A third run ("wide") adds meshes with size-1 axes and up to 4 axes, Explicit and mixed
+// Explicit/Auto meshes (ops that would raise JAX's sharding-type errors reshard their operands
+// first, and each result's sp::type_of must show the sharding it comes out with), vmapped
+// programs (in_axes on random dims, with and without spmd_axis_name; the reference runs example
+// by example), shard_map inside the program (a psum, all_gather or ppermute in the body, whose
+// global meaning the reference computes without a mesh), einsum, reshard and donated arguments.
+// Its draws never touch the first two runs' programs.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide);
 // SPMD_DIFFERENTIAL_SEED=S runs only seed S. A failure prints the seed, the mesh, the input
 // shardings and the jaxpr.
 #include <spmd/spmd.h>
@@ -24,6 +32,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -39,9 +48,11 @@ namespace {
 constexpr int64_t kMaxElements = 2048;
 constexpr int kMaxRank = 4;
 
-// Where a program runs: the reference has no mesh, so its sharding constraints are no-ops.
+// Where a program runs: the reference has no mesh, so its sharding constraints are no-ops. On a
+// mesh with Explicit axes, ops whose sharding types would clash reshard their operands first.
 struct Ctx {
   const sp::Mesh* mesh = nullptr;
+  bool explicit_axes = false;
 };
 
 using Env = std::vector<Array>;
@@ -55,7 +66,8 @@ struct Node {
 };
 
 struct Input {
-  Shape shape;
+  Shape shape;                   // the argument's shape (with the batch dim of a vmapped program)
+  std::optional<int> batch_dim;  // vmapped programs: where the batch dim is (nullopt: not mapped)
   std::optional<P> spec;         // nullopt: uncommitted and unconstrained
   bool by_in_shardings = false;  // spec given as jit's in_shardings, the argument uncommitted
 };
@@ -68,6 +80,11 @@ struct Program {
   std::vector<int> outputs;
   bool grad = false;          // outputs are (loss, gradients) of the sum of the values above
   std::optional<P> out_spec;  // out_shardings for the first output
+  bool donate = false;        // jit donates the arguments
+  // A vmapped program: the ops are per example, the batch of `batch` examples is mapped (out_axes
+  // 0), its dim split over `spmd_axis_name` where the program fixes shardings.
+  int64_t batch = 0;
+  std::vector<std::string> spmd_axis_name;
 
   int num_ops() const { return int(nodes.size() - inputs.size()); }
 
@@ -80,6 +97,7 @@ struct Program {
   }
 
   std::vector<Array> run(const std::vector<Array>& args, const Ctx& ctx) const {
+    if (batch > 0) return mapped(args, ctx);
     if (!grad) return values(args, ctx);
     auto loss = [&](const std::vector<Array>& xs) {
       Array total = sp::zeros({});
@@ -90,17 +108,114 @@ struct Program {
     grads.insert(grads.begin(), value);
     return grads;
   }
+
+  // The arguments of example b of a vmapped program.
+  std::vector<Array> example(const std::vector<Array>& args, int64_t b) const {
+    std::vector<Array> out;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const auto& d = inputs[i].batch_dim;
+      out.push_back(d ? sp::lax::index_in_dim(args[i], b, *d, false) : args[i]);
+    }
+    return out;
+  }
+
+  // A vmapped program: on a mesh through sp::vmap, else example by example, stacked.
+  std::vector<Array> mapped(const std::vector<Array>& args, const Ctx& ctx) const {
+    if (ctx.mesh) {  // per-leaf in_axes: the flat form of sp::vmap
+      std::vector<std::optional<int>> dims;
+      std::vector<std::string> names;
+      for (const Input& in : inputs) {
+        dims.push_back(in.batch_dim);
+        names.push_back("argument " + std::to_string(names.size()));
+      }
+      auto fn = [this, ctx](std::span<const Array> xs) {
+        return values(std::vector<Array>(xs.begin(), xs.end()), ctx);
+      };
+      return sp::transform_detail::vmap(fn, args, dims, {0}, batch, "", names, spmd_axis_name);
+    }
+    std::vector<std::vector<Array>> per_output(outputs.size());
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Array> outs = values(example(args, b), ctx);
+      for (size_t o = 0; o < outs.size(); ++o) per_output[o].push_back(outs[o]);
+    }
+    std::vector<Array> out;
+    for (const auto& xs : per_output) out.push_back(sp::stack(xs));
+    return out;
+  }
 };
+
+// ---- operands made to type-check on Explicit axes (no-ops elsewhere) ---------------------------
+
+// x's sharding type as one entry per dim.
+std::vector<P::Entry> type_entries(const Array& x) {
+  std::vector<P::Entry> entries = sp::type_of(x).spec().entries();
+  entries.resize(size_t(x.ndim()));
+  return entries;
+}
+
+Array resharded(const Array& x, const std::vector<P::Entry>& entries, const Ctx& ctx) {
+  return sp::reshard(x, sp::NamedSharding(*ctx.mesh, P(entries)));
+}
+
+// On Explicit axes, x resharded so that `dims` are not split.
+Array unsplit(const Array& x, const std::vector<int>& dims, const Ctx& ctx) {
+  if (!ctx.explicit_axes) return x;
+  std::vector<P::Entry> entries = type_entries(x);
+  for (int d : dims) entries[size_t(d)] = std::nullopt;
+  return resharded(x, entries, ctx);
+}
+
+// On Explicit axes, w resharded so that each dim `first` of `pairs` is split as x's dim
+// `second`, and no other dim is split.
+Array split_like(const Array& w, const Array& x, const std::vector<std::pair<int, int>>& pairs,
+                 const Ctx& ctx) {
+  if (!ctx.explicit_axes) return w;
+  const std::vector<P::Entry> from = type_entries(x);
+  std::vector<P::Entry> entries(size_t(w.ndim()));
+  for (auto [wd, xd] : pairs) entries[size_t(wd)] = from[size_t(xd)];
+  return resharded(w, entries, ctx);
+}
+
+// On Explicit axes, x resharded to the Explicit axes of `spec` (a shard_map's in_specs).
+Array laid_out(const Array& x, const P& spec, const Ctx& ctx) {
+  if (!ctx.explicit_axes) return x;
+  std::vector<P::Entry> entries = spec.entries();
+  entries.resize(size_t(x.ndim()));
+  for (P::Entry& e : entries) {
+    std::vector<std::string> names;
+    for (const std::string& a : e ? e->names() : std::vector<std::string>{})
+      if (ctx.mesh->axis_type(a) == sp::AxisType::Explicit) names.push_back(a);
+    e = names.empty() ? P::Entry() : P::Entry(sp::AxisNames(names, names.size() > 1));
+  }
+  return resharded(x, entries, ctx);
+}
+
+// On Explicit axes, b (a's shape with leading dims dropped or dims of size 1) resharded to
+// split as a does, for broadcasting.
+Array aligned(const Array& b, const Array& a, const Ctx& ctx) {
+  std::vector<std::pair<int, int>> pairs;
+  const int offset = a.ndim() - b.ndim();
+  for (int d = 0; d < b.ndim(); ++d)
+    if (b.shape()[d] == a.shape()[d + offset]) pairs.push_back({d, d + offset});
+  return split_like(b, a, pairs, ctx);
+}
 
 // ---- the generator: a program is a few ops on fresh inputs, each op kind one function ----------
 
+// plain and uneven: the programs of the first two runs, kept seed for seed. wide: more meshes
+// (size-1 axes, Explicit and mixed axis types), vmapped programs (with and without
+// spmd_axis_name), shard_map with a collective inside the program, einsum, reshard, donation.
+enum class Mode { plain, uneven, wide };
+
 class Generator {
  public:
-  // `uneven`: constraints may split dims unevenly, and the first op is such a constraint.
-  Generator(uint64_t seed, bool uneven) : rng_(seed), open_rng_(seed), uneven_(uneven) {}
+  // uneven: constraints may split dims unevenly, and the first op is such a constraint.
+  Generator(uint64_t seed, Mode mode)
+      : rng_(seed), open_rng_(seed), uneven_(mode == Mode::uneven), wide_(mode == Mode::wide) {}
 
   Program program() {
-    p_.mesh = random_mesh();
+    p_.mesh = wide_ ? wide_mesh() : random_mesh();
+    if (wide_) start_wide();
     p_.integer = coin(0.15);
     int steps = coin(0.15) ? 1 : 2 + pick(5);
     int x = fresh_input(random_shape());
@@ -114,10 +229,12 @@ class Generator {
     p_.outputs = {x};
     int ops = p_.num_ops();
     if (ops > 1 && coin(0.3)) add_output_other_than(x);
-    p_.grad = !p_.integer && !has_while_ && ops > 0 && coin(0.25);
-    if (!p_.grad && coin(0.2)) p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
+    p_.grad = !p_.integer && !has_while_ && ops > 0 && p_.batch == 0 && coin(0.25);
+    if (!p_.grad && p_.batch == 0 && !explicit_ && coin(0.2))
+      p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
     p_.inputs[0].spec = random_spec(p_.inputs[0].shape);  // at least one committed input
     p_.inputs[0].by_in_shardings = false;
+    p_.donate = wide_ && coin(0.2);
     return std::move(p_);
   }
 
@@ -126,6 +243,8 @@ class Generator {
 
   std::optional<int> apply_random_op(int x) {
     if (uneven_ && coin(0.25)) return uneven_move(x);
+    if (explicit_) return explicit_op(x);
+    if (wide_ && coin(0.3)) return pick(2) == 0 ? einsum(x) : shard_map_op(x);
     static const Op ops[] = {
         &Generator::unary,        &Generator::binary,        &Generator::dot,
         &Generator::self_dot,     &Generator::reduce,        &Generator::argmax,
@@ -180,6 +299,7 @@ class Generator {
     std::vector<std::pair<std::string, int64_t>> axes = p_.mesh.shape();
     std::shuffle(axes.begin(), axes.end(), rng_);
     for (const auto& [name, size] : axes) {
+      if (excluded(name)) continue;
       std::vector<int> fits;
       for (int d = 0; d < shape.ndim(); ++d)
         if (left[size_t(d)] % size == 0) fits.push_back(d);
@@ -235,8 +355,14 @@ class Generator {
 
   int fresh_input(const Shape& s) {
     int k = int(p_.inputs.size());
-    Input in{s, std::nullopt, false};
-    if (!coin(0.25)) in.spec = random_spec(s);
+    Input in{s, std::nullopt, std::nullopt, false};
+    if (p_.batch > 0 && coin(0.85)) {  // vmapped programs: most inputs mapped, on a random dim
+      in.batch_dim = pick(s.ndim() + 1);
+      std::vector<int64_t> d = s.dims();
+      d.insert(d.begin() + *in.batch_dim, p_.batch);
+      in.shape = Shape(d);
+    }
+    if (!coin(0.25)) in.spec = random_spec(in.shape);
     in.by_in_shardings = in.spec && coin(0.2);
     p_.inputs.push_back(in);
     p_.nodes.push_back({k, {}, s});
@@ -307,8 +433,9 @@ class Generator {
   }
   template <class F>
   static Kernel binary_kernel(int x, int y, bool swap, F f) {
-    return [=](const Env& e, const Ctx&) {
-      const Array &a = e[size_t(x)], &b = e[size_t(y)];
+    return [=](const Env& e, const Ctx& ctx) {
+      const Array& a = e[size_t(x)];
+      const Array b = aligned(e[size_t(y)], a, ctx);
       return swap ? Array(f(b, a)) : Array(f(a, b));
     };
   }
@@ -323,8 +450,10 @@ class Generator {
       int w = fresh_input({s[0], k, n});
       Shape out{s[0], s[1], n};
       sp::lax::DotDimensionNumbers dims{{2}, {1}, {0}, {0}};
-      return add(out, [=, factor = scale(k)](const Env& e, const Ctx&) {
-        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), factor);
+      return add(out, [=, factor = scale(k)](const Env& e, const Ctx& ctx) {
+        const Array a = unsplit(e[size_t(x)], {2}, ctx);
+        const Array b = split_like(e[size_t(w)], a, {{0, 0}}, ctx);
+        return scaled(sp::lax::dot_general(a, b, dims), factor);
       });
     }
     if (s.ndim() >= 2 && coin(0.3)) {
@@ -333,15 +462,18 @@ class Generator {
       std::vector<int64_t> out(s.dims().begin() + 1, s.dims().end());
       out.push_back(n);
       sp::lax::DotDimensionNumbers dims{{0}, {0}, {}, {}};
-      return add(Shape(out), [=, factor = scale(k0)](const Env& e, const Ctx&) {
-        return scaled(sp::lax::dot_general(e[size_t(x)], e[size_t(w)], dims), factor);
+      return add(Shape(out), [=, factor = scale(k0)](const Env& e, const Ctx& ctx) {
+        const Array a = unsplit(e[size_t(x)], {0}, ctx);
+        const Array b = split_like(e[size_t(w)], a, {}, ctx);
+        return scaled(sp::lax::dot_general(a, b, dims), factor);
       });
     }
     int w = fresh_input({k, n});
     std::vector<int64_t> out(s.dims().begin(), s.dims().end() - 1);
     out.push_back(n);
-    return add(Shape(out), [=, factor = scale(k)](const Env& e, const Ctx&) {
-      return scaled(sp::matmul(e[size_t(x)], e[size_t(w)]), factor);
+    return add(Shape(out), [=, factor = scale(k)](const Env& e, const Ctx& ctx) {
+      const Array a = unsplit(e[size_t(x)], {int(out.size()) - 1}, ctx);
+      return scaled(sp::matmul(a, split_like(e[size_t(w)], a, {}, ctx)), factor);
     });
   }
 
@@ -405,8 +537,8 @@ class Generator {
     int axis = pick(s.ndim());
     bool max = coin(0.5);
     sp::DType t = p_.integer ? sp::int32 : sp::float32;
-    return add(reduced_shape(s, {axis}), [=](const Env& e, const Ctx&) {
-      const Array& v = e[size_t(x)];
+    return add(reduced_shape(s, {axis}), [=](const Env& e, const Ctx& ctx) {
+      const Array v = unsplit(e[size_t(x)], {axis}, ctx);
       return sp::astype(max ? sp::argmax(v, axis) : sp::argmin(v, axis), t);
     });
   }
@@ -571,7 +703,10 @@ class Generator {
       if (s[d] > 1) dims.push_back(d);
     if (dims.empty()) return std::nullopt;
     const int d = pick_of(dims);
-    const auto axes = p_.mesh.shape();
+    std::vector<std::pair<std::string, int64_t>> axes;
+    for (const auto& axis : p_.mesh.shape())
+      if (!excluded(axis.first)) axes.push_back(axis);
+    if (axes.empty()) return std::nullopt;
     std::vector<P::Entry> entries(size_t(d + 1), std::nullopt);
     entries[size_t(d)] = sp::AxisNames(axes[size_t(pick(int(axes.size())))].first);
     const P spec(entries);
@@ -648,16 +783,16 @@ class Generator {
     int64_t n = s[axis];
     switch (pick(3)) {
       case 0:
-        return add(s, [=, factor = scale(n)](const Env& e, const Ctx&) {
-          return scaled(sp::lax::cumsum(e[size_t(x)], axis, reverse), factor);
+        return add(s, [=, factor = scale(n)](const Env& e, const Ctx& ctx) {
+          return scaled(sp::lax::cumsum(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse), factor);
         });
       case 1:
-        return add(s, [=](const Env& e, const Ctx&) {
-          return sp::lax::cummax(e[size_t(x)], axis, reverse);
+        return add(s, [=](const Env& e, const Ctx& ctx) {
+          return sp::lax::cummax(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse);
         });
       default:
-        return add(s, [=](const Env& e, const Ctx&) {
-          return sp::lax::cummin(e[size_t(x)], axis, reverse);
+        return add(s, [=](const Env& e, const Ctx& ctx) {
+          return sp::lax::cummin(unsplit(e[size_t(x)], {axis}, ctx), axis, reverse);
         });
     }
   }
@@ -666,7 +801,9 @@ class Generator {
     const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
     int axis = pick(s.ndim());
-    return add(s, [=](const Env& e, const Ctx&) { return sp::sort(e[size_t(x)], axis); });
+    return add(s, [=](const Env& e, const Ctx& ctx) {
+      return sp::sort(unsplit(e[size_t(x)], {axis}, ctx), axis);
+    });
   }
 
   // lax.cond on the sign of the sum of x, with small branches; the false one sometimes
@@ -795,6 +932,7 @@ class Generator {
 
   // with_sharding_constraint to a random spec (only where the program runs on a mesh).
   std::optional<int> constraint(int x) {
+    if (explicit_) return resharded_to(x, explicit_spec(shape(x)));
     const P spec = uneven_ && coin(0.5) ? uneven_spec(shape(x)) : random_spec(shape(x));
     return constrained(x, with_open_dims(spec, shape(x).ndim()));
   }
@@ -819,8 +957,196 @@ class Generator {
     });
   }
 
+  // ---- wide mode ----
+  // 1-D to 4-D meshes of 8 devices, some with size-1 axes; half of them with Explicit axes (all,
+  // or some of them).
+  sp::Mesh wide_mesh() {
+    static const std::vector<std::vector<int64_t>> shapes = {
+        {8}, {4, 2}, {2, 4}, {2, 2, 2}, {8, 1}, {1, 4}, {2, 1, 4}, {2, 2, 1, 2}};
+    static const std::vector<std::string> names = {"x", "y", "z", "w"};
+    const std::vector<int64_t> dims = pick_of(shapes);
+    std::vector<sp::AxisType> types(dims.size(), sp::AxisType::Auto);
+    if (coin(0.5)) {
+      const bool all = coin(0.5);
+      for (auto& t : types)
+        if (all || coin(0.5)) t = sp::AxisType::Explicit;
+    }
+    return sp::make_mesh(Shape(dims),
+                         std::vector<std::string>(names.begin(), names.begin() + long(dims.size())),
+                         types);
+  }
+
+  // Explicit meshes get their own op set; a third of the others a vmapped program, half of
+  // those with spmd_axis_name (an axis dividing the batch, kept out of the program's specs).
+  void start_wide() {
+    for (const auto& t : p_.mesh.axis_types()) explicit_ = explicit_ || t == sp::AxisType::Explicit;
+    if (explicit_ || !coin(0.3)) return;
+    p_.batch = pick_of<int64_t>({2, 3, 4, 8});
+    std::vector<std::string> fit;
+    for (const auto& [name, size] : p_.mesh.shape())
+      if (p_.batch % size == 0) fit.push_back(name);
+    if (fit.empty() || coin(0.5)) return;
+    p_.spmd_axis_name = {pick_of(fit)};
+    excluded_ = p_.spmd_axis_name;
+  }
+
+  // The ops whose sharding types spmd and JAX agree on without an out_sharding: elementwise
+  // (operands resharded alike), reductions, transposes, reshards, contractions over unsplit
+  // dims, and reshapes of replicated values.
+  std::optional<int> explicit_op(int x) {
+    static const Op ops[] = {
+        &Generator::unary,      &Generator::binary,
+        &Generator::reduce,     &Generator::transpose,
+        &Generator::constraint, &Generator::dot,
+        &Generator::einsum,     &Generator::replicated_reshape,
+        &Generator::argmax,     &Generator::cumulative,
+        &Generator::sort,       &Generator::shard_map_op,
+    };
+    return (this->*ops[pick(int(std::size(ops)))])(x);
+  }
+
+  std::optional<int> replicated_reshape(int x) {
+    return shape(x).ndim() == 0 ? std::nullopt : reshape(resharded_to(x, P()));
+  }
+
+  bool excluded(const std::string& axis) const {
+    return std::find(excluded_.begin(), excluded_.end(), axis) != excluded_.end();
+  }
+
+  // A random spec over the mesh's Explicit axes only.
+  P explicit_spec(const Shape& s) {
+    excluded_.clear();
+    for (const auto& [name, size] : p_.mesh.shape())
+      if (p_.mesh.axis_type(name) != sp::AxisType::Explicit) excluded_.push_back(name);
+    P spec = random_spec(s);
+    excluded_.clear();
+    return spec;
+  }
+
+  // sp::reshard (only where the program runs on a mesh).
+  int resharded_to(int x, const P& spec) {
+    return add(shape(x), [=](const Env& e, const Ctx& ctx) {
+      const Array& v = e[size_t(x)];
+      return ctx.mesh ? sp::reshard(v, sp::NamedSharding(*ctx.mesh, spec)) : v;
+    });
+  }
+
+  // jnp.einsum contracting x's last dim with a fresh operand, with batch dims and the output's
+  // dims permuted: "a,an->n", "ab,bn->na", "abc,acn->ban", "abcd,abdn->abcn".
+  std::optional<int> einsum(int x) {
+    const Shape s = shape(x);
+    if (s.ndim() == 0) return std::nullopt;
+    static const char* subscripts[] = {"a,an->n", "ab,bn->na", "abc,acn->ban", "abcd,abdn->abcn"};
+    const int r = s.ndim(), last = r - 1;
+    const int64_t n = random_dim(), k = s[last];
+    std::vector<int64_t> w_dims(s.dims().begin(), s.dims().begin() + std::max(0, r - 2));
+    std::vector<std::pair<int, int>> batch;  // w's dims split as x's
+    for (int d = 0; d < int(w_dims.size()); ++d) batch.push_back({d, d});
+    w_dims.push_back(k);
+    w_dims.push_back(n);
+    Shape out;
+    if (r == 1) out = {n};
+    if (r == 2) out = {n, s[0]};
+    if (r == 3) out = {s[1], s[0], n};
+    if (r == 4) out = {s[0], s[1], s[2], n};
+    const int w = fresh_input(Shape(w_dims));
+    const std::string sub = subscripts[r - 1];
+    return add(out, [=, factor = scale(k)](const Env& e, const Ctx& ctx) {
+      const Array a = unsplit(e[size_t(x)], {last}, ctx);
+      return scaled(sp::einsum(sub, a, split_like(e[size_t(w)], a, batch, ctx)), factor);
+    });
+  }
+
+  // shard_map over the whole mesh inside the program: f (sin, or doubling for integers) of each
+  // block, then a collective whose global meaning the unsharded run computes directly: a psum
+  // over every splitting axis (out_specs P(): the sum of the blocks), a tiled all_gather of a
+  // split dim (whose result still varies over the gathered axes, as JAX types it: out_specs as
+  // in_specs give copies of f(x) side by side), or a ppermute by one along the major axis of a
+  // split dim (a roll of f(x)).
+  std::optional<int> shard_map_op(int x) {
+    const Shape s = shape(x);
+    if (p_.batch > 0 || s.ndim() == 0) return std::nullopt;
+    const P spec = random_spec(s);
+    std::vector<P::Entry> entries = spec.entries();
+    entries.resize(size_t(s.ndim()));
+    std::vector<int> split;
+    std::vector<std::string> axes;
+    for (int d = 0; d < s.ndim(); ++d) {
+      if (!entries[size_t(d)]) continue;
+      split.push_back(d);
+      for (const auto& a : entries[size_t(d)]->names()) axes.push_back(a);
+    }
+    if (split.empty()) return std::nullopt;
+    const bool integer = p_.integer;
+    const int d = pick_of(split);
+    const std::vector<std::string> on_d = entries[size_t(d)]->names();
+    const int64_t major = p_.mesh.axis_size(on_d[0]);
+    switch (pick(3)) {
+      case 0: {
+        std::vector<int64_t> block = s.dims(), parts, split_dims;
+        int64_t blocks = 1;
+        for (int sd : split) {
+          int64_t f = 1;
+          for (const auto& a : entries[size_t(sd)]->names()) f *= p_.mesh.axis_size(a);
+          block[size_t(sd)] /= f;
+          blocks *= f;
+        }
+        for (int i = 0; i < s.ndim(); ++i) {
+          if (std::find(split.begin(), split.end(), i) != split.end()) {
+            split_dims.push_back(int64_t(parts.size()));
+            parts.push_back(s[i] / block[size_t(i)]);
+          }
+          parts.push_back(block[size_t(i)]);
+        }
+        const float factor = scale(blocks);
+        auto body = [=](const Array& b) {
+          return sp::psum(scaled(integer ? b * 2 : sp::sin(b), factor), sp::AxisNames(axes));
+        };
+        return add(Shape(block), [=](const Env& e, const Ctx& ctx) {
+          const Array& v = e[size_t(x)];
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, P())(laid_out(v, spec, ctx));
+          const Array f = scaled(integer ? v * 2 : sp::sin(v), factor);
+          sp::Axes sum_over(split_dims.begin(), split_dims.end());
+          return sp::sum(sp::reshape(f, Shape(parts)), sum_over);
+        });
+      }
+      case 1: {
+        int64_t copies = 1;
+        for (const auto& a : on_d) copies *= p_.mesh.axis_size(a);
+        std::vector<int64_t> out_dims = s.dims();
+        out_dims[size_t(d)] *= copies;
+        auto body = [=](const Array& b) {
+          return sp::all_gather(integer ? b * 2 : sp::sin(b), sp::AxisNames(on_d),
+                                {.axis = d, .tiled = true});
+        };
+        return add(Shape(out_dims), [=](const Env& e, const Ctx& ctx) {
+          const Array& v = e[size_t(x)];
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(laid_out(v, spec, ctx));
+          const Array f = integer ? v * 2 : sp::sin(v);
+          return sp::concatenate(std::vector<Array>(size_t(copies), f), d);
+        });
+      }
+      default: {
+        std::vector<std::pair<int, int>> perm;
+        for (int i = 0; i < major; ++i) perm.push_back({i, int((i + 1) % major)});
+        const std::string axis = on_d[0];
+        auto body = [=](const Array& b) {
+          return sp::ppermute(integer ? b * 2 : sp::sin(b), sp::AxisNames(axis), perm);
+        };
+        const int64_t shift = s[d] / major;
+        return add(s, [=](const Env& e, const Ctx& ctx) {
+          const Array& v = e[size_t(x)];
+          if (ctx.mesh) return sp::shard_map(body, *ctx.mesh, spec, spec)(laid_out(v, spec, ctx));
+          return sp::roll(integer ? v * 2 : sp::sin(v), shift, d);
+        });
+      }
+    }
+  }
+
   std::mt19937_64 rng_, open_rng_;
-  bool uneven_;
+  bool uneven_, wide_;
+  bool explicit_ = false;              // the mesh has Explicit axes
+  std::vector<std::string> excluded_;  // mesh axes random_spec leaves out
   Program p_;
   bool has_while_ = false;
 };
@@ -889,6 +1215,30 @@ std::string value_mismatch(const Array& want, const Array& got) {
   return "";
 }
 
+// Per dim, the names of the mesh's Explicit axes splitting it ("x,y" or "-"), trailing unsplit dims
+// dropped: what sp::type_of must show of a sharding.
+std::string explicit_split(const P& spec, const sp::Mesh& mesh) {
+  std::vector<std::string> dims;
+  for (const P::Entry& e : spec.entries()) {
+    std::string names;
+    for (const std::string& a : e ? e->names() : std::vector<std::string>{})
+      if (mesh.axis_type(a) == sp::AxisType::Explicit) names += (names.empty() ? "" : ",") + a;
+    dims.push_back(names.empty() ? "-" : names);
+  }
+  while (!dims.empty() && dims.back() == "-") dims.pop_back();
+  std::string out;
+  for (const std::string& d : dims) out += "[" + d + "]";
+  return out;
+}
+
+// Empty when sp::type_of(got) shows the Explicit axes of the sharding it has.
+std::string type_mismatch(const Array& got, const sp::NamedSharding& sharding) {
+  const std::string want = explicit_split(sharding.spec(), sharding.mesh());
+  const std::string typed = explicit_split(sp::type_of(got).spec(), sharding.mesh());
+  if (typed == want) return "";
+  return "type " + sp::type_of(got).str() + " does not match its sharding " + sharding.repr();
+}
+
 // Empty when `got` is committed to the mesh (with `out_spec`, to exactly that sharding).
 std::string placement_mismatch(const Array& got, const sp::Mesh& mesh,
                                const std::optional<P>& out_spec) {
@@ -897,7 +1247,15 @@ std::string placement_mismatch(const Array& got, const sp::Mesh& mesh,
     return "not committed to the mesh: " + got.sharding()->repr();
   if (out_spec && !(*named == sp::NamedSharding(mesh, *out_spec)))
     return "out_shardings not honoured: " + named->repr();
-  return "";
+  return type_mismatch(got, *named);
+}
+
+// Where the partitioned runs happen: the program's mesh.
+Ctx context(const Program& p) {
+  bool explicit_axes = false;
+  for (const auto& t : p.mesh.axis_types())
+    explicit_axes = explicit_axes || t == sp::AxisType::Explicit;
+  return Ctx{&p.mesh, explicit_axes};
 }
 
 std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& committed) {
@@ -911,10 +1269,24 @@ std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& 
   }
   if (p.out_spec) os << "  out_shardings[0]: " << p.out_spec->repr() << "\n";
   if (p.grad) os << "  value_and_grad of the sum of the outputs\n";
+  if (p.donate) os << "  arguments donated\n";
+  if (p.batch > 0) {
+    os << "  vmapped over a batch of " << p.batch;
+    if (!p.spmd_axis_name.empty()) os << ", spmd_axis_name " << p.spmd_axis_name[0];
+    os << "; in_axes";
+    for (const Input& in : p.inputs)
+      os << " " << (in.batch_dim ? std::to_string(*in.batch_dim) : "None");
+    os << " (the jaxpr below is of one example)\n";
+  }
   try {
-    Ctx ctx{&p.mesh};
-    auto fn = [&](const std::vector<Array>& xs) { return p.run(xs, ctx); };
-    os << sp::make_jaxpr(fn)(committed);
+    Ctx ctx = context(p);
+    if (p.batch > 0) {
+      auto fn = [&](const std::vector<Array>& xs) { return p.values(xs, ctx); };
+      os << sp::make_jaxpr(fn)(p.example(committed, 0));
+    } else {
+      auto fn = [&](const std::vector<Array>& xs) { return p.run(xs, ctx); };
+      os << sp::make_jaxpr(fn)(committed);
+    }
   } catch (const std::exception& e) {
     os << "(make_jaxpr failed: " << e.what() << ")\n";
   }
@@ -936,8 +1308,8 @@ std::string compare(const std::vector<Array>& want, const std::vector<Array>& go
 
 // Runs one program: the reference, the jit'ed partitioned run and, for one-op programs, the eager
 // run. Returns a description of the failure, or an empty string.
-std::string check_program(uint64_t seed, bool uneven) {
-  Program p = Generator(seed, uneven).program();
+std::string check_program(uint64_t seed, Mode mode) {
+  Program p = Generator(seed, mode).program();
   std::vector<Array> args = random_arguments(p, seed);
   std::vector<Array> committed = committed_arguments(p, args);
   std::vector<Array> want;
@@ -959,9 +1331,13 @@ std::string check_program(uint64_t seed, bool uneven) {
       outs[0] = sp::NamedSharding(p.mesh, *p.out_spec);
       options.out_shardings = sp::ShardingTree(outs);
     }
-    Ctx ctx{&p.mesh};
+    if (p.donate) options.donate_argnums = {0};
+    const Ctx ctx = context(p);
     auto fn = [&p, ctx](const std::vector<Array>& xs) { return p.run(xs, ctx); };
-    failure = compare(want, sp::jit(fn, options)(committed), p, "jit", true);
+    // Donated arguments are deleted: the call gets copies.
+    const std::vector<Array> jit_args =
+        p.donate ? committed_arguments(p, random_arguments(p, seed)) : committed;
+    failure = compare(want, sp::jit(fn, options)(jit_args), p, "jit", true);
     // Eager gradients that do not depend on the inputs are uncommitted in JAX.
     if (failure.empty() && p.num_ops() == 1 && !p.out_spec)
       failure = compare(want, p.run(committed, ctx), p, "eager", !p.grad);
@@ -977,7 +1353,7 @@ int64_t env_int(const char* name, int64_t fallback) {
 }
 
 // Checks the programs of the seeds the environment asks for (`programs` of them by default).
-void check_programs(bool uneven, int64_t programs) {
+void check_programs(Mode mode, int64_t programs) {
   std::vector<uint64_t> seeds;
   if (int64_t s = env_int("SPMD_DIFFERENTIAL_SEED", -1); s >= 0) {
     seeds.push_back(uint64_t(s));
@@ -989,7 +1365,7 @@ void check_programs(bool uneven, int64_t programs) {
   int failures = 0;
   std::string rest;
   for (uint64_t seed : seeds) {
-    std::string failure = check_program(seed, uneven);
+    std::string failure = check_program(seed, mode);
     if (failure.empty()) continue;
     if (++failures <= 20)
       ADD_FAILURE() << failure;
@@ -1001,12 +1377,17 @@ void check_programs(bool uneven, int64_t programs) {
 
 TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
   if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
-  check_programs(/*uneven=*/false, 300);
+  check_programs(Mode::plain, 300);
 }
 
 TEST(Differential, RandomProgramsWithUnevenSplitsAgreeWithUnshardedResults) {
   if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
-  check_programs(/*uneven=*/true, 100);
+  check_programs(Mode::uneven, 100);
+}
+
+TEST(Differential, WideRandomProgramsAgreeWithUnshardedResults) {
+  if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
+  check_programs(Mode::wide, 300);
 }
 
 }  // namespace

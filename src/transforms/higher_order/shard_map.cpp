@@ -423,9 +423,10 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     const SpreadBody& spread = p.get_object<SpreadBody>("spread");
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
-  const Compiled& compiled = compile_manual(p.get<ProgramRef>("jaxpr"), info.mesh, info.in_specs,
-                                            info.out_specs, shard_map_shape_rule({}, p));
-  return compiled.run(args);
+  const std::shared_ptr<const Compiled> compiled =
+      compile_manual(p.get<ProgramRef>("jaxpr"), info.mesh, info.in_specs, info.out_specs,
+                     shard_map_shape_rule({}, p));
+  return compiled->run(args);
 }
 
 Params shard_map_params(ShardMapInfo info, ProgramRef body) {
@@ -910,7 +911,7 @@ struct ShardMapCache {
     TreeDef out_def;
   };
   std::mutex mu;
-  std::unordered_map<Key, std::shared_ptr<const Entry>, SignatureHash> entries;
+  SignatureCache<std::shared_ptr<const Entry>> entries;  // under mu
 };
 
 std::shared_ptr<ShardMapCache> new_shard_map_cache() {
@@ -932,8 +933,8 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     std::shared_ptr<const ShardMapCache::Entry> hit;
     {
       std::lock_guard lock(call.cache->mu);
-      auto it = call.cache->entries.find(*key);
-      if (it != call.cache->entries.end()) hit = it->second;
+      if (std::shared_ptr<const ShardMapCache::Entry>* found = call.cache->entries.find(*key))
+        hit = *found;
     }
     if (hit) {
       if (out_def) *out_def = hit->out_def;
@@ -947,7 +948,7 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     auto entry = std::make_shared<ShardMapCache::Entry>(
         ShardMapCache::Entry{prepared, out_def ? *out_def : TreeDef()});
     std::lock_guard lock(call.cache->mu);
-    call.cache->entries.emplace(*key, std::move(entry));
+    call.cache->entries.insert(*key, std::move(entry));
   }
   return bind_prepared(prepared, leaves);
 }

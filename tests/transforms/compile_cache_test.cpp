@@ -47,7 +47,9 @@ TEST_F(CompileCache, JitOverNewShapesStaysAtTheBound) {
   const sp::Array hot = sp::arange(3.0f);
   for (int n = 1; n <= 2'000; ++n) {
     sp::Array y = f(sp::arange(float(n) + 10));
-    if (n % 100 == 0) EXPECT_EQ(y.to_vector<float>(), twice_plus_one(n + 10)) << n;
+    if (n % 100 == 0) {
+      EXPECT_EQ(y.to_vector<float>(), twice_plus_one(n + 10)) << n;
+    }
     ASSERT_EQ(f(hot).to_vector<float>(), twice_plus_one(3));  // used every time: kept
   }
   EXPECT_EQ(f.cache_size(), 64u);
@@ -68,9 +70,10 @@ TEST_F(CompileCache, NewJitFunctionsStayAtTheBound) {
     // A new function each time, with a constant of its own: a new program to compile.
     auto g = sp::jit([i](const sp::Array& a) { return a + float(i); });
     sp::Array y = g(x);
-    if (i % 997 == 0)
+    if (i % 997 == 0) {
       EXPECT_EQ(y.to_vector<float>(),
                 (std::vector<float>{float(i), float(i) + 1, float(i) + 2, float(i) + 3}));
+    }
   }
   EXPECT_EQ(cache_size("compile_program"), 32u);
 }
@@ -80,7 +83,9 @@ TEST_F(CompileCache, EagerOpsOverNewShapesStayAtTheBound) {
   const sp::Array hot = sp::arange(5.0f);
   for (int n = 1; n <= 10'000; ++n) {
     sp::Array y = sp::arange(float(n)) * 2 + 1;
-    if (n % 1000 == 0) EXPECT_EQ(y.to_vector<float>(), twice_plus_one(n)) << n;
+    if (n % 1000 == 0) {
+      EXPECT_EQ(y.to_vector<float>(), twice_plus_one(n)) << n;
+    }
     ASSERT_EQ((hot * 2 + 1).to_vector<float>(), twice_plus_one(5));
   }
   EXPECT_EQ(cache_size("eager ops (this thread)"), 100u);
@@ -200,7 +205,9 @@ TEST_F(CompileCache, MemoryStaysFlatOverTwentyThousandNewFunctions) {
   const long after = resident_kib();
   EXPECT_EQ(cache_size("compile_program"), 256u);
   // Loosely: the 16,000 programs dropped would have taken about 138 MiB.
-  if (before > 0) EXPECT_LT(after - before, 48 * 1024) << before << " KiB -> " << after << " KiB";
+  if (before > 0) {
+    EXPECT_LT(after - before, 48 * 1024) << before << " KiB -> " << after << " KiB";
+  }
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Process-wide settings, mirroring jax.config: 64-bit types and the random-number mode.
 #pragma once
 
+#include <cstddef>
+#include <map>
+#include <string>
+
 namespace spmd::config {
 
 // JAX's jax_enable_x64. Off by default: 64-bit requests become 32-bit types.
@@ -35,4 +39,30 @@ enum class ImplicitResharding { allow, warn, error };
 void set_implicit_resharding(ImplicitResharding mode);
 ImplicitResharding implicit_resharding();
 
+// The most entries each in-memory compile cache keeps (default 4096, jaxlib's PjitFunctionCache
+// capacity and jax._src.util.cache's max_size): jit's traces per jitted function, shard_map's per
+// shard_map object, the compiled programs by content (jit, shard_map and pmap bodies,
+// partitioned programs), the linearizations and transpositions of call bodies, and eager ops'
+// compiled primitives per thread. Past it the least recently used entry is dropped and compiled
+// again when met again. At least 1; a smaller bound takes effect as each cache next adds an
+// entry.
+inline constexpr size_t kDefaultCompileCacheSize = 4096;
+void set_compile_cache_size(size_t n);
+size_t compile_cache_size();
+
 }  // namespace spmd::config
+
+namespace spmd {
+
+// JAX's jax.clear_caches(): empties every compile cache listed at config::set_compile_cache_size,
+// so later calls trace and compile again. Safe while other threads call jit, eager ops or
+// shard_map: a call already running keeps what it found.
+void clear_caches();
+
+namespace detail {
+// Entries held by each process-wide compile cache by name, and by the calling thread's eager
+// caches (names ending in "(this thread)"). For tests and diagnostics.
+std::map<std::string, size_t> cache_sizes();
+}  // namespace detail
+
+}  // namespace spmd

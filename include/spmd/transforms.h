@@ -110,6 +110,7 @@ ClosedJaxpr jit_lower(JitState& state, const FlatFn& fn, std::span<const Array> 
 std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def,
                         std::span<const Array> leaves, const std::shared_ptr<TreeDef>& out_def);
 int64_t jit_trace_count(const JitState& state);
+size_t jit_cache_size(JitState& state);
 
 // grad: `fn` maps the differentiated leaves to (output leaves..., aux leaves...); the first
 // `num_outputs` are differentiated. Returns (outputs, aux, gradients).
@@ -201,6 +202,9 @@ class Jitted {
   }
   // How many times f has been traced (cache misses).
   int64_t trace_count() const { return transform_detail::jit_trace_count(*state_); }
+  // How many signatures the cache holds now (JAX's `_cache_size()`): at most
+  // config::compile_cache_size, the least recently used dropped past it.
+  size_t cache_size() const { return transform_detail::jit_cache_size(*state_); }
 
  private:
   template <class... Args>

@@ -6,6 +6,7 @@
 #include "compile/op_by_op.h"
 #include "compile/partition.h"
 #include "compile/passes.h"
+#include "core/lru_cache.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
 #include "runtime/sharded.h"
@@ -16,7 +17,6 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <variant>
 
 namespace spmd {
@@ -127,9 +127,6 @@ std::vector<Array> Compiled::run(std::vector<Array> args, const std::vector<bool
 namespace {
 
 // Programs by content: equal programs built separately share one Compiled.
-struct ProgramContentHash {
-  size_t operator()(const ProgramRef& p) const { return p->hash(); }
-};
 struct ProgramContentEqual {
   bool operator()(const ProgramRef& a, const ProgramRef& b) const { return a == b || *a == *b; }
 };
@@ -154,32 +151,24 @@ struct ManualKeyHash {
 
 }  // namespace
 
-// Both caches live as long as the process: device threads may run a Compiled while it exits.
-const Compiled& compile_program(const ProgramRef& program) {
-  program->hash();  // memoized outside the lock
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<ProgramRef, std::unique_ptr<Compiled>,
-                                              ProgramContentHash, ProgramContentEqual>();
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Compiled>& slot = (*cache)[program];
-  if (!slot) slot = std::make_unique<Compiled>(*program);
-  return *slot;
+std::shared_ptr<const Compiled> compile_program(const ProgramRef& program) {
+  static auto& cache =
+      *new SharedLruCache<ProgramRef, std::shared_ptr<const Compiled>>("compile_program");
+  return cache.get_or_make(program, program->hash(), ProgramContentEqual(),
+                           [&] { return std::make_shared<const Compiled>(*program); });
 }
 
-const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
-                               const std::vector<PartitionSpec>& in_specs,
-                               const std::vector<PartitionSpec>& out_specs,
-                               std::span<const AbstractValue> out_types) {
-  body->hash();  // memoized outside the lock
-  static std::mutex mu;
-  static auto* cache =
-      new std::unordered_map<ManualKey, std::unique_ptr<Compiled>, ManualKeyHash>();
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Compiled>& slot = (*cache)[ManualKey{body, mesh, in_specs, out_specs}];
-  if (!slot)
-    slot = std::make_unique<Compiled>(*without_unsplit_types(body), mesh, in_specs, out_specs,
-                                      out_types);
-  return *slot;
+std::shared_ptr<const Compiled> compile_manual(const ProgramRef& body, const Mesh& mesh,
+                                               const std::vector<PartitionSpec>& in_specs,
+                                               const std::vector<PartitionSpec>& out_specs,
+                                               std::span<const AbstractValue> out_types) {
+  static auto& cache =
+      *new SharedLruCache<ManualKey, std::shared_ptr<const Compiled>>("compile_manual");
+  ManualKey key{body, mesh, in_specs, out_specs};
+  return cache.get_or_make(key, ManualKeyHash()(key), std::equal_to<ManualKey>(), [&] {
+    return std::make_shared<const Compiled>(*without_unsplit_types(body), mesh, in_specs,
+                                            out_specs, out_types);
+  });
 }
 
 namespace {
@@ -243,26 +232,34 @@ Program one_equation(const Primitive& p, const Params& params, std::span<const A
   return program;
 }
 
-// Eager ops meet many distinct signatures; past this many a thread starts its cache afresh.
-constexpr size_t kMaxCachedPrimitives = 4096;
+// The calling thread's eager cache of entries E, registered under `name` by its first user.
+template <class E>
+LruCache<E>& thread_cache(const char* name) {
+  thread_local LocalLruCache<E> cache;
+  static std::once_flag registered;
+  std::call_once(registered, [name] {
+    register_cache(
+        std::string(name) + " (this thread)", [] { return cache.get().size(); },
+        [] { cache.get().clear(); });
+  });
+  return cache.get();
+}
 
 }  // namespace
 
 std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,
                                                   std::span<const Array> inputs) {
   // Per thread, so that eager ops from several threads take no lock. Entries are shared: a run
-  // in progress keeps its Compiled when the cache starts afresh.
-  thread_local std::unordered_multimap<size_t, PrimitiveEntry> cache;
+  // in progress keeps its Compiled when the cache drops it.
+  LruCache<PrimitiveEntry>& cache = thread_cache<PrimitiveEntry>("eager ops");
   const size_t h = signature_hash(p, params, inputs);
-  auto [first, last] = cache.equal_range(h);
-  for (auto it = first; it != last; ++it)
-    if (it->second.matches(p, params, inputs)) return it->second.compiled;
+  if (PrimitiveEntry* hit = cache.find(
+          h, [&](const PrimitiveEntry& e) { return e.matches(p, params, inputs); }))
+    return hit->compiled;
   std::vector<AbstractValue> in = types_of(inputs);
   // A single primitive gains nothing from the passes, and must run as bound.
   auto compiled = std::make_shared<const Compiled>(one_equation(p, params, in), /*optimize=*/false);
-  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  cache.emplace(h,
-                PrimitiveEntry{&p, params, std::move(in), compiled, named_axis_sizes(p, params)});
+  cache.insert(h, PrimitiveEntry{&p, params, std::move(in), compiled, named_axis_sizes(p, params)});
   return compiled;
 }
 
@@ -386,7 +383,7 @@ namespace {
 struct PartitionedEntry {
   PrimitiveEntry op;
   std::vector<std::shared_ptr<const Sharding>> shardings;
-  const Compiled* compiled;
+  std::shared_ptr<const Compiled> compiled;
 
   bool matches(const Primitive& p, const Params& ps, std::span<const Array> xs) const {
     if (!op.matches(p, ps, xs)) return false;
@@ -409,7 +406,7 @@ std::vector<Array> run_eager(const Compiled& compiled, std::span<const Array> in
   return results;
 }
 
-const Compiled& compile_partitioned_primitive(const Primitive& p, const Params& params,
+std::shared_ptr<const Compiled> compile_partitioned_primitive(const Primitive& p, const Params& params,
                                               std::span<const Array> inputs) {
   static const std::string kNames[] = {"x", "y", "z"};
   std::vector<std::string> names;
@@ -424,24 +421,23 @@ const Compiled& compile_partitioned_primitive(const Primitive& p, const Params& 
 
 std::vector<Array> run_partitioned_primitive(const Primitive& p, const Params& params,
                                              std::span<const Array> inputs) {
-  // Per thread and bounded, as compile_primitive's cache; the Compileds live in
+  // Per thread and bounded, as compile_primitive's cache; the Compileds are shared with
   // compile_partitioned's cache.
-  thread_local std::unordered_multimap<size_t, PartitionedEntry> cache;
+  LruCache<PartitionedEntry>& cache = thread_cache<PartitionedEntry>("eager ops on meshes");
   const size_t h = signature_hash(p, params, inputs);
-  auto [first, last] = cache.equal_range(h);
-  for (auto it = first; it != last; ++it)
-    if (it->second.matches(p, params, inputs)) return run_eager(*it->second.compiled, inputs);
-  const Compiled& compiled = compile_partitioned_primitive(p, params, inputs);
+  if (const PartitionedEntry* hit = cache.find(
+          h, [&](const PartitionedEntry& e) { return e.matches(p, params, inputs); }))
+    return run_eager(*hit->compiled, inputs);
+  std::shared_ptr<const Compiled> compiled = compile_partitioned_primitive(p, params, inputs);
   std::vector<std::shared_ptr<const Sharding>> shardings;
   for (const Array& x : inputs) {
     const std::shared_ptr<ShardedData>& data = x.impl()->sharded;
     shardings.push_back(data ? data->sharding : nullptr);
   }
-  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  cache.emplace(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr,
-                                                   named_axis_sizes(p, params)},
-                                    std::move(shardings), &compiled});
-  return run_eager(compiled, inputs);
+  cache.insert(h, PartitionedEntry{PrimitiveEntry{&p, params, types_of(inputs), nullptr,
+                                                  named_axis_sizes(p, params)},
+                                   std::move(shardings), compiled});
+  return run_eager(*compiled, inputs);
 }
 
 }  // namespace spmd

@@ -58,14 +58,15 @@ class Compiled {
 };
 
 // The Compiled of `program` on the default device, built once per program content: equal
-// programs built separately share one.
-const Compiled& compile_program(const ProgramRef& program);
+// programs built separately share one. Cached (LRU, config::compile_cache_size entries): hold
+// the pointer while running it, as the cache may drop it meanwhile.
+std::shared_ptr<const Compiled> compile_program(const ProgramRef& program);
 // The Compiled of a per-device program over a mesh (a shard_map or pmap body), built once per
-// body content, mesh and specs.
-const Compiled& compile_manual(const ProgramRef& body, const Mesh& mesh,
-                               const std::vector<PartitionSpec>& in_specs,
-                               const std::vector<PartitionSpec>& out_specs,
-                               std::span<const AbstractValue> out_types);
+// body content, mesh and specs; cached as compile_program's.
+std::shared_ptr<const Compiled> compile_manual(const ProgramRef& body, const Mesh& mesh,
+                                               const std::vector<PartitionSpec>& in_specs,
+                                               const std::vector<PartitionSpec>& out_specs,
+                                               std::span<const AbstractValue> out_types);
 // The Compiled of one application of `p` to operands of the types of `inputs` (an eager op),
 // built once per primitive, params and types. Raises the shape rule's errors for bad operands.
 std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Params& params,

@@ -4,6 +4,7 @@
 #include <spmd/error.h>
 
 #include "compile/passes.h"
+#include "core/lru_cache.h"
 #include "ir/primitive.h"
 #include "runtime/devices.h"
 #include "sharding/param_traits.h"
@@ -511,26 +512,24 @@ thread_local bool CompileGuard::compiling_ = false;
 
 }  // namespace
 
-const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement) {
-  program->hash();  // memoized outside the lock
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<PartitionKey, std::unique_ptr<Compiled>,
-                                              PartitionKeyHash, PartitionKeyEqual>();
+std::shared_ptr<const Compiled> compile_partitioned(const ProgramRef& program,
+                                                    const Placement& placement) {
+  static auto& cache = *new SharedLruCache<PartitionKey, std::shared_ptr<const Compiled>>(
+      "compile_partitioned");
   const CompileGuard guard;
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Compiled>& slot = (*cache)[PartitionKey{program, placement}];
-  if (!slot) {
+  PartitionKey key{program, placement};
+  return cache.get_or_make(key, PartitionKeyHash()(key), PartitionKeyEqual(), [&] {
     PartitionedProgram parts = partition_program(*program, placement);
     const std::vector<AbstractValue> out_types = program->out_types();
-    slot = std::make_unique<Compiled>(parts.body, placement.mesh, parts.in_specs, parts.out_specs,
-                                      out_types);
+    auto compiled = std::make_shared<Compiled>(parts.body, placement.mesh, parts.in_specs,
+                                               parts.out_specs, out_types);
     for (size_t i = 0; i < placement.held.size(); ++i)
       if (placement.held[i])
-        slot->hold_argument(
+        compiled->hold_argument(
             i, std::make_shared<HeldSharding>(placement.mesh.devices(), placement.held[i]->held));
-    slot->set_implicit_resharding(resharding_account(parts, placement.mesh));
-  }
-  return *slot;
+    compiled->set_implicit_resharding(resharding_account(parts, placement.mesh));
+    return std::shared_ptr<const Compiled>(std::move(compiled));
+  });
 }
 
 namespace {
@@ -573,7 +572,7 @@ std::optional<Array> put_in_other_order(const Array& x,
                                         const char* api) {
   std::optional<Placement> p = reorder_placement(x, *target, api);
   if (!p) return std::nullopt;
-  return compile_partitioned(identity_program(aval_of(x)), *p).run({&x, 1}).front();
+  return compile_partitioned(identity_program(aval_of(x)), *p)->run({&x, 1}).front();
 }
 
 std::optional<std::string> explain_put_in_other_order(const Array& x, const Sharding& target,

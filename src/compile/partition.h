@@ -99,7 +99,8 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
 
 // The Compiled of `program` partitioned by `placement`, built once per program content and
 // placement.
-const Compiled& compile_partitioned(const ProgramRef& program, const Placement& placement);
+std::shared_ptr<const Compiled> compile_partitioned(const ProgramRef& program,
+                                                    const Placement& placement);
 
 // device_put (`api`) of committed `x` to `target`, a NamedSharding over the devices x is on,
 // all of this process, in another order and tiling x alike: moved as a jit moves such an

@@ -1,5 +1,6 @@
 // Process-wide settings.
 #include <spmd/config.h>
+#include <spmd/error.h>
 
 #include "core/env.h"
 
@@ -25,6 +26,7 @@ int default_threads() {
   return n;
 }
 std::atomic<int> g_threads{0};  // 0: not set, default_threads()
+std::atomic<size_t> g_compile_cache_size{kDefaultCompileCacheSize};
 }  // namespace
 
 void set_implicit_resharding(ImplicitResharding mode) {
@@ -53,6 +55,16 @@ void set_num_threads(int n) {
 int num_threads() {
   int n = g_threads;
   return n > 0 ? n : default_threads();
+}
+
+void set_compile_cache_size(size_t n) {
+  if (n < 1)
+    throw ValueError("[config.set_compile_cache_size] expected a size of at least 1, got " +
+                     std::to_string(n));
+  g_compile_cache_size = n;
+}
+size_t compile_cache_size() {
+  return g_compile_cache_size.load(std::memory_order_relaxed);
 }
 
 }  // namespace spmd::config

@@ -280,7 +280,7 @@ std::vector<Array> run_as_unit(const FlatFn& fn, std::span<const Array> args, co
   operands.insert(operands.end(), args.begin(), args.end());
   std::optional<Placement> placement = place(*program, operands, {}, {}, api, {});
   if (!placement) return Compiled(p).run(args);
-  std::vector<Array> results = compile_partitioned(program, *placement).run(operands);
+  std::vector<Array> results = compile_partitioned(program, *placement)->run(operands);
   recover_op_by_op_shardings(results, *program, operands, *placement);
   return results;
 }

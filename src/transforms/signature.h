@@ -1,11 +1,12 @@
 // The key of a trace cache (jit, shard_map): argument structure, argument types, the named axes
-// in scope and the mesh in context when the function is traced.
+// in scope and the mesh in context when the function is traced; and the cache itself.
 #pragma once
 
 #include <spmd/sharding.h>
 #include <spmd/tree.h>
 
 #include "core/array_impl.h"
+#include "core/lru_cache.h"
 
 #include <string>
 #include <vector>
@@ -34,6 +35,36 @@ struct SignatureHash {
     }
     return h;
   }
+};
+
+// The traces of one jitted function or shard_map by signature, bounded as the compile caches
+// (config::compile_cache_size, least recently used dropped) and dying with its owner, as JAX's
+// caches keyed by the function's weak reference. Emptied by clear_caches(). Not synchronised:
+// the owner locks.
+template <class V>
+class SignatureCache {
+ public:
+  // The value cached for `key`, made the most recently used; null if none.
+  V* find(const SignatureKey& key) {
+    Entry* hit =
+        live().find(SignatureHash()(key), [&](const Entry& e) { return e.key == key; });
+    return hit ? &hit->value : nullptr;
+  }
+  // Caches `value` for `key` unless one is cached already; whether it was added.
+  bool insert(const SignatureKey& key, V value) {
+    if (find(key)) return false;
+    live().insert(SignatureHash()(key), Entry{key, std::move(value)});
+    return true;
+  }
+  size_t size() { return live().size(); }
+
+ private:
+  struct Entry {
+    SignatureKey key;
+    V value;
+  };
+  LruCache<Entry>& live() { return cache_.get(); }
+  LocalLruCache<Entry> cache_;
 };
 
 }  // namespace spmd

@@ -156,8 +156,8 @@ TEST(ProgramContent, EqualProgramsBuiltSeparatelyShareOneCompiled) {
   EXPECT_TRUE(*one == *two);
   EXPECT_EQ(one->hash(), two->hash());
   EXPECT_FALSE(*one == *other);
-  EXPECT_EQ(&sp::compile_program(one), &sp::compile_program(two));
-  EXPECT_NE(&sp::compile_program(one), &sp::compile_program(other));
+  EXPECT_EQ(sp::compile_program(one), sp::compile_program(two));
+  EXPECT_NE(sp::compile_program(one), sp::compile_program(other));
 }
 
 TEST(ProgramContent, ConstantsCompareByValue) {

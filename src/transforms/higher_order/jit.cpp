@@ -8,6 +8,7 @@
 #include "compile/donation.h"
 #include "compile/partition.h"
 #include "core/axis_env.h"
+#include "core/lru_cache.h"
 #include "prims/dimension_numbers.h"
 #include "prims/families.h"
 #include "prims/primitive.h"
@@ -227,33 +228,33 @@ LinearizedCall linearize_call(const Program& body, const std::vector<bool>& nonz
   return lc;
 }
 
-// Linearizations by body and nonzero tangents, kept while the body lives: calls of one body
-// share their forward program, as JAX's cached linearize_jaxpr makes them (the jaxpr prints it
-// once, `let name = ...`). Linearizations holding traced values are not kept.
+// Whether a key of a cache by call body belongs to a body that no longer lives.
+template <class Key>
+bool body_gone(const Key& k) {
+  return k.body.expired();
+}
+
+// Linearizations by body and nonzero tangents, kept while the body lives (and the cache's bound,
+// least recently used dropped: JAX's weakref_lru_cache): calls of one body share their forward
+// program, as JAX's cached linearize_jaxpr makes them (the jaxpr prints it once,
+// `let name = ...`). Linearizations holding traced values are not kept.
 std::shared_ptr<const LinearizedCall> cached_linearization(const ProgramRef& body,
                                                            const std::vector<bool>& nonzero) {
-  struct Entry {
+  struct Key {
     std::weak_ptr<const Program> body;
     std::vector<bool> nonzero;
-    std::shared_ptr<const LinearizedCall> linearized;
   };
-  static std::mutex mu;
-  static std::vector<Entry> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    std::erase_if(cache, [](const Entry& e) { return e.body.expired(); });
-    for (const Entry& e : cache)
-      if (e.body.lock() == body && e.nonzero == nonzero) return e.linearized;
-  }
+  static auto& cache = *new SharedLruCache<Key, std::shared_ptr<const LinearizedCall>>(
+      "linearized calls");
+  const size_t h = std::hash<const void*>()(body.get());
+  auto same = [&](const Key& k) { return k.body.lock() == body && k.nonzero == nonzero; };
+  if (auto hit = cache.find(h, same, body_gone<Key>)) return *hit;
   auto linearized = std::make_shared<const LinearizedCall>(linearize_call(*body, nonzero));
   bool traced = !std::all_of(linearized->forward_consts.begin(),
                              linearized->forward_consts.end(), is_concrete);
   for (const ResidualSource& s : linearized->residuals)
     traced = traced || (s.value.valid() && !is_concrete(s.value));
-  if (!traced) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache.push_back({body, nonzero, linearized});
-  }
+  if (!traced) cache.insert(Key{body, nonzero}, h, linearized);
   return linearized;
 }
 
@@ -484,38 +485,32 @@ bool same_list(const ShardingList* a, const ShardingList* b) {
 std::shared_ptr<const TransposedCall> cached_transposed_call(
     const Params& p, std::span<const LinearInput> ins, const std::vector<bool>& nonzero_ct,
     const std::vector<AbstractValue>& types, size_t num_known) {
-  struct Entry {
+  struct Key {
     std::weak_ptr<const Program> body;
     std::vector<bool> linear, nonzero_ct;
     std::vector<AbstractValue> types;
     std::optional<ShardingList> in, out;  // the call's
-    std::shared_ptr<const TransposedCall> transposed;
   };
-  static std::mutex mu;
-  static std::vector<Entry> cache;
+  static auto& cache = *new SharedLruCache<Key, std::shared_ptr<const TransposedCall>>(
+      "transposed calls");
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   std::vector<bool> linear;
   for (const LinearInput& in : ins) linear.push_back(in.is_linear());
   const ShardingList* in = call_shardings(p, "in_shardings");
   const ShardingList* out = call_shardings(p, "out_shardings");
-  auto matches = [&](const Entry& e) {
+  auto same = [&](const Key& e) {
     return e.body.lock() == body && e.linear == linear && e.nonzero_ct == nonzero_ct &&
            e.types == types && same_list(e.in ? &*e.in : nullptr, in) &&
            same_list(e.out ? &*e.out : nullptr, out);
   };
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    std::erase_if(cache, [](const Entry& e) { return e.body.expired(); });
-    for (const Entry& e : cache)
-      if (matches(e)) return e.transposed;
-  }
+  const size_t h = std::hash<const void*>()(body.get());
+  if (auto hit = cache.find(h, same, body_gone<Key>)) return *hit;
   auto transposed = std::make_shared<const TransposedCall>(
       trace_transposed_call(p, ins, nonzero_ct, types, num_known));
-  if (std::all_of(transposed->consts.begin(), transposed->consts.end(), is_concrete)) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache.push_back({body, linear, nonzero_ct, types, in ? std::optional(*in) : std::nullopt,
-                     out ? std::optional(*out) : std::nullopt, transposed});
-  }
+  if (std::all_of(transposed->consts.begin(), transposed->consts.end(), is_concrete))
+    cache.insert(Key{body, linear, nonzero_ct, types, in ? std::optional(*in) : std::nullopt,
+                     out ? std::optional(*out) : std::nullopt},
+                 h, transposed);
   return transposed;
 }
 
@@ -647,8 +642,8 @@ void register_call_primitives(PrimitiveRegistry& r) {
     if (!all_concrete(args)) return eval_program(*program, args);
     const ShardingList* in = call_shardings(p, "in_shardings");
     const ShardingList* out = call_shardings(p, "out_shardings");
-    if (!in && !out) return compile_program(program).run(args);
-    return constrained(compile_program(program).run(constrained(args, in)), out);
+    if (!in && !out) return compile_program(program)->run(args);
+    return constrained(compile_program(program)->run(constrained(args, in)), out);
   };
   jit.jvp = jit_jvp;
   jit.transpose = jit_transpose;
@@ -673,7 +668,7 @@ using OperandShardings = std::vector<std::shared_ptr<const Sharding>>;
 // A Compiled of a CacheEntry and what a call of it takes besides its arguments.
 struct CompiledCall {
   OperandShardings shardings;  // the operands' placement it was built for
-  const Compiled* compiled;
+  std::shared_ptr<const Compiled> compiled;
   // On a mesh, the constants the partitioned program takes (one copy per use of each array the
   // function closed over), each laid out once as its use wants, so a call moves none of their
   // bytes; off a mesh, the constants as they are.
@@ -713,13 +708,14 @@ struct LastCall {
   Mesh context;
   std::shared_ptr<CacheEntry> entry;
   CompiledCall* call = nullptr;
+  uint64_t generation = 0;  // cache_generation() when it was remembered
 };
 
 struct JitState {
   JitOptions options;
   std::mutex mu;
-  std::unordered_map<SignatureKey, std::shared_ptr<CacheEntry>, SignatureHash> cache;
-  LastCall last;  // under mu
+  SignatureCache<std::shared_ptr<CacheEntry>> cache;  // under mu
+  LastCall last;                                      // under mu
   int64_t traces = 0;
   // pmap's: committed arguments are placed as if uncommitted.
   bool moves_committed = false;
@@ -742,6 +738,11 @@ std::shared_ptr<JitState> new_pmap_state() {
 
 int64_t jit_trace_count(const JitState& state) {
   return state.traces;
+}
+
+size_t jit_cache_size(JitState& state) {
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.cache.size();
 }
 
 namespace {
@@ -842,14 +843,14 @@ CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in
   std::optional<Placement> placement =
       placement_of(state, *entry.program, entry.out_def, num_consts, in_def, operands);
   if (!placement) {
-    CompiledCall call{std::move(placed), &compile_program(entry.program), entry.consts};
+    CompiledCall call{std::move(placed), compile_program(entry.program), entry.consts};
     return entry.compiled.emplace_back(std::move(call));
   }
   const SplitConstants& split = split_constants(entry);
   const std::span<const Array> leaves = operands.subspan(num_consts);
   placement = placement_of(state, *split.program, entry.out_def, split.consts.size(), in_def,
                            with_leaves(split.consts, leaves));
-  const Compiled* compiled = &compile_partitioned(split.program, *placement);
+  std::shared_ptr<const Compiled> compiled = compile_partitioned(split.program, *placement);
   CompiledCall call{std::move(placed), compiled, {}};
   for (size_t i = 0; i < split.consts.size(); ++i) {
     const std::shared_ptr<const Sharding>& s = compiled->in_sharding(i);
@@ -961,7 +962,9 @@ std::shared_ptr<CacheEntry> repeated_call(JitState& state, const TreeDef& in_def
     if (!x.valid() || x.impl()->deleted || !is_concrete(x)) return nullptr;
   std::lock_guard<std::mutex> lock(state.mu);
   const LastCall& last = state.last;
-  if (!last.entry || leaves.size() != last.types.size() || !(in_def == last.def)) return nullptr;
+  if (!last.entry || last.generation != cache_generation() || leaves.size() != last.types.size() ||
+      !(in_def == last.def))
+    return nullptr;
   for (size_t i = 0; i < leaves.size(); ++i)
     if (!(aval_of(leaves[i]) == last.types[i]) ||
         !same_sharding(placed_sharding(state, leaves[i]), last.placed[i]))
@@ -976,7 +979,7 @@ void remember_call(JitState& state, SignatureKey key, std::shared_ptr<CacheEntry
                    CompiledCall& call, std::span<const Array> leaves) {
   if (!state.options.donate_argnums.empty() || !key.axes.empty()) return;
   LastCall last{std::move(key.def), std::move(key.types), {}, std::move(key.context),
-                std::move(entry), &call};
+                std::move(entry), &call, cache_generation()};
   for (const Array& x : leaves) last.placed.push_back(placed_sharding(state, x));
   std::lock_guard<std::mutex> lock(state.mu);
   state.last = std::move(last);
@@ -1003,8 +1006,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   std::shared_ptr<CacheEntry> entry;
   {
     std::lock_guard<std::mutex> lock(state.mu);
-    auto it = state.cache.find(key);
-    if (it != state.cache.end()) entry = it->second;
+    if (std::shared_ptr<CacheEntry>* hit = state.cache.find(key)) entry = *hit;
   }
   bool cached = entry != nullptr;
   if (!entry) {
@@ -1018,7 +1020,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     for (const Array& c : entry->consts) cacheable = cacheable && is_concrete(c);
     std::lock_guard<std::mutex> lock(state.mu);
     ++state.traces;
-    if (cacheable) cached = state.cache.emplace(key, entry).second;
+    if (cacheable) cached = state.cache.insert(key, entry);
   }
   *out_def = entry->out_def;
   std::vector<Array> operands = entry->consts;

@@ -549,9 +549,9 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
   const RunForm run = run_form(p);
-  const Compiled& compiled = compile_manual(run.body, info_of(p).mesh, run.in_specs, run.out_specs,
-                                            shard_map_shape_rule({}, p));
-  return compiled.run(args);
+  const std::shared_ptr<const Compiled> compiled = compile_manual(
+      run.body, info_of(p).mesh, run.in_specs, run.out_specs, shard_map_shape_rule({}, p));
+  return compiled->run(args);
 }
 
 Params shard_map_params(ShardMapInfo info, ProgramRef body) {
@@ -1045,7 +1045,7 @@ struct ShardMapCache {
     TreeDef out_def;
   };
   std::mutex mu;
-  std::unordered_map<Key, std::shared_ptr<const Entry>, SignatureHash> entries;
+  SignatureCache<std::shared_ptr<const Entry>> entries;  // under mu
 };
 
 std::shared_ptr<ShardMapCache> new_shard_map_cache() {
@@ -1067,8 +1067,8 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     std::shared_ptr<const ShardMapCache::Entry> hit;
     {
       std::lock_guard lock(call.cache->mu);
-      auto it = call.cache->entries.find(*key);
-      if (it != call.cache->entries.end()) hit = it->second;
+      if (std::shared_ptr<const ShardMapCache::Entry>* found = call.cache->entries.find(*key))
+        hit = *found;
     }
     if (hit) {
       if (out_def) *out_def = hit->out_def;
@@ -1082,7 +1082,7 @@ std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
     auto entry = std::make_shared<ShardMapCache::Entry>(
         ShardMapCache::Entry{prepared, out_def ? *out_def : TreeDef()});
     std::lock_guard lock(call.cache->mu);
-    call.cache->entries.emplace(*key, std::move(entry));
+    call.cache->entries.insert(*key, std::move(entry));
   }
   return bind_prepared(prepared, leaves);
 }

@@ -298,14 +298,21 @@ std::vector<size_t> operand_range(size_t from, size_t to) {
   return r;
 }
 
-// Raises std::logic_error when an operand (of those `operands` lists, in the body's input order)
-// varies over other mesh axes than the body input it feeds: the rules that build these bodies
-// trace them from their operands' types, so this is an internal error, never a user's.
+// Raises std::logic_error when a body input varies over a mesh axis the operand feeding it (of
+// those `operands` lists, in the body's input order) does not: the rules that build these bodies
+// trace them from their operands' types, so this is an internal error, never a user's. An
+// operand varying over more axes than its body input is not checked: a per-device program that
+// runs a shard_map's body inline feeds the body's varying results to loops traced outside it.
 void check_body_inputs(const char* name, std::span<const AbstractValue> in, const Program& body,
                        const std::vector<size_t>& operands) {
   const std::vector<AbstractValue> want = body.in_types();
+  auto varies_over = [](const AbstractValue& t, const std::string& axis) {
+    return std::find(t.vma.begin(), t.vma.end(), axis) != t.vma.end();
+  };
   for (size_t k = 0; k < want.size() && k < operands.size(); ++k)
-    if (in[operands[k]].vma != want[k].vma)
+    if (std::any_of(want[k].vma.begin(), want[k].vma.end(), [&](const std::string& axis) {
+          return !varies_over(in[operands[k]], axis);
+        }))
       throw std::logic_error(std::string("[") + name + "] operand " +
                              std::to_string(operands[k]) + " of type " + in[operands[k]].str() +
                              " feeds a body input of type " + want[k].str());

@@ -857,7 +857,9 @@ class Generator {
 
   // A while_loop whose trip count depends on a sum of its carry (on every device the same, so
   // a split carry's sum must be completed before the predicate), and whose body reduces over
-  // dim 0 of the carry. Not differentiable in reverse mode, as JAX's.
+  // dim 0 of the carry. Not differentiable in reverse mode, as JAX's. Float carries compare the
+  // mean of their magnitudes: a signed sum of values that cancel (a branch that subtracts the
+  // mean) sits at 1e-9 either side of 0, where reassociation alone changes the trip count.
   std::optional<int> while_loop(int x) {
     const Shape s = shape(x);
     if (s.ndim() == 0) return std::nullopt;
@@ -866,8 +868,9 @@ class Generator {
     const int trips = 1 + pick(3);
     return add(s, [=](const Env& e, const Ctx&) {
       using Carry = std::pair<Array, Array>;
-      auto more = [trips](const Carry& c) {
-        return c.first < sp::astype(sp::sum(c.second) > 0, sp::int32) + trips;
+      auto more = [trips, integer](const Carry& c) {
+        Array big = integer ? sp::sum(c.second) > 0 : sp::mean(sp::abs(c.second)) > 0.25f;
+        return c.first < sp::astype(big, sp::int32) + trips;
       };
       auto step = [integer](const Carry& c) {
         const Array& v = c.second;

@@ -124,7 +124,12 @@ Array Array::operator[](int64_t i) const {
   // slice would keep a split JAX's eager indexing does not), others by a static slice.
   if (is_concrete(*this) && sharding() && sharding()->num_devices() > 1)
     return lax::dynamic_index_in_dim(*this, Array(static_cast<long long>(i)), 0, false);
-  return lax::index_in_dim(*this, i, 0, /*keepdims=*/false);
+  // jnp's x[i]: a slice without strides (printed `strides=None`, where lax.index_in_dim's are
+  // ones) and a squeeze.
+  std::vector<int64_t> starts(size_t(s.ndim()), 0), limits = s.dims();
+  starts[0] = i;
+  limits[0] = i + 1;
+  return lax::squeeze(lax::slice(*this, starts, limits, {}), {0});
 }
 
 }  // namespace spmd

@@ -33,9 +33,9 @@ sp::Mesh mesh42() {
   return sp::Mesh(sp::create_device_mesh({4, 2}), {"a", "b"});
 }
 
-// Element i of a 1-d value, as jnp's x[i] stages it (a slice without strides, then a squeeze).
+// Element i of a 1-d value: x[i], staged as jnp's (a slice without strides, then a squeeze).
 Array at(const Array& x, int64_t i) {
-  return lax::squeeze(lax::slice(x, {i}, {i + 1}), {0});
+  return x[i];
 }
 
 const Array x16 = sp::arange(16.0f) / 8.0f, x8 = sp::arange(8.0f) / 4.0f;

@@ -190,6 +190,14 @@ long resident_kib() {
 
 // 20,000 new functions, each a new program: with every one kept, RSS grew by 138 MiB over the
 // last 16,000 (52 -> 191 MiB, measured with the bound set to 10^8); bounded, it stays flat.
+// Under AddressSanitizer freed memory waits in its quarantine, so RSS grows either way (by 112 MiB
+// bounded) and only the count is checked there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kResidentSizeFollowsFrees = false;
+#else
+constexpr bool kResidentSizeFollowsFrees = true;
+#endif
+
 TEST_F(CompileCache, MemoryStaysFlatOverTwentyThousandNewFunctions) {
   sp::config::set_compile_cache_size(256);
   const sp::Array x = sp::zeros({4, 8});
@@ -205,7 +213,7 @@ TEST_F(CompileCache, MemoryStaysFlatOverTwentyThousandNewFunctions) {
   const long after = resident_kib();
   EXPECT_EQ(cache_size("compile_program"), 256u);
   // Loosely: the 16,000 programs dropped would have taken about 138 MiB.
-  if (before > 0) {
+  if (before > 0 && kResidentSizeFollowsFrees) {
     EXPECT_LT(after - before, 48 * 1024) << before << " KiB -> " << after << " KiB";
   }
 }

@@ -111,6 +111,7 @@ std::string jit_explain(JitState& state, const FlatFn& fn, const TreeDef& in_def
                         std::span<const Array> leaves, const std::shared_ptr<TreeDef>& out_def);
 int64_t jit_trace_count(const JitState& state);
 size_t jit_cache_size(JitState& state);
+size_t jit_compiled_count(JitState& state);
 
 // grad: `fn` maps the differentiated leaves to (output leaves..., aux leaves...); the first
 // `num_outputs` are differentiated. Returns (outputs, aux, gradients).
@@ -205,6 +206,10 @@ class Jitted {
   // How many signatures the cache holds now (JAX's `_cache_size()`): at most
   // config::compile_cache_size, the least recently used dropped past it.
   size_t cache_size() const { return transform_detail::jit_cache_size(*state_); }
+  // How many compiled programs those signatures hold: one per placement of the operands met
+  // (their committed shardings), at most config::compile_cache_size per signature, the least
+  // recently used dropped past it.
+  size_t compiled_count() const { return transform_detail::jit_compiled_count(*state_); }
 
  private:
   template <class... Args>

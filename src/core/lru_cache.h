@@ -55,6 +55,12 @@ class LruCache {
       it = dead(static_cast<const E&>(it->second)) ? erase(it) : std::next(it);
   }
 
+  // Calls `visit` on each entry, most recently used first, leaving the order as it is.
+  template <class Visit>
+  void for_each(Visit&& visit) const {
+    for (const auto& [h, entry] : order_) visit(entry);
+  }
+
   size_t size() const { return order_.size(); }
   void clear() {
     index_.clear();

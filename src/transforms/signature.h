@@ -57,6 +57,11 @@ class SignatureCache {
     return true;
   }
   size_t size() { return live().size(); }
+  // Calls `visit` on each cached value.
+  template <class Visit>
+  void for_each(Visit&& visit) {
+    live().for_each([&](const Entry& e) { visit(e.value); });
+  }
 
  private:
   struct Entry {

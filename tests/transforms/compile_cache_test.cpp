@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <string>
@@ -127,6 +128,36 @@ TEST_F(CompileCache, PartitionedProgramsStayAtTheBound) {
   EXPECT_EQ(cache_size("compile_partitioned"), 8u);
   EXPECT_EQ(cache_size("eager ops on meshes (this thread)"), 8u);
   EXPECT_EQ(f.cache_size(), 8u);
+}
+
+// One signature called with its operand committed in ever new ways (each device alone, meshes
+// over the devices in other orders) keeps at most the bound of compiled programs; a placement
+// used every time is kept.
+TEST_F(CompileCache, PlacementsOfOneSignatureStayAtTheBound) {
+  sp::config::set_compile_cache_size(4);
+  auto f = sp::jit([](const sp::Array& a) { return a * 2 + 1; });
+  const std::vector<float> expected = twice_plus_one(8);
+  const sp::Mesh mesh = sp::make_mesh({8}, {"x"});
+  const sp::Array hot = sp::device_put(sp::arange(8.0f), sp::NamedSharding(mesh, P("x")));
+  std::vector<sp::Device> devices = sp::devices();
+  for (int round = 0; round < 3; ++round)
+    for (size_t d = 0; d < devices.size(); ++d) {
+      sp::Array alone = sp::device_put(sp::arange(8.0f), devices[d]);
+      sp::Array y = f(alone);
+      ASSERT_EQ(y.to_vector<float>(), expected) << d;
+      ASSERT_EQ(y.sharding()->device_list()[0].id, devices[d].id) << d;
+      std::rotate(devices.begin(), devices.begin() + 1, devices.end());
+      sp::Mesh rotated(devices, {8}, {"x"});
+      ASSERT_EQ(f(sp::device_put(sp::arange(8.0f), sp::NamedSharding(rotated, P("x"))))
+                    .to_vector<float>(),
+                expected)
+          << d;
+      ASSERT_EQ(f(hot).to_vector<float>(), expected);
+      ASSERT_LE(f.compiled_count(), 4u);
+    }
+  EXPECT_EQ(f.cache_size(), 1u);
+  EXPECT_EQ(f.compiled_count(), 4u);
+  EXPECT_EQ(f.trace_count(), 1);
 }
 
 TEST_F(CompileCache, ClearCachesRetracesAndRecompiles) {

@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <deque>
 #include <mutex>
 #include <ostream>
 #include <unordered_map>
@@ -673,6 +672,7 @@ struct CompiledCall {
   // function closed over), each laid out once as its use wants, so a call moves none of their
   // bytes; off a mesh, the constants as they are.
   std::vector<Array> placed_consts;
+  bool warned = false;  // about unusable donations (once per compilation, as JAX does)
 };
 
 // What partitioning reads of a CacheEntry: the traced program prepared as for partitioning
@@ -691,10 +691,9 @@ struct CacheEntry {
   std::optional<SplitConstants> split;  // built on the first call placed on a mesh
   TreeDef out_def;
   // The Compiled for each placement of the operands met so far, built on the first concrete
-  // call with that placement (a deque: references stay valid as others are added).
-  std::deque<CompiledCall> compiled;
-  // Those whose unusable donations were warned about (once per compilation, as JAX does).
-  std::vector<const Compiled*> warned;
+  // call with that placement; bounded as the compile caches are, the least recently used
+  // dropped (a call holds its own reference while it runs).
+  LruCache<std::shared_ptr<CompiledCall>> compiled;
 };
 
 // The last concrete call that found its entry in the cache, for the next call to compare its
@@ -707,7 +706,7 @@ struct LastCall {
   OperandShardings placed;  // the leaves' committed shardings (null: uncommitted)
   Mesh context;
   std::shared_ptr<CacheEntry> entry;
-  CompiledCall* call = nullptr;
+  std::shared_ptr<CompiledCall> call;
   uint64_t generation = 0;  // cache_generation() when it was remembered
 };
 
@@ -743,6 +742,14 @@ int64_t jit_trace_count(const JitState& state) {
 size_t jit_cache_size(JitState& state) {
   std::lock_guard<std::mutex> lock(state.mu);
   return state.cache.size();
+}
+
+size_t jit_compiled_count(JitState& state) {
+  std::lock_guard<std::mutex> lock(state.mu);
+  size_t count = 0;
+  state.cache.for_each(
+      [&](const std::shared_ptr<CacheEntry>& entry) { count += entry->compiled.size(); });
+  return count;
 }
 
 namespace {
@@ -816,6 +823,15 @@ bool same_sharding(const std::shared_ptr<const Sharding>& a,
   return a == b || (a && b && *a == *b);
 }
 
+// A hash of operands' placement that equal placements share: which operands are committed and
+// over how many devices.
+size_t placement_hash(const OperandShardings& shardings) {
+  size_t h = shardings.size();
+  for (const std::shared_ptr<const Sharding>& s : shardings)
+    h = h * 31 + (s ? s->device_list().size() + 1 : 0);
+  return h;
+}
+
 bool same_shardings(const OperandShardings& a, const OperandShardings& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -832,45 +848,51 @@ std::shared_ptr<const Sharding> placed_sharding(const JitState& state, const Arr
 // The Compiled of `entry` for operands placed as these are: partitioned over the devices that
 // committed operands, in_shardings, out_shardings or constraints name, else on the default
 // device. Built once per placement.
-CompiledCall& compiled_for(JitState& state, CacheEntry& entry, const TreeDef& in_def,
-                           std::span<const Array> operands) {
+std::shared_ptr<CompiledCall> compiled_for(JitState& state, CacheEntry& entry,
+                                           const TreeDef& in_def,
+                                           std::span<const Array> operands) {
   OperandShardings placed;
   for (const Array& x : operands) placed.push_back(placed_sharding(state, x));
+  const size_t h = placement_hash(placed);
   std::lock_guard<std::mutex> lock(state.mu);
-  for (CompiledCall& call : entry.compiled)
-    if (same_shardings(call.shardings, placed)) return call;
+  if (std::shared_ptr<CompiledCall>* hit =
+          entry.compiled.find(h, [&](const std::shared_ptr<CompiledCall>& call) {
+            return same_shardings(call->shardings, placed);
+          }))
+    return *hit;
   const size_t num_consts = entry.consts.size();
   std::optional<Placement> placement =
       placement_of(state, *entry.program, entry.out_def, num_consts, in_def, operands);
   if (!placement) {
-    CompiledCall call{std::move(placed), compile_program(entry.program), entry.consts};
-    return entry.compiled.emplace_back(std::move(call));
+    auto call = std::make_shared<CompiledCall>(
+        CompiledCall{std::move(placed), compile_program(entry.program), entry.consts});
+    return entry.compiled.insert(h, std::move(call));
   }
   const SplitConstants& split = split_constants(entry);
   const std::span<const Array> leaves = operands.subspan(num_consts);
   placement = placement_of(state, *split.program, entry.out_def, split.consts.size(), in_def,
                            with_leaves(split.consts, leaves));
   std::shared_ptr<const Compiled> compiled = compile_partitioned(split.program, *placement);
-  CompiledCall call{std::move(placed), compiled, {}};
+  auto call = std::make_shared<CompiledCall>(CompiledCall{std::move(placed), compiled, {}});
   for (size_t i = 0; i < split.consts.size(); ++i) {
     const std::shared_ptr<const Sharding>& s = compiled->in_sharding(i);
-    call.placed_consts.push_back(
+    call->placed_consts.push_back(
         compiled->on_mesh() && !inside_program() && dynamic_cast<const NamedSharding*>(s.get())
             ? device_put(split.consts[i], s)
             : split.consts[i]);
   }
-  return entry.compiled.emplace_back(std::move(call));
+  return entry.compiled.insert(h, std::move(call));
 }
 
 // Prints JAX's warning about donations no result can take, once per compilation, when JAX
 // gives it: on one device, or on a mesh with out_shardings (else XLA pairs them, silently).
-void warn_unusable(JitState& state, CacheEntry& entry, const Compiled& compiled,
-                   const std::string& warning) {
-  if (warning.empty() || (compiled.on_mesh() && state.options.out_shardings.is_unspecified()))
+void warn_unusable(JitState& state, CompiledCall& call, const std::string& warning) {
+  if (warning.empty() ||
+      (call.compiled->on_mesh() && state.options.out_shardings.is_unspecified()))
     return;
   std::lock_guard<std::mutex> lock(state.mu);
-  if (std::find(entry.warned.begin(), entry.warned.end(), &compiled) != entry.warned.end()) return;
-  entry.warned.push_back(&compiled);
+  if (call.warned) return;
+  call.warned = true;
   std::fprintf(stderr, "spmd: UserWarning: %s\n", warning.c_str());
 }
 
@@ -882,7 +904,7 @@ std::vector<Array> run_donating(JitState& state, CacheEntry& entry, CompiledCall
   std::string warning;
   std::vector<bool> usable =
       usable_donations(donated, compiled.program(), call.placed_consts.size(), &warning);
-  warn_unusable(state, entry, compiled, warning);
+  warn_unusable(state, call, warning);
   check_donated_once(leaves, usable);
   std::vector<Array> operands;
   std::vector<bool> closed_over(leaves.size(), false);
@@ -956,7 +978,7 @@ std::vector<Array> run_compiled(JitState& state, CacheEntry& entry, CompiledCall
 // leaf concrete) has the same signature and the same placement of its leaves; else null.
 std::shared_ptr<CacheEntry> repeated_call(JitState& state, const TreeDef& in_def,
                                           std::span<const Array> leaves,
-                                          CompiledCall** call) {
+                                          std::shared_ptr<CompiledCall>* call) {
   if (!state.options.donate_argnums.empty() || !axis_env().empty()) return nullptr;
   for (const Array& x : leaves)
     if (!x.valid() || x.impl()->deleted || !is_concrete(x)) return nullptr;
@@ -976,10 +998,10 @@ std::shared_ptr<CacheEntry> repeated_call(JitState& state, const TreeDef& in_def
 
 // Remembers a concrete call of a cached entry as the last one.
 void remember_call(JitState& state, SignatureKey key, std::shared_ptr<CacheEntry> entry,
-                   CompiledCall& call, std::span<const Array> leaves) {
+                   std::shared_ptr<CompiledCall> call, std::span<const Array> leaves) {
   if (!state.options.donate_argnums.empty() || !key.axes.empty()) return;
   LastCall last{std::move(key.def), std::move(key.types), {}, std::move(key.context),
-                std::move(entry), &call, cache_generation()};
+                std::move(entry), std::move(call), cache_generation()};
   for (const Array& x : leaves) last.placed.push_back(placed_sharding(state, x));
   std::lock_guard<std::mutex> lock(state.mu);
   state.last = std::move(last);
@@ -990,7 +1012,7 @@ void remember_call(JitState& state, SignatureKey key, std::shared_ptr<CacheEntry
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                             const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                             TreeDef* out_def) {
-  CompiledCall* repeated = nullptr;
+  std::shared_ptr<CompiledCall> repeated;
   if (std::shared_ptr<CacheEntry> entry = repeated_call(state, in_def, leaves, &repeated)) {
     *out_def = entry->out_def;
     static const std::vector<bool> kNoDonation;
@@ -1026,9 +1048,9 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   std::vector<Array> operands = entry->consts;
   operands.insert(operands.end(), leaves.begin(), leaves.end());
   if (all_concrete(operands)) {
-    CompiledCall& call = compiled_for(state, *entry, in_def, operands);
+    std::shared_ptr<CompiledCall> call = compiled_for(state, *entry, in_def, operands);
     if (cached) remember_call(state, std::move(key), entry, call, leaves);
-    return run_compiled(state, *entry, call, in_def, leaves, donated);
+    return run_compiled(state, *entry, *call, in_def, leaves, donated);
   }
   Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
   add_call_shardings(state.options, *entry, in_def, params);

@@ -289,15 +289,45 @@ Array fmod(const Array& x, const Array& y) {
   return ops::apply("rem", {a[0], nonzero_integer_divisor(a[1])});
 }
 
-Array power(const Array& x, const Array& y) {
-  // A C++ integer exponent is a static integer_pow, as a Python int exponent is in jnp.power.
-  if (y.weak_type() && y.ndim() == 0 && is_integer(y.dtype()) && is_concrete(y) &&
-      !is_bool(x.dtype())) {
-    int64_t e = y.item<int64_t>();
-    if (e >= 0 || !is_integer(x.dtype())) return integer_pow(x, int(e));
+namespace {
+// jnp's _pow_int_int: binary exponentiation over the exponent's low 6 bits (more would overflow
+// any base above 1), each step a select, so a negative exponent gives what its bits give.
+Array pow_int_int(Array x, Array y) {
+  const Array zero = ops::scalar(0, y.dtype()), one = ops::scalar(1, y.dtype());
+  const Array base_zero = lax::eq(x, zero);
+  const Array exponent_nonzero = lax::ne(y, zero);
+  Array acc = where(lax::bitwise_and(base_zero, exponent_nonzero), zero, one);
+  for (int bit = 0; bit < 6; ++bit) {
+    const Array odd = lax::bitwise_and(y, one);
+    const Array times = lax::mul(acc, x);
+    acc = where(odd, times, acc);
+    x = lax::mul(x, x);
+    y = lax::shift_right_logical(y, one);
   }
-  auto a = promote_args("power", x, y);
-  if (is_bool(a[0].dtype())) throw TypeError("[power] not supported for boolean arrays");
+  return acc;
+}
+}  // namespace
+
+// jnp.power's cases: a concrete integer scalar exponent is a static integer_pow (the base only
+// made numeric); integer or bool operands take binary exponentiation; a floating base with an
+// integer exponent is lax.pow without promotion (its derivative at a zero base stays finite);
+// otherwise both promote first.
+Array power(const Array& x, const Array& y) {
+  if (y.ndim() == 0 && (is_integer(y.dtype()) || is_bool(y.dtype())) && is_concrete(y)) {
+    const int64_t e = y.item<int64_t>();
+    if (e < std::numeric_limits<int>::min() || e > std::numeric_limits<int>::max())
+      throw ValueError("[power] a concrete integer exponent must fit 32 bits, got " +
+                       std::to_string(e));
+    return integer_pow(is_bool(x.dtype()) ? ops::convert(x, int32) : x, int(e));
+  }
+  const std::vector<Array> shaped = ops::promote_shapes("power", {x, y});
+  // Promoted as jnp's promote_args_numeric (bools to int32) before the case is known, so traced
+  // programs hold the same equations as JAX's (an unused conversion in the third case).
+  std::vector<Array> a = ops::promote_dtypes(shaped);
+  if (is_bool(a[0].dtype())) a = {ops::convert(a[0], int32), ops::convert(a[1], int32)};
+  if (is_integer(a[0].dtype())) return pow_int_int(a[0], a[1]);
+  if (is_floating(x.dtype()) && is_integer(y.dtype()) && !is_bool(y.dtype()))
+    return ops::apply("pow", {shaped[0], shaped[1]});
   return ops::apply("pow", {a[0], a[1]});
 }
 Array integer_pow(const Array& x, int y) {
@@ -403,10 +433,18 @@ Array right_shift(const Array& x, const Array& y) {
 }
 
 namespace {
+// jnp's _where: a non-bool condition compared with zero; a scalar condition selects without
+// being broadcast; an empty result is x's.
 Array where_impl(const Array& condition, const Array& x, const Array& y) {
+  const Array c =
+      is_bool(condition.dtype())
+          ? condition
+          : lax::ne(condition, ops::scalar(0, condition.dtype(), condition.weak_type()));
   auto v = ops::promote_dtypes({x, y});
-  Array c = ops::convert(condition, bool_);
-  const std::vector<Array> b = ops::broadcast_arrays("where", {c, v[0], v[1]});
+  std::vector<Array> b = c.ndim() == 0 ? ops::broadcast_arrays("where", {v[0], v[1]})
+                                       : ops::broadcast_arrays("where", {c, v[0], v[1]});
+  if (c.ndim() == 0) b.insert(b.begin(), c);
+  if (b[1].size() == 0) return b[1];
   return ops::apply("select_n", {b[0], b[2], b[1]});
 }
 }  // namespace

@@ -3,8 +3,11 @@
 // last bits. Hyperparameters are doubles, as Python floats are; each enters the arithmetic as a
 // weakly typed scalar, rounded once to the params' float type.
 #include <spmd/error.h>
+#include <spmd/lax.h>
 #include <spmd/ops.h>
 #include <spmd/optim.h>
+
+#include "ops/op_util.h"
 
 #include <cmath>
 #include <cstdint>
@@ -122,6 +125,14 @@ class Sgd final : public Core {
   bool nesterov_;
 };
 
+// 1 - decay^count, as optax's tree_bias_correction: an inline jit, so the count is traced even
+// when the update runs eagerly, and the power is pow of the float decay and the count made a
+// (weak) float, never jnp.power's integer_pow of a concrete count.
+Array bias_correction(double decay, const Array& count) {
+  const std::vector<Array> operands = ops::promote_dtypes({Array(decay), count});
+  return Array(1) - lax::pow(operands[0], operands[1]);
+}
+
 // A moment divided by its bias correction elementwise. optax divides inside a jit over the whole
 // tree, where XLA keeps a true division when the correction is shared by several leaves (the
 // usual case) rather than multiplying by its reciprocal as it does for a single divisor.
@@ -153,8 +164,8 @@ class Adam final : public Core {
       std::span<const Array> params) const override {
     const size_t n = grads.size();
     Array next_count = safe_increment(state[0]);
-    Array correction1 = Array(1) - power(Array(b1_), next_count);
-    Array correction2 = Array(1) - power(Array(b2_), next_count);
+    Array correction1 = bias_correction(b1_, next_count);
+    Array correction2 = bias_correction(b2_, next_count);
     std::vector<Array> updates, next_mu, next_nu;
     for (size_t i = 0; i < n; ++i) {
       const Array& g = grads[i];

@@ -386,8 +386,16 @@ Primitive& define_pow(PrimitiveRegistry& r) {
         if (in.size() != 2)
           throw ValueError("[pow] expected 2 operands (a base and an exponent), got " +
                            std::to_string(in.size()));
+        auto refuse = [&](int position, const char* accepted) {
+          throw TypeError("[pow] pow does not accept dtype " +
+                          std::string(dtype_name(in[position].dtype)) + " at position " +
+                          std::to_string(position) + ". Accepted dtypes at position " +
+                          std::to_string(position) + " are subtypes of " + accepted + ".");
+        };
+        if (!is_floating(in[0].dtype)) refuse(0, "floating, complexfloating");
+        if (is_bool(in[1].dtype)) refuse(1, "integer, floating, complexfloating");
         if (in[0].dtype != in[1].dtype) {
-          if (!is_floating(in[0].dtype) || !is_integer(in[1].dtype))
+          if (!is_integer(in[1].dtype))
             throw TypeError(
                 "[pow] the first argument to pow must have an inexact dtype (float or complex), "
                 "and the second argument must have an inexact or integer dtype, and two inexact "
@@ -399,9 +407,7 @@ Primitive& define_pow(PrimitiveRegistry& r) {
           const AbstractValue both[2] = {in[0], y};
           return std::vector<AbstractValue>{broadcast_operands("pow", both)};
         }
-        AbstractValue out = broadcast_operands("pow", in);
-        check_kind("pow", out.dtype, Kinds::numeric);
-        return std::vector<AbstractValue>{out};
+        return std::vector<AbstractValue>{broadcast_operands("pow", in)};
       },
       [](const KernelArgs& a) {
         const DType t = a.in[0].aval->dtype;
@@ -569,8 +575,8 @@ std::vector<AbstractValue> integer_pow_shape_rule(std::span<const AbstractValue>
                                                   const Params& p) {
   check_kind("integer_pow", in[0].dtype, Kinds::numeric);
   if (is_integer(in[0].dtype) && p.get_int("y") < 0)
-    throw ValueError("[integer_pow] integers cannot be raised to negative powers, got y=" +
-                     std::to_string(p.get_int("y")));
+    throw TypeError("[integer_pow] Integers cannot be raised to negative powers, got integer_pow(" +
+                    in[0].typeof_str() + ", " + std::to_string(p.get_int("y")) + ")");
   return one(in[0]);
 }
 void integer_pow_kernel(const KernelArgs& a) {

@@ -204,7 +204,7 @@ TEST(Elementwise, WrongDtypesRaiseTypeError) {
   EXPECT_THROW((void)sp::left_shift(sp::ones({2}), 1), sp::TypeError);
   EXPECT_THROW((void)(sp::ones({2}, sp::bool_) - sp::ones({2}, sp::bool_)), sp::TypeError);
   EXPECT_THROW((void)sp::sign(sp::ones({2}, sp::bool_)), sp::TypeError);
-  EXPECT_THROW((void)sp::lax::integer_pow(sp::arange(3), -1), sp::ValueError);
+  EXPECT_THROW((void)sp::lax::integer_pow(sp::arange(3), -1), sp::TypeError);
 }
 
 namespace {
@@ -235,6 +235,70 @@ void expect_wrapping_arithmetic(sp::DType t) {
 }
 
 }  // namespace
+
+// jnp.power's cases (JAX 0.10.2's values): a concrete 0-d integer exponent, weak or not, is a
+// static integer_pow of the base's dtype, refused for negative powers of integers; integer
+// exponent arrays of an integer base use only their low 6 bits; a floating base with integer
+// exponents keeps pow's derivative finite at 0 where the exponent is 0.
+TEST(Elementwise, PowerFollowsJnpCases) {
+  const Array n = sp::array({-2147483647 - 1, -7, -1, 0, 7, 2147483647});
+  try {
+    (void)sp::power(n, Array(-1));
+    FAIL() << "expected TypeError";
+  } catch (const sp::TypeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[integer_pow] Integers cannot be raised to negative powers, got "
+              "integer_pow(int32[6], -1)");
+  }
+  EXPECT_THROW((void)sp::power(n, sp::asarray(Array(-2), sp::int8)), sp::TypeError);
+  const Array small = sp::asarray(sp::array({2, 3}), sp::int8);
+  const Array cubed = sp::power(small, sp::asarray(Array(3), sp::int32));
+  EXPECT_EQ(cubed.dtype(), sp::int8);  // the exponent's dtype does not promote the base
+  EXPECT_EQ(cubed.to_vector<int8_t>(), (std::vector<int8_t>{8, 27}));
+  EXPECT_EQ(sp::power(n, sp::array({-1, -2, -1, 0, -1, 2})).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 767209169, -1, 1, 1075496887, 1}));
+  EXPECT_EQ(sp::power(sp::asarray(sp::array({3}), sp::uint8), sp::asarray(sp::array({200}), sp::uint8))
+                .to_vector<uint8_t>(),
+            (std::vector<uint8_t>{161}));
+  EXPECT_EQ(sp::power(sp::array({0, 0, 2}), sp::array({0, 3, -1})).to_vector<int32_t>(),
+            (std::vector<int32_t>{1, 0, 0}));
+  const Array b = sp::array(std::vector<bool>{true, false}, {2});
+  EXPECT_EQ(sp::power(b, Array(2)).dtype(), sp::int32);
+  EXPECT_EQ(sp::power(b, b).to_vector<int32_t>(), (std::vector<int32_t>{1, 1}));  // 0^0 = 1
+  EXPECT_EQ(sp::power(sp::array({2.0f, 3.0f}), sp::asarray(Array(true), sp::bool_))
+                .to_vector<float>(),
+            (std::vector<float>{2, 3}));
+  const Array e = sp::array({0, 1, 2, 3, -1});
+  auto f = [&](const Array& x) { return sp::sum(sp::power(x, e)); };
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sp::grad(f)(sp::zeros({5})).to_vector<float>(),
+            (std::vector<float>{0, 1, 0, 0, -inf}));
+  EXPECT_EQ(sp::grad(f)(sp::array({2.f, -1.5f, 3.f, 0.5f, 4.f})).to_vector<float>(),
+            (std::vector<float>{0, 1, 6, 0.75f, -0.0625f}));
+}
+
+// lax.pow takes a floating base and a floating or integer exponent only (JAX's TypeErrors).
+TEST(Elementwise, LaxPowRefusesIntegerBasesAndBoolExponents) {
+  try {
+    (void)sp::lax::pow(sp::array({2, 3}), sp::array({1.f, 2.f}));
+    FAIL() << "expected TypeError";
+  } catch (const sp::TypeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[pow] pow does not accept dtype int32 at position 0. Accepted dtypes at position 0 "
+              "are subtypes of floating, complexfloating.");
+  }
+  try {
+    (void)sp::lax::pow(sp::ones({2}), sp::array(std::vector<bool>{true, false}, {2}));
+    FAIL() << "expected TypeError";
+  } catch (const sp::TypeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[pow] pow does not accept dtype bool at position 1. Accepted dtypes at position 1 "
+              "are subtypes of integer, floating, complexfloating.");
+  }
+  EXPECT_EQ(sp::lax::pow(sp::array({2.f, 2.f}), sp::asarray(sp::array({3, 4}), sp::uint32))
+                .to_vector<float>(),
+            (std::vector<float>{8, 16}));
+}
 
 TEST(Elementwise, IntegerOverflowWrapsAroundAsInXla) {
   spmd_test::X64Scope x64(true);

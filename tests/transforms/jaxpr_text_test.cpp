@@ -156,6 +156,21 @@ TEST(JaxprText, MaximumRelu) {
   EXPECT_EQ(sp::make_jaxpr(f)(f32({3})).str(), golden("maximum_relu"));
 }
 
+// A non-bool condition is compared with zero; a scalar one selects without being broadcast.
+TEST(JaxprText, WhereScalarIntCondition) {
+  auto f = [](const Array& c, const Array& x) { return sp::where(c, x, 0.0); };
+  EXPECT_EQ(sp::make_jaxpr(f)(i32({}), f32({3})).str(), golden("where_scalar_int_condition"));
+}
+
+// jnp.power of a traced exponent: binary exponentiation over the exponent's low 6 bits for
+// integers (bools made int32 first), pow itself for a floating base and integer exponents.
+TEST(JaxprText, PowerOfTracedExponents) {
+  auto f = [](const Array& x, const Array& e) { return sp::power(x, e); };
+  EXPECT_EQ(sp::make_jaxpr(f)(i32({3}), i32({3})).str(), golden("power_int_int"));
+  EXPECT_EQ(sp::make_jaxpr(f)(boolean({3}), boolean({3})).str(), golden("power_bool_bool"));
+  EXPECT_EQ(sp::make_jaxpr(f)(f32({3}), i32({3})).str(), golden("power_float_int"));
+}
+
 // ---- custom_jvp -------------------------------------------------------------------------------
 // jax.nn.relu is a custom_jvp function around a jit call; its jvp selects the tangent.
 TEST(JaxprText, NnRelu) {

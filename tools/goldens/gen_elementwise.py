@@ -119,6 +119,23 @@ def record_division_by_zero():
             record(op, dt, "zero", [x, y], f(jnp.asarray(x), jnp.asarray(y)))
 
 
+def record_power_edges():
+    """jnp.power beyond small exponents: integer exponents anywhere in their dtype's range
+    (binary exponentiation reads only their low 6 bits, so negative ones give what those bits
+    give), zero bases, bools (computed as int32), and a floating base with an int32 exponent
+    array (the pow primitive without promotion)."""
+    for dt in SINTS + UINTS:
+        x = (values(dt).astype(np.int64) % 7 - (3 if np.iinfo(dt).min < 0 else 0)).astype(dt)
+        y = values(dt)
+        record("power", dt, "wide", [x, y], jnp.power(jnp.asarray(x), jnp.asarray(y)))
+    x, y = values("bool"), values("bool")
+    record("power", "bool", "flat", [x, y], jnp.power(jnp.asarray(x), jnp.asarray(y)))
+    for dt in FLOATS:
+        x = values(dt)
+        y = np.resize(np.array([0, 1, 2, 3, -1, -2, 7, -7, 31], np.int32), x.shape)
+        record("power", dt, "int_exponent", [x, y], jnp.power(jnp.asarray(x), jnp.asarray(y)))
+
+
 def main():
     for dt in FLOATS:
         for op, (f, dom) in UNARY_FLOAT.items():
@@ -158,6 +175,7 @@ def main():
         f = UNARY_INT.get(op, jnp.abs if op == "abs" else jnp.sign)
         record(op, "bool", "flat", [x], f(jnp.asarray(x)))
     record_division_by_zero()
+    record_power_edges()
     name = "elementwise_x64.npz" if X64 else "elementwise.npz"
     np.savez(os.path.join(OUT, name), **out)
     print(f"wrote {len(out)} arrays to {name}")

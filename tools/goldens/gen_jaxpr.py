@@ -119,6 +119,13 @@ case("weak_scalar_arg_times_array", "lambda s, x: x * s", "weak f32[]", "f32[3]"
 # where / maximum: two spellings of relu.
 case("where_relu", "lambda x: jnp.where(x > 0, x, 0.0)", "f32[3]")
 case("maximum_relu", "lambda x: jnp.maximum(x, 0.0)", "f32[3]")
+case("where_scalar_int_condition", "lambda c, x: jnp.where(c, x, 0.0)", "i32[]", "f32[3]")
+
+# jnp.power without a concrete exponent: binary exponentiation for integers and bools, the pow
+# primitive unpromoted for a floating base with integer exponents.
+case("power_int_int", "lambda n, e: jnp.power(n, e)", "i32[3]", "i32[3]")
+case("power_bool_bool", "lambda b, c: jnp.power(b, c)", "bool[3]", "bool[3]")
+case("power_float_int", "lambda x, e: jnp.power(x, e)", "f32[3]", "i32[3]")
 
 # custom_jvp: jax.nn.relu is one (a jit call inside, its own jvp), and a user's function.
 case("nn_relu", "jax.nn.relu", "f32[3]")

@@ -295,9 +295,10 @@ void recover_user_shardings(std::vector<Array>& results,
     if (!data) continue;
     const std::shared_ptr<const Sharding> given =
         k < out_shardings.size() ? out_shardings[k] : nullptr;
-    if (given && *given == *data->sharding)
+    if (given && equal_shardings(given, data->sharding))
       data->sharding = given;
-    else if (!given && model && results[k].ndim() == model_ndim && *model == *data->sharding)
+    else if (!given && model && results[k].ndim() == model_ndim &&
+             equal_shardings(model, data->sharding))
       data->sharding = model;
   }
 }

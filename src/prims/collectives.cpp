@@ -246,6 +246,20 @@ runtime::Group subgroup_of(const char* api, const runtime::Group& g,
   throw ValueError(prefix(api) + "axis_index_groups must cover all indices exactly once");
 }
 
+// Whether two lists of axis names are equal, compared character by character: names are a few
+// characters, for which a call of memcmp per name costs more (this runs for every collective).
+bool same_names(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string& x = a[i];
+    const std::string& y = b[i];
+    if (x.size() != y.size()) return false;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (x[k] != y[k]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Participants participants(const char* api, const std::vector<std::string>& names,
@@ -253,7 +267,7 @@ Participants participants(const char* api, const std::vector<std::string>& names
   const runtime::LaunchContext* ctx = runtime::current_launch();
   if (ctx)
     for (const runtime::LaunchContext::KnownGroup& k : ctx->known_groups)
-      if (k.names == names && k.subgroups == groups)
+      if (same_names(k.names, names) && k.subgroups == groups)
         return Participants{ctx, k.group.ranks, k.group.me};
   for (const auto& name : names)
     if (!ctx || ctx->axis_of(name) < 0) throw NameError(prefix(api) + "unbound axis name: " + name);

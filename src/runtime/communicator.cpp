@@ -599,10 +599,13 @@ struct Communicator::State {
   // this process.
   const Cross* cross(const char* api, std::span<const int> group, int me);
   // Per rank, the Cross of every group it has met in this launch: a collective on a group met
-  // before finds it here (a chain of collectives in one program) instead of making it again.
+  // before finds it here (a chain of collectives in one program) instead of making it again, the
+  // last one met first. Only the rank's own share uses its entry (its collectives name it as
+  // `group[me]`), and a device runs one share at a time, so the entry needs no lock: a share on
+  // another thread later (a kept Communicator) starts after this one ended (the device's claim).
   struct Plans {
-    std::mutex mu;  // a rank's own thread makes its collectives, so this is not contended
     std::vector<std::unique_ptr<const Cross>> known;
+    const Cross* last = nullptr;
   };
   std::unique_ptr<Plans[]> plans;
   const Cross& plan(const char* api, std::span<const int> group, int me);
@@ -923,19 +926,23 @@ const Communicator::State::Cross& Communicator::State::plan(const char* api,
                                                             std::span<const int> group, int me) {
   const bool in_range = me >= 0 && me < int(group.size()) && group[size_t(me)] >= 0 &&
                         group[size_t(me)] < int(device_ids.size());
+  // Compared element by element: a group is a few ranks, for which a call of memcmp costs more.
+  auto is = [&](const Cross& c) {
+    if (c.me != me || c.group.size() != group.size()) return false;
+    for (size_t j = 0; j < group.size(); ++j)
+      if (c.group[j] != group[j]) return false;
+    return true;
+  };
   if (in_range) {
     Plans& mine = plans[size_t(group[size_t(me)])];
-    std::lock_guard lock(mine.mu);
+    if (mine.last && is(*mine.last)) return *mine.last;
     for (const auto& c : mine.known)
-      if (c->me == me && std::equal(group.begin(), group.end(), c->group.begin(), c->group.end()))
-        return *c;
+      if (is(*c)) return *(mine.last = c.get());
   }
   validate_group(api, group, me);
-  std::unique_ptr<const Cross> made = make_cross(api, group, me);
   Plans& mine = plans[size_t(group[size_t(me)])];
-  std::lock_guard lock(mine.mu);
-  mine.known.push_back(std::move(made));
-  return *mine.known.back();
+  mine.known.push_back(make_cross(api, group, me));
+  return *(mine.last = mine.known.back().get());
 }
 
 namespace {

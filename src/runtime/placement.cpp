@@ -63,9 +63,7 @@ Array place_concrete(const Array& x, std::shared_ptr<const Sharding> sharding) {
   const ArrayImpl& impl = concrete_impl(x, "device_put");
   // Already laid out so (every launch's arguments, mostly): its devices and shape were checked
   // against this sharding when it was placed.
-  if (impl.sharded &&
-      (impl.sharded->sharding == sharding || *impl.sharded->sharding == *sharding))
-    return x;
+  if (impl.sharded && equal_shardings(impl.sharded->sharding, sharding)) return x;
   // The library's shardings check their devices when made; this covers any other Sharding.
   runtime::check_devices(sharding->device_list(), "device_put");
   sharding->check_shape(impl.aval.shape, "device_put");

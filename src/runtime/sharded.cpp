@@ -11,6 +11,7 @@
 #include <spmd/error.h>
 
 #include <algorithm>
+#include <array>
 
 namespace spmd {
 namespace {
@@ -207,6 +208,36 @@ const std::shared_ptr<Buffer>& ShardedData::gathered(const AbstractValue& aval) 
     gathered_ = std::move(out);
   });
   return gathered_;
+}
+
+namespace {
+
+// Pairs of distinct shardings found equal on this thread, each held weakly: a pair whose
+// shardings are both alive (not expired) names the same two objects as when it was compared, as
+// no other object can have an address of a live one.
+struct EqualPair {
+  const Sharding* a = nullptr;
+  const Sharding* b = nullptr;
+  std::weak_ptr<const Sharding> a_alive, b_alive;
+};
+constexpr size_t kEqualPairs = 4;
+thread_local std::array<EqualPair, kEqualPairs> t_equal_pairs;
+thread_local size_t t_next_pair = 0;
+
+}  // namespace
+
+bool equal_shardings(const std::shared_ptr<const Sharding>& a,
+                     const std::shared_ptr<const Sharding>& b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  for (const EqualPair& p : t_equal_pairs)
+    if (((p.a == a.get() && p.b == b.get()) || (p.a == b.get() && p.b == a.get())) &&
+        !p.a_alive.expired() && !p.b_alive.expired())
+      return true;
+  if (!(*a == *b)) return false;
+  t_equal_pairs[t_next_pair] = EqualPair{a.get(), b.get(), a, b};
+  t_next_pair = (t_next_pair + 1) % kEqualPairs;
+  return true;
 }
 
 std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,

@@ -56,6 +56,11 @@ int64_t copy_region(const std::vector<Slice>& part, const void* src,
                     const std::vector<Slice>& dst_region, int itemsize);
 // Whether `target` is the block `from` holds on the same device, which is then used as it is.
 bool reuses_block(const ShardedData& from, const ShardSlot& target);
+// Whether two shardings are equal (*a == *b): at once for one object, and for a pair found equal
+// before on this thread while both are alive (each launch compares its arguments' shardings with
+// the program's, and its results' with the arguments', mostly the same objects every launch).
+bool equal_shardings(const std::shared_ptr<const Sharding>& a,
+                     const std::shared_ptr<const Sharding>& b);
 // Empty sharded data for `aval` laid out by `sharding` (buffers not yet allocated).
 std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
                                          std::shared_ptr<const Sharding> sharding);

@@ -7,6 +7,8 @@
 #include <spmd/shard_map.h>
 #include <spmd/spmd.h>
 
+#include "runtime/sharded.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -42,6 +44,17 @@ void expect_shards(const sp::Array& y, const sp::Array& x, sp::DType dtype,
     for (int64_t i = rows.start; i < rows.stop; ++i)
       EXPECT_EQ(got[size_t(i - rows.start)], want(i)) << what << ", element " << i;
   }
+}
+
+// On a 4 x 2 grid holding element i on device i (major index i / 2, minor i % 2): the psum of
+// `v` over the major axis, and over the minor axis, at element i.
+float sum_major(const std::vector<float>& v, int64_t i) {
+  float s = 0;
+  for (int a = 0; a < 4; ++a) s += v[size_t(2 * a + i % 2)];
+  return s;
+}
+float sum_minor(const std::vector<float>& v, int64_t i) {
+  return v[size_t(i / 2 * 2)] + v[size_t(i / 2 * 2 + 1)];
 }
 
 struct Placed {
@@ -119,15 +132,7 @@ TEST(RepeatedLaunch, ShardMapCollectivesKeepTheirGroupsAcrossLaunchesAndPrograms
   auto over_a = over([](sp::Array b) { return sp::lax::psum(b, "a"); });
   auto over_b = over([](sp::Array b) { return sp::lax::psum(b, "b"); });
   auto both = over([](sp::Array b) { return sp::lax::psum(b, "a") * 100 + sp::lax::psum(b, "b"); });
-  // Element i is on device i of the grid (a = i / 2, b = i % 2).
-  auto sum_a = [](const std::vector<float>& v, int64_t i) {
-    float s = 0;
-    for (int a = 0; a < 4; ++a) s += v[size_t(2 * a + i % 2)];
-    return s;
-  };
-  auto sum_b = [](const std::vector<float>& v, int64_t i) {
-    return v[size_t(i / 2 * 2)] + v[size_t(i / 2 * 2 + 1)];
-  };
+  const auto sum_a = sum_major, sum_b = sum_minor;
   int shift = 0;
   for (int round = 0; round < 3; ++round)
     for (sp::DType dtype : {sp::float32, sp::int32}) {
@@ -146,6 +151,61 @@ TEST(RepeatedLaunch, ShardMapCollectivesKeepTheirGroupsAcrossLaunchesAndPrograms
       expect_shards(
           over_a(x), x, dtype, [&](int64_t i) { return sum_a(v, i); }, "a again, " + what);
     }
+}
+
+TEST(RepeatedLaunch, CollectivesTellApartAxisNamesThatDifferInTheirLastCharacter) {
+  // The groups a rank met are found by their axis names: "d0" and "d1" have the same length and
+  // first character, so a comparison that stopped short of the last one sums over the wrong axis.
+  const sp::Mesh grid = sp::make_mesh({4, 2}, {"d0", "d1"});
+  const P spec(sp::axes("d0", "d1"));
+  auto over = [&](std::function<sp::Array(sp::Array)> body) {
+    return sp::jit(sp::shard_map(std::move(body), grid, spec, spec));
+  };
+  auto d1_then_d0 =
+      over([](sp::Array b) { return sp::lax::psum(b, "d1") * 100 + sp::lax::psum(b, "d0"); });
+  auto over_d0 = over([](sp::Array b) { return sp::lax::psum(b, "d0"); });
+  const auto sum_d0 = sum_major, sum_d1 = sum_minor;
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<float> v = values(10 * round);
+    const sp::Array x = sp::device_put(sp::array<float>(v), sp::NamedSharding(grid, spec));
+    const std::string what = "round " + std::to_string(round);
+    expect_shards(
+        d1_then_d0(x), x, sp::float32,
+        [&](int64_t i) { return sum_d1(v, i) * 100 + sum_d0(v, i); }, "d1 then d0, " + what);
+    expect_shards(
+        over_d0(x), x, sp::float32, [&](int64_t i) { return sum_d0(v, i); }, "d0, " + what);
+  }
+}
+
+TEST(RepeatedLaunch, ShardingsFoundEqualOnceAreNotTakenForOthersAtTheirAddress) {
+  // equal_shardings remembers pairs of distinct shardings it found equal. A sharding that dies
+  // frees its address for the next one made (each made by its own allocation here, as a
+  // make_shared one is not), which must then be compared anew.
+  const sp::Mesh grid = sp::make_mesh({4, 2}, {"a", "b"});
+  const std::shared_ptr<const sp::Sharding> a(new sp::NamedSharding(grid, P("a")));
+  std::shared_ptr<const sp::Sharding> b(new sp::NamedSharding(grid, P("a")));
+  EXPECT_TRUE(sp::equal_shardings(a, b));
+  EXPECT_TRUE(sp::equal_shardings(b, a));
+  EXPECT_TRUE(sp::equal_shardings(a, a));
+  EXPECT_FALSE(sp::equal_shardings(a, nullptr));
+  int reused = 0;
+  for (int k = 0; k < 8; ++k) {
+    const void* was = b.get();
+    b.reset();
+    b.reset(new sp::NamedSharding(grid, P("b")));
+    reused += b.get() == was;
+    EXPECT_FALSE(sp::equal_shardings(a, b)) << "attempt " << k;
+    EXPECT_FALSE(sp::equal_shardings(b, a)) << "attempt " << k;
+    b.reset();
+    b.reset(new sp::NamedSharding(grid, P("a")));
+    EXPECT_TRUE(sp::equal_shardings(a, b)) << "attempt " << k;
+  }
+  // The allocator gave a freed address back at least once, or the test showed nothing.
+  EXPECT_GT(reused, 0);
+  // Different splits of the same dims are not equal.
+  const std::shared_ptr<const sp::Sharding> c(new sp::NamedSharding(grid, P("a", sp::None)));
+  const std::shared_ptr<const sp::Sharding> d(new sp::NamedSharding(grid, P(sp::None, "a")));
+  EXPECT_FALSE(sp::equal_shardings(c, d));
 }
 
 }  // namespace

@@ -352,11 +352,9 @@ class Printer {
         v);
   }
   pp::Doc equation(const Program& p, const Equation& e) {
-    std::vector<pp::Doc> outs;
-    for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
-    pp::Doc lhs = vars(outs);
     if (e.primitive->body_named_after_caller && e.params.has(e.primitive->call_body)) {
-      // JAX names a call's parameters and results after the caller's operands and results.
+      // JAX names a call's parameters and results after the caller's operands and results,
+      // before its own results (a result named here is named when its body result is).
       const Program& sub = *e.params.get<ProgramRef>(e.primitive->call_body);
       std::vector<Atom> results;
       for (int v : e.outputs) results.push_back(Atom::of_var(v));
@@ -370,6 +368,9 @@ class Printer {
         }
       suggest_same_names(sub, sub_outs, p, like);
     }
+    std::vector<pp::Doc> outs;
+    for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
+    pp::Doc lhs = vars(outs);
     pp::Doc params = pp::nil();
     if (!e.params.items().empty()) {
       std::vector<pp::Doc> kvs;

@@ -95,6 +95,51 @@ TEST_F(ShardMapPartialManual, AnUnbatchedOperandBroadcastAlongTheBatch) {
               "scaled");
 }
 
+// Collectives whose result's rank differs from their operand's: the batch dim keeps its split
+// over 'a' in the body's types and in the results.
+TEST_F(ShardMapPartialManual, AnUntiledAllGatherKeepsTheBatchSplit) {
+  auto gather = [](int axis) {
+    return [axis](Array t) { return sp::lax::all_gather(t, "b", {.axis = axis}); };
+  };
+  expect_case("split_all_gather", vmapped(smap(gather(0), P("b"), P(None, "b"))),
+              {put(P("a", "b"))}, "<lambda>");
+  expect_case("split_all_gather_axis1", vmapped(smap(gather(1), P("b"), P("b"))),
+              {put(P("a", "b"))}, "<lambda>");
+}
+
+// With the batch dim after the gathered one, its split stays on it: device k of 'b' gathers
+// column i of x as [2,4] blocks, so r[g, j, i] = x[4g + j % 4, i] (exact arithmetic; JAX 0.10.2
+// keeps the operand's spec by position and types this result float32[2,8@(b,a),8]).
+TEST_F(ShardMapPartialManual, AnAllGatherBeforeTheBatchDimKeepsItsSplit) {
+  auto scope = sp::use_mesh(mesh_);
+  auto f = sp::vmap(smap([](Array t) { return sp::lax::all_gather(t, "b"); }, P("b"), P(None, "b")),
+                    {.in_axes = {1}, .out_axes = {2}});
+  const Array x = put(P("b", "a"));
+  const Array rows = sp::arange(64.0f).reshape({2, 4, 8});  // x[4g + j, i]
+  const Array want = sp::lax::concatenate({rows, rows}, 1);
+  for (const Array& r : {f(x), sp::jit(f)(x)}) {
+    EXPECT_EQ(sp::typeof(r).str(), "float32[2,8@b,8@a]");
+    EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), sp::device_get(want)));
+  }
+}
+
+// JAX 0.10.2 types an untiled psum_scatter here but fails running it (an AssertionError), so the
+// values are by exact arithmetic: device k of 'b' holds, per row, the sum over 'b' of the k-th
+// pair of its block's 4 columns, so the result is x[:, :4] + x[:, 4:].
+TEST_F(ShardMapPartialManual, AnUntiledPsumScatterKeepsTheBatchSplit) {
+  auto scope = sp::use_mesh(mesh_);
+  auto scatter = [](Array t) { return sp::lax::psum_scatter(t.reshape({2, 2}), "b"); };
+  const Fn f = vmapped(smap(scatter, P("b"), P("b")));
+  const std::vector<Array> args{put(P("a", "b"))};
+  EXPECT_EQ(sp::make_jaxpr(f)(args).str(), golden("split_psum_scatter.jaxpr"));
+  const Array v = sp::arange(64.0f).reshape({8, 8});
+  const Array want = sp::lax::add(sp::lax::slice(v, {0, 0}, {8, 4}), sp::lax::slice(v, {0, 4}, {8, 8}));
+  for (const Array& r : {f(args), sp::jit(f)(args)}) {
+    EXPECT_EQ(sp::typeof(r).str(), golden("split_psum_scatter.type"));
+    EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), sp::device_get(want)));
+  }
+}
+
 TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
   expect_case("unsplit", vmapped(smap(affine, P("b"), P("b"))), {put(P(None, "b"))});
 }

@@ -31,6 +31,16 @@ std::vector<AbstractValue> Program::out_types() const {
   return out;
 }
 
+std::vector<bool> Program::read_vars() const {
+  std::vector<bool> read(types.size(), false);
+  for (const Equation& e : equations)
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) read[size_t(a.var)] = true;
+  for (const Atom& a : outputs)
+    if (!a.is_literal()) read[size_t(a.var)] = true;
+  return read;
+}
+
 void Program::verify() const {
   std::vector<bool> defined(types.size(), false);
   auto define = [&](int v, const char* what) {

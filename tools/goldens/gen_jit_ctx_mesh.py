@@ -22,6 +22,7 @@ import contextlib  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
+from golden_blocks import write_blocks  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
@@ -85,7 +86,6 @@ CASES = {
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
     cases, values = {}, {}
     for name, (mesh, make, args) in CASES.items():
         with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
@@ -94,10 +94,7 @@ def main():
         leaves = jax.tree.leaves(out)
         for i, leaf in enumerate(leaves):
             values[name if len(leaves) == 1 else f"{name}.{i}"] = np.asarray(leaf)
-    with open(os.path.join(OUT, "cases.txt"), "w") as out:
-        for name, text in cases.items():
-            out.write(f"=== {name}\n{text}\n")
-    np.savez(os.path.join(OUT, "values.npz"), **values)
+    write_blocks(OUT, cases, values)
 
 
 if __name__ == "__main__":

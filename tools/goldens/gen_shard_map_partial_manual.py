@@ -33,6 +33,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
+from golden_blocks import write_blocks  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
@@ -124,7 +125,6 @@ def reshaped_zeros(t):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
     cases, values = {}, {}
     with jax.set_mesh(E):
         for name, (make, args) in VMAP_CASES.items():
@@ -159,10 +159,7 @@ def main():
         jax.device_put(v, NamedSharding(auto2, P("a", "b")))))
     with jax.set_mesh(auto2):
         cases["grad_uncommitted_auto_set_mesh"] = str(jax.make_jaxpr(g)(v))
-    with open(os.path.join(OUT, "cases.txt"), "w") as out:
-        for name, text in cases.items():
-            out.write(f"=== {name}\n{text}\n")
-    np.savez(os.path.join(OUT, "values.npz"), **values)
+    write_blocks(OUT, cases, values)
 
 
 if __name__ == "__main__":

@@ -126,12 +126,7 @@ std::vector<bool> usable_donations(std::vector<bool> donated, const Program& pro
   in_types.erase(in_types.begin(), in_types.begin() + std::ptrdiff_t(num_consts));
   // An argument nothing reads is no input of JAX's program (keep_unused=False): neither used
   // nor warned about.
-  std::vector<bool> read(program.types.size(), false);
-  for (const Equation& e : program.equations)
-    for (const Atom& a : e.inputs)
-      if (!a.is_literal()) read[size_t(a.var)] = true;
-  for (const Atom& a : program.outputs)
-    if (!a.is_literal()) read[size_t(a.var)] = true;
+  const std::vector<bool> read = program.read_vars();
   for (size_t k = 0; k < donated.size(); ++k)
     donated[k] = donated[k] && read[size_t(program.invars[num_consts + k])];
   const std::vector<int> aliases = donation_aliases(in_types, donated, program.out_types());
@@ -457,12 +452,7 @@ Program with_known_inputs(const Program& body, std::span<const LinearInput> ins,
 // dead-code elimination of the linear program before transposing it). Returns, per input,
 // whether it stays.
 std::vector<bool> drop_unread_inputs(Program* program, size_t count) {
-  std::vector<bool> read(program->types.size(), false);
-  for (const Equation& e : program->equations)
-    for (const Atom& a : e.inputs)
-      if (!a.is_literal()) read[size_t(a.var)] = true;
-  for (const Atom& a : program->outputs)
-    if (!a.is_literal()) read[size_t(a.var)] = true;
+  const std::vector<bool> read = program->read_vars();
   std::vector<int> invars;
   std::vector<bool> kept;
   for (size_t k = 0; k < program->invars.size(); ++k) {

@@ -68,10 +68,10 @@ void BM_PartialManualShardMapDispatch(benchmark::State& state) {
   const sp::Mesh mesh =
       sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
   auto scope = sp::use_mesh(mesh);
-  auto f = sp::vmap(sp::shard_map([](sp::Array t) { return t * 2.0f + 1.0f; }, mesh,
-                                  sp::P("b"), sp::P("b")));
-  sp::Array x = sp::device_put(sp::arange(64.0f).reshape({8, 8}),
-                               sp::NamedSharding(mesh, sp::P("a", "b")));
+  auto f = sp::vmap(
+      sp::shard_map([](sp::Array t) { return t * 2.0f + 1.0f; }, mesh, sp::P("b"), sp::P("b")));
+  sp::Array x =
+      sp::device_put(sp::arange(64.0f).reshape({8, 8}), sp::NamedSharding(mesh, sp::P("a", "b")));
   f(x).block_until_ready();
   for (auto _ : state) f(x).block_until_ready();
 }

@@ -340,8 +340,8 @@ namespace {
 // JAX 0.10.2 keeps the operand's spec by position instead, which agrees wherever the split dims
 // come before that dim (a batch dim vmap puts first).
 void with_changed_rank_splits(Primitive& p, const char* dim_key) {
-  p.type_sharding_rule = [dim_key](std::span<const AbstractValue> in,
-                                   std::span<AbstractValue> out, const Params& params) {
+  p.type_sharding_rule = [dim_key](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                                   const Params& params) {
     if (!in[0].sharding) return;
     out[0].sharding = in[0].sharding;
     std::vector<std::vector<std::string>>& dims = out[0].sharding->dims;

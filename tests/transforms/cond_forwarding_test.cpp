@@ -40,8 +40,14 @@ Array y() {
 
 Pair pass_second(const Array& p, const Array& u, const Array& v) {
   return sp::lax::cond(
-      p, [](const Array& a, const Array& b) { return Pair{sp::lax::sin(a), b}; },
-      [](const Array& a, const Array& b) { return Pair{sp::lax::cos(a), b}; }, u, v);
+      p,
+      [](const Array& a, const Array& b) {
+        return Pair{sp::lax::sin(a), b};
+      },
+      [](const Array& a, const Array& b) {
+        return Pair{sp::lax::cos(a), b};
+      },
+      u, v);
 }
 
 Fn of_three(Pair (*f)(const Array&, const Array&, const Array&)) {
@@ -53,8 +59,14 @@ TEST(CondForwarding, AnOutputEveryBranchPassesThroughIsTheInput) {
   expect_case("pass_second_false", of_three(pass_second), {Array(false), x(), y()});
   auto pass_first = [](std::vector<Array> a) {
     return sp::lax::cond(
-        a[0], [](const Array& u) { return Pair{u, sp::lax::sin(u)}; },
-        [](const Array& u) { return Pair{u, sp::lax::cos(u)}; }, a[1]);
+        a[0],
+        [](const Array& u) {
+          return Pair{u, sp::lax::sin(u)};
+        },
+        [](const Array& u) {
+          return Pair{u, sp::lax::cos(u)};
+        },
+        a[1]);
   };
   expect_case("pass_first", pass_first, {Array(true), x()});
 }
@@ -62,14 +74,26 @@ TEST(CondForwarding, AnOutputEveryBranchPassesThroughIsTheInput) {
 TEST(CondForwarding, OutputsNotPassedThroughByEveryBranchStay) {
   auto one_branch_only = [](std::vector<Array> a) {
     return sp::lax::cond(
-        a[0], [](const Array& u) { return Pair{u, sp::lax::sin(u)}; },
-        [](const Array& u) { return Pair{sp::lax::neg(u), sp::lax::cos(u)}; }, a[1]);
+        a[0],
+        [](const Array& u) {
+          return Pair{u, sp::lax::sin(u)};
+        },
+        [](const Array& u) {
+          return Pair{sp::lax::neg(u), sp::lax::cos(u)};
+        },
+        a[1]);
   };
   expect_case("one_branch_only", one_branch_only, {Array(false), x()});
   auto different_inputs = [](const Array& p, const Array& u, const Array& v) {
     return sp::lax::cond(
-        p, [](const Array& a, const Array& b) { return Pair{a, sp::lax::sin(b)}; },
-        [](const Array& a, const Array& b) { return Pair{b, sp::lax::cos(a)}; }, u, v);
+        p,
+        [](const Array& a, const Array& b) {
+          return Pair{a, sp::lax::sin(b)};
+        },
+        [](const Array& a, const Array& b) {
+          return Pair{b, sp::lax::cos(a)};
+        },
+        u, v);
   };
   expect_case("different_inputs",
               [&](std::vector<Array> a) { return different_inputs(a[0], a[1], a[2]); },
@@ -78,10 +102,15 @@ TEST(CondForwarding, OutputsNotPassedThroughByEveryBranchStay) {
 
 TEST(CondForwarding, SwitchPrunesToo) {
   using Branch = std::function<Pair(const Array&, const Array&)>;
-  const std::vector<Branch> branches{
-      [](const Array& a, const Array& b) { return Pair{sp::lax::sin(a), b}; },
-      [](const Array& a, const Array& b) { return Pair{sp::lax::cos(a), b}; },
-      [](const Array& a, const Array& b) { return Pair{sp::lax::neg(a), b}; }};
+  const std::vector<Branch> branches{[](const Array& a, const Array& b) {
+                                       return Pair{sp::lax::sin(a), b};
+                                     },
+                                     [](const Array& a, const Array& b) {
+                                       return Pair{sp::lax::cos(a), b};
+                                     },
+                                     [](const Array& a, const Array& b) {
+                                       return Pair{sp::lax::neg(a), b};
+                                     }};
   expect_case("switch_pass",
               [&](std::vector<Array> a) { return sp::lax::switch_(a[0], branches, a[1], a[2]); },
               {sp::full({}, 2, sp::int32), x(), y()});

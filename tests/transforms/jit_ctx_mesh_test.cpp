@@ -29,8 +29,8 @@ class JitCtxMesh : public ::testing::Test {
 
   // make_jaxpr(f) under `mesh` (none: no mesh in context) prints JAX's text of case `name`, and
   // f gives JAX's values (sin within float32 rounding).
-  static void expect_case(const std::string& name, const std::optional<sp::Mesh>& mesh,
-                          const Fn& f, const std::vector<Array>& args) {
+  static void expect_case(const std::string& name, const std::optional<sp::Mesh>& mesh, const Fn& f,
+                          const std::vector<Array>& args) {
     auto scope = sp::use_mesh(mesh ? *mesh : sp::Mesh());
     EXPECT_EQ(sp::make_jaxpr(f)(args).str(),
               spmd_test::golden_blocks("jit_ctx_mesh/cases.txt").at(name))
@@ -39,8 +39,7 @@ class JitCtxMesh : public ::testing::Test {
     const auto& values = spmd_test::load_golden("jit_ctx_mesh/values.npz");
     for (size_t i = 0; i < outs.size(); ++i) {
       const std::string key = outs.size() == 1 ? name : name + "." + std::to_string(i);
-      EXPECT_TRUE(spmd_test::arrays_close(sp::device_get(outs[i]), values.at(key)))
-          << key;
+      EXPECT_TRUE(spmd_test::arrays_close(sp::device_get(outs[i]), values.at(key))) << key;
     }
   }
 
@@ -98,10 +97,9 @@ TEST_F(JitCtxMesh, InAShardMapBody) {
   expect_case("smap_auto", std::nullopt, unary(smap(auto_, P("a"), P("a"))), {x8()});
   expect_case("smap_auto_set_mesh", auto_, unary(smap(auto_, P("a"), P("a"))), {x8()});
   const Array x = put(v(), P("a", "b"));
-  expect_case("smap_explicit", std::nullopt, unary(smap(explicit_, P("a", "b"), P("a", "b"))),
+  expect_case("smap_explicit", std::nullopt, unary(smap(explicit_, P("a", "b"), P("a", "b"))), {x});
+  expect_case("smap_explicit_set_mesh", explicit_, unary(smap(explicit_, P("a", "b"), P("a", "b"))),
               {x});
-  expect_case("smap_explicit_set_mesh", explicit_,
-              unary(smap(explicit_, P("a", "b"), P("a", "b"))), {x});
 }
 
 // A vmapped shard_map manual over 'b' only (its batch split over Explicit 'a'): without a mesh

@@ -133,7 +133,8 @@ TEST_F(ShardMapPartialManual, AnUntiledPsumScatterKeepsTheBatchSplit) {
   const std::vector<Array> args{put(P("a", "b"))};
   EXPECT_EQ(sp::make_jaxpr(f)(args).str(), golden("split_psum_scatter.jaxpr"));
   const Array v = sp::arange(64.0f).reshape({8, 8});
-  const Array want = sp::lax::add(sp::lax::slice(v, {0, 0}, {8, 4}), sp::lax::slice(v, {0, 4}, {8, 8}));
+  const Array want =
+      sp::lax::add(sp::lax::slice(v, {0, 0}, {8, 4}), sp::lax::slice(v, {0, 4}, {8, 8}));
   for (const Array& r : {f(args), sp::jit(f)(args)}) {
     EXPECT_EQ(sp::typeof(r).str(), golden("split_psum_scatter.type"));
     EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(r), sp::device_get(want)));
@@ -153,8 +154,8 @@ TEST_F(ShardMapPartialManual, SpmdAxisNameOverTheSplitAxisMakesTheSameProgram) {
 // same types traces nothing again, and gives the same values.
 TEST_F(ShardMapPartialManual, ASecondEagerCallDoesNotTraceTheBodyAgain) {
   auto scope = sp::use_mesh(mesh_);
-  auto f = sp::vmap(smap([](Array t) { return sp::lax::sub(sp::lax::mul(t, 3.0f), 4.0f); },
-                         P("b"), P("b")));
+  auto f = sp::vmap(
+      smap([](Array t) { return sp::lax::sub(sp::lax::mul(t, 3.0f), 4.0f); }, P("b"), P("b")));
   const Array x = put(P("a", "b"));
   const int64_t before = sp::localized_body_trace_count();
   const Array first = f(x);

@@ -795,8 +795,6 @@ Program branch_jvp(const Program& branch, const std::vector<bool>& nz,
   return p;
 }
 
-// JAX's cond jvp followed by its partial evaluation: a cond computing the primal outputs and
-// every branch's residuals (placeholders for the other branches'), then a cond of the tangents.
 // Drops from the tangent branches and from their operands `args` (the index, then theirs) the
 // inputs no branch reads, as JAX's dead-code elimination of the linearized program prunes the
 // cond's (an operand every branch passes straight through leaves its tangent unread). Returns
@@ -821,12 +819,15 @@ std::vector<Array> without_unread_inputs(std::vector<Program>& branches,
   return kept;
 }
 
+// The programs, shared.
 std::vector<ProgramRef> shared(std::vector<Program> programs) {
   std::vector<ProgramRef> refs;
   for (Program& p : programs) refs.push_back(share(std::move(p)));
   return refs;
 }
 
+// JAX's cond jvp followed by its partial evaluation: a cond computing the primal outputs and
+// every branch's residuals (placeholders for the other branches'), then a cond of the tangents.
 JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangents,
                    const Params& params) {
   const auto& branches = params.get<std::vector<ProgramRef>>("branches");

@@ -52,7 +52,8 @@ struct ParamTraits<ContextMesh> {
   }
   static size_t hash(const ContextMesh& m) {
     size_t h = hash_mesh(m.mesh);
-    for (const TypeSharding::Axis& a : m.abstract) hash_combine(h, std::hash<std::string>()(a.name));
+    for (const TypeSharding::Axis& a : m.abstract)
+      hash_combine(h, std::hash<std::string>()(a.name));
     return h;
   }
 };

@@ -550,8 +550,8 @@ std::shared_ptr<const RunForm> run_form(const Params& p) {
   const ShardMapParams info = info_of(p);
   if (info.manual.size() == info.mesh.axis_names().size())
     return std::make_shared<const RunForm>(make_run_form(p));
-  static auto& cache = *new SharedLruCache<Params, std::shared_ptr<const RunForm>>(
-      "shard_map_run_form");
+  static auto& cache =
+      *new SharedLruCache<Params, std::shared_ptr<const RunForm>>("shard_map_run_form");
   const size_t h = p.hash();
   auto same = [&](const Params& key) { return key == p; };
   if (auto hit = cache.find(h, same, [](const Params&) { return false; })) return *hit;

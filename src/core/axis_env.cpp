@@ -1,10 +1,13 @@
 #include "core/axis_env.h"
 
+#include <utility>
+
 namespace spmd {
 namespace {
 thread_local std::vector<AxisFrame> t_frames;
 thread_local std::vector<std::string> t_spmd_axis_names;
 thread_local std::vector<std::string> t_explicit_mesh_axis_names;
+thread_local std::vector<TypeSharding::Axis> t_body_mesh;
 
 std::vector<std::string>& names_list(AxisNameList list) {
   return list == AxisNameList::spmd ? t_spmd_axis_names : t_explicit_mesh_axis_names;
@@ -70,6 +73,16 @@ AxisNamesScope::AxisNamesScope(AxisNameList list, const std::vector<std::string>
 }
 AxisNamesScope::~AxisNamesScope() {
   list_.resize(size_before_);
+}
+
+const std::vector<TypeSharding::Axis>& body_mesh() {
+  return t_body_mesh;
+}
+
+BodyMeshScope::BodyMeshScope(std::vector<TypeSharding::Axis> mesh)
+    : previous_(std::exchange(t_body_mesh, std::move(mesh))) {}
+BodyMeshScope::~BodyMeshScope() {
+  t_body_mesh = std::move(previous_);
 }
 
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {

@@ -3,6 +3,8 @@
 // sizes (all_gather's output shape depends on it). Thread-local, innermost frame last.
 #pragma once
 
+#include "core/array_impl.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,6 +60,23 @@ class AxisNamesScope {
  private:
   std::vector<std::string>& list_;
   size_t size_before_;
+};
+
+// The abstract mesh in context while a shard_map body is traced on this thread (JAX's
+// get_abstract_mesh() there): the body's mesh, the axes it is manual over Manual; empty outside
+// bodies. A jit staged in the body prints it as its ctx_mesh when it has an Explicit axis.
+const std::vector<TypeSharding::Axis>& body_mesh();
+
+// Sets body_mesh() for the scope's lifetime.
+class BodyMeshScope {
+ public:
+  explicit BodyMeshScope(std::vector<TypeSharding::Axis> mesh);
+  ~BodyMeshScope();
+  BodyMeshScope(const BodyMeshScope&) = delete;
+  BodyMeshScope& operator=(const BodyMeshScope&) = delete;
+
+ private:
+  std::vector<TypeSharding::Axis> previous_;
 };
 
 // Pushes frames for the scope's lifetime.

@@ -31,6 +31,16 @@ std::vector<AbstractValue> Program::out_types() const {
   return out;
 }
 
+std::vector<bool> Program::read_vars() const {
+  std::vector<bool> read(types.size(), false);
+  for (const Equation& e : equations)
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) read[size_t(a.var)] = true;
+  for (const Atom& a : outputs)
+    if (!a.is_literal()) read[size_t(a.var)] = true;
+  return read;
+}
+
 void Program::verify() const {
   std::vector<bool> defined(types.size(), false);
   auto define = [&](int v, const char* what) {
@@ -352,11 +362,9 @@ class Printer {
         v);
   }
   pp::Doc equation(const Program& p, const Equation& e) {
-    std::vector<pp::Doc> outs;
-    for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
-    pp::Doc lhs = vars(outs);
     if (e.primitive->body_named_after_caller && e.params.has(e.primitive->call_body)) {
-      // JAX names a call's parameters and results after the caller's operands and results.
+      // JAX names a call's parameters and results after the caller's operands and results,
+      // before its own results (a result named here is named when its body result is).
       const Program& sub = *e.params.get<ProgramRef>(e.primitive->call_body);
       std::vector<Atom> results;
       for (int v : e.outputs) results.push_back(Atom::of_var(v));
@@ -370,6 +378,9 @@ class Printer {
         }
       suggest_same_names(sub, sub_outs, p, like);
     }
+    std::vector<pp::Doc> outs;
+    for (int v : e.outputs) outs.push_back(pp::text(name(p, v) + ":" + p.types[size_t(v)].str()));
+    pp::Doc lhs = vars(outs);
     pp::Doc params = pp::nil();
     if (!e.params.items().empty()) {
       std::vector<pp::Doc> kvs;

@@ -64,6 +64,8 @@ struct Program {
   const AbstractValue& type_of(const Atom& a) const;
   std::vector<AbstractValue> in_types() const;
   std::vector<AbstractValue> out_types() const;
+  // Per variable, whether an equation or the outputs read it.
+  std::vector<bool> read_vars() const;
 
   // JAX's jaxpr text: `{ lambda a:f32[3]; b:f32[2,3]. let ... in (c,) }`.
   std::string str() const;

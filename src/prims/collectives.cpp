@@ -331,7 +331,8 @@ Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule s
                        const Params&) { return replicated_sharding_rule(in, out); };
   // In a body manual over some mesh axes only, types split dims over the others (a vmapped
   // shard_map's batch dim, split over an Explicit axis): a collective over manual axes keeps
-  // its operand's splits (a result of another rank is unsplit).
+  // its operand's splits (a result of another rank is unsplit unless its primitive says how,
+  // with_changed_rank_splits).
   p.type_sharding_rule = [](std::span<const AbstractValue> in, std::span<AbstractValue> out,
                             const Params&) {
     for (size_t k = 0; k < out.size() && !in.empty(); ++k) {
@@ -344,6 +345,27 @@ Primitive& define_collective(PrimitiveRegistry& r, const char* name, ShapeRule s
   };
   return p;
 }
+
+namespace {
+
+// The type sharding rule of a collective whose untiled form inserts (all_gather) or removes
+// (reduce_scatter) the dim its param `dim_key` names: the operand's other dims keep their splits
+// (a vmapped shard_map's batch dim its split over an Explicit axis), the inserted dim unsplit.
+// JAX 0.10.2 keeps the operand's spec by position instead, which agrees wherever the split dims
+// come before that dim (a batch dim vmap puts first).
+void with_changed_rank_splits(Primitive& p, const char* dim_key) {
+  p.type_sharding_rule = [dim_key](std::span<const AbstractValue> in, std::span<AbstractValue> out,
+                                   const Params& params) {
+    if (!in[0].sharding) return;
+    out[0].sharding = in[0].sharding;
+    std::vector<std::vector<std::string>>& dims = out[0].sharding->dims;
+    const auto at = dims.begin() + params.get_int(dim_key);
+    if (out[0].shape.ndim() > in[0].shape.ndim()) dims.insert(at, std::vector<std::string>());
+    if (out[0].shape.ndim() < in[0].shape.ndim()) dims.erase(at);
+  };
+}
+
+}  // namespace
 
 }  // namespace collectives
 
@@ -786,6 +808,8 @@ const Primitive& define_gather_scatter(PrimitiveRegistry& r) {
   all_gather.batch = std::bind_front(all_gather_batch, std::cref(all_gather));
   deflinear(r, "all_gather", std::bind_front(all_gather_transpose, std::cref(reduce_scatter)));
   all_gather.vma_rule = varying_over_names;
+  with_changed_rank_splits(all_gather, "all_gather_dimension");
+  with_changed_rank_splits(reduce_scatter, "scatter_dimension");
   reduce_scatter.batch = std::bind_front(reduce_scatter_batch, std::cref(reduce_scatter));
   deflinear(r, "reduce_scatter", std::bind_front(reduce_scatter_transpose, std::cref(all_gather)));
   reduce_scatter.vma_rule = varying_over_names;

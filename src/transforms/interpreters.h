@@ -49,6 +49,9 @@ bool linearizing(std::span<const Array> primals, std::span<const Array> tangents
 // How many times a `jit` call's transposition has been traced (calls of one body, on operands of
 // the same types, share one).
 int64_t transposed_call_trace_count();
+// How many times a shard_map manual over some axes of its mesh only has had its body localized
+// to the blocks its devices run (a trace; equations of the same params share one).
+int64_t localized_body_trace_count();
 // Evaluates `program` with the batching rules; dims[i] is args[i]'s batch dim or kNotBatched.
 std::pair<std::vector<Array>, std::vector<int>> batch_program(const Program& program,
                                                               std::span<const Array> args,

@@ -71,6 +71,9 @@ class Explicit5Test : public spmd_test::ExplicitGoldenTest<5> {
           expect(name, [&] { return f(a...); });
           if (!spmd_test::golden_blocks("explicit/errors5.txt").count(name)) {
             EXPECT_EQ(sp::make_jaxpr(f)(a...).str(), block("texts5.txt", "jaxpr_" + name)) << name;
+            EXPECT_EQ(sp::make_jaxpr(sp::jit(f, {.name = "<lambda>"}))(a...).str(),
+                      block("texts5.txt", "jaxpr_" + name + "_jit"))
+                << name;
           }
           expect(name + "_jit", [&] { return sp::jit(f)(a...); });
           expect(name + "_grad", [&] { return Leaves{sp::grad(summed)(a...)}; });

@@ -795,6 +795,37 @@ Program branch_jvp(const Program& branch, const std::vector<bool>& nz,
   return p;
 }
 
+// Drops from the tangent branches and from their operands `args` (the index, then theirs) the
+// inputs no branch reads, as JAX's dead-code elimination of the linearized program prunes the
+// cond's (an operand every branch passes straight through leaves its tangent unread). Returns
+// the operands kept.
+std::vector<Array> without_unread_inputs(std::vector<Program>& branches,
+                                         const std::vector<Array>& args) {
+  const size_t n = args.size() - 1;
+  std::vector<bool> read(n, false);
+  for (const Program& b : branches) {
+    const std::vector<bool> vars = b.read_vars();
+    for (size_t i = 0; i < n; ++i) read[i] = read[i] || vars[size_t(b.invars[i])];
+  }
+  for (Program& b : branches) {
+    std::vector<int> invars;
+    for (size_t i = 0; i < n; ++i)
+      if (read[i]) invars.push_back(b.invars[i]);
+    b.invars = std::move(invars);
+  }
+  std::vector<Array> kept{args[0]};
+  for (size_t i = 0; i < n; ++i)
+    if (read[i]) kept.push_back(args[i + 1]);
+  return kept;
+}
+
+// The programs, shared.
+std::vector<ProgramRef> shared(std::vector<Program> programs) {
+  std::vector<ProgramRef> refs;
+  for (Program& p : programs) refs.push_back(share(std::move(p)));
+  return refs;
+}
+
 // JAX's cond jvp followed by its partial evaluation: a cond computing the primal outputs and
 // every branch's residuals (placeholders for the other branches'), then a cond of the tangents.
 JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangents,
@@ -857,7 +888,8 @@ JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangen
       own.back()[slots[r]] = int(r);
     }
   }
-  std::vector<ProgramRef> known, unknown;
+  std::vector<ProgramRef> known;
+  std::vector<Program> unknown;
   for (size_t b = 0; b < branches.size(); ++b) {
     const Program& core = splits[b].known;
     // JAX's _join_cond_outputs: a placeholder for every slot, then the branch's own residuals in
@@ -881,7 +913,7 @@ JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangen
     lin.invars.insert(lin.invars.end(), tangent_invars.begin(), tangent_invars.end());
     lin.constvars.clear();
     lin.consts.clear();
-    unknown.push_back(share(std::move(lin)));
+    unknown.push_back(std::move(lin));
   }
   std::vector<Array> known_out =
       spmd::bind(primitive("cond"), primals, Params{{"branches", known}});
@@ -889,7 +921,9 @@ JvpResult cond_jvp(std::span<const Array> primals, std::span<const Array> tangen
   args.insert(args.end(), known_out.begin() + long(nout), known_out.end());
   for (size_t i = 0; i < nops; ++i)
     if (nz[i]) args.push_back(tangents[i + 1]);
-  std::vector<Array> t_out = spmd::bind(primitive("cond"), args, Params{{"branches", unknown}});
+  args = without_unread_inputs(unknown, args);
+  std::vector<Array> t_out =
+      spmd::bind(primitive("cond"), args, Params{{"branches", shared(std::move(unknown))}});
   JvpResult r;
   r.primals_out.assign(known_out.begin(), known_out.begin() + long(nout));
   r.tangents_out.resize(nout);
@@ -1321,6 +1355,53 @@ Array switch_index(const Array& index, size_t num_branches) {
                     ops::scalar(double(num_branches - 1), DType::int32, true));
 }
 
+namespace {
+
+// Per output of the branches, the input every branch returns as it (JAX's _jaxpr_forwarding
+// agreeing over the branches), or -1.
+std::vector<int> forwarded_inputs(const std::vector<Program>& branches) {
+  std::vector<int> from;
+  for (size_t k = 0; k < branches[0].outputs.size(); ++k) {
+    int common = -1;
+    for (size_t b = 0; b < branches.size(); ++b) {
+      const Program& p = branches[b];
+      const Atom& out = p.outputs[k];
+      const auto it = out.is_literal() ? p.invars.end() : std::ranges::find(p.invars, out.var);
+      const int in = it == p.invars.end() ? -1 : int(it - p.invars.begin());
+      if (in < 0 || (b > 0 && in != common)) {
+        common = -1;
+        break;
+      }
+      common = in;
+    }
+    from.push_back(common);
+  }
+  return from;
+}
+
+// Binds `cond` (args: the index, then the branches' inputs) on branches without the outputs
+// every branch passes straight through, as JAX's cond and switch prune them; those results are
+// the inputs themselves.
+std::vector<Array> bind_cond_without_forwarded(std::vector<Program> branches,
+                                               std::span<const Array> args) {
+  const std::vector<int> from = forwarded_inputs(branches);
+  std::vector<ProgramRef> refs;
+  for (Program& p : branches) {
+    std::vector<Atom> kept;
+    for (size_t k = 0; k < from.size(); ++k)
+      if (from[k] < 0) kept.push_back(p.outputs[k]);
+    p.outputs = std::move(kept);
+    refs.push_back(share(std::move(p)));
+  }
+  const std::vector<Array> outs = spmd::bind(primitive("cond"), args, Params{{"branches", refs}});
+  std::vector<Array> result;
+  auto next = outs.begin();
+  for (int k : from) result.push_back(k < 0 ? *next++ : args[size_t(k) + 1]);
+  return result;
+}
+
+}  // namespace
+
 std::vector<Array> cond(const char* api, const Array& index, std::span<const FlatFn> branches,
                         std::span<const std::shared_ptr<TreeDef>> out_defs,
                         std::span<const Array> operands) {
@@ -1356,7 +1437,6 @@ std::vector<Array> cond(const char* api, const Array& index, std::span<const Fla
     check_branch_types(api, b, first, out, leaf_paths(*out_defs[0]));
   }
   // Every branch takes all the merged constants, using its own.
-  std::vector<ProgramRef> refs;
   for (size_t b = 0; b < programs.size(); ++b) {
     Program& p = programs[b];
     std::vector<int> lead(consts.size(), -1);
@@ -1366,12 +1446,11 @@ std::vector<Array> cond(const char* api, const Array& index, std::span<const Fla
     p.invars.insert(p.invars.begin(), lead.begin(), lead.end());
     p.constvars.clear();
     p.consts.clear();
-    refs.push_back(share(std::move(p)));
   }
   std::vector<Array> args{index};
   args.insert(args.end(), consts.begin(), consts.end());
   args.insert(args.end(), operands.begin(), operands.end());
-  return spmd::bind(primitive("cond"), args, Params{{"branches", refs}});
+  return bind_cond_without_forwarded(std::move(programs), args);
 }
 
 std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,

@@ -14,6 +14,7 @@
 #include "prims/primitive.h"
 #include "prims/rule_util.h"
 #include "prims/sharding.h"
+#include "sharding/type_sharding.h"
 #include "transforms/interpreters.h"
 #include "transforms/signature.h"
 #include "transforms/staging.h"
@@ -34,7 +35,54 @@ std::ostream& operator<<(std::ostream& os, const ClosedJaxpr& jaxpr) {
   return os << jaxpr.str();
 }
 
+// jit's ctx_mesh param, as JAX's: the mesh in context when the call was staged (sp::use_mesh),
+// else the abstract mesh of the shard_map body it was staged in.
+struct ContextMesh {
+  Mesh mesh;
+  std::vector<TypeSharding::Axis> abstract;  // when `mesh` is empty
+  bool operator==(const ContextMesh&) const = default;
+};
+
+template <>
+struct ParamTraits<ContextMesh> {
+  static constexpr std::string_view name = "ContextMesh";
+  static std::string str(const ContextMesh& m) {
+    return m.mesh.size() ? m.mesh.str() : abstract_mesh_str(TypeSharding{m.abstract, {}});
+  }
+  static size_t hash(const ContextMesh& m) {
+    size_t h = hash_mesh(m.mesh);
+    for (const TypeSharding::Axis& a : m.abstract)
+      hash_combine(h, std::hash<std::string>()(a.name));
+    return h;
+  }
+};
+
 namespace {
+
+// The ctx_mesh of a call staged here, as JAX's get_ctx_mesh picks it: the mesh in context, else
+// the shard_map body's abstract mesh when it has an Explicit axis; none otherwise (none printed).
+std::optional<ContextMesh> context_mesh() {
+  if (Mesh mesh = get_mesh(); mesh.size()) return ContextMesh{std::move(mesh), {}};
+  const std::vector<TypeSharding::Axis>& body = body_mesh();
+  if (std::ranges::any_of(body, [](const TypeSharding::Axis& a) { return a.is_explicit; }))
+    return ContextMesh{Mesh(), body};
+  return std::nullopt;
+}
+
+// The params of a call named `name` of `body` staged here.
+Params staged_call_params(const std::string& name, ProgramRef body) {
+  Params params{{"name", name}, {"jaxpr", std::move(body)}};
+  if (std::optional<ContextMesh> m = context_mesh()) params.set("ctx_mesh", object_param(*m));
+  return params;
+}
+
+// The params of a call of `body` derived from the call `p` (its forward, tangent, joint jvp or
+// transposed call, or the plain call inside its constraints): p's name and ctx_mesh.
+Params derived_call_params(const Params& p, ProgramRef body) {
+  Params params{{"name", p.at("name")}, {"jaxpr", std::move(body)}};
+  if (p.has("ctx_mesh")) params.set("ctx_mesh", p.at("ctx_mesh"));
+  return params;
+}
 
 bool contains(const std::vector<int>& xs, int x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
@@ -78,12 +126,7 @@ std::vector<bool> usable_donations(std::vector<bool> donated, const Program& pro
   in_types.erase(in_types.begin(), in_types.begin() + std::ptrdiff_t(num_consts));
   // An argument nothing reads is no input of JAX's program (keep_unused=False): neither used
   // nor warned about.
-  std::vector<bool> read(program.types.size(), false);
-  for (const Equation& e : program.equations)
-    for (const Atom& a : e.inputs)
-      if (!a.is_literal()) read[size_t(a.var)] = true;
-  for (const Atom& a : program.outputs)
-    if (!a.is_literal()) read[size_t(a.var)] = true;
+  const std::vector<bool> read = program.read_vars();
   for (size_t k = 0; k < donated.size(); ++k)
     donated[k] = donated[k] && read[size_t(program.invars[num_consts + k])];
   const std::vector<int> aliases = donation_aliases(in_types, donated, program.out_types());
@@ -163,7 +206,7 @@ ProgramRef body_with_shardings(const Params& p) {
   const ShardingList* in = call_shardings(p, "in_shardings");
   const ShardingList* out = call_shardings(p, "out_shardings");
   if (!in && !out) return body;
-  Params plain{{"name", p.at("name")}, {"jaxpr", body}};
+  Params plain = derived_call_params(p, body);
   transform_detail::FlatFn fn = [&](std::span<const Array> xs) {
     return constrained(spmd::bind(primitive("jit"), constrained(xs, in), plain), out);
   };
@@ -276,7 +319,7 @@ std::vector<int> where(const std::vector<bool>& mask) {
 // the primal outputs it returns, then unspecified for the residuals (as JAX's pjit
 // linearization).
 Params forward_call_params(const Params& p, const LinearizedCall& lc) {
-  Params params{{"name", p.at("name")}, {"jaxpr", lc.forward}};
+  Params params = derived_call_params(p, lc.forward);
   const size_t num_consts = lc.forward_consts.size();
   set_picked(params, "in_shardings", p, "in_shardings",
              after_unspecified(num_consts, iota(lc.forward->invars.size() - num_consts)));
@@ -292,7 +335,7 @@ Params forward_call_params(const Params& p, const LinearizedCall& lc) {
 // nonzero tangents; the out_shardings of the nonzero output tangents.
 Params tangent_call_params(const Params& p, const LinearizedCall& lc,
                            const std::vector<bool>& nonzero) {
-  Params params{{"name", p.at("name")}, {"jaxpr", lc.tangent}};
+  Params params = derived_call_params(p, lc.tangent);
   set_picked(params, "in_shardings", p, "in_shardings",
              after_unspecified(lc.residuals.size(), where(nonzero)));
   set_picked(params, "out_shardings", p, "out_shardings", where(lc.nonzero_out));
@@ -371,7 +414,7 @@ JvpResult jit_jvp(std::span<const Array> primals, std::span<const Array> tangent
   auto joint =
       std::make_shared<const Program>(hoist_consts(trace_to_program(fn, types, "jvp"), &consts));
   operands.insert(operands.begin(), consts.begin(), consts.end());
-  Params params{{"name", p.at("name")}, {"jaxpr", ProgramRef(joint)}};
+  Params params = derived_call_params(p, joint);
   std::vector<int> ins = iota(n), outs = iota(nonzero_out.size());
   for (int i : where(nonzero)) ins.push_back(i);
   for (int k : where(nonzero_out)) outs.push_back(k);
@@ -409,12 +452,7 @@ Program with_known_inputs(const Program& body, std::span<const LinearInput> ins,
 // dead-code elimination of the linear program before transposing it). Returns, per input,
 // whether it stays.
 std::vector<bool> drop_unread_inputs(Program* program, size_t count) {
-  std::vector<bool> read(program->types.size(), false);
-  for (const Equation& e : program->equations)
-    for (const Atom& a : e.inputs)
-      if (!a.is_literal()) read[size_t(a.var)] = true;
-  for (const Atom& a : program->outputs)
-    if (!a.is_literal()) read[size_t(a.var)] = true;
+  const std::vector<bool> read = program->read_vars();
   std::vector<int> invars;
   std::vector<bool> kept;
   for (size_t k = 0; k < program->invars.size(); ++k) {
@@ -461,7 +499,7 @@ TransposedCall trace_transposed_call(const Params& p, std::span<const LinearInpu
   tc.kept = drop_unread_inputs(&transposed, num_known);
   tc.kept.resize(num_known);
   auto program = std::make_shared<const Program>(hoist_consts(transposed, &tc.consts));
-  tc.params = Params{{"name", p.at("name")}, {"jaxpr", ProgramRef(program)}};
+  tc.params = derived_call_params(p, program);
   const size_t leading =
       tc.consts.size() + size_t(std::count(tc.kept.begin(), tc.kept.end(), true));
   set_picked(tc.params, "in_shardings", p, "out_shardings",
@@ -1052,7 +1090,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
     if (cached) remember_call(state, std::move(key), entry, call, leaves);
     return run_compiled(state, *entry, *call, in_def, leaves, donated);
   }
-  Params params{{"name", state.options.name}, {"jaxpr", entry->program}};
+  Params params = staged_call_params(state.options.name, entry->program);
   add_call_shardings(state.options, *entry, in_def, params);
   return spmd::bind(primitive("jit"), operands, params);
 }

@@ -455,6 +455,8 @@ AbstractValue local_type(AbstractValue t) {
 
 ProgramRef localized(const ProgramRef& body, const Mesh& mesh);
 
+std::atomic<int64_t> localized_traces{0};
+
 // Params with the programs they hold localized.
 Params localized_params(const Params& params, const Mesh& mesh) {
   Params out = params;
@@ -504,6 +506,7 @@ ProgramRef localized(const ProgramRef& body, const Mesh& mesh) {
     return result;
   };
   AxisEnvScope axes(frames_of(mesh, mesh.axis_names(), false));
+  ++localized_traces;
   return std::make_shared<const Program>(trace_to_program(fn, in, "shard_map"));
 }
 
@@ -528,7 +531,7 @@ struct RunForm {
   std::vector<PartitionSpec> in_specs, out_specs;
 };
 
-RunForm run_form(const Params& p) {
+RunForm make_run_form(const Params& p) {
   const ShardMapParams info = info_of(p);
   const ProgramRef& body = p.get<ProgramRef>("jaxpr");
   RunForm out{body, info.in_specs, info.out_specs};
@@ -541,6 +544,23 @@ RunForm run_form(const Params& p) {
   return out;
 }
 
+// The run form of a shard_map equation, made once per params when its body is localized (a
+// trace).
+std::shared_ptr<const RunForm> run_form(const Params& p) {
+  const ShardMapParams info = info_of(p);
+  if (info.manual.size() == info.mesh.axis_names().size())
+    return std::make_shared<const RunForm>(make_run_form(p));
+  static auto& cache =
+      *new SharedLruCache<Params, std::shared_ptr<const RunForm>>("shard_map_run_form");
+  const size_t h = p.hash();
+  auto same = [&](const Params& key) { return key == p; };
+  if (auto hit = cache.find(h, same, [](const Params&) { return false; })) return *hit;
+  // Made outside the cache's lock: localizing a body localizes the shard_maps it holds.
+  auto made = std::make_shared<const RunForm>(make_run_form(p));
+  cache.insert(p, h, made);
+  return made;
+}
+
 // Runs the body on every device of the mesh; returns at once with results that become ready.
 std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p) {
   if (!all_concrete(args)) return spmd::bind(primitive("shard_map"), args, p);
@@ -548,9 +568,9 @@ std::vector<Array> shard_map_eager(std::span<const Array> args, const Params& p)
     const SpreadBody& spread = p.get_object<SpreadBody>("spread");
     return bind_prepared(*spread.prepared, args.subspan(spread.skip));
   }
-  const RunForm run = run_form(p);
+  const std::shared_ptr<const RunForm> run = run_form(p);
   const std::shared_ptr<const Compiled> compiled = compile_manual(
-      run.body, info_of(p).mesh, run.in_specs, run.out_specs, shard_map_shape_rule({}, p));
+      run->body, info_of(p).mesh, run->in_specs, run->out_specs, shard_map_shape_rule({}, p));
   return compiled->run(args);
 }
 
@@ -564,10 +584,12 @@ Params shard_map_params(ShardMapInfo info, ProgramRef body) {
                 {"newly_manual_axes", object_param(std::move(manual))}};
 }
 
-// Traces fn on per-device block types with the manual axes of `info` in scope.
+// Traces fn on per-device block types with the manual axes of `info` in scope, and its mesh
+// with those axes Manual as the abstract mesh in context.
 template <class Info>
 Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Info& info) {
   AxisEnvScope axes(frames_of(info.mesh, info.manual, info.check_vma));
+  BodyMeshScope mesh(manual_block_sharding(info.mesh, info.manual, std::nullopt, 0).mesh);
   return trace_to_program(fn, types, "shard_map");
 }
 
@@ -992,7 +1014,8 @@ BatchResult shard_map_batch(std::span<const Array> args, std::span<const int> di
 ShardingRule shard_map_sharding(std::span<const AbstractValue> in,
                                 std::span<const AbstractValue> out, const Params& p) {
   if (p.has("spread")) return replicated_sharding_rule(in, out);
-  const RunForm run = run_form(p);
+  const std::shared_ptr<const RunForm> form = run_form(p);
+  const RunForm& run = *form;
   ShardingRule rule;
   auto fixed = [](const PartitionSpec& spec, int rank) {
     ShardingRule::Split split;
@@ -1017,7 +1040,7 @@ LocalEquation shard_map_localize(const Params& p, std::span<const AbstractValue>
                                  std::span<const AbstractValue>) {
   static const Primitive& call = primitive("jit");
   return {&call, Params{{"name", std::string("shard_map")},
-                        {"jaxpr", without_unsplit_types(run_form(p).body)}}};
+                        {"jaxpr", without_unsplit_types(run_form(p)->body)}}};
 }
 
 }  // namespace
@@ -1426,4 +1449,9 @@ std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const 
 }
 
 }  // namespace transform_detail
+
+int64_t localized_body_trace_count() {
+  return localized_traces.load();
+}
+
 }  // namespace spmd

@@ -3,6 +3,8 @@
 // sizes (all_gather's output shape depends on it). Thread-local, innermost frame last.
 #pragma once
 
+#include "core/array_impl.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -71,5 +73,26 @@ class AxisEnvScope {
  private:
   size_t pushed_;
 };
+
+// The abstract mesh of the shard_map body being traced on this thread, its manual axes typed
+// Manual (JAX's abstract mesh in context there): a value staged there whose type has no mesh
+// (made from constants alone: zeros, arange, random values, a closed-over array plus one) is on
+// it, unsplit. Null outside bodies.
+const TypeSharding* body_mesh();
+
+// Makes `mesh` (its axes; its dims are not read) the body mesh for the scope's lifetime.
+class BodyMeshScope {
+ public:
+  explicit BodyMeshScope(TypeSharding mesh);
+  ~BodyMeshScope();
+  BodyMeshScope(const BodyMeshScope&) = delete;
+  BodyMeshScope& operator=(const BodyMeshScope&) = delete;
+
+ private:
+  std::optional<TypeSharding> previous_;
+};
+
+// `t` on the body mesh, unsplit, when a body is being traced and t's type has no mesh.
+void on_body_mesh(AbstractValue& t);
 
 }  // namespace spmd

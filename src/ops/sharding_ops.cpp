@@ -120,7 +120,9 @@ ArrayType type_of(const Array& x) {
                         : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
                                            : PartitionSpec::Entry(AxisNames(axes, true)));
   while (!entries.empty() && !entries.back()) entries.pop_back();
-  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)), t.typeof_str());
+  // str(jax.typeof(x)) marks a weak type with "~"; error messages (str_short) do not.
+  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)),
+                   (t.weak_type ? "~" : "") + t.typeof_str(), t.weak_type);
 }
 
 std::ostream& operator<<(std::ostream& os, const ArrayType& type) {

@@ -658,7 +658,9 @@ namespace transform_detail {
 
 ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args) {
   std::vector<AbstractValue> types = types_of(args);
-  return ClosedJaxpr(std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr")));
+  // The inputs stand for the arguments: grad's seed takes a committed argument's mesh from them.
+  return ClosedJaxpr(
+      std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr", args)));
 }
 
 // The shardings of committed operands (null for uncommitted ones): what a call's placement

@@ -564,10 +564,12 @@ Params shard_map_params(ShardMapInfo info, ProgramRef body) {
                 {"newly_manual_axes", object_param(std::move(manual))}};
 }
 
-// Traces fn on per-device block types with the manual axes of `info` in scope.
+// Traces fn on per-device block types with the manual axes of `info` in scope, and the body's
+// abstract mesh in context.
 template <class Info>
 Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Info& info) {
   AxisEnvScope axes(frames_of(info.mesh, info.manual, info.check_vma));
+  BodyMeshScope mesh(manual_block_sharding(info.mesh, info.manual, std::nullopt, 0));
   return trace_to_program(fn, types, "shard_map");
 }
 

@@ -147,7 +147,7 @@ void check_same_device_order(const Array& x, const NamedSharding& target) {
   throw ValueError(
       "[reshard] Received incompatible devices for jitted computation. Got argument "
       "args[0] of reshard with shape " +
-      type_of(x).str() + " and with device ids " + ids_text(have) +
+      aval_of(x).typeof_str() + " and with device ids " + ids_text(have) +
       " on platform CPU and jit's context mesh with device ids " + ids_text(want) +
       " on platform CPU");
 }

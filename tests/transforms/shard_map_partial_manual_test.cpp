@@ -179,8 +179,8 @@ class ShardMapMadeValues : public ::testing::Test {
   void expect_made(const std::string& name, const sp::Mesh& mesh, const P& spec) {
     const Array x =
         sp::device_put(sp::arange(64.0f).reshape({8, 8}), sp::NamedSharding(mesh, spec));
-    auto f = making(mesh, spec);
     for (bool jitted : {false, true}) {
+      auto f = making(mesh, spec);  // afresh: a shard_map keeps the bodies it traced
       seen_.clear();
       const Array out = jitted ? sp::jit(f)(x) : f(x);
       EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(out), sp::device_get(x)));

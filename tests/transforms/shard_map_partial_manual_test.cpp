@@ -2,7 +2,9 @@
 // (tools/goldens/gen_shard_map_partial_manual.py): with the batch dim split over Explicit axis
 // 'a', the shard_map is manual over 'b' only and its body keeps the batch dim whole, typed split
 // over 'a' (`c:f32[8@a,4]{V:b}`); with the batch dim unsplit it is manual over both axes. The
-// jaxpr text, eagerly and under jit, the results' types and values.
+// jaxpr text, eagerly and under jit, the results' types and values. Also the types and values
+// of arrays a body makes from constants alone (on the body's manual mesh) and grad's seed
+// under make_jaxpr of an argument committed over an Auto mesh.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>

@@ -63,20 +63,31 @@ T with_sharding_constraint(const T& x, const ShardingTree& shardings) {
 // sharding over them (Explicit mode: "sharding in types").
 class ArrayType {
  public:
-  ArrayType(Shape shape, DType dtype, PartitionSpec spec, std::string text)
-      : shape_(std::move(shape)), dtype_(dtype), spec_(std::move(spec)), text_(std::move(text)) {}
+  ArrayType(Shape shape, DType dtype, PartitionSpec spec, std::string text, bool weak_type = false)
+      : shape_(std::move(shape)),
+        dtype_(dtype),
+        spec_(std::move(spec)),
+        text_(std::move(text)),
+        weak_type_(weak_type) {}
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   // Per dim, the Explicit axes splitting it (trailing Nones dropped); P() without a sharding.
   const PartitionSpec& spec() const { return spec_; }
-  std::string str() const { return text_; }                          // "float32[16@a,16@b]"
-  std::string repr() const { return "ShapedArray(" + text_ + ")"; }  // as repr(jax.typeof(x))
+  bool weak_type() const { return weak_type_; }
+  // "float32[16@a,16@b]"; a weak type "~float32[4]".
+  std::string str() const { return text_; }
+  // As repr(jax.typeof(x)): "ShapedArray(float32[4], weak_type=True)" for a weak type.
+  std::string repr() const {
+    return weak_type_ ? "ShapedArray(" + text_.substr(1) + ", weak_type=True)"
+                      : "ShapedArray(" + text_ + ")";
+  }
 
  private:
   Shape shape_;
   DType dtype_;
   PartitionSpec spec_;
   std::string text_;
+  bool weak_type_ = false;
 };
 std::ostream& operator<<(std::ostream& os, const ArrayType& type);
 

@@ -7,7 +7,7 @@ namespace {
 thread_local std::vector<AxisFrame> t_frames;
 thread_local std::vector<std::string> t_spmd_axis_names;
 thread_local std::vector<std::string> t_explicit_mesh_axis_names;
-thread_local std::vector<TypeSharding::Axis> t_body_mesh;
+thread_local std::optional<TypeSharding> t_body_mesh;
 
 std::vector<std::string>& names_list(AxisNameList list) {
   return list == AxisNameList::spmd ? t_spmd_axis_names : t_explicit_mesh_axis_names;
@@ -75,21 +75,29 @@ AxisNamesScope::~AxisNamesScope() {
   list_.resize(size_before_);
 }
 
-const std::vector<TypeSharding::Axis>& body_mesh() {
-  return t_body_mesh;
-}
-
-BodyMeshScope::BodyMeshScope(std::vector<TypeSharding::Axis> mesh)
-    : previous_(std::exchange(t_body_mesh, std::move(mesh))) {}
-BodyMeshScope::~BodyMeshScope() {
-  t_body_mesh = std::move(previous_);
-}
-
 AxisEnvScope::AxisEnvScope(std::vector<AxisFrame> frames) : pushed_(frames.size()) {
   for (auto& f : frames) t_frames.push_back(std::move(f));
 }
 AxisEnvScope::~AxisEnvScope() {
   t_frames.resize(t_frames.size() - pushed_);
+}
+
+const TypeSharding* body_mesh() {
+  return t_body_mesh ? &*t_body_mesh : nullptr;
+}
+
+BodyMeshScope::BodyMeshScope(TypeSharding mesh) : previous_(std::move(t_body_mesh)) {
+  mesh.dims.clear();
+  t_body_mesh = std::move(mesh);
+}
+BodyMeshScope::~BodyMeshScope() {
+  t_body_mesh = std::move(previous_);
+}
+
+void on_body_mesh(AbstractValue& t) {
+  if (!t_body_mesh || t.sharding) return;
+  t.sharding = TypeSharding{t_body_mesh->mesh, std::vector<std::vector<std::string>>(
+                                                   size_t(t.shape.ndim()))};
 }
 
 }  // namespace spmd

@@ -62,23 +62,6 @@ class AxisNamesScope {
   size_t size_before_;
 };
 
-// The abstract mesh in context while a shard_map body is traced on this thread (JAX's
-// get_abstract_mesh() there): the body's mesh, the axes it is manual over Manual; empty outside
-// bodies. A jit staged in the body prints it as its ctx_mesh when it has an Explicit axis.
-const std::vector<TypeSharding::Axis>& body_mesh();
-
-// Sets body_mesh() for the scope's lifetime.
-class BodyMeshScope {
- public:
-  explicit BodyMeshScope(std::vector<TypeSharding::Axis> mesh);
-  ~BodyMeshScope();
-  BodyMeshScope(const BodyMeshScope&) = delete;
-  BodyMeshScope& operator=(const BodyMeshScope&) = delete;
-
- private:
-  std::vector<TypeSharding::Axis> previous_;
-};
-
 // Pushes frames for the scope's lifetime.
 class AxisEnvScope {
  public:
@@ -90,5 +73,27 @@ class AxisEnvScope {
  private:
   size_t pushed_;
 };
+
+// The abstract mesh of the shard_map body being traced on this thread, its manual axes typed
+// Manual (JAX's get_abstract_mesh() there): a value staged there whose type has no mesh (made
+// from constants alone: zeros, arange, random values, a closed-over array plus one) is on it,
+// unsplit, and a jit staged there prints it as its ctx_mesh when it has an Explicit axis. Null
+// outside bodies.
+const TypeSharding* body_mesh();
+
+// Makes `mesh` (its axes; its dims are not read) the body mesh for the scope's lifetime.
+class BodyMeshScope {
+ public:
+  explicit BodyMeshScope(TypeSharding mesh);
+  ~BodyMeshScope();
+  BodyMeshScope(const BodyMeshScope&) = delete;
+  BodyMeshScope& operator=(const BodyMeshScope&) = delete;
+
+ private:
+  std::optional<TypeSharding> previous_;
+};
+
+// `t` on the body mesh, unsplit, when a body is being traced and t's type has no mesh.
+void on_body_mesh(AbstractValue& t);
 
 }  // namespace spmd

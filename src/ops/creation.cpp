@@ -55,9 +55,10 @@ std::shared_ptr<Buffer> host_values(int64_t n, const char* api) {
       ops::prefix(api) + "RESOURCE_EXHAUSTED: Out of memory allocating more than 2^63 bytes.");
 }
 
-Array fill(const char* api, const Shape& shape, const Array& value, DType dtype) {
+Array fill(const char* api, const Shape& shape, const Array& value, DType dtype,
+           bool weak_type = false) {
   check_shape(api, shape, dtype);
-  Array v = ops::convert(value, canonicalize_dtype(dtype));
+  Array v = ops::convert(value, canonicalize_dtype(dtype), weak_type);
   return ops::broadcast_to(api, v, shape);
 }
 
@@ -125,8 +126,11 @@ Array ones(const Shape& shape, DType dtype) {
 Array empty(const Shape& shape, DType dtype) {
   return fill("empty", shape, 0, dtype);
 }
+// As lax.full: without a dtype, a weakly typed fill value (a C++ number) gives a weakly typed
+// array.
 Array full(const Shape& shape, const Array& fill_value, std::optional<DType> dtype) {
-  return fill("full", shape, fill_value, dtype.value_or(fill_value.dtype()));
+  return fill("full", shape, fill_value, dtype.value_or(fill_value.dtype()),
+              !dtype && fill_value.weak_type());
 }
 namespace {
 

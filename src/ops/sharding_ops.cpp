@@ -120,7 +120,9 @@ ArrayType type_of(const Array& x) {
                         : axes.size() == 1 ? PartitionSpec::Entry(AxisNames(axes[0]))
                                            : PartitionSpec::Entry(AxisNames(axes, true)));
   while (!entries.empty() && !entries.back()) entries.pop_back();
-  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)), t.typeof_str());
+  // str(jax.typeof(x)) marks a weak type with "~"; error messages (str_short) do not.
+  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)),
+                   (t.weak_type ? "~" : "") + t.typeof_str(), t.weak_type);
 }
 
 std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
@@ -145,7 +147,7 @@ void check_same_device_order(const Array& x, const NamedSharding& target) {
   throw ValueError(
       "[reshard] Received incompatible devices for jitted computation. Got argument "
       "args[0] of reshard with shape " +
-      type_of(x).str() + " and with device ids " + ids_text(have) +
+      aval_of(x).typeof_str() + " and with device ids " + ids_text(have) +
       " on platform CPU and jit's context mesh with device ids " + ids_text(want) +
       " on platform CPU");
 }

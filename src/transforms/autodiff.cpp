@@ -194,8 +194,10 @@ struct Linearized {
   Program primal;                   // fn as traced on the primals' types
 };
 
-// The mesh of a concrete array committed over one (JAX's abstract mesh of its type).
+// The mesh of a concrete array committed over one (JAX's abstract mesh of its type), or of the
+// one a make_jaxpr input stands for.
 std::optional<Mesh> mesh_of_committed(const Array& x) {
+  if (const Array* argument = traced_argument(x)) return mesh_of_committed(*argument);
   if (!x.valid() || !is_concrete(x) || !x.impl()->sharded) return std::nullopt;
   const auto* named = dynamic_cast<const NamedSharding*>(x.impl()->sharded->sharding.get());
   if (!named) return std::nullopt;

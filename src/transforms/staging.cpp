@@ -26,6 +26,24 @@ Array StagingTrace::new_input(const AbstractValue& type) {
   return tracer(v);
 }
 
+Array StagingTrace::new_input(const AbstractValue& type, const Array& argument) {
+  Array x = new_input(type);
+  arguments_.emplace(int(x.impl()->trace_slot), argument);
+  return x;
+}
+
+const Array* StagingTrace::argument_of(const Array& x) const {
+  if (!owns(x)) return nullptr;
+  auto it = arguments_.find(int(x.impl()->trace_slot));
+  return it == arguments_.end() ? nullptr : &it->second;
+}
+
+const Array* traced_argument(const Array& x) {
+  if (!x.valid() || !x.impl()->trace) return nullptr;
+  const auto* staging = dynamic_cast<const StagingTrace*>(x.impl()->trace.get());
+  return staging ? staging->argument_of(x) : nullptr;
+}
+
 Atom StagingTrace::lift(const Array& x) {
   if (!x.valid())
     throw ValueError("[" + std::string(transformation_) + "] use of an empty Array handle");
@@ -79,6 +97,7 @@ std::vector<Array> StagingTrace::process_primitive(const Primitive& p,
   std::vector<Array> outs;
   for (size_t k = 0; k < out_types.size(); ++k) {
     out_types[k].vma = std::move(out_vma[k]);
+    on_body_mesh(out_types[k]);
     int v = program_.new_var(std::move(out_types[k]));
     eqn.outputs.push_back(v);
     outs.push_back(tracer(v));
@@ -97,6 +116,7 @@ Program StagingTrace::finish(std::span<const Array> outputs) {
   for (const Array& x : outputs) program_.outputs.push_back(lift(x));
   Trace::finish();
   lifted_.clear();
+  arguments_.clear();
   return std::move(program_);
 }
 
@@ -109,11 +129,13 @@ struct FinishOnExit {
 }  // namespace
 
 Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_types,
-                         const char* transformation) {
+                         const char* transformation, std::span<const Array> arguments) {
   auto trace = std::make_shared<StagingTrace>(transformation);
   FinishOnExit guard{trace.get()};
   std::vector<Array> inputs;
-  for (const AbstractValue& t : in_types) inputs.push_back(trace->new_input(t));
+  for (size_t i = 0; i < in_types.size(); ++i)
+    inputs.push_back(i < arguments.size() ? trace->new_input(in_types[i], arguments[i])
+                                          : trace->new_input(in_types[i]));
   std::vector<Array> outputs;
   {
     CurrentTraceScope scope(trace.get());

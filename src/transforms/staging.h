@@ -25,6 +25,11 @@ class StagingTrace : public Trace {
   explicit StagingTrace(const char* transformation) : transformation_(transformation) {}
 
   Array new_input(const AbstractValue& type);
+  // An input standing for the concrete array `argument`, whose type alone is traced (make_jaxpr's
+  // arguments): argument_of gives it back while the trace lives.
+  Array new_input(const AbstractValue& type, const Array& argument);
+  // The concrete array the input x of this trace stands for; null for other values.
+  const Array* argument_of(const Array& x) const;
   std::vector<Array> process_primitive(const Primitive& p, std::span<const Array> inputs,
                                        const Params& params) override;
   const char* transformation_name() const override { return transformation_; }
@@ -44,12 +49,18 @@ class StagingTrace : public Trace {
   const char* transformation_;
   Program program_;
   std::unordered_map<const ArrayImpl*, int> lifted_;
+  std::unordered_map<int, Array> arguments_;  // by input variable
 };
 
+// The concrete array a traced input of make_jaxpr stands for (a value of a staging trace made
+// by new_input(type, argument)); null for every other value.
+const Array* traced_argument(const Array& x);
+
 // Traces fn on inputs of the given types with a new trace made current; the Program's consts
-// hold the concrete arrays and outer-trace values fn closed over.
+// hold the concrete arrays and outer-trace values fn closed over. Given `arguments` (one per
+// input), the inputs stand for them (traced_argument).
 Program trace_to_program(const FlatFn& fn, std::span<const AbstractValue> in_types,
-                         const char* transformation);
+                         const char* transformation, std::span<const Array> arguments = {});
 
 // The Program with its constants turned into leading inputs, as the sub-program of a call or a
 // control-flow primitive takes them; the constants go to *consts.

@@ -30,7 +30,7 @@ TEST(DifferentialRegressions, ReshardOfABroadcastScalarMovesAnAxisAcrossDims) {
     return sp::reshard(b, sp::NamedSharding(mesh, P(None, "x")));
   };
   Array out = sp::jit(f)(sp::device_put(Array(2.0f), sp::NamedSharding(mesh, P())));
-  EXPECT_EQ(sp::type_of(out).str(), "float32[4,4@x]");
+  EXPECT_EQ(sp::type_of(out).str(), "~float32[4,4@x]");  // JAX's: the C++ number is weak
   EXPECT_EQ(sp::device_get(out).to_vector<float>(), std::vector<float>(16, 2.0f));
 }
 

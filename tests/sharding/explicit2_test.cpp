@@ -139,7 +139,7 @@ TEST_F(Explicit2Test, ControlFlowKeepsTheTypesOfItsCarries) {
                                 [](const Carry& c) {
                                   return Carry{std::get<0>(c) + 1, std::get<1>(c) * 2.0f};
                                 },
-                                Carry{sp::Array(0), x});
+                                Carry{sp::array<int32_t>({0}, sp::Shape{}), x});
   check("while", {std::get<0>(w), std::get<1>(w)});
   check("fori", {sp::lax::fori_loop(
                     0, 3, [](const sp::Array&, const sp::Array& v) { return v * 2.0f; }, x)});

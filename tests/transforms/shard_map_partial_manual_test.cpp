@@ -2,11 +2,15 @@
 // (tools/goldens/gen_shard_map_partial_manual.py): with the batch dim split over Explicit axis
 // 'a', the shard_map is manual over 'b' only and its body keeps the batch dim whole, typed split
 // over 'a' (`c:f32[8@a,4]{V:b}`); with the batch dim unsplit it is manual over both axes. The
-// jaxpr text, eagerly and under jit, the results' types and values.
+// jaxpr text, eagerly and under jit, the results' types and values. Also the types and values
+// of arrays a body makes from constants alone (on the body's manual mesh) and grad's seed
+// under make_jaxpr of an argument committed over an Auto mesh.
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
 
+#include "core/array_impl.h"
+#include "sharding/type_sharding.h"
 #include "support/golden.h"
 #include "transforms/interpreters.h"
 
@@ -145,6 +149,11 @@ TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
   expect_case("unsplit", vmapped(smap(affine, P("b"), P("b"))), {put(P(None, "b"))});
 }
 
+TEST_F(ShardMapPartialManual, AValueTheBodyMakesMultipliesTheBatch) {
+  auto times_made = [](Array t) { return sp::lax::mul(t, sp::arange(4.0f)); };
+  expect_case("split_made", vmapped(smap(times_made, P("b"), P("b"))), {put(P("a", "b"))});
+}
+
 TEST_F(ShardMapPartialManual, SpmdAxisNameOverTheSplitAxisMakesTheSameProgram) {
   expect_case("split_spmd", vmapped(smap(affine, P("b"), P("b")), {.spmd_axis_name = {"a"}}),
               {put(P("a", "b"))});
@@ -191,6 +200,125 @@ TEST(ShardMapPartialManualGrad, DifferentiatesThroughTheVmappedShardMap) {
   EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g1)(x)), sp::device_get(twos)));
   EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g2(x)), sp::device_get(v * 2.0f)));
   EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g2)(x)), sp::device_get(v * 2.0f)));
+}
+
+}  // namespace
+
+namespace {
+
+// JAX's text of a value's type and its sharding, as the generator's record() prints them (an
+// untyped value is on JAX's empty mesh).
+std::string type_and_sharding(const std::string& name, const Array& x) {
+  const sp::AbstractValue& t = sp::aval_of(x);
+  std::string spec = "P(";
+  for (int d = 0; d < x.ndim(); ++d) spec += d ? ", None" : "None";
+  spec += x.ndim() == 1 ? ",)" : ")";
+  return name + " " + sp::type_of(x).str() + "\n" +
+         (t.sharding ? sp::ParamTraits<sp::TypeSharding>::str(*t.sharding)
+                     : "NamedSharding(mesh=AbstractMesh((), axis_types=()), spec=" + spec + ")");
+}
+
+// Values a shard_map body makes from constants alone are on the body's manual mesh; an array
+// closed over keeps JAX's empty mesh.
+class ShardMapMadeValues : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 CPU devices";
+  }
+
+  std::function<Array(Array)> making(const sp::Mesh& mesh, const P& spec) {
+    return sp::shard_map(
+        [this](Array t) {
+          record("zeros", sp::zeros({4}));
+          record("full", sp::full({4}, 2.0f));
+          record("arange", sp::arange(4.0f));
+          record("normal", sp::random::normal(sp::random::key(0), {4}));
+          record("closed", closed_);
+          record("closed_plus_one", closed_ + 1.0f);
+          return t;
+        },
+        mesh, spec, spec);
+  }
+
+  void record(const std::string& name, const Array& x) {
+    seen_ += (seen_.empty() ? "" : "\n") + type_and_sharding(name, x);
+  }
+
+  // The types recorded in the body (`name`, under jit `name`.jit) and the values it makes.
+  void expect_made(const std::string& name, const sp::Mesh& mesh, const P& spec) {
+    const Array x =
+        sp::device_put(sp::arange(64.0f).reshape({8, 8}), sp::NamedSharding(mesh, spec));
+    for (bool jitted : {false, true}) {
+      auto f = making(mesh, spec);  // afresh: a shard_map keeps the bodies it traced
+      seen_.clear();
+      const Array out = jitted ? sp::jit(f)(x) : f(x);
+      EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(out), sp::device_get(x)));
+      const std::string key = jitted ? name + ".jit" : name;
+      EXPECT_EQ(seen_, spmd_test::golden_blocks(kCases).at(key)) << key;
+    }
+    auto made = sp::shard_map(
+        [this](Array) {
+          return std::vector<Array>{sp::zeros({4}), sp::full({4}, 2.0f), sp::arange(4.0f),
+                                    sp::random::normal(sp::random::key(0), {4}),
+                                    closed_ + 1.0f};
+        },
+        mesh, spec, P());
+    const std::vector<Array> values = made(x);
+    const auto& want = spmd_test::load_golden("shard_map_partial_manual/values.npz");
+    const char* keys[] = {"zeros", "full", "arange", "normal", "closed_plus_one"};
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(values[i]),
+                                          want.at(name + "." + keys[i])))
+          << keys[i];
+  }
+
+  Array closed_ = sp::ones({4});
+  std::string seen_;
+};
+
+TEST_F(ShardMapMadeValues, OnAnExplicitMeshTheyAreOnTheBodysManualMesh) {
+  const sp::Mesh mesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  expect_made("made_explicit", mesh, P("a", "b"));
+}
+
+TEST_F(ShardMapMadeValues, OnAnAutoMeshTheyAreOnTheBodysManualMesh) {
+  const sp::Mesh mesh = sp::make_mesh({8}, {"a"}, {sp::AxisType::Auto});
+  expect_made("made_auto", mesh, P("a"));
+}
+
+// The transpose of a reshape of zeros made in a body passes its operand's sharding, on the
+// body's manual mesh.
+TEST_F(ShardMapMadeValues, GradThroughAReshapeOfMadeZeros) {
+  const sp::Mesh mesh =
+      sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Explicit, sp::AxisType::Explicit});
+  auto body = [](Array t) {
+    Array z = sp::lax::add(sp::zeros({2, 4}), t);
+    return sp::expand_dims(sp::lax::reduce_sum(sp::lax::reshape(z, {8}), {0}), sp::Axes{0});
+  };
+  auto f = sp::shard_map(body, mesh, P("a", "b"), P(sp::AxisNames(std::vector<std::string>{"a", "b"})));
+  auto g = sp::grad([&](Array t) { return sp::sum(f(t)); });
+  const Array x =
+      sp::device_put(sp::arange(64.0f).reshape({8, 8}), sp::NamedSharding(mesh, P("a", "b")));
+  EXPECT_EQ(sp::make_jaxpr(g)(x).str(), golden("grad_reshaped_zeros"));
+  auto scope = sp::use_mesh(mesh);
+  const Array want = spmd_test::load_golden("shard_map_partial_manual/values.npz")
+                         .at("grad_reshaped_zeros");
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(g(x)), want));
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(sp::jit(g)(x)), want));
+}
+
+// make_jaxpr(grad) of an array committed over an Auto mesh reshards the seed onto that mesh; of
+// an uncommitted one, under use_mesh too, the seed is a plain broadcast.
+TEST(ShardMapPartialManualSeed, ACommittedArgumentsMeshReshardsTheSeed) {
+  if (sp::device_count() < 8) GTEST_SKIP() << "needs 8 CPU devices";
+  const sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"}, {sp::AxisType::Auto, sp::AxisType::Auto});
+  auto g = sp::grad([](Array t) { return sp::sum(sp::sin(t)); });
+  const Array v = sp::arange(64.0f).reshape({8, 8});
+  const Array x = sp::device_put(v, sp::NamedSharding(mesh, P("a", "b")));
+  EXPECT_EQ(sp::make_jaxpr(g)(x).str(), golden("grad_committed_auto"));
+  auto scope = sp::use_mesh(mesh);
+  EXPECT_EQ(sp::make_jaxpr(g)(v).str(), golden("grad_uncommitted_auto_set_mesh"));
 }
 
 }  // namespace

@@ -13,11 +13,13 @@ raises "in_specs passed to shard_map: P('a', 'b') does not match the specs of th
 recorded.)
 
 Values the body makes (jnp.zeros, jnp.full, jnp.arange, jax.random.normal, a sum with a
-closed-over array) are on the body's manual mesh; arrays closed over keep the empty mesh.
+closed-over array) are on the body's manual mesh, eagerly and under jit; arrays closed over keep
+the empty mesh. Their values are recorded too ("made_explicit.normal", ...). vmap of a shard_map
+whose body multiplies by an arange it makes ("split_made") broadcasts that value along the batch
+dim.
 A grad through a reshape of such a value inside a body prints the reshape's transpose with the
 manual mesh in its sharding. make_jaxpr(grad) of an array committed over an Auto mesh reshards
-grad's seed (`reshard 1.0:f32[]`); of an uncommitted one it does not. (The cases after the vmap
-ones are recorded for the known gaps in docs/ARCHITECTURE.md; the tests compare the vmap ones.)
+grad's seed (`reshard 1.0:f32[]`); of an uncommitted one it does not.
 
 Writes, under tests/goldens/shard_map_partial_manual/:
   cases.txt    "=== <case>" blocks: a jaxpr, a result's jax.typeof, or "<name> <jax.typeof>"
@@ -60,6 +62,11 @@ def scaled(t, u):
     return lax.mul(t, u)
 
 
+def times_made(t):
+    """A block times a value the body makes (broadcast along the batch dim)."""
+    return lax.mul(t, jnp.arange(4.0))
+
+
 def row_psum(t):
     return lax.psum(lax.mul(t, t), "b")
 
@@ -88,6 +95,7 @@ VMAP_CASES = {
     "unsplit": (lambda: jax.vmap(smap(affine, P("b"), P("b"))), lambda: [put(P(None, "b"))]),
     "split_spmd": (lambda: jax.vmap(smap(affine, P("b"), P("b")), spmd_axis_name="a"),
                    lambda: [put(P("a", "b"))]),
+    "split_made": (lambda: jax.vmap(smap(times_made, P("b"), P("b"))), lambda: [put(P("a", "b"))]),
 }
 
 # An untiled psum_scatter (its result loses the scattered dim): JAX 0.10.2 types it but fails
@@ -119,6 +127,12 @@ def making_body(t):
     return t
 
 
+def made_values(t):
+    del t
+    return (jnp.zeros((4,)), jnp.full((4,), 2.0), jnp.arange(4.0),
+            jax.random.normal(jax.random.key(0), (4,)), closed + 1)
+
+
 def reshaped_zeros(t):
     z = lax.add(jnp.zeros((2, 4)), t)
     return lax.reduce_sum(lax.reshape(z, (8,)), (0,))[None]
@@ -142,10 +156,18 @@ def main():
             cases[name + ".jaxpr"] = str(jaxpr)
             cases[name + ".type"] = str(jaxpr.out_avals[0])
     for name, mesh, spec in [("made_explicit", E, P("a", "b")), ("made_auto", auto, P("a"))]:
+        x = jax.device_put(v, NamedSharding(mesh, spec))
         seen.clear()
-        jax.shard_map(making_body, mesh=mesh, in_specs=spec, out_specs=spec)(
-            jax.device_put(v, NamedSharding(mesh, spec)))
+        jax.shard_map(making_body, mesh=mesh, in_specs=spec, out_specs=spec)(x)
         cases[name] = "\n".join(seen)
+        # Traced inside jit the body's values have the same types.
+        seen.clear()
+        jax.jit(jax.shard_map(making_body, mesh=mesh, in_specs=spec, out_specs=spec))(x)
+        cases[name + ".jit"] = "\n".join(seen)
+        # Their values, returned unsplit (P()): the same on every device.
+        made = jax.shard_map(made_values, mesh=mesh, in_specs=spec, out_specs=P())(x)
+        for key, value in zip(["zeros", "full", "arange", "normal", "closed_plus_one"], made):
+            values[f"{name}.{key}"] = np.asarray(value)
     x = put(P("a", "b"))
     f = smap(reshaped_zeros, P("a", "b"), P(("a", "b")))
     cases["grad_reshaped_zeros"] = str(jax.make_jaxpr(jax.grad(lambda t: f(t).sum()))(x))
@@ -155,8 +177,11 @@ def main():
     # of an uncommitted one (under set_mesh too) it does not.
     auto2 = jax.make_mesh((4, 2), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
     g = jax.grad(lambda t: jnp.sin(t).sum())
-    cases["grad_committed_auto"] = str(jax.make_jaxpr(g)(
-        jax.device_put(v, NamedSharding(auto2, P("a", "b")))))
+    committed = jax.device_put(v, NamedSharding(auto2, P("a", "b")))
+    cases["grad_committed_auto"] = str(jax.make_jaxpr(g)(committed))
+    # The same seed inside jit and vmap (docs/ARCHITECTURE.md, Known gaps).
+    cases["grad_committed_auto_jit"] = str(jax.make_jaxpr(jax.jit(g))(committed))
+    cases["grad_committed_auto_vmap"] = str(jax.make_jaxpr(jax.vmap(g))(committed))
     with jax.set_mesh(auto2):
         cases["grad_uncommitted_auto_set_mesh"] = str(jax.make_jaxpr(g)(v))
     write_blocks(OUT, cases, values)

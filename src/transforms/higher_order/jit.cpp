@@ -63,9 +63,11 @@ namespace {
 // the shard_map body's abstract mesh when it has an Explicit axis; none otherwise (none printed).
 std::optional<ContextMesh> context_mesh() {
   if (Mesh mesh = get_mesh(); mesh.size()) return ContextMesh{std::move(mesh), {}};
-  const std::vector<TypeSharding::Axis>& body = body_mesh();
-  if (std::ranges::any_of(body, [](const TypeSharding::Axis& a) { return a.is_explicit; }))
-    return ContextMesh{Mesh(), body};
+  const TypeSharding* body = body_mesh();
+  if (body && std::ranges::any_of(body->mesh, [](const TypeSharding::Axis& a) {
+        return a.is_explicit;
+      }))
+    return ContextMesh{Mesh(), body->mesh};
   return std::nullopt;
 }
 
@@ -695,7 +697,9 @@ namespace transform_detail {
 
 ClosedJaxpr make_jaxpr(const FlatFn& fn, std::span<const Array> args) {
   std::vector<AbstractValue> types = types_of(args);
-  return ClosedJaxpr(std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr")));
+  // The inputs stand for the arguments: grad's seed takes a committed argument's mesh from them.
+  return ClosedJaxpr(
+      std::make_shared<const Program>(trace_to_program(fn, types, "make_jaxpr", args)));
 }
 
 // The shardings of committed operands (null for uncommitted ones): what a call's placement

@@ -589,7 +589,7 @@ Params shard_map_params(ShardMapInfo info, ProgramRef body) {
 template <class Info>
 Program trace_body(const FlatFn& fn, std::span<const AbstractValue> types, const Info& info) {
   AxisEnvScope axes(frames_of(info.mesh, info.manual, info.check_vma));
-  BodyMeshScope mesh(manual_block_sharding(info.mesh, info.manual, std::nullopt, 0).mesh);
+  BodyMeshScope mesh(manual_block_sharding(info.mesh, info.manual, std::nullopt, 0));
   return trace_to_program(fn, types, "shard_map");
 }
 

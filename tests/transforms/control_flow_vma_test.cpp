@@ -233,6 +233,10 @@ Pair custom_vjp_results(const Array& x, const Array& y) {
   return {lax::psum(r, "a"), s};
 }
 
+Pair divided_by_literal(const Array& x, const Array& y) {
+  return {x * x, y / 4.0f};
+}
+
 // ---- vmap inside the body ----
 Pair vmapped_scan(const Array& x, const Array& y) {
   const Array rows = sp::stack({y, y * 2.0f});
@@ -463,12 +467,16 @@ TEST(ControlFlowVma, GradThroughLoopsAndBranches) {
 }
 
 // The custom calls stay in the forward computation (their rules call them), a literal a linear
-// equation reads (`0.0 * y[0]`, the rule's `dv * 2.0`) is a residual of the forward shard_map,
-// and the transposed scan body adds each cotangent of a closed-over value as it is computed.
+// equation reads (`0.0 * y[0]`, the rule's `dv * 2.0`, `y / 4.0`) is a residual of the forward
+// shard_map, and the transposed scan body adds each cotangent of a closed-over value as it is
+// computed.
 TEST(ControlFlowVma, GradThroughClosuresAndCustomCalls) {
   expect_case("grad_scan_closes_over_varying", summed(scan_closes_map()), Pair{x16, y2});
   expect_case("grad_custom_jvp_results", summed(custom_jvp_map()), Pair{x16, y2});
   expect_case("grad_custom_vjp_results", summed(custom_vjp_map()), Pair{x16, y2});
+  expect_case("grad_divided_by_literal",
+              summed(smap(divided_by_literal, mesh8(), {A, INV}, {A, INV}, "divided_by_literal")),
+              Pair{x16, y2});
 }
 
 TEST(ControlFlowVma, GradOfCustomCallsKeepsThemInTheForwardComputation) {

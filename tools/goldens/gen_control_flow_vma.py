@@ -166,6 +166,11 @@ def custom_vjp_results(x, y):
     return lax.psum(r, "a"), s
 
 
+def divided_by_literal(x, y):
+    # Under grad the 4.0 the linear `div` reads is a residual of the forward shard_map.
+    return x * x, y / 4.0
+
+
 # ---- vmap inside the body ----
 def vmapped_scan(x, y):
     # vmap over the rows of an invariant (2, 2) carry beside xs varying over 'a'.
@@ -262,6 +267,8 @@ CASES = {
     "grad_switch_over_a_and_b": (summed(switch_map), [x8, y4]),
     "grad_custom_jvp_results": (summed(custom_jvp_map), [x16, y2]),
     "grad_custom_vjp_results": (summed(custom_vjp_map), [x16, y2]),
+    "grad_divided_by_literal": (summed(smap(mesh8, (A, INV), (A, INV), divided_by_literal)),
+                                [x16, y2]),
 }
 for tag, custom in (("jvp", sin_twice_jvp), ("vjp", sin_twice_vjp)):
     CASES[f"grad_custom_{tag}"] = (jax.grad(loss_of(custom), argnums=(0, 1)), [x3, y3])

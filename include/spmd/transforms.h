@@ -443,7 +443,8 @@ std::vector<Array> custom_jvp_call(const FlatFn& primal, FlatFn jvp, std::span<c
 // defjvp. jvp(primals, tangents) takes std::tuples of the arguments and of their tangents and
 // returns the pair (f(primals...), the output's tangent), which must be linear in the tangents;
 // reverse mode follows by linearizing and transposing it, as in JAX. Staged as
-// `custom_jvp_call`, which evaluates f.
+// `custom_jvp_call`, which evaluates f; under grad it stays in the forward computation when the
+// rule computes its primal output by calling the function, as JAX's rules do.
 template <class F, class Jvp>
 auto custom_jvp(F f, Jvp jvp, CustomJvpOptions options = {}) {
   return [f, jvp, options](const auto&... args) {
@@ -468,18 +469,24 @@ auto custom_jvp(F f, Jvp jvp, CustomJvpOptions options = {}) {
 }
 
 // ---- custom_vjp ----
+struct CustomVjpOptions {
+  std::string name = "<lambda>";      // the function's name in jaxprs (JAX: f.__name__)
+  std::string fwd_name = "<lambda>";  // the forward pass's name in jaxprs
+  std::string bwd_name = "<lambda>";  // the backward pass's name in jaxprs
+};
 namespace transform_detail {
 std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
-                                   std::span<const Array> args);
+                                   std::span<const Array> args, const CustomVjpOptions& options);
 }  // namespace transform_detail
 
 // custom_vjp(f, fwd, bwd): f with a user-defined reverse-mode derivative, as jax.custom_vjp.
 // fwd(args...) returns the pair (f(args...), residuals) — residuals any tree of Arrays;
 // bwd(residuals, cotangent) returns a std::tuple with one cotangent per argument. Forward mode
-// (jvp) of such a function raises, as in JAX.
+// (jvp) of such a function raises, as in JAX. Staged as `custom_vjp_call`, which evaluates f;
+// under grad it stays in the forward computation when fwd calls the function, as in JAX.
 template <class F, class Fwd, class Bwd>
-auto custom_vjp(F f, Fwd fwd, Bwd bwd) {
-  return [f, fwd, bwd](const auto&... args) {
+auto custom_vjp(F f, Fwd fwd, Bwd bwd, CustomVjpOptions options = {}) {
+  return [f, fwd, bwd, options](const auto&... args) {
     using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     using FwdOut = std::decay_t<std::invoke_result_t<const Fwd&, const decltype(args)&...>>;
@@ -503,7 +510,8 @@ auto custom_vjp(F f, Fwd fwd, Bwd bwd) {
       return tree_leaves(bwd(res, ct));
     };
     std::vector<Array> outs =
-        transform_detail::custom_vjp_call(primal, std::move(fwd_flat), std::move(bwd_flat), leaves);
+        transform_detail::custom_vjp_call(primal, std::move(fwd_flat), std::move(bwd_flat), leaves,
+                                          options);
     return tree_unflatten<R>(*out_def, outs);
   };
 }

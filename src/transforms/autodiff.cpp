@@ -71,8 +71,10 @@ std::pair<std::vector<Array>, std::vector<Array>> jvp_program(const Program& pro
 
 // Transposes a linear Program: cotangents of its outputs to cotangents of its inputs (zero
 // cotangents are invalid Arrays). Its constants are the residuals.
-std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents) {
+std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents,
+                                     std::span<const Array> seeds) {
   std::vector<Array> known(linear.types.size()), ct(linear.types.size());
+  for (size_t i = 0; i < seeds.size(); ++i) ct[size_t(linear.invars[i])] = seeds[i];
   std::vector<bool> is_known(linear.types.size(), false);
   for (size_t i = 0; i < linear.constvars.size(); ++i) {
     known[size_t(linear.constvars[i])] = linear.consts[i];
@@ -148,9 +150,10 @@ int find_value(std::span<const Array> xs, const Array& x) {
 }  // namespace
 
 LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
-                              const std::vector<bool>& nonzero) {
+                              const std::vector<bool>& nonzero, bool scalars_as_residuals) {
   auto* primal_trace = dynamic_cast<StagingTrace*>(current_trace());
   auto trace = std::make_shared<StagingTrace>("jvp");
+  if (scalars_as_residuals) trace->keep_scalars_as_constants();
   std::vector<Array> tangents(xs.size());
   for (size_t i = 0; i < xs.size(); ++i) {
     if (!nonzero[i]) continue;
@@ -169,7 +172,10 @@ LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
   lb.tangent = trace->finish(nonzero_touts);
   for (const Array& c : lb.tangent.consts) {
     ResidualSource source{ResidualSource::Kind::outside, 0, c};
-    if (primal_trace && primal_trace->owns(c)) {
+    if (scalars_as_residuals && is_concrete(c) && c.ndim() == 0) {
+      source = {ResidualSource::Kind::extra, lb.extras.size(), {}};
+      lb.extras.push_back(c);
+    } else if (primal_trace && primal_trace->owns(c)) {
       if (int k = find_value(xs, c); k >= 0) {
         source = {ResidualSource::Kind::input, size_t(k), {}};
       } else if (int j = find_value(lb.outs, c); j >= 0) {

@@ -37,11 +37,18 @@ struct LinearizedBody {
   std::vector<ResidualSource> residuals;  // one per constant of `tangent`
   std::vector<Array> extras;              // the residuals of kind extra
 };
+// With scalars_as_residuals, the concrete 0-d values the tangent equations read (the literals of
+// `body`, constants its rules make) are residuals of kind extra, as JAX's partial evaluation of a
+// shard_map body, which runs the function again, finds them staged in the forward trace.
 LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
-                              const std::vector<bool>& nonzero);
+                              const std::vector<bool>& nonzero, bool scalars_as_residuals = false);
 
 // Transposes a linear Program (constants = residuals): output cotangents to input cotangents.
-std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents);
+// seeds[i], when given and valid, is where input i's cotangent starts: each cotangent computed
+// for it is added to it as soon as it is computed (JAX's accumulators of a transposed scan's
+// consts).
+std::vector<Array> transpose_program(const Program& linear, std::span<const Array> cotangents,
+                                     std::span<const Array> seeds = {});
 // Whether a primitive holding a body (a call, a shard_map) is being linearized: its nonzero
 // tangents are staged into a trace inner to the one its primals are computed in (grad and vjp,
 // also an eager vjp of concrete primals), rather than computed beside the primals (jvp).

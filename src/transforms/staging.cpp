@@ -48,7 +48,7 @@ Atom StagingTrace::lift(const Array& x) {
   if (!x.valid())
     throw ValueError("[" + std::string(transformation_) + "] use of an empty Array handle");
   if (owns(x)) return Atom::of_var(int(x.impl()->trace_slot));
-  if (is_concrete(x) && x.ndim() == 0) return Atom::of_literal(x);
+  if (is_concrete(x) && x.ndim() == 0 && !scalars_as_constants_) return Atom::of_literal(x);
   auto [it, inserted] = lifted_.try_emplace(x.impl().get(), -1);
   if (inserted) {
     it->second = program_.new_var(aval_of(x));

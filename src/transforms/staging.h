@@ -41,12 +41,15 @@ class StagingTrace : public Trace {
   size_t num_equations() const { return program_.equations.size(); }
   // Whether a recorded equation used a value of another trace (a closure over traced values).
   bool captured_traced_values() const;
+  // Lifts concrete 0-d values as constants too, not as literals.
+  void keep_scalars_as_constants() { scalars_as_constants_ = true; }
 
  private:
   Atom lift(const Array& x);
   Array tracer(int var);
 
   const char* transformation_;
+  bool scalars_as_constants_ = false;
   Program program_;
   std::unordered_map<const ArrayImpl*, int> lifted_;
   std::unordered_map<int, Array> arguments_;  // by input variable

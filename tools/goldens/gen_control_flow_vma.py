@@ -3,10 +3,13 @@ call results inside a shard_map body with check_vma: each result is typed as its
 (no cast up front), a loop body must give each carry the varying manual axes it came in with, and
 branches must give each output the same ones; otherwise JAX raises a TypeError. Cases on an
 8-device mesh ('a') and a 4x2 one ('a', 'b'), Auto axes; some under grad and vmap. The bodies
-name their carry argument `carry`, as spmd's messages call it.
+name their carry argument `carry`, as spmd's messages call it. Also grad and vjp of the
+custom_jvp and custom_vjp functions (whose rules call the function itself, so the call stays in
+the forward computation) outside a shard_map: plain, under jit and inside scan.
 
 Writes, under tests/goldens/control_flow_vma/:
-  jaxprs.txt   "=== <case>" blocks: make_jaxpr of the shard_map (or of its grad)
+  jaxprs.txt   "=== <case>" blocks: make_jaxpr of the shard_map (or of its grad, or of the
+               gradient or pullback of a custom function)
   values.npz   the results, as "<case>/<result index>"
   errors.txt   "=== <case>" blocks: "<exception type>: <message>" for the cases JAX refuses
 Run: python3 tools/goldens/gen_control_flow_vma.py   (needs jax 0.10.2; the tests do not)
@@ -163,6 +166,11 @@ def custom_vjp_results(x, y):
     return lax.psum(r, "a"), s
 
 
+def divided_by_literal(x, y):
+    # Under grad the 4.0 the linear `div` reads is a residual of the forward shard_map.
+    return x * x, y / 4.0
+
+
 # ---- vmap inside the body ----
 def vmapped_scan(x, y):
     # vmap over the rows of an invariant (2, 2) carry beside xs varying over 'a'.
@@ -175,6 +183,36 @@ def vmapped_cond(x, y):
     rows = jnp.stack([y, y * 2.0])
     return jax.vmap(lambda r: lax.cond(r[0] > 1.0, lambda u, v: (u * 2.0, v + 1.0),
                                        lambda u, v: (u * 3.0, v * 3.0), x, r))(rows)
+
+
+# ---- grad of the custom functions outside a shard_map ----
+x3 = jnp.arange(3.0, dtype=jnp.float32) / 4.0
+y3 = jnp.arange(3.0, dtype=jnp.float32) + 1.0
+xs23 = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3) / 8.0
+
+
+def loss_of(f):
+    def loss(x, y):
+        r, s = f(x, y)
+        return jnp.sum(r) + jnp.sum(s)
+    return loss
+
+
+def scanned(f):
+    # The carry goes through the function's second argument, the xs through its first.
+    def loss(x, y):
+        def body(carry, xi):
+            r, s = f(xi, carry)
+            return s, r
+        c, ys = lax.scan(body, y, x)
+        return jnp.sum(c) + jnp.sum(ys)
+    return loss
+
+
+def pullback(f):
+    def pb(x, y, ct_r, ct_s):
+        return jax.vjp(f, x, y)[1]((ct_r, ct_s))
+    return pb
 
 
 def summed(f):
@@ -229,7 +267,15 @@ CASES = {
     "grad_switch_over_a_and_b": (summed(switch_map), [x8, y4]),
     "grad_custom_jvp_results": (summed(custom_jvp_map), [x16, y2]),
     "grad_custom_vjp_results": (summed(custom_vjp_map), [x16, y2]),
+    "grad_divided_by_literal": (summed(smap(mesh8, (A, INV), (A, INV), divided_by_literal)),
+                                [x16, y2]),
 }
+for tag, custom in (("jvp", sin_twice_jvp), ("vjp", sin_twice_vjp)):
+    CASES[f"grad_custom_{tag}"] = (jax.grad(loss_of(custom), argnums=(0, 1)), [x3, y3])
+    CASES[f"grad_jit_custom_{tag}"] = (jax.grad(jax.jit(loss_of(custom)), argnums=(0, 1)),
+                                       [x3, y3])
+    CASES[f"grad_scan_custom_{tag}"] = (jax.grad(scanned(custom), argnums=(0, 1)), [xs23, y3])
+    CASES[f"vjp_custom_{tag}"] = (pullback(custom), [x3, y3, y3, x3])
 
 
 def main():

@@ -741,9 +741,9 @@ std::vector<Array> scan_transpose(std::span<const Array> cts, std::span<const Li
     sub.invars = linear_invars;
     std::vector<Array> body_cts(in.begin() + long(nk + nl), in.begin() + long(nk + nl + n.carry));
     for (size_t y = 0; y < n.ys; ++y) body_cts.push_back(in[nk + nl + n.carry + y]);
-    std::vector<Array> got = transpose_program(sub, body_cts);
-    std::vector<Array> out;
-    for (size_t k = 0; k < nl; ++k) out.push_back(add_cotangents(in[nk + k], got[k]));
+    // The linear consts' cotangents start from those carried in, as JAX's accumulators do.
+    std::vector<Array> got = transpose_program(sub, body_cts, in.subspan(nk, nl));
+    std::vector<Array> out(got.begin(), got.begin() + long(nl));
     for (size_t k = nl; k < got.size(); ++k)
       out.push_back(is_zero(got[k]) ? zero(sub.types[size_t(sub.invars[k])]) : got[k]);
     return out;

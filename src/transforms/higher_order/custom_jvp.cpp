@@ -148,7 +148,10 @@ void register_custom_jvp_primitive(PrimitiveRegistry& r) {
   };
   call.jvp = custom_jvp_rule;
   call.call_body = "call_jaxpr";
-  call.hides_param = [](std::string_view key, const ParamValue&) { return key == "num_consts"; };
+  // JAX prints num_consts only when the function closes over values.
+  call.hides_param = [](std::string_view key, const ParamValue& v) {
+    return key == "num_consts" && std::get<int64_t>(v) == 0;
+  };
   call.batch = custom_jvp_batch;
   call.vma_rule = vma_as_traced(call);
   // Replicated for now: the partitioner inlines call bodies and partitions what they hold.

@@ -19,6 +19,7 @@ struct CustomVjpRule {
   transform_detail::FlatFn fwd;  // args -> outputs..., residuals...
   transform_detail::FlatFn bwd;  // residuals..., output cotangents... -> argument cotangents
   size_t num_consts = 0;         // leading operands of custom_vjp_call closed over by the function
+  std::string fwd_name;          // as the jaxpr prints it (the `bwd` param prints the other)
 };
 
 using VjpRuleRef = std::shared_ptr<const CustomVjpRule>;
@@ -30,14 +31,15 @@ using VjpRuleRef = std::shared_ptr<const CustomVjpRule>;
 template <>
 struct ParamTraits<VjpRuleRef> {
   static constexpr std::string_view name = "custom_vjp rule";
-  static std::string str(const VjpRuleRef&) { return "<custom_vjp>"; }
+  static std::string str(const VjpRuleRef& rule) { return rule->fwd_name; }
   static size_t hash(const VjpRuleRef& rule) { return std::hash<VjpRuleRef>{}(rule); }
 };
 
 namespace {
 
-const CustomVjpRule& rule_of(const Params& p) {
-  return *p.get_object<VjpRuleRef>("rule");
+// custom_vjp_call holds its rule as `fwd`, custom_lin as `rule`.
+const CustomVjpRule& rule_of(const Params& p, const char* key) {
+  return *p.get_object<VjpRuleRef>(key);
 }
 
 std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const Params& p) {
@@ -49,11 +51,15 @@ void define_custom_vjp_call(PrimitiveRegistry& r) {
     throw std::logic_error("[custom_vjp_call] runs through its eager rule");
   });
   call.call_body = "call_jaxpr";
+  // JAX prints num_consts only when the function closes over values.
+  call.hides_param = [](std::string_view key, const ParamValue& v) {
+    return key == "num_consts" && std::get<int64_t>(v) == 0;
+  };
   call.eager = [](std::span<const Array> args, const Params& p) {
     return eval_program(*p.get<ProgramRef>("call_jaxpr"), args);
   };
   call.jvp = [](std::span<const Array> primals, std::span<const Array> tangents, const Params& p) {
-    const CustomVjpRule& rule = rule_of(p);
+    const CustomVjpRule& rule = rule_of(p, "fwd");
     size_t n_out = p.get<ProgramRef>("call_jaxpr")->outputs.size();
     std::span<const Array> args = primals.subspan(rule.num_consts);
     std::vector<Array> fwd_out = rule.fwd(args);
@@ -63,7 +69,7 @@ void define_custom_vjp_call(PrimitiveRegistry& r) {
     int64_t num_res = int64_t(lin_in.size());
     for (size_t i = rule.num_consts; i < primals.size(); ++i)
       lin_in.push_back(instantiate_zero(tangents[i], aval_of(primals[i])));
-    Params lin{{"call_jaxpr", p.at("call_jaxpr")}, {"rule", p.at("rule")}, {"num_res", num_res}};
+    Params lin{{"call_jaxpr", p.at("call_jaxpr")}, {"rule", p.at("fwd")}, {"num_res", num_res}};
     result.tangents_out = spmd::bind(primitive("custom_lin"), lin_in, lin);
     return result;
   };
@@ -83,7 +89,7 @@ void define_custom_lin(PrimitiveRegistry& r) {
   };
   lin.transpose = [](std::span<const Array> cts, std::span<const LinearInput> inputs,
                      const Params& p) {
-    const CustomVjpRule& rule = rule_of(p);
+    const CustomVjpRule& rule = rule_of(p, "rule");
     size_t num_res = size_t(p.get_int("num_res"));
     std::vector<AbstractValue> out_types = p.get<ProgramRef>("call_jaxpr")->out_types();
     std::vector<Array> bwd_in;
@@ -127,18 +133,21 @@ void register_custom_vjp_primitives(PrimitiveRegistry& r) {
 namespace transform_detail {
 
 std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
-                                   std::span<const Array> args) {
+                                   std::span<const Array> args, const CustomVjpOptions& options) {
   std::vector<AbstractValue> types = types_of(args);
   std::vector<Array> consts;
   auto program = std::make_shared<const Program>(
       hoist_consts(trace_to_program(primal, types, "custom_vjp"), &consts));
   auto rule = std::make_shared<const CustomVjpRule>(
-      CustomVjpRule{std::move(fwd), std::move(bwd), consts.size()});
+      CustomVjpRule{std::move(fwd), std::move(bwd), consts.size(), options.fwd_name});
   std::vector<Array> operands = consts;
   operands.insert(operands.end(), args.begin(), args.end());
-  Params params{{"call_jaxpr", ProgramRef(program)},
+  Params params{{"name", options.name},
+                {"bwd", options.bwd_name},
+                {"call_jaxpr", ProgramRef(program)},
+                {"fwd", object_param(VjpRuleRef(rule))},
                 {"num_consts", int64_t(consts.size())},
-                {"rule", object_param(VjpRuleRef(rule))}};
+                {"symbolic_zeros", false}};
   return spmd::bind(primitive("custom_vjp_call"), operands, params);
 }
 

@@ -749,7 +749,7 @@ JvpResult shard_map_jvp(std::span<const Array> primals, std::span<const Array> t
     for (size_t i = 0; i < primals.size(); ++i) constant[i] = is_concrete(primals[i]);
   LinearizedBody lb;
   auto primal_fn = [&](std::span<const Array> xs) {
-    lb = linearize_body(*body, xs, nonzero);
+    lb = linearize_body(*body, xs, nonzero, /*scalars_as_residuals=*/true);
     returned_as_residuals(lb, xs, constant);
     std::vector<Array> result;
     for (const Array& r : lb.extras)

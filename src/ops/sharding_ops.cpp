@@ -121,8 +121,10 @@ ArrayType type_of(const Array& x) {
                                            : PartitionSpec::Entry(AxisNames(axes, true)));
   while (!entries.empty() && !entries.back()) entries.pop_back();
   // str(jax.typeof(x)) marks a weak type with "~"; error messages (str_short) do not.
-  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)),
-                   (t.weak_type ? "~" : "") + t.typeof_str(), t.weak_type);
+  std::string text = t.weak_type ? "~" : "";
+  text += t.typeof_str();
+  return ArrayType(t.shape, t.dtype, PartitionSpec(std::move(entries)), std::move(text),
+                   t.weak_type);
 }
 
 std::ostream& operator<<(std::ostream& os, const ArrayType& type) {

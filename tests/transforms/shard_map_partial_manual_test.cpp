@@ -151,7 +151,8 @@ TEST_F(ShardMapPartialManual, AnUnsplitBatchLeavesItManualOverEveryAxis) {
 
 TEST_F(ShardMapPartialManual, AValueTheBodyMakesMultipliesTheBatch) {
   auto times_made = [](Array t) { return sp::lax::mul(t, sp::arange(4.0f)); };
-  expect_case("split_made", vmapped(smap(times_made, P("b"), P("b"))), {put(P("a", "b"))});
+  expect_case("split_made", vmapped(smap(times_made, P("b"), P("b"))), {put(P("a", "b"))},
+              "times_made");
 }
 
 TEST_F(ShardMapPartialManual, SpmdAxisNameOverTheSplitAxisMakesTheSameProgram) {
@@ -241,7 +242,8 @@ class ShardMapMadeValues : public ::testing::Test {
   }
 
   void record(const std::string& name, const Array& x) {
-    seen_ += (seen_.empty() ? "" : "\n") + type_and_sharding(name, x);
+    if (!seen_.empty()) seen_ += '\n';
+    seen_ += type_and_sharding(name, x);
   }
 
   // The types recorded in the body (`name`, under jit `name`.jit) and the values it makes.

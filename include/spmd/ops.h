@@ -123,6 +123,9 @@ Array floor_divide(const Array& x, const Array& y);
 Array remainder(const Array& x, const Array& y);  // sign of the divisor, as Python's %
 Array mod(const Array& x, const Array& y);
 Array fmod(const Array& x, const Array& y);  // sign of the dividend, as C's fmod
+// jnp.power: a concrete 0-d integer exponent (a C++ integer) is integer_pow of x, which refuses
+// negative powers of integers; integer or bool operands otherwise use binary exponentiation over
+// the exponent's low 6 bits, as JAX's does.
 Array power(const Array& x, const Array& y);
 Array integer_pow(const Array& x, int y);
 Array maximum(const Array& x, const Array& y);

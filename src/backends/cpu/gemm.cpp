@@ -11,7 +11,6 @@
 #include "backends/cpu/copy.h"
 #include "backends/cpu/parallel.h"
 #include "core/buffer.h"
-#include "core/lru_cache.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -24,6 +23,7 @@
 #include <mutex>
 #include <numeric>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace spmd::cpu {
@@ -224,16 +224,20 @@ std::shared_ptr<const CachedMatmul> create_matmul(const MatmulKey& key) {
   return out;
 }
 
-// Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache keeps the
-// 512 most recently used shapes (a program has few). Primitives are created under the cache's
-// lock: device threads meeting a new shape at once would otherwise create it in parallel through
-// oneDNN's own primitive cache, whose sharing ThreadSanitizer cannot follow.
+// Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache is
+// bounded by starting over when full (shapes in a program are few). Primitives are created
+// under the lock: device threads meeting a new shape at once would otherwise create it in
+// parallel through oneDNN's own primitive cache, whose sharing ThreadSanitizer cannot follow.
 std::shared_ptr<const CachedMatmul> cached_matmul(const MatmulKey& key) {
-  static auto* cache = new SharedLruCache<MatmulKey, std::shared_ptr<const CachedMatmul>>(
-      "oneDNN matmul primitives", 512);
-  return cache->get_or_make(
-      key, MatmulKeyHash()(key), [](const MatmulKey& a, const MatmulKey& b) { return a == b; },
-      [&] { return create_matmul(key); });
+  static std::mutex mu;
+  static std::unordered_map<MatmulKey, std::shared_ptr<const CachedMatmul>, MatmulKeyHash> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  auto created = create_matmul(key);
+  if (cache.size() >= 512) cache.clear();
+  cache.emplace(key, created);
+  return created;
 }
 
 // Runs the product on oneDNN; false when oneDNN has no fast kernel for it.

@@ -200,8 +200,13 @@ TEST(RepeatedLaunch, ShardingsFoundEqualOnceAreNotTakenForOthersAtTheirAddress) 
     b.reset(new sp::NamedSharding(grid, P("a")));
     EXPECT_TRUE(sp::equal_shardings(a, b)) << "attempt " << k;
   }
-  // The allocator gave a freed address back at least once, or the test showed nothing.
+  // The allocator gave a freed address back at least once, or the test showed nothing
+  // (AddressSanitizer's quarantine never gives one back soon: there the checks above still hold).
+#ifndef __SANITIZE_ADDRESS__
   EXPECT_GT(reused, 0);
+#else
+  (void)reused;
+#endif
   // Different splits of the same dims are not equal.
   const std::shared_ptr<const sp::Sharding> c(new sp::NamedSharding(grid, P("a", sp::None)));
   const std::shared_ptr<const sp::Sharding> d(new sp::NamedSharding(grid, P(sp::None, "a")));

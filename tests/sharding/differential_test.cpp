@@ -18,8 +18,9 @@
 // global meaning the reference computes without a mesh), einsum, reshard and donated arguments.
 // Its draws never touch the first two runs' programs.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide);
-// SPMD_DIFFERENTIAL_SEED=S runs only seed S. A failure prints the seed, the mesh, the input
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide),
+// from seed F instead of 0 with SPMD_DIFFERENTIAL_FIRST=F; SPMD_DIFFERENTIAL_SEED=S runs only
+// seed S. A failure prints the seed, the mesh, the input
 // shardings and the jaxpr.
 #include <spmd/spmd.h>
 
@@ -1361,8 +1362,9 @@ void check_programs(Mode mode, int64_t programs) {
   if (int64_t s = env_int("SPMD_DIFFERENTIAL_SEED", -1); s >= 0) {
     seeds.push_back(uint64_t(s));
   } else {
+    const int64_t first = env_int("SPMD_DIFFERENTIAL_FIRST", 0);
     for (int64_t i = 0; i < env_int("SPMD_DIFFERENTIAL_PROGRAMS", programs); ++i)
-      seeds.push_back(uint64_t(i));
+      seeds.push_back(uint64_t(first + i));
   }
   // The first failures in full, the rest as one line each (seed and what differed).
   int failures = 0;

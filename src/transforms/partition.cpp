@@ -1130,8 +1130,8 @@ class Partitioner {
   // factors (the minor factors whole, a part of one factor, one row of each major one: [2, 2, 6]
   // merged into [24] split 8 ways is rows i / 4 and (i / 2) % 2 and columns [3 (i % 2),
   // 3 (i % 2) + 3)) splits each factor by a sub-axis of its axes, as Shardy's 'x':(1)2,
-  // 'x':(2)2 and 'x':(4)2. Nothing when a compound dim's blocks are not such boxes, or a size-1
-  // dim is split.
+  // 'x':(2)2 and 'x':(4)2. Nothing when a compound dim's blocks are not such boxes, a size-1
+  // dim is split or a dim is empty.
   std::optional<std::vector<halo::Layout>> factor_layouts(const ShardingRule& rule,
                                                           const ShardingRule::Tensor& dims,
                                                           const Shape& shape,
@@ -1141,6 +1141,7 @@ class Partitioner {
       const ShardingRule::Dim& dim = dims[d];
       const AxisList& axes = split[d];
       const int64_t k = product(axes), n = shape[int(d)];
+      if (n == 0) return std::nullopt;
       if (dim.empty()) {
         if (k > 1) return std::nullopt;
         continue;

@@ -1103,12 +1103,11 @@ class Partitioner {
   }
 
   // The layout of a factor split by a part of `axes`, a sub-axis: the device with index i along
-  // them holds block (i / div) % mod (mod 0: i / div), of `block` rows. Where the part is some of
-  // the axes whole (Shardy's 'a':(1)2 of an axis of 2 is 'a'), it is spelled so, so that equal
-  // splits compare equal; a part of size 1 is no split.
+  // them holds block (i / div) % mod, of `block` rows. Where the part is some of the axes whole
+  // (Shardy's 'a':(1)2 of an axis of 2 is 'a'), it is spelled so, so that equal splits compare
+  // equal; a part of size 1 is no split.
   halo::Layout sub_axis_layout(const AxisList& axes, int64_t block, int64_t div,
                                int64_t mod) const {
-    if (mod == 0) mod = product(axes) / div;
     if (mod == 1) return {{}, block};
     AxisList part;
     int64_t below = 1, start = 0;

@@ -704,15 +704,15 @@ class Partitioner {
   static constexpr int64_t kRendezvousBytes = 64 << 10;
 
   // What moving a block of type `block` from split `from` to `to` costs each device: the bytes
-  // it sends and kRendezvousBytes for each collective (the reshard traced on its own, its
-  // collectives counted and the trace dropped).
+  // it sends and `per_collective` (kRendezvousBytes unless given) for each collective (the
+  // reshard traced on its own, its collectives counted and the trace dropped).
   int64_t reshard_cost(const AbstractValue& block, const Split& from, const Split& to,
-                       const Shape& global) const {
+                       const Shape& global, int64_t per_collective = kRendezvousBytes) const {
     if (from == to) return 0;
     int64_t bytes = 0;
     auto count = [&](std::span<const Array> x) {
       return std::vector<Array>{reshard(x[0], from, to, global, [&](const std::string&, int64_t b) {
-        bytes += kRendezvousBytes + b;
+        bytes += per_collective + b;
       })};
     };
     trace_to_program(count, std::vector<AbstractValue>{block}, "partitioner");
@@ -772,14 +772,24 @@ class Partitioner {
       axes.erase(clash, axes.end());
       used.insert(used.end(), axes.begin(), axes.end());
     }
+    // A factor cleared in one tensor's compound dim clears those after it in the others' (a
+    // reshape's [3, 8] to [6, 4] holds the factor 2 before the 4 on one side, after the 3 on the
+    // other), until none changes.
+    bool trimmed = true;
     auto trim = [&](const ShardingRule::Tensor& dims) {
       for (const ShardingRule::Dim& dim : dims)
         for (size_t j = 1; j < dim.size(); ++j)
-          if (product(f[size_t(dim[j - 1])]) != rule.factor_sizes[size_t(dim[j - 1])])
+          if (product(f[size_t(dim[j - 1])]) != rule.factor_sizes[size_t(dim[j - 1])] &&
+              !f[size_t(dim[j])].empty()) {
             f[size_t(dim[j])].clear();
+            trimmed = true;
+          }
     };
-    for (const auto& t : rule.operands) trim(t);
-    for (const auto& t : rule.results) trim(t);
+    while (trimmed) {
+      trimmed = false;
+      for (const auto& t : rule.operands) trim(t);
+      for (const auto& t : rule.results) trim(t);
+    }
   }
 
   static Split join(const ShardingRule::Tensor& dims, const std::vector<AxisList>& f) {
@@ -873,7 +883,7 @@ class Partitioner {
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
     if (run_on_major_blocks(e, rule)) return;
-    if (run_on_sub_axes(e, rule)) return;
+    if (run_on_factor_blocks(e, rule)) return;
     std::vector<Split> in, out;
     AxisList partial;
     FactorChoice choice;
@@ -1092,109 +1102,191 @@ class Partitioner {
     return true;
   }
 
-  // The dims of one side of a reshape (`other`) that hold apart the two leading factors of a
-  // compound dim `dim` of the other side split by `axes`, and their layouts where that split
-  // is by sub-axes (k ways, k a multiple of the major factor's size s0, the next factor's size
-  // a multiple of r = k / s0): each block is one row of the major factor, split by the major
-  // part of the axes (div r), and the r-th part of the next, split by their minor part (mod r).
-  struct SubAxisDims {
-    std::vector<int> dims;
-    std::vector<halo::Layout> layouts;
-  };
+  // The layout of a factor split by a part of `axes`, a sub-axis: the device with index i along
+  // them holds block (i / div) % mod, of `block` rows. Where the part is some of the axes whole
+  // (Shardy's 'a':(1)2 of an axis of 2 is 'a'), it is spelled so, so that equal splits compare
+  // equal; a part of size 1 is no split.
+  halo::Layout sub_axis_layout(const AxisList& axes, int64_t block, int64_t div,
+                               int64_t mod) const {
+    if (mod == 1) return {{}, block};
+    AxisList part;
+    int64_t below = 1, start = 0;
+    for (size_t i = axes.size(); i-- > 0;) {
+      const int64_t n = mesh_.axis_size(axes[i]);
+      if (below >= div && below * n <= div * mod) {
+        if (part.empty()) start = below;
+        part.insert(part.begin(), axes[i]);
+      }
+      below *= n;
+    }
+    if (start == div && product(part) == mod) return {part, block};
+    return {axes, block, div, mod};
+  }
 
-  std::optional<SubAxisDims> sub_axis_dims(const ShardingRule& rule, const ShardingRule::Dim& dim,
-                                           const AxisList& axes,
-                                           const ShardingRule::Tensor& other) const {
-    if (dim.size() < 2 || axes.empty()) return std::nullopt;
-    const int64_t k = product(axes), s0 = rule.factor_sizes[size_t(dim[0])],
-                  s1 = rule.factor_sizes[size_t(dim[1])];
-    if (k <= s0 || k % s0 != 0 || s1 % (k / s0) != 0) return std::nullopt;
-    const int64_t r = k / s0;
-    SubAxisDims out{{}, {{axes, 1, r, 0}, {axes, s1 / r, 1, r}}};
-    for (int f : {dim[0], dim[1]}) {
-      const auto at = std::find(other.begin(), other.end(), ShardingRule::Dim{f});
-      if (at == other.end()) return std::nullopt;
-      out.dims.push_back(int(at - other.begin()));
+  // The layouts of a reshape's factors (indexed by factor) on the side whose dims are `dims`, of
+  // `shape` split as `split`. A dim of one factor splits it as the dim is split (ceil-sized
+  // blocks, padded at the end). A compound dim split evenly into blocks that are boxes of its
+  // factors (the minor factors whole, a part of one factor, one row of each major one: [2, 2, 6]
+  // merged into [24] split 8 ways is rows i / 4 and (i / 2) % 2 and columns [3 (i % 2),
+  // 3 (i % 2) + 3)) splits each factor by a sub-axis of its axes, as Shardy's 'x':(1)2,
+  // 'x':(2)2 and 'x':(4)2. Nothing when a compound dim's blocks are not such boxes, a size-1
+  // dim is split or a dim is empty.
+  std::optional<std::vector<halo::Layout>> factor_layouts(const ShardingRule& rule,
+                                                          const ShardingRule::Tensor& dims,
+                                                          const Shape& shape,
+                                                          const Split& split) const {
+    std::vector<halo::Layout> out(rule.factor_sizes.size());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const ShardingRule::Dim& dim = dims[d];
+      const AxisList& axes = split[d];
+      const int64_t k = product(axes), n = shape[int(d)];
+      if (n == 0) return std::nullopt;
+      if (dim.empty()) {
+        if (k > 1) return std::nullopt;
+        continue;
+      }
+      if (dim.size() == 1) {
+        out[size_t(dim[0])] = {k > 1 ? axes : AxisList{}, (n + k - 1) / k};
+        continue;
+      }
+      if (n % k != 0) return std::nullopt;
+      auto size = [&](size_t j) { return rule.factor_sizes[size_t(dim[j])]; };
+      // The factor j the block's extent ends in: whole factors minor to it, a part m of it.
+      const int64_t b = n / k;
+      size_t j = dim.size() - 1;
+      int64_t trail = 1;
+      while (j > 0 && b > trail * size(j)) trail *= size(j--);
+      if (b % trail != 0 || size(j) % (b / trail) != 0) return std::nullopt;
+      const int64_t m = b / trail, parts = size(j) / m;
+      for (size_t t = j + 1; t < dim.size(); ++t) out[size_t(dim[t])] = {{}, size(t)};
+      out[size_t(dim[j])] = sub_axis_layout(axes, m, 1, parts);
+      for (int64_t t = int64_t(j) - 1, div = parts; t >= 0; div *= size(size_t(t--)))
+        out[size_t(dim[size_t(t)])] = sub_axis_layout(axes, 1, div, size(size_t(t)));
     }
     return out;
   }
 
-  // Whether `split` splits only `dims`, and only by `axes` (a relayout's axes split no other
-  // dim).
-  static bool split_within(const Split& split, const std::vector<int>& dims, const AxisList& axes) {
-    for (size_t d = 0; d < split.size(); ++d) {
-      const bool moved = std::find(dims.begin(), dims.end(), int(d)) != dims.end();
-      for (const std::string& a : split[d])
-        if (!moved || std::find(axes.begin(), axes.end(), a) == axes.end()) return false;
+  // Whether each side of `rule` holds every factor once, in order, all passed through: a
+  // reshape's, whose blocks are then the same elements in factor space (the shape of the factors)
+  // on both sides.
+  static bool factors_in_order(const ShardingRule& rule) {
+    if (rule.operands.size() != 1 || rule.results.size() != 1) return false;
+    for (const ShardingRule::Tensor* side : {&rule.operands[0], &rule.results[0]}) {
+      int next = 0;
+      for (const ShardingRule::Dim& dim : *side)
+        for (int f : dim)
+          if (f != next++ || rule.factor_kinds[size_t(f)] != FactorKind::pass_through) return false;
+      if (size_t(next) != rule.factor_sizes.size()) return false;
     }
     return true;
   }
 
-  // A reshape between a compound dim split by sub-axes (sub_axis_dims) and dims holding its
-  // factors apart ([2, 12] split on its 12 merged into [24] split 4 ways: block i is row i / 2
-  // and columns [6 (i % 2), 6 (i % 2) + 6); and the split back) runs on blocks of those
-  // sub-axes: the side holding the factors apart relayouts between its split and them (before
-  // the reshape for the operand, after it for the result), by ppermutes of the rows each device
-  // lacks, and the reshape is local. Taken when that sends fewer bytes than gathering the
-  // operand; XLA's partitioner moves such a reshape with an all-to-all and a collective-permute.
-  bool run_on_sub_axes(const Equation& e, const ShardingRule& rule) {
-    if (!has_compound_dim(rule) || fixes_splits(rule) || e.inputs.size() != 1 ||
-        e.outputs.size() != 1 || rule.operands.size() != 1 || rule.results.size() != 1 ||
-        e.inputs[0].is_literal())
+  // The factors whose layouts differ between `from` and `to`, with those that share an axis with
+  // them (a relayout over an axis mixes the blocks of every dim it splits).
+  static std::vector<int> moved_factors(const std::vector<halo::Layout>& from,
+                                        const std::vector<halo::Layout>& to) {
+    std::vector<bool> moved(from.size(), false);
+    AxisList axes;
+    auto take = [&](size_t f) {
+      moved[f] = true;
+      for (const halo::Layout* l : {&from[f], &to[f]})
+        axes.insert(axes.end(), l->axes.begin(), l->axes.end());
+    };
+    auto shares = [&](const halo::Layout& l) {
+      return std::any_of(l.axes.begin(), l.axes.end(), [&](const std::string& a) {
+        return std::find(axes.begin(), axes.end(), a) != axes.end();
+      });
+    };
+    for (size_t f = 0; f < from.size(); ++f)
+      if (!(from[f] == to[f])) take(f);
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t f = 0; f < from.size(); ++f)
+        if (!moved[f] && (shares(from[f]) || shares(to[f]))) {
+          take(f);
+          grew = true;
+        }
+    }
+    std::vector<int> dims;
+    for (size_t f = 0; f < moved.size(); ++f)
+      if (moved[f]) dims.push_back(int(f));
+    return dims;
+  }
+
+  // The bytes each device sends when `e` runs on the factor splits choose_factors gives: its
+  // operands' reshards and its results' moves to their propagated splits.
+  int64_t factor_plan_bytes(const Equation& e, const ShardingRule& rule) const {
+    const std::vector<AxisList> f = choose_factors(e, rule).f;
+    int64_t bytes = 0;
+    for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
+      if (e.inputs[k].is_literal()) continue;
+      const Local& x = env_[size_t(e.inputs[k].var)];
+      bytes += reshard_cost(aval_of(x.value), x.split, join(rule.operands[k], f),
+                            global_.type_of(e.inputs[k]).shape, 0);
+    }
+    for (size_t r = 0; r < e.outputs.size() && r < rule.results.size(); ++r) {
+      const AbstractValue& type = global_.types[size_t(e.outputs[r])];
+      const Split out = join(rule.results[r], f);
+      bytes += reshard_cost(block_type(type, out), out, splits_[size_t(e.outputs[r])].dims,
+                            type.shape, 0);
+    }
+    return bytes;
+  }
+
+  // A reshape runs in factor space (the shape of its factors, [2, 2, 6] for [2, 2, 6] merged into
+  // [24] or [6, 4] into [2, 12]) where both its operand's split and its result's wanted split
+  // are splits of the factors (factor_layouts: sub-axes where a compound dim's blocks are parts
+  // of rows of its factors): the operand's block is reshaped to its block of the factors, moved
+  // to the result's block of them by ppermutes of the rows each device lacks (halo::relayout,
+  // only the factors whose splits differ and those sharing their axes), and reshaped to the
+  // result's block. Taken when that sends fewer bytes than the factors' plan (which gathers the
+  // compound dims split otherwise than along whole major factors); XLA's partitioner moves such
+  // reshapes with all-to-alls, collective-permutes and all-gathers.
+  bool run_on_factor_blocks(const Equation& e, const ShardingRule& rule) {
+    if (!has_compound_dim(rule) || fixes_splits(rule) || !factors_in_order(rule) ||
+        e.inputs.size() != 1 || e.outputs.size() != 1 || e.inputs[0].is_literal())
       return false;
     const Local& x = env_[size_t(e.inputs[0].var)];
     const AbstractValue& in = global_.type_of(e.inputs[0]);
     const AbstractValue& out = global_.types[size_t(e.outputs[0])];
     const Split& want = splits_[size_t(e.outputs[0])].dims;
-    const int64_t gathers = nbytes(x.value) * (product(flattened(x.split)) - 1);
-    for (bool merge : {true, false}) {
-      const Split& compound = merge ? want : x.split;
-      const Split& apart = merge ? x.split : want;
-      const ShardingRule::Tensor& dims = merge ? rule.results[0] : rule.operands[0];
-      for (size_t c = 0; c < compound.size(); ++c) {
-        const std::optional<SubAxisDims> sub =
-            sub_axis_dims(rule, dims[c], compound[c], merge ? rule.operands[0] : rule.results[0]);
-        if (!sub || !split_within(compound, {int(c)}, compound[c]) ||
-            !split_within(apart, sub->dims, compound[c]))
-          continue;
-        const AbstractValue& held = merge ? in : out;
-        AbstractValue block = block_type(held, merge ? x.split : Split(size_t(held.shape.ndim())));
-        for (size_t i = 0; i < sub->dims.size(); ++i)
-          block.shape[sub->dims[i]] = sub->layouts[i].block;
-        const DimLayouts l = layouts_of(apart, apart, held.shape, sub->dims);
-        const std::optional<int64_t> bytes =
-            merge ? halo::relayout_bytes(aval_of(x.value), sub->dims, l.source, sub->layouts,
-                                         l.extents)
-                  : halo::relayout_bytes(block, sub->dims, sub->layouts, l.source, l.extents);
-        if (!bytes || *bytes >= gathers) continue;
-        const std::vector<AbstractValue> in_types{merge ? block : block_type(in, x.split)};
-        const std::vector<AbstractValue> out_types{merge ? block_type(out, want) : block};
-        LocalEquation local{e.primitive, without_out_sharding(e.params)};
-        if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
-        if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
-          continue;
-        const std::string sub_axes = "blocks of sub-axes of " + names_of(compound[c]).repr();
-        Array arg = x.value;
-        if (merge)
-          arg = halo::relayout(arg, sub->dims, l.source, sub->layouts, l.extents,
-                               logged("operand 0 of " + equation_name(e) + " is needed in " +
-                                      sub_axes));
-        Array result = spmd::bind(*local.primitive, std::vector<Array>{arg}, local.params)[0];
-        if (!merge)
-          result = halo::relayout(result, sub->dims, sub->layouts, l.source, l.extents,
-                                  logged("result 0 of " + equation_name(e) + " goes from " +
-                                         sub_axes + " to " + ValueSplit{want, {}}.spec().repr()));
-        store_results(e, {result}, {want});
-        return true;
-      }
+    const auto from = factor_layouts(rule, rule.operands[0], in.shape, x.split);
+    const auto to = factor_layouts(rule, rule.results[0], out.shape, want);
+    if (!from || !to) return false;
+    const std::vector<int> dims = moved_factors(*from, *to);
+    std::vector<halo::Layout> source, target;
+    std::vector<int64_t> extents, held, needed;
+    for (int f : dims) {
+      source.push_back((*from)[size_t(f)]);
+      target.push_back((*to)[size_t(f)]);
+      extents.push_back(rule.factor_sizes[size_t(f)]);
     }
-    return false;
-  }
-
-  static AxisList flattened(const Split& split) {
-    AxisList out;
-    for (const AxisList& axes : split) out.insert(out.end(), axes.begin(), axes.end());
-    return out;
+    for (size_t f = 0; f < from->size(); ++f) {
+      held.push_back((*from)[f].block);
+      needed.push_back((*to)[f].block);
+    }
+    AbstractValue block = block_type(in, x.split);
+    if (block.shape.size() != Shape(held).size()) return false;
+    block.shape = Shape(held);
+    const std::optional<int64_t> bytes = halo::relayout_bytes(block, dims, source, target, extents);
+    if (!bytes || *bytes >= factor_plan_bytes(e, rule)) return false;
+    AbstractValue moved_block = block;
+    moved_block.shape = Shape(needed);
+    const std::vector<AbstractValue> in_types{moved_block}, out_types{block_type(out, want)};
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
+    if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+      return false;
+    Array y = lax::reshape(x.value, block.shape);
+    if (!dims.empty())
+      y = halo::relayout(y, dims, source, target, extents,
+                         logged(equation_name(e) + " moves its blocks of the factors " +
+                                Shape(rule.factor_sizes).str() + " from its operand's split " +
+                                ValueSplit{x.split, {}}.spec().repr() + " to its result's " +
+                                ValueSplit{want, {}}.spec().repr()));
+    store_results(e, {spmd::bind(*local.primitive, std::vector<Array>{y}, local.params)[0]},
+                  {want});
+    return true;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

@@ -315,13 +315,17 @@ void place_blocks(const ShardedData& from, const AbstractValue& aval, ShardedDat
   }
 }
 
-Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
+ArrayImpl sharded_impl(AbstractValue aval, std::shared_ptr<ShardedData> data) {
   // The type's sharding is the data's, over the mesh's Explicit axes.
   aval.sharding = type_sharding_of(*data->sharding, aval.shape.ndim());
-  auto impl = std::make_shared<ArrayImpl>();
-  impl->aval = std::move(aval);
-  impl->sharded = std::move(data);
-  return Array(std::move(impl));
+  ArrayImpl impl;
+  impl.aval = std::move(aval);
+  impl.sharded = std::move(data);
+  return impl;
+}
+
+Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
+  return Array(std::make_shared<ArrayImpl>(sharded_impl(std::move(aval), std::move(data))));
 }
 
 }  // namespace spmd

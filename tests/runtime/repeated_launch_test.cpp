@@ -213,4 +213,50 @@ TEST(RepeatedLaunch, ShardingsFoundEqualOnceAreNotTakenForOthersAtTheirAddress) 
   EXPECT_FALSE(sp::equal_shardings(c, d));
 }
 
+TEST(RepeatedLaunch, DroppedResultsAreFilledAgainButNeverHeldOrGatheredOnes) {
+  // A mesh launch fills again the result frame (Array, blocks' layout) of an earlier launch that
+  // every holder dropped. Each launch below has new values: a frame refilled while still held
+  // changes a value the test holds, one refilled without its blocks replaced reads an earlier
+  // launch's values, and one that was read whole (gathered once) reads the old gathered copy.
+  const sp::Mesh line = sp::make_mesh({8}, {"x"});
+  auto twice_plus_sum = sp::jit(sp::shard_map(
+      [](sp::Array b) { return b * 2 + sp::lax::psum(b, "x"); }, line, P("x"), P("x")));
+  auto sum = sp::jit(
+      sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "x"); }, line, P("x"), P()));
+  auto put = [&](int shift) {
+    return sp::device_put(sp::array<float>(values(shift)), sp::NamedSharding(line, P("x")));
+  };
+  auto total = [](int shift) {
+    float s = 0;
+    for (float v : values(shift)) s += v;
+    return s;
+  };
+  auto want = [&](int shift) {
+    return [shift, t = total(shift)](int64_t i) { return float(i + shift) * 2 + t; };
+  };
+  for (int round = 0; round < 4; ++round) {
+    const sp::Array x = put(round);
+    expect_shards(twice_plus_sum(x), x, sp::float32, want(round),
+                  "dropped at once, round " + std::to_string(round));
+  }
+  // Held results keep their values while later launches run, then their frames serve again.
+  const sp::Array x1 = put(10), x2 = put(20), x3 = put(30);
+  sp::Array held1 = twice_plus_sum(x1);
+  sp::Array held2 = twice_plus_sum(x2);
+  expect_shards(held1, x1, sp::float32, want(10), "held while another launch ran");
+  held1 = sp::Array();
+  const sp::Array third = twice_plus_sum(x3);
+  expect_shards(third, x3, sp::float32, want(30), "in a dropped frame");
+  expect_shards(held2, x2, sp::float32, want(20), "held across two launches");
+  held2 = twice_plus_sum(x1);
+  expect_shards(held2, x1, sp::float32, want(10), "replacing the held result");
+  expect_shards(third, x3, sp::float32, want(30), "held while its predecessor was replaced");
+  // A replicated result read whole, dropped, and the program launched again.
+  for (int round = 0; round < 4; ++round) {
+    const sp::Array r = sum(put(100 * round));
+    EXPECT_EQ(r.to_vector<float>(), std::vector<float>{total(100 * round)})
+        << "read whole, round " << round;
+  }
+}
+
 }  // namespace

@@ -44,7 +44,7 @@ bench: build
 # (tests/mpi/tsan_mpi.sh). A second full build, so not part of `make test` (which runs
 # the runtime and collectives under ThreadSanitizer in spmd_tsan_tests).
 TSAN_BUILD ?= build-tsan
-TSAN_TESTS ?= CompileCache*:LruCache*:ShardMap*:Pmap*:NestedPmap*:Placement*:Collective*:Device*:Executor*:Communicator*:FaultInjection*:Examples*:Partitioning*:PartitioningRegressions*:Differential*:MatmulReference*:ShardingApi*:ConcurrentKernels*:Explain*:ExplicitTest*:Optim*:NnModel*:FunctionalCall*:ExitDrain*:OrderedDict*:PackedGemm*:ContextMesh*:Launchable*
+TSAN_TESTS ?= CompileCache*:LruCache*:ShardMap*:Pmap*:NestedPmap*:Placement*:Collective*:Device*:Executor*:Communicator*:FaultInjection*:Examples*:Partitioning*:PartitioningRegressions*:Differential*:MatmulReference*:ShardingApi*:ConcurrentKernels*:Explain*:ExplicitTest*:Optim*:NnModel*:FunctionalCall*:ExitDrain*:OrderedDict*:PackedGemm*:ContextMesh*:Launchable*:RepeatedLaunch*
 tsan: deps
 	@[ -f $(TSAN_BUILD)/Makefile ] || cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -O1" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \

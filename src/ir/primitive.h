@@ -193,8 +193,8 @@ struct Primitive {
   // custom rule for a computation partial evaluation splits, since it only builds linear ones).
   bool inlined_when_partly_known = false;
   // Or the call stays in the body and leaves in the enclosing program an equation of no
-  // operands with these params (custom_vjp_call: the known part of a call none of whose operands
-  // is known, as JAX's partial evaluation stages it).
+  // operands with these params (custom_vjp_call: JAX's partial evaluation takes every operand of
+  // such a call as unknown and stages its known part, of nothing, outside the loop).
   std::function<Params(const Params&)> known_part_when_partly_known;
   // For a call whose meaning is more than its sub-program (jit's in_shardings and out_shardings):
   // the program the passes inline in its place. Unset: the call_body param's program.

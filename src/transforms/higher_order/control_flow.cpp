@@ -580,7 +580,8 @@ HoistedScan hoist_invariant(const Program& known, std::span<const Array> consts,
         for (Equation& inner : inlined(*e.params.get<ProgramRef>(prim.call_body), e.inputs,
                                        h.body, &results))
           visit(std::move(inner));
-        for (size_t k = 0; k < results.size(); ++k) alias.emplace(e.outputs[k], resolve(results[k]));
+        for (size_t k = 0; k < results.size(); ++k)
+          alias.emplace(e.outputs[k], resolve(results[k]));
         return;
       }
       if (prim.known_part_when_partly_known)

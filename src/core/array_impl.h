@@ -72,6 +72,11 @@ struct ArrayImpl {
   int64_t trace_slot = -1;       // the trace's own identifier for the value
   // Donated to a jit call: the data went to the call, the type stays readable.
   bool deleted = false;
+  // A C++ number made an Array (Array(2.0f)), as JAX's Python scalar given to a lax function (a
+  // NumPy scalar to it): a literal wherever a trace reads it, in a shard_map body's
+  // linearization too. jnp's promotion (ops::promote_dtypes) makes it an ordinary array, whose
+  // 0-d values that linearization passes to the backward shard_map as residuals.
+  bool scalar_literal = false;
 };
 
 // Sharded data is defined by the runtime, which lays it out over devices (runtime/sharded.h);

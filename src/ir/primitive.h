@@ -187,6 +187,15 @@ struct Primitive {
   // A call: the param holding the sub-program it runs on its operands as they are, which the
   // passes may inline (jit, custom_jvp_call, custom_vjp_call); empty for other primitives.
   std::string call_body;
+  // Partial evaluation of a loop body (JAX's scan known-hoisting, which evaluates what the body
+  // computes from its consts alone outside the loop) meeting a call of it that reads values the
+  // loop computes: the call's sub-program takes its place there (custom_jvp_call: JAX keeps no
+  // custom rule for a computation partial evaluation splits, since it only builds linear ones).
+  bool inlined_when_partly_known = false;
+  // Or the call stays in the body and leaves in the enclosing program an equation of no
+  // operands with these params (custom_vjp_call: JAX's partial evaluation takes every operand of
+  // such a call as unknown and stages its known part, of nothing, outside the loop).
+  std::function<Params(const Params&)> known_part_when_partly_known;
   // For a call whose meaning is more than its sub-program (jit's in_shardings and out_shardings):
   // the program the passes inline in its place. Unset: the call_body param's program.
   std::function<std::shared_ptr<const Program>(const Params&)> inlined_body;

@@ -22,12 +22,18 @@ Array scalar_array(T value, DType dtype, bool weak) {
   return out;
 }
 
+// A scalar made from a C++ number: a literal wherever a trace reads it (ArrayImpl::scalar_literal).
+Array literal_scalar(Array x) {
+  x.impl()->scalar_literal = true;
+  return x;
+}
+
 Array weak_int(long long v) {
   if (!config::x64_enabled() &&
       (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min()))
     throw ValueError("[Array] the C++ integer " + std::to_string(v) +
                      " is too large to convert to int32 (enable x64 for 64-bit integers)");
-  return scalar_array<int64_t>(v, default_int_dtype(), true);
+  return literal_scalar(scalar_array<int64_t>(v, default_int_dtype(), true));
 }
 
 }  // namespace
@@ -37,8 +43,10 @@ Array::Array(int v) : Array(weak_int(v)) {}
 Array::Array(long v) : Array(weak_int(v)) {}
 Array::Array(long long v) : Array(weak_int(v)) {}
 Array::Array(unsigned v) : Array(weak_int(v)) {}
-Array::Array(float v) : Array(scalar_array<double>(v, default_float_dtype(), true)) {}
-Array::Array(double v) : Array(scalar_array<double>(v, default_float_dtype(), true)) {}
+Array::Array(float v)
+    : Array(literal_scalar(scalar_array<double>(v, default_float_dtype(), true))) {}
+Array::Array(double v)
+    : Array(literal_scalar(scalar_array<double>(v, default_float_dtype(), true))) {}
 
 void Array::copy_to_host(DType target, void* out, const char* api, bool require_scalar) const {
   const ArrayImpl& impl = checked();

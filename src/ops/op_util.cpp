@@ -32,6 +32,13 @@ Array convert(const Array& x, DType t, bool weak_type) {
                Params{{"new_dtype", t}, {"weak_type", weak_type}, {"sharding", NoneParam{}}});
 }
 
+Array as_array(const Array& x) {
+  if (!x.valid() || !x.impl()->scalar_literal) return x;
+  auto impl = std::make_shared<ArrayImpl>(*x.impl());
+  impl->scalar_literal = false;
+  return Array(std::move(impl));
+}
+
 std::vector<Array> promote_dtypes(const std::vector<Array>& xs) {
   if (xs.empty()) return xs;
   PromotedType p{aval_of(xs[0]).dtype, aval_of(xs[0]).weak_type};
@@ -41,7 +48,7 @@ std::vector<Array> promote_dtypes(const std::vector<Array>& xs) {
   }
   std::vector<Array> out;
   out.reserve(xs.size());
-  for (const Array& x : xs) out.push_back(convert(x, p.dtype, p.weak));
+  for (const Array& x : xs) out.push_back(as_array(convert(x, p.dtype, p.weak)));
   return out;
 }
 

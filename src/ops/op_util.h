@@ -44,7 +44,11 @@ Array reduce_sum(const Array& x, const std::vector<int64_t>& axes,
 
 // convert_element_type(x, t); a no-op when the dtype and weak type already match.
 Array convert(const Array& x, DType t, bool weak_type = false);
-// JAX's promote_dtypes: converts every argument to their common (possibly weak) dtype.
+// x as jnp converts a Python scalar: a scalar made from a C++ number (ArrayImpl::scalar_literal)
+// becomes an ordinary array over the same data; anything else is returned as it is.
+Array as_array(const Array& x);
+// JAX's promote_dtypes: converts every argument to their common (possibly weak) dtype; scalars
+// made from C++ numbers become ordinary arrays (as_array), as jnp's asarray makes them.
 std::vector<Array> promote_dtypes(const std::vector<Array>& xs);
 // promote_dtypes, then ints/bools to the default float type (jnp.promote_dtypes_inexact).
 std::vector<Array> promote_dtypes_inexact(const std::vector<Array>& xs);

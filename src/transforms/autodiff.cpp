@@ -200,16 +200,6 @@ struct Linearized {
   Program primal;                   // fn as traced on the primals' types
 };
 
-// The mesh of a concrete array committed over one (JAX's abstract mesh of its type), or of the
-// one a make_jaxpr input stands for.
-std::optional<Mesh> mesh_of_committed(const Array& x) {
-  if (const Array* argument = traced_argument(x)) return mesh_of_committed(*argument);
-  if (!x.valid() || !is_concrete(x) || !x.impl()->sharded) return std::nullopt;
-  const auto* named = dynamic_cast<const NamedSharding*>(x.impl()->sharded->sharding.get());
-  if (!named) return std::nullopt;
-  return named->mesh();
-}
-
 std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq);
 
 // The first mesh an equation of `body` fixes splits on.
@@ -237,9 +227,9 @@ std::optional<Mesh> fixed_mesh_of(const Program& program, const Equation& eq) {
 std::optional<Mesh> carried_mesh(const Program& program, std::span<const Array> args) {
   std::vector<std::optional<Mesh>> mesh(program.types.size());
   for (size_t i = 0; i < program.invars.size() && i < args.size(); ++i)
-    mesh[size_t(program.invars[i])] = mesh_of_committed(args[i]);
+    mesh[size_t(program.invars[i])] = committed_mesh_of(args[i]);
   for (size_t j = 0; j < program.constvars.size(); ++j)
-    mesh[size_t(program.constvars[j])] = mesh_of_committed(program.consts[j]);
+    mesh[size_t(program.constvars[j])] = committed_mesh_of(program.consts[j]);
   for (const Equation& eq : program.equations) {
     std::optional<Mesh> m = fixed_mesh_of(program, eq);
     for (const Atom& a : eq.inputs)

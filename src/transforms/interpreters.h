@@ -39,7 +39,9 @@ struct LinearizedBody {
 };
 // With scalars_as_residuals, the concrete 0-d values the tangent equations read (the literals of
 // `body`, constants its rules make) are residuals of kind extra, as JAX's partial evaluation of a
-// shard_map body, which runs the function again, finds them staged in the forward trace.
+// shard_map body, which runs the function again, finds them staged in the forward trace; scalars
+// made from C++ numbers (ArrayImpl::scalar_literal: JAX's Python scalars given to lax functions,
+// NumPy scalars) stay literals.
 LinearizedBody linearize_body(const Program& body, std::span<const Array> xs,
                               const std::vector<bool>& nonzero, bool scalars_as_residuals = false);
 

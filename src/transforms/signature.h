@@ -1,5 +1,6 @@
 // The key of a trace cache (jit, shard_map): argument structure, argument types, the named axes
-// in scope and the mesh in context when the function is traced; and the cache itself.
+// in scope, the mesh in context when the function is traced and the abstract meshes of the
+// arguments traced inputs stand for; and the cache itself.
 #pragma once
 
 #include <spmd/sharding.h>
@@ -8,6 +9,7 @@
 #include "core/array_impl.h"
 #include "core/lru_cache.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +23,14 @@ struct SignatureKey {
   std::vector<std::string> axes;
   // PartitionSpecs the function gives (and jit's) are read over it (sp::use_mesh).
   Mesh context = get_mesh();
+  // Per argument standing for an array committed over an Auto mesh (a make_jaxpr input), that
+  // mesh abstracted (every dim unsplit): JAX's type of such an argument carries it, so its trace
+  // differs (grad's seed is resharded onto it). Empty when no argument stands for one, so calls
+  // of concrete arrays, whose traces do not see their meshes, share one entry.
+  std::vector<std::optional<TypeSharding>> meshes = {};
   bool operator==(const SignatureKey& o) const {
-    return def == o.def && types == o.types && axes == o.axes && context == o.context;
+    return def == o.def && types == o.types && axes == o.axes && context == o.context &&
+           meshes == o.meshes;
   }
 };
 

@@ -9,6 +9,7 @@
 #include "core/axis_env.h"
 #include "prims/collectives.h"
 #include "prims/primitive.h"
+#include "runtime/sharded.h"
 
 namespace spmd {
 
@@ -44,11 +45,26 @@ const Array* traced_argument(const Array& x) {
   return staging ? staging->argument_of(x) : nullptr;
 }
 
+std::optional<Mesh> committed_mesh_of(const Array& x) {
+  if (const Array* argument = traced_argument(x)) return committed_mesh_of(*argument);
+  if (!x.valid() || !is_concrete(x) || !x.impl()->sharded) return std::nullopt;
+  const auto* named = dynamic_cast<const NamedSharding*>(x.impl()->sharded->sharding.get());
+  if (!named) return std::nullopt;
+  return named->mesh();
+}
+
+std::span<const Array> stand_ins(std::span<const Array> operands) {
+  for (const Array& x : operands)
+    if (traced_argument(x)) return operands;
+  return {};
+}
+
 Atom StagingTrace::lift(const Array& x) {
   if (!x.valid())
     throw ValueError("[" + std::string(transformation_) + "] use of an empty Array handle");
   if (owns(x)) return Atom::of_var(int(x.impl()->trace_slot));
-  if (is_concrete(x) && x.ndim() == 0 && !scalars_as_constants_) return Atom::of_literal(x);
+  if (is_concrete(x) && x.ndim() == 0 && (!scalars_as_constants_ || x.impl()->scalar_literal))
+    return Atom::of_literal(x);
   auto [it, inserted] = lifted_.try_emplace(x.impl().get(), -1);
   if (inserted) {
     it->second = program_.new_var(aval_of(x));

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/sharding.h>
 
 #include "core/trace.h"
 #include "ir/program.h"
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -25,10 +27,11 @@ class StagingTrace : public Trace {
   explicit StagingTrace(const char* transformation) : transformation_(transformation) {}
 
   Array new_input(const AbstractValue& type);
-  // An input standing for the concrete array `argument`, whose type alone is traced (make_jaxpr's
-  // arguments): argument_of gives it back while the trace lives.
+  // An input standing for `argument`, whose type alone is traced: a concrete array (make_jaxpr's
+  // arguments) or a value of an enclosing trace that stands for one (the operands of a jit or
+  // vmap traced inside make_jaxpr); argument_of gives it back while the trace lives.
   Array new_input(const AbstractValue& type, const Array& argument);
-  // The concrete array the input x of this trace stands for; null for other values.
+  // The array the input x of this trace stands for; null for other values.
   const Array* argument_of(const Array& x) const;
   std::vector<Array> process_primitive(const Primitive& p, std::span<const Array> inputs,
                                        const Params& params) override;
@@ -41,7 +44,8 @@ class StagingTrace : public Trace {
   size_t num_equations() const { return program_.equations.size(); }
   // Whether a recorded equation used a value of another trace (a closure over traced values).
   bool captured_traced_values() const;
-  // Lifts concrete 0-d values as constants too, not as literals.
+  // Lifts concrete 0-d values as constants too, not as literals, except scalars made from C++
+  // numbers (ArrayImpl::scalar_literal).
   void keep_scalars_as_constants() { scalars_as_constants_ = true; }
 
  private:
@@ -55,9 +59,19 @@ class StagingTrace : public Trace {
   std::unordered_map<int, Array> arguments_;  // by input variable
 };
 
-// The concrete array a traced input of make_jaxpr stands for (a value of a staging trace made
-// by new_input(type, argument)); null for every other value.
+// The array a traced input stands for (a value of a staging trace made by
+// new_input(type, argument)); null for every other value.
 const Array* traced_argument(const Array& x);
+
+// The mesh of a concrete array committed over one, or of the array a traced input stands for,
+// through every trace between (JAX's abstract mesh of its type, which on Auto axes only the
+// array's placement gives). None for other values.
+std::optional<Mesh> committed_mesh_of(const Array& x);
+
+// What the inputs of a trace of a call on `operands` (a jit's, vmap's one example) stand for:
+// the operands when one of them stands for an argument of make_jaxpr (the inputs then carry
+// its mesh), none otherwise.
+std::span<const Array> stand_ins(std::span<const Array> operands);
 
 // Traces fn on inputs of the given types with a new trace made current; the Program's consts
 // hold the concrete arrays and outer-trace values fn closed over. Given `arguments` (one per

@@ -225,7 +225,8 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
     if (!axis_name.empty()) frames.push_back({axis_name, size, "vmap"});
     AxisEnvScope scope(std::move(frames));
     AxisNamesScope explicit_names(AxisNameList::explicit_mesh, ctx.explicit_mesh_axis);
-    return trace_to_program(fn, example, "vmap");
+    // An example stands for its operand: grad's seed reshards onto the mesh it is committed over.
+    return trace_to_program(fn, example, "vmap", stand_ins(leaves));
   }();
   auto [outs, out_dims] = batch_program(program, leaves, dims, ctx);
   if (out_axes.size() != 1 && out_axes.size() != outs.size())

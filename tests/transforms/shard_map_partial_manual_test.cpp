@@ -319,6 +319,17 @@ TEST(ShardMapPartialManualSeed, ACommittedArgumentsMeshReshardsTheSeed) {
   const Array v = sp::arange(64.0f).reshape({8, 8});
   const Array x = sp::device_put(v, sp::NamedSharding(mesh, P("a", "b")));
   EXPECT_EQ(sp::make_jaxpr(g)(x).str(), golden("grad_committed_auto"));
+  // Inside jit and vmap too: their traces see the mesh the arrays are committed over.
+  auto jitted = sp::jit(g, {.name = "<lambda>"});
+  EXPECT_EQ(sp::make_jaxpr(jitted)(x).str(), golden("grad_committed_auto_jit"));
+  EXPECT_EQ(sp::make_jaxpr(sp::vmap(g))(x).str(), golden("grad_committed_auto_vmap"));
+  // The mesh is part of the jit's signature there (as of JAX's types): an uncommitted argument
+  // of the same shape is traced anew, without the reshard; concrete calls, whose traces do not
+  // see their arguments' meshes, share that entry.
+  EXPECT_EQ(sp::make_jaxpr(jitted)(v).str().find("reshard"), std::string::npos);
+  EXPECT_EQ(jitted.trace_count(), 2);
+  EXPECT_TRUE(spmd_test::arrays_equal(sp::device_get(jitted(x)), sp::device_get(jitted(v))));
+  EXPECT_EQ(jitted.trace_count(), 2);
   auto scope = sp::use_mesh(mesh);
   EXPECT_EQ(sp::make_jaxpr(g)(v).str(), golden("grad_uncommitted_auto_set_mesh"));
 }

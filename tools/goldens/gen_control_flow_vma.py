@@ -171,6 +171,16 @@ def divided_by_literal(x, y):
     return x * x, y / 4.0
 
 
+def scalars_to_lax(x, y):
+    # Python scalars given straight to lax functions stay literals of the backward shard_map.
+    return lax.mul(x, x), lax.mul(y, 2.0), lax.div(y, 4.0)
+
+
+def scalars_to_jnp(x, y):
+    # Python scalars jnp converts (operators, jnp functions) are residuals of the forward one.
+    return x * x, jnp.multiply(y, 2.0), jnp.divide(y, 4.0), y * 3.0
+
+
 # ---- vmap inside the body ----
 def vmapped_scan(x, y):
     # vmap over the rows of an invariant (2, 2) carry beside xs varying over 'a'.
@@ -269,6 +279,10 @@ CASES = {
     "grad_custom_vjp_results": (summed(custom_vjp_map), [x16, y2]),
     "grad_divided_by_literal": (summed(smap(mesh8, (A, INV), (A, INV), divided_by_literal)),
                                 [x16, y2]),
+    "grad_scalars_to_lax": (summed(smap(mesh8, (A, INV), (A, INV, INV), scalars_to_lax)),
+                            [x16, y2]),
+    "grad_scalars_to_jnp": (summed(smap(mesh8, (A, INV), (A, INV, INV, INV), scalars_to_jnp)),
+                            [x16, y2]),
 }
 for tag, custom in (("jvp", sin_twice_jvp), ("vjp", sin_twice_vjp)):
     CASES[f"grad_custom_{tag}"] = (jax.grad(loss_of(custom), argnums=(0, 1)), [x3, y3])

@@ -18,6 +18,8 @@
 #include "transforms/staging.h"
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -535,22 +537,64 @@ struct HoistedScan {
   std::vector<Array> hoisted_res;
 };
 
+// The equations of `callee`, a call's sub-program, with its inputs bound to the call's operands
+// and fresh variables of `into` for its own; `results` gets the atoms its outputs are.
+std::vector<Equation> inlined(const Program& callee, std::span<const Atom> operands, Program& into,
+                              std::vector<Atom>* results) {
+  std::unordered_map<int, Atom> var;
+  for (size_t i = 0; i < callee.invars.size(); ++i) var.emplace(callee.invars[i], operands[i]);
+  auto atom = [&](const Atom& a) { return a.is_literal() ? a : var.at(a.var); };
+  std::vector<Equation> out;
+  for (Equation e : callee.equations) {
+    std::ranges::transform(e.inputs, e.inputs.begin(), atom);
+    for (int& v : e.outputs) {
+      const int fresh = into.new_var(callee.types[size_t(v)]);
+      var.emplace(v, Atom::of_var(fresh));
+      v = fresh;
+    }
+    out.push_back(std::move(e));
+  }
+  results->clear();
+  std::ranges::transform(callee.outputs, std::back_inserter(*results), atom);
+  return out;
+}
+
 HoistedScan hoist_invariant(const Program& known, std::span<const Array> consts, size_t num_outs) {
   std::unordered_map<int, Array> outside;  // variables with a value computed outside the loop
   for (size_t i = 0; i < consts.size(); ++i) outside[known.invars[i]] = consts[i];
   auto is_outside = [&](const Atom& a) { return a.is_literal() || outside.count(a.var); };
   HoistedScan h{known, {}, {}};
   h.body.equations.clear();
-  for (const Equation& e : known.equations) {
-    if (e.primitive->effectful || !std::ranges::all_of(e.inputs, is_outside)) {
-      h.body.equations.push_back(e);
-      continue;
+  // Variables standing for another atom: the results of inlined calls.
+  std::unordered_map<int, Atom> alias;
+  auto resolve = [&](const Atom& a) {
+    auto it = a.is_literal() ? alias.end() : alias.find(a.var);
+    return it == alias.end() ? a : it->second;
+  };
+  std::function<void(Equation)> visit = [&](Equation e) {
+    std::ranges::transform(e.inputs, e.inputs.begin(), resolve);
+    const Primitive& prim = *e.primitive;
+    if (prim.effectful || !std::ranges::all_of(e.inputs, is_outside)) {
+      if (prim.inlined_when_partly_known) {
+        std::vector<Atom> results;
+        for (Equation& inner : inlined(*e.params.get<ProgramRef>(prim.call_body), e.inputs,
+                                       h.body, &results))
+          visit(std::move(inner));
+        for (size_t k = 0; k < results.size(); ++k)
+          alias.emplace(e.outputs[k], resolve(results[k]));
+        return;
+      }
+      if (prim.known_part_when_partly_known)
+        spmd::bind(prim, {}, prim.known_part_when_partly_known(e.params));
+      h.body.equations.push_back(std::move(e));
+      return;
     }
     std::vector<Array> ins;
     for (const Atom& a : e.inputs) ins.push_back(a.is_literal() ? a.literal : outside.at(a.var));
-    std::vector<Array> outs = spmd::bind(*e.primitive, ins, e.params);
+    std::vector<Array> outs = spmd::bind(prim, ins, e.params);
     for (size_t k = 0; k < outs.size(); ++k) outside[e.outputs[k]] = outs[k];
-  }
+  };
+  for (const Equation& e : known.equations) visit(e);
   // The body reads the values it needs from outside as leading inputs, in the order it first
   // reads them (JAX's new known consts).
   std::vector<int> invars;
@@ -562,7 +606,7 @@ HoistedScan hoist_invariant(const Program& known, std::span<const Array> consts,
   for (const Equation& e : h.body.equations) std::ranges::for_each(e.inputs, read);
   h.body.outputs.clear();
   for (size_t k = 0; k < known.outputs.size(); ++k) {
-    const Atom& o = known.outputs[k];
+    const Atom o = resolve(known.outputs[k]);
     const bool hoisted = k >= num_outs && !o.is_literal() && outside.count(o.var);
     if (k >= num_outs) h.hoisted_res.push_back(hoisted ? outside.at(o.var) : Array());
     if (hoisted) continue;

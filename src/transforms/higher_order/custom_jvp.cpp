@@ -148,6 +148,7 @@ void register_custom_jvp_primitive(PrimitiveRegistry& r) {
   };
   call.jvp = custom_jvp_rule;
   call.call_body = "call_jaxpr";
+  call.inlined_when_partly_known = true;
   // JAX prints num_consts only when the function closes over values.
   call.hides_param = [](std::string_view key, const ParamValue& v) {
     return key == "num_consts" && std::get<int64_t>(v) == 0;

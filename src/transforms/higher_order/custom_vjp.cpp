@@ -51,6 +51,12 @@ void define_custom_vjp_call(PrimitiveRegistry& r) {
     throw std::logic_error("[custom_vjp_call] runs through its eager rule");
   });
   call.call_body = "call_jaxpr";
+  call.known_part_when_partly_known = [](const Params& p) {
+    Params known = p;
+    known.set("call_jaxpr", ProgramRef(std::make_shared<const Program>()));
+    known.set("num_consts", int64_t(0));
+    return known;
+  };
   // JAX prints num_consts only when the function closes over values.
   call.hides_param = [](std::string_view key, const ParamValue& v) {
     return key == "num_consts" && std::get<int64_t>(v) == 0;

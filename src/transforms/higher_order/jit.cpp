@@ -1049,6 +1049,20 @@ void remember_call(JitState& state, SignatureKey key, std::shared_ptr<CacheEntry
   state.last = std::move(last);
 }
 
+// The abstract meshes of the arrays `stand_for` stand for (SignatureKey::meshes): empty when
+// none is committed over a mesh.
+std::vector<std::optional<TypeSharding>> argument_meshes(std::span<const Array> stand_for) {
+  std::vector<std::optional<TypeSharding>> meshes;
+  bool any = false;
+  for (const Array& x : stand_for) {
+    std::optional<Mesh> mesh = committed_mesh_of(x);
+    meshes.push_back(mesh ? std::optional(unsplit_on(*mesh, 0)) : std::nullopt);
+    any = any || mesh;
+  }
+  if (!any) meshes.clear();
+  return meshes;
+}
+
 }  // namespace
 
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
@@ -1067,6 +1081,8 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   for (const AxisFrame& f : axis_env())
     axes.push_back(f.name + ":" + std::to_string(f.size) + ":" + f.binder + (f.vma ? ":v" : ""));
   SignatureKey key{in_def, types_of(leaves), std::move(axes)};
+  const std::span<const Array> stand_for = stand_ins(leaves);
+  key.meshes = argument_meshes(stand_for);
   std::shared_ptr<CacheEntry> entry;
   {
     std::lock_guard<std::mutex> lock(state.mu);
@@ -1075,7 +1091,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   bool cached = entry != nullptr;
   if (!entry) {
     auto def = std::make_shared<TreeDef>();
-    Program traced = trace_to_program(make_fn(def), key.types, "jit");
+    Program traced = trace_to_program(make_fn(def), key.types, "jit", stand_for);
     entry = std::make_shared<CacheEntry>();
     entry->program = std::make_shared<const Program>(hoist_consts(traced, &entry->consts));
     entry->out_def = *def;

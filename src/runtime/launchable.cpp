@@ -4,7 +4,6 @@
 #include <spmd/placement.h>
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -34,25 +33,8 @@ struct KeptBlock {
   std::shared_ptr<ArrayImpl> impl;
 };
 
-// The results of a Launchable's launches that their last holder let go of, one per output, for
-// a later launch to fill again: a launch's result is an ArrayImpl, its ShardedData, the layout's
-// slots and the type's sharding, made anew for every launch otherwise (and freed when dropped),
-// while a loop that drops each result before its next launch (or the one before, as a training
-// step replacing its parameters does) needs one of each per output. A result's buffers are let go
-// of when it is dropped, as before; only the empty frame is kept.
-struct ResultPool {
-  explicit ResultPool(size_t outputs) : slots(outputs) {}
-  ResultPool(const ResultPool&) = delete;
-  ResultPool& operator=(const ResultPool&) = delete;
-  ~ResultPool() {
-    for (std::atomic<ArrayImpl*>& slot : slots) delete slot.load(std::memory_order_acquire);
-  }
-  std::vector<std::atomic<ArrayImpl*>> slots;
-};
-
 struct RankPlan {
   std::once_flag made;
-  std::shared_ptr<ResultPool> results;
   std::vector<LaunchContext> contexts;
   Launchable::Body body;
   Launchable::OwningBody owning;
@@ -234,56 +216,6 @@ void keep_communicator(const Launchable& l, std::shared_ptr<Communicator> comm, 
   l.spare->comm = std::move(comm);
 }
 
-// Whether a result dropped by its last holder can be filled again by a later launch: not donated
-// (deleted), not traced, and its ShardedData held by nothing else (a launch still filling it, an
-// array sharing it) and never gathered (gathered() chooses its buffer once).
-bool refillable(const ArrayImpl& impl) {
-  if (impl.deleted || impl.buffer || impl.trace || !impl.sharded || impl.sharded.use_count() != 1)
-    return false;
-  // The other holders' last accesses happened before their release of the data, which the count
-  // read above saw.
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return !impl.sharded->was_gathered();
-}
-
-// The deleter of a launch's result: a refillable one lets go of its buffers and waits in its
-// output's slot for the next launch (replacing one that waited there), any other is deleted.
-struct GiveBack {
-  std::shared_ptr<ResultPool> pool;
-  size_t output;
-  void operator()(ArrayImpl* impl) const noexcept {
-    if (!refillable(*impl)) {
-      delete impl;
-      return;
-    }
-    ShardedData& data = *impl->sharded;
-    for (std::shared_ptr<Buffer>& shard : data.shards) shard.reset();
-    data.ready = {};
-    delete pool->slots[output].exchange(impl, std::memory_order_acq_rel);
-  }
-};
-
-// Result `k` of a launch of `l`: a dropped result of an earlier launch when one waits in the
-// pool (its blocks empty, its sharding the program's again: jit may have put an equal one in),
-// else a new one laid out by the program's sharding.
-Array launch_result(const Launchable& l, const std::shared_ptr<ResultPool>& pool, size_t k) {
-  ArrayImpl* impl = pool->slots[k].exchange(nullptr, std::memory_order_acquire);
-  if (impl && !(impl->aval.shape == l.out_types[k].shape &&
-                impl->aval.dtype == l.out_types[k].dtype &&
-                equal_shardings(impl->sharded->sharding, l.out_shardings[k]))) {
-    delete impl;
-    impl = nullptr;
-  }
-  if (impl) {
-    impl->sharded->sharding = l.out_shardings[k];
-  } else {
-    std::shared_ptr<ShardedData> data = make_layout(l.out_types[k], l.out_shardings[k]);
-    check_blocks_on_ranks(*data, l.device_ids);
-    impl = new ArrayImpl(sharded_impl(l.out_types[k], std::move(data)));
-  }
-  return Array(std::shared_ptr<ArrayImpl>(impl, GiveBack{pool, k}));
-}
-
 // The plan of `l`'s launches, made by the first.
 RankPlan& rank_plan(const Launchable& l) {
   RankPlan& plan = *l.rank_plan;
@@ -300,7 +232,6 @@ RankPlan& rank_plan(const Launchable& l) {
     plan.owning = l.owning_body;
     plan.local_ranks = local_ranks_of(l.device_ids);
     plan.kept.resize(l.device_ids.size());
-    plan.results = std::make_shared<ResultPool>(l.out_types.size());
   });
   return plan;
 }
@@ -320,19 +251,20 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     ins.push_back(place_concrete(args[i], l.in_shardings[i]).impl()->sharded);
     in_types.push_back(aval_of(args[i]));
   }
-  const RankPlan& made = rank_plan(l);
   std::vector<std::shared_ptr<ShardedData>> outs;
   std::vector<Array> results;
   outs.reserve(l.out_types.size());
   results.reserve(l.out_types.size());
   for (size_t k = 0; k < l.out_types.size(); ++k) {
-    results.push_back(launch_result(l, made.results, k));
-    outs.push_back(results.back().impl()->sharded);
+    outs.push_back(make_layout(l.out_types[k], l.out_shardings[k]));
+    check_blocks_on_ranks(*outs.back(), l.device_ids);
+    results.push_back(make_sharded_array(l.out_types[k], outs.back()));
   }
   if (mpi::active() && !l.groups_made->load(std::memory_order_acquire)) {
     prepare_groups(l);
     l.groups_made->store(true, std::memory_order_release);
   }
+  const RankPlan& made = rank_plan(l);
   std::shared_ptr<Communicator> comm = communicator_for(l);
   // The task owns what only it uses; the results reach `outs` through their arrays.
   auto task = [plan = l.rank_plan, comm, ins = std::move(ins), in_types = std::move(in_types),

@@ -315,17 +315,13 @@ void place_blocks(const ShardedData& from, const AbstractValue& aval, ShardedDat
   }
 }
 
-ArrayImpl sharded_impl(AbstractValue aval, std::shared_ptr<ShardedData> data) {
+Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
   // The type's sharding is the data's, over the mesh's Explicit axes.
   aval.sharding = type_sharding_of(*data->sharding, aval.shape.ndim());
-  ArrayImpl impl;
-  impl.aval = std::move(aval);
-  impl.sharded = std::move(data);
-  return impl;
-}
-
-Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data) {
-  return Array(std::make_shared<ArrayImpl>(sharded_impl(std::move(aval), std::move(data))));
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = std::move(aval);
+  impl->sharded = std::move(data);
+  return Array(std::move(impl));
 }
 
 }  // namespace spmd

@@ -38,8 +38,6 @@ struct ShardedData {
   std::shared_ptr<Buffer> gather_from_processes(const AbstractValue& aval) const;
   // The slot of `device_id`, or -1.
   int slot_of(int device_id) const;
-  // Whether gathered() has made or chosen its buffer (it does so once per ShardedData).
-  bool was_gathered() const { return gathered_ != nullptr; }
 
  private:
   mutable std::once_flag gather_once_;
@@ -70,8 +68,6 @@ std::shared_ptr<ShardedData> make_layout(const AbstractValue& aval,
 std::shared_ptr<Buffer> slice_for(const void* global, const AbstractValue& aval,
                                   const ShardSlot& slot);
 Array make_sharded_array(AbstractValue aval, std::shared_ptr<ShardedData> data);
-// The ArrayImpl make_sharded_array makes, for a caller that owns it another way.
-ArrayImpl sharded_impl(AbstractValue aval, std::shared_ptr<ShardedData> data);
 // Fills the blocks of `to` on this process's devices with the value `from` holds. A block already
 // on its device is reused; the others are built from the blocks of `from` they overlap, each
 // byte from one copy: the one on the target's device, else another of this process, else a piece

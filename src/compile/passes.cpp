@@ -827,6 +827,36 @@ Program split_constant_uses(const Program& p) {
   return ConstantSplitter(p).run();
 }
 
+namespace {
+
+// Whether the equation meets other devices: a collective (the axes it communicates over), or a
+// reduction across devices that vmap never batches for its axis name (psum_invariant).
+bool meets_peers(const Equation& e) {
+  return e.primitive->axis_names != nullptr || e.primitive->per_element_across_devices;
+}
+
+}  // namespace
+
+Program local_work_before_collectives(const Program& p) {
+  for (const Equation& e : p.equations)
+    if (has_effects(e)) return p;
+  std::vector<bool> after_var(p.types.size(), false), after(p.equations.size(), false);
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& e = p.equations[i];
+    bool reads_later = false;
+    for (const Atom& a : e.inputs)
+      reads_later = reads_later || (!a.is_literal() && after_var[size_t(a.var)]);
+    after[i] = meets_peers(e) || reads_later;
+    for (int v : e.outputs) after_var[size_t(v)] = after[i];
+  }
+  Program out = p;
+  out.equations.clear();
+  for (bool later : {false, true})
+    for (size_t i = 0; i < p.equations.size(); ++i)
+      if (after[i] == later) out.equations.push_back(p.equations[i]);
+  return out;
+}
+
 Program optimize(const Program& p, const AxisSizes& axes) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
@@ -835,7 +865,7 @@ Program optimize(const Program& p, const AxisSizes& axes) {
   q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = env_int("SPMD_FUSION", 0, 1).value_or(1) == 1;
-  return fuse ? fuse_elementwise(q) : q;
+  return local_work_before_collectives(fuse ? fuse_elementwise(q) : q);
 }
 
 }  // namespace spmd

@@ -829,10 +829,21 @@ Program split_constant_uses(const Program& p) {
 
 namespace {
 
-// Whether the equation meets other devices: a collective (the axes it communicates over), or a
-// reduction across devices that vmap never batches for its axis name (psum_invariant).
+// Whether the equation meets other devices: a collective (the axes it communicates over), a
+// reduction across devices that vmap never batches for its axis name (psum_invariant), or an
+// equation whose sub-programs (control flow, calls) hold one.
 bool meets_peers(const Equation& e) {
-  return e.primitive->axis_names != nullptr || e.primitive->per_element_across_devices;
+  if (e.primitive->axis_names != nullptr || e.primitive->per_element_across_devices) return true;
+  auto any_in = [](const Program& body) {
+    return std::any_of(body.equations.begin(), body.equations.end(), meets_peers);
+  };
+  for (const auto& [name, value] : e.params.items()) {
+    if (const auto* body = std::get_if<ProgramRef>(&value); body && any_in(**body)) return true;
+    if (const auto* bodies = std::get_if<std::vector<ProgramRef>>(&value))
+      for (const ProgramRef& b : *bodies)
+        if (any_in(*b)) return true;
+  }
+  return false;
 }
 
 }  // namespace

@@ -204,6 +204,37 @@ TEST(LocalWorkBeforeCollectives, WorkThatReadsNoCollectiveRunsFirstAndCollective
   EXPECT_EQ(gathered.to_vector<float>(), (sp::sin(x) * 2.0f).to_vector<float>());
 }
 
+// A loop whose body holds a psum meets its peers as a collective does: it stays after the psum
+// traced before it, though it reads nothing of that psum's result.
+TEST(LocalWorkBeforeCollectives, ALoopHoldingACollectiveKeepsItsPlace) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array total = sp::psum(x.sum(), sp::axes("b", "m"));
+    Array counted = sp::lax::fori_loop(
+        0, 3, [](const Array&, const Array& c) { return sp::psum(c, sp::axes("b", "m")) * 0.125f; },
+        x.max());
+    return std::make_tuple(total, counted);
+  };
+  auto f = sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))}, {P(), P()}, unchecked);
+  const Array x = rows(16, 3);
+  const sp::Program before = per_device(f, x);
+  const std::vector<std::string> moved = order_of(sp::local_work_before_collectives(before));
+  auto at = [&](const std::string& name) {
+    return std::find(moved.begin(), moved.end(), name) - moved.begin();
+  };
+  ASSERT_LT(at("psum"), int64_t(moved.size())) << before.str();
+  ASSERT_LT(at("scan"), int64_t(moved.size())) << before.str();
+  EXPECT_LT(at("psum"), at("scan")) << before.str();
+  EXPECT_LT(at("reduce_max"), at("psum")) << before.str();
+  // Three rounds of the mean over the 8 devices of each device's maximum: their mean.
+  auto [total, counted] = sp::jit(f)(x);
+  float mean = 0;
+  const std::vector<float> v = x.to_vector<float>();
+  for (int d = 0; d < 8; ++d) mean += *std::max_element(v.begin() + 6 * d, v.begin() + 6 * d + 6);
+  EXPECT_NEAR(counted.item<float>(), mean / 8, 1e-3f * std::abs(mean));
+}
+
 TEST(LocalWorkBeforeCollectives, AProgramWithAnEffectKeepsItsOrder) {
   const sp::Program before = per_device(mixed_order_shard_map(true), rows(16, 3));
   EXPECT_EQ(order_of(sp::local_work_before_collectives(before)), order_of(before)) << before.str();

@@ -851,20 +851,28 @@ bool meets_peers(const Equation& e) {
 Program local_work_before_collectives(const Program& p) {
   for (const Equation& e : p.equations)
     if (has_effects(e)) return p;
-  std::vector<bool> after_var(p.types.size(), false), after(p.equations.size(), false);
+  // A value's level: how many meetings lie on the way to it (at least, for a collective, that of
+  // the collective before it, so that the collectives keep their sequence). An equation runs in
+  // its level: the collectives of a level first, then the work that reads them.
+  std::vector<int> level(p.types.size(), 0);
+  std::vector<int> key(p.equations.size());
+  int last_meeting = 0;
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
-    bool reads_later = false;
+    int in = 0;
     for (const Atom& a : e.inputs)
-      reads_later = reads_later || (!a.is_literal() && after_var[size_t(a.var)]);
-    after[i] = meets_peers(e) || reads_later;
-    for (int v : e.outputs) after_var[size_t(v)] = after[i];
+      if (!a.is_literal()) in = std::max(in, level[size_t(a.var)]);
+    const bool meets = meets_peers(e);
+    const int here = meets ? (last_meeting = std::max(in + 1, last_meeting)) : in;
+    for (int v : e.outputs) level[size_t(v)] = here;
+    key[i] = 2 * here + (meets ? 0 : 1);
   }
+  std::vector<size_t> order(p.equations.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
   Program out = p;
   out.equations.clear();
-  for (bool later : {false, true})
-    for (size_t i = 0; i < p.equations.size(); ++i)
-      if (after[i] == later) out.equations.push_back(p.equations[i]);
+  for (size_t i : order) out.equations.push_back(p.equations[i]);
   return out;
 }
 

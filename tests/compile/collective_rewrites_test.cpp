@@ -204,6 +204,34 @@ TEST(LocalWorkBeforeCollectives, WorkThatReadsNoCollectiveRunsFirstAndCollective
   EXPECT_EQ(gathered.to_vector<float>(), (sp::sin(x) * 2.0f).to_vector<float>());
 }
 
+// Meetings whose operands are ready run one after the other, before the work that reads the
+// first of them: the all_gather of cos(x), traced after the multiplication that reads the psum,
+// runs before it.
+TEST(LocalWorkBeforeCollectives, MeetingsOfOneLevelRunTogether) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array scaled = sp::sin(x) * sp::psum(x.sum(), sp::axes("b", "m"));
+    return std::make_tuple(scaled, sp::all_gather(sp::cos(x), "m", {.axis = 0, .tiled = true}));
+  };
+  auto f = sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))},
+                         {P(sp::axes("b", "m")), P(sp::axes("b"))}, unchecked);
+  const Array x = rows(16, 3);
+  const sp::Program before = per_device(f, x);
+  const std::vector<std::string> traced = order_of(before);
+  const std::vector<std::string> moved = order_of(sp::local_work_before_collectives(before));
+  auto at = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  ASSERT_LT(at(traced, "mul"), at(traced, "all_gather")) << before.str();
+  EXPECT_LT(at(moved, "psum"), at(moved, "all_gather")) << before.str();
+  EXPECT_LT(at(moved, "all_gather"), at(moved, "mul")) << before.str();
+  EXPECT_LT(at(moved, "cos"), at(moved, "psum")) << before.str();
+  auto [scaled, gathered] = sp::jit(f)(x);
+  EXPECT_TRUE(sp::allclose(scaled, sp::sin(x) * x.sum(), 1e-5, 1e-2)) << scaled;
+  EXPECT_EQ(gathered.to_vector<float>(), sp::cos(x).to_vector<float>());
+}
+
 // A loop whose body holds a psum meets its peers as a collective does: it stays after the psum
 // traced before it, though it reads nothing of that psum's result.
 TEST(LocalWorkBeforeCollectives, ALoopHoldingACollectiveKeepsItsPlace) {

@@ -827,6 +827,55 @@ Program split_constant_uses(const Program& p) {
   return ConstantSplitter(p).run();
 }
 
+namespace {
+
+// Whether the equation meets other devices: a collective (the axes it communicates over), a
+// reduction across devices that vmap never batches for its axis name (psum_invariant), or an
+// equation whose sub-programs (control flow, calls) hold one.
+bool meets_peers(const Equation& e) {
+  if (e.primitive->axis_names != nullptr || e.primitive->per_element_across_devices) return true;
+  auto any_in = [](const Program& body) {
+    return std::any_of(body.equations.begin(), body.equations.end(), meets_peers);
+  };
+  for (const auto& [name, value] : e.params.items()) {
+    if (const auto* body = std::get_if<ProgramRef>(&value); body && any_in(**body)) return true;
+    if (const auto* bodies = std::get_if<std::vector<ProgramRef>>(&value))
+      for (const ProgramRef& b : *bodies)
+        if (any_in(*b)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Program local_work_before_collectives(const Program& p) {
+  for (const Equation& e : p.equations)
+    if (has_effects(e)) return p;
+  // A value's level: how many meetings lie on the way to it (at least, for a collective, that of
+  // the collective before it, so that the collectives keep their sequence). An equation runs in
+  // its level: the collectives of a level first, then the work that reads them.
+  std::vector<int> level(p.types.size(), 0);
+  std::vector<int> key(p.equations.size());
+  int last_meeting = 0;
+  for (size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& e = p.equations[i];
+    int in = 0;
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) in = std::max(in, level[size_t(a.var)]);
+    const bool meets = meets_peers(e);
+    const int here = meets ? (last_meeting = std::max(in + 1, last_meeting)) : in;
+    for (int v : e.outputs) level[size_t(v)] = here;
+    key[i] = 2 * here + (meets ? 0 : 1);
+  }
+  std::vector<size_t> order(p.equations.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
+  Program out = p;
+  out.equations.clear();
+  for (size_t i : order) out.equations.push_back(p.equations[i]);
+  return out;
+}
+
 Program optimize(const Program& p, const AxisSizes& axes) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
@@ -835,7 +884,7 @@ Program optimize(const Program& p, const AxisSizes& axes) {
   q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = env_int("SPMD_FUSION", 0, 1).value_or(1) == 1;
-  return fuse ? fuse_elementwise(q) : q;
+  return local_work_before_collectives(fuse ? fuse_elementwise(q) : q);
 }
 
 }  // namespace spmd

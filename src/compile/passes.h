@@ -76,6 +76,17 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes);
 // gradient beside its weight's, at data parallel). The sum runs in another order (all rows at
 // once, where the psum_scatter added each device's partial sums).
 Program sums_from_all_to_alls(const Program& p);
+// Equations in levels by the meetings on the way to them: first the work that reads no
+// collective's result (directly or through other equations), then the collectives whose operands
+// that work gives (an equation whose sub-programs hold one counts as one), then the work that
+// reads them, then the next collectives, and so on, each level in the program's order. A device
+// does all the work it can before it meets its peers, and meets them several times in a row
+// rather than between its pieces of work (a training step's loss psum'd between the forward and
+// the backward pass, the all_to_alls of output gradients between the backward pass's products).
+// A collective's level is at least that of the collective before it, so the collectives keep
+// their sequence and every device's program meets its groups in the same order; the values are
+// the same bit for bit. A program with an effectful equation (debug printing) keeps its order.
+Program local_work_before_collectives(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
 // the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).
 Program optimize(const Program& p, const AxisSizes& axes = {});

@@ -299,12 +299,15 @@ std::chrono::microseconds poll_budget(size_t devices) {
   return std::chrono::microseconds(env);
 }
 
-// How long a member yields its core before sleeping: 2 ms when the launch has more devices than
-// there are cores (where it does not poll), else none. A sleeping member is woken by the last
-// arriver, and on an oversubscribed machine the wake-up waits for a core; a yielding one stays
-// runnable, lets its peers have the core, and sees the meeting complete at its next turn.
+// How long a member yields its core before sleeping: env SPMD_COLLECTIVE_YIELD_US (an integer from
+// 0 to 1000000; 0 turns yielding off), else 2 ms, when the launch has more devices than there are
+// cores (where it does not poll); else none. A sleeping member is woken by the last arriver, and
+// on an oversubscribed machine the wake-up waits for a core; a yielding one stays runnable, lets
+// its peers have the core, and sees the meeting complete at its next turn.
 std::chrono::microseconds yield_budget(size_t devices) {
-  if (devices > size_t(config::num_threads())) return std::chrono::microseconds(2000);
+  // Read before the core check, so a malformed value raises on every machine.
+  const int64_t env = env_int("SPMD_COLLECTIVE_YIELD_US", 0, kMaxPollUs).value_or(2000);
+  if (devices > size_t(config::num_threads())) return std::chrono::microseconds(env);
   return std::chrono::microseconds(0);
 }
 

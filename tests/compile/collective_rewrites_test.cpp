@@ -1,6 +1,6 @@
 // Passes that rewrite collectives of per-device programs: own_blocks_of_collectives (a device's
 // own block of a psum becomes a psum_scatter, of an all_gather the gathered operand, with the same
-// values bit for bit) and sums_from_all_to_alls.
+// values bit for bit), sums_from_all_to_alls and local_work_before_collectives.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
@@ -8,6 +8,7 @@
 #include "ir/program.h"
 #include "prims/primitive.h"
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -157,6 +158,114 @@ TEST(SumsFromAllToAlls, APsumScatterOfColumnSumsSumsTheAllToAllsRows) {
   auto [bias, columns] = sp::jit(bias_and_weight_shard_map())(x);
   EXPECT_TRUE(sp::allclose(bias, x.sum({0}), 1e-5, 1e-3)) << bias << "\n" << x.sum({0});
   EXPECT_EQ(columns.to_vector<float>(), (x * 2.0f).to_vector<float>());
+}
+
+// A body whose psum's result feeds only one output, with local work after it in the traced
+// order, and an all_gather after that: psum, add, sin, mul, all_gather as traced.
+auto mixed_order_shard_map(bool print) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [=](const Array& x) {
+    Array total = sp::psum(x.sum(), sp::axes("b", "m")) + 1.0f;
+    Array local = sp::sin(x) * 2.0f;
+    if (print) sp::debug::print("{}", local);
+    return std::make_tuple(total, sp::all_gather(local, "m", {.axis = 0, .tiled = true}));
+  };
+  return sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))}, {P(), P(sp::axes("b"))},
+                       unchecked);
+}
+
+// Positions of the equations of `p` by primitive name, in program order.
+std::vector<std::string> order_of(const sp::Program& p) {
+  std::vector<std::string> names;
+  for (const sp::Equation& e : p.equations) names.push_back(e.primitive->name);
+  return names;
+}
+
+TEST(LocalWorkBeforeCollectives, WorkThatReadsNoCollectiveRunsFirstAndCollectivesKeepTheirOrder) {
+  const Array x = rows(16, 3);
+  const sp::Program before = per_device(mixed_order_shard_map(false), x);
+  const std::vector<std::string> traced = order_of(before);
+  auto at = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  ASSERT_LT(at(traced, "psum"), at(traced, "sin")) << before.str();
+  const sp::Program after = sp::local_work_before_collectives(before);
+  const std::vector<std::string> moved = order_of(after);
+  ASSERT_EQ(moved.size(), traced.size()) << after.str();
+  // sin and its mul run before the psum; the psum still meets before the all_gather, and the
+  // add that reads the psum's result comes after it.
+  EXPECT_LT(at(moved, "sin"), at(moved, "psum")) << after.str();
+  EXPECT_LT(at(moved, "psum"), at(moved, "all_gather")) << after.str();
+  EXPECT_LT(at(moved, "psum"), at(moved, "add")) << after.str();
+  // The compiled body (the pass runs in optimize) gives the host's values.
+  auto [total, gathered] = sp::jit(mixed_order_shard_map(false))(x);
+  EXPECT_TRUE(sp::allclose(total, x.sum() + 1.0f, 1e-5, 1e-3)) << total;
+  EXPECT_EQ(gathered.to_vector<float>(), (sp::sin(x) * 2.0f).to_vector<float>());
+}
+
+// Meetings whose operands are ready run one after the other, before the work that reads the
+// first of them: the all_gather of cos(x), traced after the multiplication that reads the psum,
+// runs before it.
+TEST(LocalWorkBeforeCollectives, MeetingsOfOneLevelRunTogether) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array scaled = sp::sin(x) * sp::psum(x.sum(), sp::axes("b", "m"));
+    return std::make_tuple(scaled, sp::all_gather(sp::cos(x), "m", {.axis = 0, .tiled = true}));
+  };
+  auto f = sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))},
+                         {P(sp::axes("b", "m")), P(sp::axes("b"))}, unchecked);
+  const Array x = rows(16, 3);
+  const sp::Program before = per_device(f, x);
+  const std::vector<std::string> traced = order_of(before);
+  const std::vector<std::string> moved = order_of(sp::local_work_before_collectives(before));
+  auto at = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  ASSERT_LT(at(traced, "mul"), at(traced, "all_gather")) << before.str();
+  EXPECT_LT(at(moved, "psum"), at(moved, "all_gather")) << before.str();
+  EXPECT_LT(at(moved, "all_gather"), at(moved, "mul")) << before.str();
+  EXPECT_LT(at(moved, "cos"), at(moved, "psum")) << before.str();
+  auto [scaled, gathered] = sp::jit(f)(x);
+  EXPECT_TRUE(sp::allclose(scaled, sp::sin(x) * x.sum(), 1e-5, 1e-2)) << scaled;
+  EXPECT_EQ(gathered.to_vector<float>(), sp::cos(x).to_vector<float>());
+}
+
+// A loop whose body holds a psum meets its peers as a collective does: it stays after the psum
+// traced before it, though it reads nothing of that psum's result.
+TEST(LocalWorkBeforeCollectives, ALoopHoldingACollectiveKeepsItsPlace) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    Array total = sp::psum(x.sum(), sp::axes("b", "m"));
+    Array counted = sp::lax::fori_loop(
+        0, 3, [](const Array&, const Array& c) { return sp::psum(c, sp::axes("b", "m")) * 0.125f; },
+        x.max());
+    return std::make_tuple(total, counted);
+  };
+  auto f = sp::shard_map(body, mesh_4x2(), {P(sp::axes("b", "m"))}, {P(), P()}, unchecked);
+  const Array x = rows(16, 3);
+  const sp::Program before = per_device(f, x);
+  const std::vector<std::string> moved = order_of(sp::local_work_before_collectives(before));
+  auto at = [&](const std::string& name) {
+    return std::find(moved.begin(), moved.end(), name) - moved.begin();
+  };
+  ASSERT_LT(at("psum"), int64_t(moved.size())) << before.str();
+  ASSERT_LT(at("scan"), int64_t(moved.size())) << before.str();
+  EXPECT_LT(at("psum"), at("scan")) << before.str();
+  EXPECT_LT(at("reduce_max"), at("psum")) << before.str();
+  // Three rounds of the mean over the 8 devices of each device's maximum: their mean.
+  auto [total, counted] = sp::jit(f)(x);
+  float mean = 0;
+  const std::vector<float> v = x.to_vector<float>();
+  for (int d = 0; d < 8; ++d) mean += *std::max_element(v.begin() + 6 * d, v.begin() + 6 * d + 6);
+  EXPECT_NEAR(counted.item<float>(), mean / 8, 1e-3f * std::abs(mean));
+}
+
+TEST(LocalWorkBeforeCollectives, AProgramWithAnEffectKeepsItsOrder) {
+  const sp::Program before = per_device(mixed_order_shard_map(true), rows(16, 3));
+  EXPECT_EQ(order_of(sp::local_work_before_collectives(before)), order_of(before)) << before.str();
 }
 
 }  // namespace

@@ -829,5 +829,34 @@ TEST(CommunicatorErrors, DefaultTimeoutReadsTheEnvironment) {
   if (saved) setenv("SPMD_COLLECTIVE_TIMEOUT_MS", saved_value.c_str(), 1);
 }
 
+// Members that only sleep (no yielding) and members that yield for a second before sleeping both
+// give the sums, over several meetings in a row on 8 threads (more than the cores here, where the
+// yield budget applies).
+TEST(CommunicatorWaits, YieldBudgetFromTheEnvironmentKeepsTheResults) {
+  const char* saved = std::getenv("SPMD_COLLECTIVE_YIELD_US");
+  std::string saved_value = saved ? saved : "";
+  for (const char* budget : {"0", "1000000"}) {
+    setenv("SPMD_COLLECTIVE_YIELD_US", budget, 1);
+    Communicator comm(iota_ids(8));
+    std::vector<std::vector<float>> ins(8), outs(8);
+    for (int r = 0; r < 8; ++r) {
+      ins[r] = make_data<float>(1000, r, 3);
+      outs[r].assign(1000, -1.0f);
+    }
+    auto errors = run_ranks(8, [&](int r) {
+      for (int round = 0; round < 5; ++round)
+        comm.all_reduce("psum", iota_ids(8), r, ReduceOp::sum, float32, Shape{1000}, ins[r].data(),
+                        outs[r].data());
+    });
+    expect_no_errors(errors);
+    auto want = ref_reduce(ins, ReduceOp::sum);
+    for (int r = 0; r < 8; ++r)
+      expect_same_bits(outs[r], want,
+                       std::string("budget ") + budget + ", rank " + std::to_string(r));
+  }
+  unsetenv("SPMD_COLLECTIVE_YIELD_US");
+  if (saved) setenv("SPMD_COLLECTIVE_YIELD_US", saved_value.c_str(), 1);
+}
+
 }  // namespace
 }  // namespace spmd::runtime

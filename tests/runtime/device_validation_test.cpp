@@ -213,4 +213,12 @@ TEST(DeviceEnv, CollectiveTimeoutAndPollingAreParsedStrictly) {
             "[SPMD_COLLECTIVE_POLL_US] expected an integer from 0 to 1000000, got '-5'");
 }
 
+TEST(DeviceEnv, CollectiveYieldBudgetIsParsedStrictly) {
+  EnvScope yield("SPMD_COLLECTIVE_YIELD_US", "2ms");
+  EXPECT_EQ(error_message<sp::ValueError>([] {
+              sp::runtime::Communicator comm({0, 1});
+            }),
+            "[SPMD_COLLECTIVE_YIELD_US] expected an integer from 0 to 1000000, got '2ms'");
+}
+
 }  // namespace

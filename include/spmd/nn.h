@@ -160,7 +160,8 @@ class Module {
   }
 
  protected:
-  // Names may not be empty, contain '.', or repeat a parameter or submodule name (torch's rules).
+  // Names may not be empty, contain '.', or repeat a parameter or submodule name (torch's rules);
+  // a submodule may not be or hold this module (a cycle; torch does not check and recurses).
   Parameter register_parameter(const std::string& name, Array value);
   template <class Holder>
   requires requires(const Holder& h) {
@@ -321,7 +322,7 @@ Array mse_loss(const Array& input, const Array& target, Reduction reduction = Re
 // logsumexp(logits) - logits[label] per example (optax's
 // softmax_cross_entropy_with_integer_labels), averaged by default. Stable for large logits. A label
 // outside [0, C) contributes logsumexp(logits) (it selects no logit), as the check cannot be made
-// on traced labels.
+// on traced labels. A -inf logit (a masked class) is fine unless it is the label's (then +inf).
 Array cross_entropy(const Array& logits, const Array& labels,
                     Reduction reduction = Reduction::mean);
 // The fraction of examples whose argmax over the last axis equals the label (float32 scalar).

@@ -80,6 +80,8 @@ class Optimizer {
   explicit Optimizer(std::shared_ptr<const optim_detail::Core> core) : core_(std::move(core)) {}
 
   // optax's opt.init(params): zero moments shaped, typed and placed like the params, count 0.
+  // Params must be floating-point (TypeError "[optim.init] ..." otherwise; optax takes integer
+  // params, and its first update turns their integer moments into floats).
   template <class Tree>
   State init(const Tree& params) const {
     auto [leaves, def] = tree_flatten(params);
@@ -120,7 +122,8 @@ using Schedule = std::function<Array(const Array& count)>;
 // optax.cosine_decay_schedule: init_value * ((1 - alpha) * c^exponent + alpha) with
 // c = (1 + cos(pi * min(count, decay_steps) / decay_steps)) / 2, so the rate falls from
 // init_value to alpha * init_value over decay_steps steps and stays there. Raises ValueError
-// for decay_steps < 1.
+// for decay_steps < 1, an init_value that is negative or not finite, or alpha or exponent not
+// finite.
 Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double alpha = 0,
                                double exponent = 1);
 

@@ -283,19 +283,42 @@ void save_checkpoint(const fs::path& dir, const StateDict& params, const sp::opt
   fs::rename(z.string() + ".tmp.npz", z);
 }
 
+[[noreturn]] void refuse_checkpoint(const fs::path& dir, const std::string& what) {
+  throw sp::ValueError("[spmd train] --resume: the checkpoint in " + dir.string() + " " + what);
+}
+
+// The epochs a checkpoint's metadata says were done: a count, written by this program.
+int epochs_done(const fs::path& dir, std::map<std::string, std::string>& meta) {
+  const std::string format = run_metadata(TrainOptions{}, 0).at("format");
+  if (meta["format"] != format)
+    refuse_checkpoint(dir, "is not one spmd train writes: expected the metadata format '" + format +
+                               "', got '" + meta["format"] + "'");
+  const std::string& text = meta["epoch"];
+  int n = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 0)
+    refuse_checkpoint(
+        dir, "is damaged: expected its metadata epoch to be a count of epochs, got '" + text + "'");
+  return n;
+}
+
+std::string describe(const Array& x) {
+  return std::string(sp::dtype_name(x.dtype())) + x.shape().str();
+}
+
 Checkpoint load_checkpoint(const fs::path& dir, const TrainOptions& o, const StateDict& init) {
   fs::path st = dir / "checkpoint.safetensors";
   if (!fs::exists(st))
     throw sp::IOError("[spmd train] --resume: no checkpoint in " + dir.string() +
                       " (expected checkpoint.safetensors)");
   std::map<std::string, std::string> meta = sp::load_safetensors_metadata(st.string());
+  Checkpoint c;
+  c.epochs_done = epochs_done(dir, meta);
   std::map<std::string, std::string> want = run_metadata(o, 0);
   for (const std::string& k : kResumeKeys)
     if (meta[k] != want[k] && (k != "epochs" || o.schedule == "cosine"))
-      throw sp::ValueError("[spmd train] --resume: the checkpoint in " + dir.string() +
-                           " was written with --" + k + " " + meta[k] + ", this run has --" + k +
-                           " " + want[k]);
-  Checkpoint c;
+      refuse_checkpoint(
+          dir, "was written with --" + k + " " + meta[k] + ", this run has --" + k + " " + want[k]);
   std::map<std::string, Array> params;
   for (auto& [name, value] : sp::load_safetensors(st.string())) {
     if (name.starts_with("optimizer."))
@@ -305,12 +328,12 @@ Checkpoint load_checkpoint(const fs::path& dir, const TrainOptions& o, const Sta
   }
   for (const auto& [name, value] : init) {
     auto it = params.find(name);
-    if (it == params.end())
-      throw sp::ValueError("[spmd train] --resume: the checkpoint in " + dir.string() +
-                           " has no tensor " + name);
+    if (it == params.end()) refuse_checkpoint(dir, "has no tensor " + name);
+    if (it->second.shape() != value.shape() || it->second.dtype() != value.dtype())
+      refuse_checkpoint(
+          dir, "has " + name + " " + describe(it->second) + ", this model's is " + describe(value));
     c.params.insert(name, it->second);
   }
-  c.epochs_done = std::stoi(meta["epoch"]);
   return c;
 }
 
@@ -383,6 +406,11 @@ TrainHistory train(const TrainOptions& o, std::ostream& main_out) {
   if (o.mesh.size() == 2) names.push_back("model");
   sp::Mesh mesh = sp::make_mesh(sp::Shape(o.mesh), names);
   check_mesh_spans_processes(mesh, o.mesh);
+  // The tensor-parallel layers split their hidden units over "model" (else device_put's error).
+  if (o.mesh.size() == 2 && kLayerSizes[1] % o.mesh[1] != 0)
+    throw sp::ValueError("[spmd train] --mesh " + mesh_text(o.mesh) + ": the model axis (" +
+                         std::to_string(o.mesh[1]) + ") must divide the hidden layers' " +
+                         std::to_string(kLayerSizes[1]) + " units");
   sp::NamedSharding batch_sharding(mesh, P("batch"));
   sp::data::Dataset train_set = sp::data::load_fashion_mnist("train", o.data_dir);
   sp::data::Dataset test_set = sp::data::load_fashion_mnist("test", o.data_dir);

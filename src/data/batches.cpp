@@ -58,7 +58,8 @@ Batches::Batches(Dataset data, int64_t batch_size, std::vector<int32_t> order, b
 
 int64_t Batches::num_batches() const {
   const auto n = int64_t(order_.size());
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  // Not (n + batch_size - 1) / batch_size, which overflows for a batch_size near INT64_MAX.
+  return n / batch_size_ + (!drop_last_ && n % batch_size_ != 0);
 }
 
 std::pair<Array, Array> Batches::operator[](int64_t i) const {

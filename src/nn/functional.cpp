@@ -37,17 +37,24 @@ void check_labels(const char* api, const Array& logits, const Array& labels) {
                      logits.shape().str() + " and labels " + labels.shape().str());
 }
 
+// x minus its (stop-gradient) max along `axis`; an empty axis has no max and nothing to shift,
+// so x stays as it is (JAX's max there starts from -inf and gives an empty result too).
+Array shifted_by_max(const Array& x, int axis) {
+  if (x.shape()[axis < 0 ? axis + x.ndim() : axis] == 0) return x;
+  return x - stop_gradient(max(x, {axis}, true));
+}
+
 }  // namespace
 
 Array log_softmax(const Array& x, int axis) {
   check_axis("log_softmax", x, axis);
-  Array shifted = x - stop_gradient(max(x, {axis}, true));
+  Array shifted = shifted_by_max(x, axis);
   return shifted - log(sum(exp(shifted), {axis}, true));
 }
 
 Array softmax(const Array& x, int axis) {
   check_axis("softmax", x, axis);
-  Array unnormalized = exp(x - stop_gradient(max(x, {axis}, true)));
+  Array unnormalized = exp(shifted_by_max(x, axis));
   return unnormalized / sum(unnormalized, {axis}, true);
 }
 
@@ -58,15 +65,17 @@ Array mse_loss(const Array& input, const Array& target, Reduction reduction) {
   return reduce(square(input - target), reduction);
 }
 
-// The label's logit is picked by a one-hot product rather than a gather: elementwise work that
-// shards along the batch like the logits do.
+// The label's logit is picked by a one-hot select rather than a gather: elementwise work that
+// shards along the batch like the logits do. A select, not a product with the one-hot, so that
+// a -inf logit of another class (a masked class) adds nothing instead of -inf * 0 = NaN.
 Array cross_entropy(const Array& logits, const Array& labels, Reduction reduction) {
   if (!is_integer(labels.dtype()))
     throw TypeError("[cross_entropy] labels must be class indices of an integer dtype, got " +
                     std::string(dtype_name(labels.dtype())));
   check_labels("cross_entropy", logits, labels);
   int64_t classes = logits.shape()[logits.ndim() - 1];
-  Array label_logits = sum(logits * one_hot(labels, classes, logits.dtype()), {-1});
+  Array is_label = one_hot(labels, classes, bool_);
+  Array label_logits = sum(where(is_label, logits, zeros_like(logits)), {-1});
   return reduce(logsumexp(logits, {-1}) - label_logits, reduction);
 }
 

@@ -113,6 +113,12 @@ Parameter Module::register_parameter(const std::string& name, Array value) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
   check_new_name("register_module", name);
   if (!child) throw ValueError("[register_module] the module \"" + name + "\" is empty (nullptr)");
+  for (const auto& [path, module] : child->named_modules())
+    if (module == this)
+      throw ValueError("[register_module] the module \"" + name + "\" " +
+                       (path.empty() ? "is " + this->name() + " itself"
+                                     : "holds " + this->name() + " as \"" + path + "\"") +
+                       "; a module cannot be its own submodule");
   children_.emplace_back(name, AnyModule(std::move(child)));
 }
 
@@ -172,6 +178,10 @@ void Module::load_state_dict(const StateDict& state_dict, bool strict) {
     errors.push_back("Missing key(s) in state_dict: " + quoted_list(missing) + ".");
   for (const auto& [name, slot] : all) {
     if (!state_dict.contains(name)) continue;
+    if (!state_dict.at(name).valid()) {
+      errors.push_back("the value of " + name + " is an empty Array handle.");
+      continue;
+    }
     const Shape& given = state_dict.at(name).shape();
     if (given != slot->value.shape())
       errors.push_back("size mismatch for " + name + ": copying a param with shape " + given.str() +
@@ -204,6 +214,8 @@ FunctionalCallScope::FunctionalCallScope(const Module& module, const StateDict& 
                        "'s state_dict" + problems);
   for (const auto& [name, slot] : all) {
     const Array& given = params.at(name);
+    if (!given.valid())
+      throw RuntimeError("[functional_call] parameter \"" + name + "\" is an empty Array handle");
     if (given.shape() != slot->value.shape())
       throw RuntimeError("[functional_call] parameter \"" + name + "\" must have shape " +
                          slot->value.shape().str() + ", got " + given.shape().str());

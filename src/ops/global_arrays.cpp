@@ -9,6 +9,7 @@
 #include <spmd/transforms.h>
 
 #include "core/array_impl.h"
+#include "ops/op_util.h"
 #include "runtime/sharded.h"
 #include "runtime/transfer.h"
 #include "sharding/python_repr.h"
@@ -292,6 +293,9 @@ Shape global_shape_of(const Sharding& sharding, const Shape& local,
 
 Array make_array_from_callback(const Shape& shape, std::shared_ptr<const Sharding> sharding,
                                const DataCallback& callback, std::optional<DType> dtype) {
+  ops::require_sharding(kCallback, sharding.get());
+  if (!callback) throw ValueError(std::string("[") + kCallback + "] the callback is empty");
+  check_shape_size(shape, 1, nullptr, kCallback);
   runtime::check_devices(sharding->device_list(), kCallback);
   sharding->check_shape(shape, kCallback);
   const std::vector<ShardSlot> layout = sharding->layout(shape);
@@ -315,6 +319,8 @@ Array make_array_from_callback(const Shape& shape, const Sharding& sharding,
 Array make_array_from_process_local_data(std::shared_ptr<const Sharding> sharding,
                                          const Array& local_data,
                                          std::optional<Shape> global_shape) {
+  ops::require_sharding(kLocalData, sharding.get());
+  if (global_shape) check_shape_size(*global_shape, 1, nullptr, kLocalData);
   const AbstractValue local = aval_of(local_data);
   if (process_count() == 1 && global_shape && *global_shape != local.shape)
     throw ValueError(
@@ -369,6 +375,12 @@ Array across_processes(const Array& local, bool tiled) {
 }  // namespace
 
 Array process_allgather(const Array& x, bool tiled) {
+  if (!x.valid())
+    throw ValueError("[process_allgather] expected an array, got an empty Array handle");
+  if (!is_concrete(x))
+    throw ConcretizationError("[process_allgather] expected a concrete array, got one traced by " +
+                              std::string("jit (") + aval_of(x).str() +
+                              "); gather its value outside the traced function");
   if (!x.is_fully_addressable()) {
     if (!tiled)
       throw ValueError(

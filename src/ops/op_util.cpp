@@ -178,6 +178,10 @@ void require_floating(const char* api, const Array& x) {
                     std::string(dtype_name(t)));
 }
 
+void require_sharding(const char* api, const Sharding* sharding) {
+  if (!sharding) throw ValueError(prefix(api) + "expected a sharding, got a null pointer");
+}
+
 void require_integer_or_bool(const char* api, const Array& x) {
   DType t = aval_of(x).dtype;
   if (is_floating(t))

@@ -84,5 +84,7 @@ std::vector<Array> apply_multi(const char* prim, const std::vector<Array>& input
 // Type checks with JAX-style messages.
 void require_floating(const char* api, const Array& x);
 void require_integer_or_bool(const char* api, const Array& x);
+// ValueError "[api] expected a sharding, got a null pointer" for a null shared_ptr<const Sharding>.
+void require_sharding(const char* api, const Sharding* sharding);
 
 }  // namespace spmd::ops

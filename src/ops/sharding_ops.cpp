@@ -80,6 +80,7 @@ std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const
 }  // namespace placement_detail
 
 Array device_put(const Array& x, std::shared_ptr<const Sharding> sharding) {
+  ops::require_sharding("device_put", sharding.get());
   placement_detail::refuse_unconstrained_put(sharding.get());
   if (innermost_trace({&x, 1})) {
     runtime::check_devices(sharding->device_list(), "device_put");

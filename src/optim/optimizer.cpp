@@ -57,6 +57,16 @@ std::string expected(int param, std::span<const Array> params) {
   return param < 0 ? "int32()" : describe(params[param]);
 }
 
+// optax makes integer moments for integer params, which its first update turns into floats (a
+// state that no longer fits its params); the params of a gradient step are floating-point.
+void check_floating(const char* api, std::span<const Array> params,
+                    const std::vector<std::string>& names) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!is_floating(params[i].dtype()))
+      throw TypeError(std::string("[") + api + "] params must have a floating-point dtype, got " +
+                      describe(params[i]) + " for '" + names[i] + "'");
+}
+
 }  // namespace
 
 std::vector<std::string> leaf_names(const TreeDef& def) {
@@ -87,6 +97,7 @@ std::vector<Core::Slot> Core::slots(const std::vector<std::string>& names) const
 }
 
 State Core::init(std::span<const Array> params, const std::vector<std::string>& names) const {
+  check_floating("optim.init", params, names);
   State state;
   for (const Slot& s : slots(names))
     state.insert(s.name, s.param < 0 ? zeros(Shape{}, int32)
@@ -97,6 +108,7 @@ State Core::init(std::span<const Array> params, const std::vector<std::string>& 
 std::pair<std::vector<Array>, State> Core::update(std::span<const Array> grads, const State& state,
                                                   std::span<const Array> params,
                                                   const std::vector<std::string>& names) const {
+  check_floating("optim.update", params, names);
   for (size_t i = 0; i < params.size(); ++i)
     if (grads[i].shape() != params[i].shape())
       throw ValueError("[optim.update] the grad of '" + names[i] + "' has shape " +
@@ -122,6 +134,7 @@ std::pair<std::vector<Array>, State> Core::update(std::span<const Array> grads, 
 
 State Core::from_named(std::span<const std::pair<std::string, Array>> named,
                        std::span<const Array> params, const std::vector<std::string>& names) const {
+  check_floating("optim.state_from_named", params, names);
   std::unordered_map<std::string, const Array*> by_name;
   for (const auto& [name, value] : named)
     if (!by_name.emplace(name, &value).second)

@@ -204,6 +204,11 @@ Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double al
   if (decay_steps < 1)
     throw ValueError("[optim.cosine_decay_schedule] requires positive decay_steps, got " +
                      std::to_string(decay_steps));
+  require(std::isfinite(init_value) && init_value >= 0, "optim.cosine_decay_schedule",
+          "init_value must be finite and >= 0, as a learning rate", init_value);
+  require(std::isfinite(alpha), "optim.cosine_decay_schedule", "alpha must be finite", alpha);
+  require(std::isfinite(exponent), "optim.cosine_decay_schedule", "exponent must be finite",
+          exponent);
   return [=](const Array& count) {
     Array c = minimum(count.astype(float32), Array(double(decay_steps)));
     Array cosine = Array(0.5) * (Array(1) + cos(Array(M_PI) * c / Array(double(decay_steps))));

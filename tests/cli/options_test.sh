@@ -27,6 +27,8 @@ expect 105 "--optimizer: must be sgd, adam or adamw, got 'rmsprop'" train --opti
 expect 105 "--schedule: must be cosine or constant, got 'linear'" train --schedule linear
 expect 1 "error: [spmd train] --mesh must be N (data parallel) or BxM" train --mesh 0
 expect 1 "error: [spmd train] --epochs and --batch must be at least 1" train --batch 0
+expect 1 "error: [spmd train] --mesh 2x3: the model axis (3) must divide the hidden layers' 1024 units" \
+  train --mesh 2x3
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   : >"$dir/file"
   expect 1 "error: [spmd train] --out '$dir/file/out' cannot be made a directory: " \

@@ -11,10 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -194,6 +196,45 @@ TEST(Train, ResumeRefusesADifferentRun) {
   TrainOptions none = quick({8}, "none", 1);
   none.resume = true;
   EXPECT_THROW(run(none), sp::IOError);
+}
+
+// A checkpoint another program wrote, or whose metadata or tensors were damaged, is refused
+// with what is wrong before any step (a bad epoch count ended the run on std::stoi's
+// exception; a tensor of another shape reached the step).
+TEST(Train, ResumeRefusesForeignAndDamagedCheckpoints) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TrainOptions o = quick({8}, "damaged", 1);
+  o.schedule = "constant";
+  run(o);
+  o.resume = true;
+  const std::string path = (fs::path(o.out) / "checkpoint.safetensors").string();
+  const sp::NamedArrays tensors = sp::load_safetensors(path);
+  const std::map<std::string, std::string> meta = sp::load_safetensors_metadata(path);
+  auto refusal = [&](const sp::NamedArrays& t, const std::map<std::string, std::string>& m) {
+    sp::save_safetensors(path, t, m);
+    std::string message = spmd_test::error_message<sp::ValueError>([&] { run(o); });
+    const std::string prefix = "[spmd train] --resume: the checkpoint in " + o.out + " ";
+    EXPECT_EQ(message.rfind(prefix, 0), 0u) << message;
+    return message.substr(std::min(prefix.size(), message.size()));
+  };
+  EXPECT_EQ(refusal(tensors, {}),
+            "is not one spmd train writes: expected the metadata format 'spmd-train-1', got ''");
+  for (const std::string epoch : {"x", "-1", "", "99999999999"}) {
+    auto damaged = meta;
+    damaged["epoch"] = epoch;
+    EXPECT_EQ(
+        refusal(tensors, damaged),
+        "is damaged: expected its metadata epoch to be a count of epochs, got '" + epoch + "'");
+  }
+  sp::NamedArrays reshaped = tensors;
+  for (auto& [name, value] : reshaped)
+    if (name == "layers.3.bias") value = sp::zeros({7});
+  EXPECT_EQ(refusal(reshaped, meta), "has layers.3.bias float32(7,), this model's is float32(10,)");
+  sp::NamedArrays retyped = tensors;
+  for (auto& [name, value] : retyped)
+    if (name == "layers.0.bias") value = value.astype(sp::int32);
+  EXPECT_EQ(refusal(retyped, meta),
+            "has layers.0.bias int32(1024,), this model's is float32(1024,)");
 }
 
 TEST(Train, BadOptionsAndMissingDataAreClearErrors) {

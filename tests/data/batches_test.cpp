@@ -9,6 +9,7 @@
 #include "support/golden.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace sp = spmd;
@@ -102,6 +103,12 @@ TEST(Batches, InOrderKeepsTheLastPartialBatchByDefault) {
 TEST(Batches, BatchLargerThanTheDataset) {
   EXPECT_EQ(sp::data::Batches(indexed(10), 16, sp::random::key(0), 0).num_batches(), 0);
   EXPECT_EQ(sp::data::Batches(indexed(10), 16, sp::random::key(0), 0, false).num_batches(), 1);
+  // A batch_size near INT64_MAX: one partial batch holding every example (no overflow to 0).
+  sp::data::Batches whole(indexed(10), INT64_MAX);
+  ASSERT_EQ(whole.num_batches(), 1);
+  EXPECT_EQ(whole[0].second.to_vector<int32_t>(),
+            sp::arange(0, 10, 1, sp::int32).to_vector<int32_t>());
+  EXPECT_EQ(sp::data::Batches(indexed(10), INT64_MAX, /*drop_last=*/true).num_batches(), 0);
 }
 
 TEST(BatchesErrors, BadArguments) {

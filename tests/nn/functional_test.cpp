@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace sp = spmd;
 namespace nn = spmd::nn;
 namespace F = spmd::nn::functional;
@@ -46,6 +49,36 @@ TEST(NnFunctional, LargeLogitsStayFinite) {
   EXPECT_TRUE(arrays_close(nn::log_softmax(big), nn_golden("cls.big_log_softmax"), kRtol, kAtol));
   EXPECT_TRUE(arrays_close(nn::cross_entropy(big, labels), nn_golden("cls.big_cross_entropy"),
                            kRtol, kAtol));
+}
+
+// A -inf logit masks its class: optax's and torch's losses ignore it unless it is the label's
+// (then +inf). A one-hot product would compute -inf * 0 = NaN. Exact values: row 0 is
+// log(e^0) - 0 = 0, row 1 log(e^1 + e^2) - 2 = log1p(e^-1).
+TEST(NnFunctional, CrossEntropyIgnoresMaskedClasses) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Array logits = sp::array({{0.0f, -inf}, {1.0f, 2.0f}});
+  Array labels = sp::array<int32_t>({0, 1});
+  const float row1 = float(std::log1p(std::exp(-1.0)));
+  EXPECT_TRUE(arrays_close(nn::cross_entropy(logits, labels, nn::Reduction::none),
+                           sp::array({0.0f, row1}), kRtol, kAtol));
+  EXPECT_TRUE(arrays_close(nn::cross_entropy(logits, labels), sp::array(row1 / 2), kRtol, kAtol));
+  Array grad = sp::grad([&](const Array& l) { return nn::cross_entropy(l, labels); })(logits);
+  const float p = float(1 / (1 + std::exp(1.0)));  // softmax of the 1 in row 1
+  EXPECT_TRUE(arrays_close(grad, sp::array({{0.0f, 0.0f}, {p / 2, -p / 2}}), kRtol, kAtol));
+  EXPECT_EQ(nn::cross_entropy(logits, sp::array<int32_t>({1, 1}), nn::Reduction::none)
+                .to_vector<float>()[0],
+            inf);
+}
+
+// An empty class axis: JAX's log_softmax and softmax give an empty result (its max starts from
+// -inf), where a max over the axis would be an error.
+TEST(NnFunctional, SoftmaxOverAnEmptyAxisIsEmpty) {
+  for (Array y : {nn::log_softmax(sp::zeros({2, 0})), nn::softmax(sp::zeros({2, 0})),
+                  nn::log_softmax(sp::zeros({0, 3}), 0)}) {
+    EXPECT_EQ(y.dtype(), sp::float32);
+    EXPECT_EQ(y.size(), 0);
+  }
+  EXPECT_EQ(nn::softmax(sp::zeros({2, 0})).shape(), sp::Shape({2, 0}));
 }
 
 TEST(NnFunctional, MseLossIsTorchsMeanOverEveryElement) {

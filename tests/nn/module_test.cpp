@@ -92,6 +92,26 @@ TEST(Module, RegistrationRejectsBadNames) {
             "[register_parameter] the name can't be empty");
 }
 
+// A module inside itself would make state_dict, named_modules and forward recurse without end
+// (a stack overflow; torch's Python recursion limit): registering one is refused.
+TEST(Module, RegistrationRejectsCycles) {
+  nn::Sequential outer{nn::ReLU()}, inner;
+  EXPECT_EQ(error_message<sp::ValueError>([&] { outer.push_back(outer); }),
+            "[register_module] the module \"1\" is Sequential itself; a module cannot be its own "
+            "submodule");
+  outer.push_back(inner);
+  EXPECT_EQ(error_message<sp::ValueError>([&] { inner.push_back(outer); }),
+            "[register_module] the module \"0\" holds Sequential as \"1\"; a module cannot be "
+            "its own submodule");
+  EXPECT_EQ(outer.size(), 2u);
+  EXPECT_EQ(inner.size(), 0u);
+  EXPECT_EQ(outer->named_modules().size(), 3u);
+  // The same module twice, side by side, is no cycle (torch shares it too).
+  nn::Sequential twice{nn::ReLU()};
+  twice.push_back(twice[0]);
+  EXPECT_TRUE(arrays_equal(twice(sp::array({-1.0f, 2.0f})), sp::array({0.0f, 2.0f})));
+}
+
 TEST(Module, LoadStateDictReplacesParameters) {
   Model model({3, 4, 2}, sp::random::key(0));
   Model other({3, 4, 2}, sp::random::key(1));
@@ -117,6 +137,12 @@ TEST(Module, LoadStateDictErrorsListEveryProblemAsTorchDoes) {
             "\tsize mismatch for layers.0.weight: copying a param with shape (3, 4) from "
             "checkpoint, the shape in current model is (4, 3).");
   // Nothing was loaded, not even the matching key.
+  EXPECT_TRUE(arrays_equal(model.state_dict().at("layers.0.weight"), before));
+  nn::StateDict empty = sd;
+  empty.insert("layers.1.bias", Array());
+  EXPECT_EQ(error_message<sp::RuntimeError>([&] { model.load_state_dict(empty); }),
+            "[load_state_dict] Error(s) in loading state_dict for Model:\n"
+            "\tthe value of layers.1.bias is an empty Array handle.");
   EXPECT_TRUE(arrays_equal(model.state_dict().at("layers.0.weight"), before));
   // Non-strict loading skips missing and unexpected keys but not shape mismatches.
   bad.insert("layers.0.weight", sp::zeros({4, 3}));
@@ -228,6 +254,9 @@ TEST(FunctionalCall, MissingExtraAndMisshapedParamsAreErrors) {
   params.insert("layers.1.bias", sp::zeros({3}));
   EXPECT_EQ(error_message<sp::RuntimeError>([&] { nn::functional_call(model, params, x); }),
             "[functional_call] parameter \"layers.1.bias\" must have shape (2,), got (3,)");
+  params.insert("layers.1.bias", Array());
+  EXPECT_EQ(error_message<sp::RuntimeError>([&] { nn::functional_call(model, params, x); }),
+            "[functional_call] parameter \"layers.1.bias\" is an empty Array handle");
   // A failed call leaves no substitution behind.
   EXPECT_TRUE(arrays_equal(model(x), nn::functional_call(model, model.state_dict(), x)));
 }

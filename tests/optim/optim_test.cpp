@@ -323,6 +323,25 @@ TEST(Optim, RejectsBadHyperparameters) {
   EXPECT_EQ(message([] { optim::adamw(0.1, 0.9, 0.999, 1e-8, -1); }),
             "[optim.adamw] weight_decay must be finite and >= 0, got -1");
   EXPECT_EQ(message([] { optim::sgd(0); }), "(no error)");
+  EXPECT_EQ(message([] { optim::cosine_decay_schedule(std::nan(""), 10); }),
+            "[optim.cosine_decay_schedule] init_value must be finite and >= 0, as a learning "
+            "rate, got nan");
+}
+
+// optax gives integer params integer moments that its first update turns into floats, so the
+// next step meets a state that does not fit; spmd refuses integer params at once.
+TEST(Optim, RejectsIntegerParams) {
+  Params params{{"w", sp::ones({2})}, {"steps", sp::array<int32_t>({1, 2})}};
+  const std::string expected = "params must have a floating-point dtype, got int32(2,) for 'steps'";
+  optim::Optimizer opt = optim::adam(0.1);
+  EXPECT_EQ(error_message<sp::TypeError>([&] { opt.init(params); }), "[optim.init] " + expected);
+  Params floats{{"w", sp::ones({2})}, {"steps", sp::ones({2})}};
+  optim::State state = opt.init(floats);
+  EXPECT_EQ(error_message<sp::TypeError>([&] { opt.update(params, state, params); }),
+            "[optim.update] " + expected);
+  EXPECT_EQ(error_message<sp::TypeError>(
+                [&] { opt.state_from_named(optim::named_state(state), params); }),
+            "[optim.state_from_named] " + expected);
 }
 
 }  // namespace

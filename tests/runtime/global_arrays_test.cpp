@@ -305,6 +305,39 @@ TEST(GlobalArrays, CallbackRejectsRanksEmptyHandlesAndTracedValues) {
             "traced context.");
 }
 
+// A null sharding pointer, an empty callback and a negative shape are refused before any use
+// (they crashed: a null dereference, std::bad_function_call).
+TEST(GlobalArrays, NullShardingsEmptyCallbacksAndNegativeShapesAreErrors) {
+  const std::shared_ptr<const sp::Sharding> none;
+  auto block = [](const sp::Index&) { return sp::zeros({1}); };
+  EXPECT_EQ(error_message<sp::ValueError>([&] { sp::make_array_from_callback({8}, none, block); }),
+            "[make_array_from_callback] expected a sharding, got a null pointer");
+  EXPECT_EQ(error_message<sp::ValueError>(
+                [&] { sp::make_array_from_process_local_data(none, sp::zeros({8})); }),
+            "[make_array_from_process_local_data] expected a sharding, got a null pointer");
+  EXPECT_EQ(error_message<sp::ValueError>([&] { sp::device_put(sp::zeros({8}), none); }),
+            "[device_put] expected a sharding, got a null pointer");
+  EXPECT_EQ(error_message<sp::ValueError>(
+                [&] { sp::make_array_from_callback({8}, S("x"), sp::DataCallback()); }),
+            "[make_array_from_callback] the callback is empty");
+  EXPECT_EQ(error_message<sp::ValueError>([&] { sp::make_array_from_callback({-8}, S(), block); }),
+            "[make_array_from_callback] negative dimensions are not allowed, got shape (-8,)");
+  EXPECT_EQ(error_message<sp::ValueError>([&] {
+              sp::make_array_from_process_local_data(S(), sp::zeros({8}), sp::Shape{-8});
+            }),
+            "[make_array_from_process_local_data] negative dimensions are not allowed, got shape "
+            "(-8,)");
+}
+
+TEST(GlobalArrays, ProcessAllgatherNeedsAConcreteArray) {
+  EXPECT_EQ(error_message<sp::ValueError>([] { sp::process_allgather(sp::Array()); }),
+            "[process_allgather] expected an array, got an empty Array handle");
+  auto traced = sp::jit([](const sp::Array& a) { return sp::process_allgather(a); });
+  EXPECT_EQ(error_message<sp::ConcretizationError>([&] { traced(sp::zeros({8})); }),
+            "[process_allgather] expected a concrete array, got one traced by jit (f32[8]); "
+            "gather its value outside the traced function");
+}
+
 TEST(GlobalArrays, ProcessLocalDataInOneProcessIsTheWholeArray) {
   EXPECT_EQ(describe(sp::make_array_from_process_local_data(S("x"), G())), golden("local_data_x"));
   EXPECT_EQ(

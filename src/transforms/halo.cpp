@@ -555,13 +555,6 @@ std::string layout_str(const Layout& l) {
   return name + ":(" + std::to_string(n / (l.div * size)) + ")" + std::to_string(size);
 }
 
-std::string axes_str(std::span<const Layout> side) {
-  std::string s = "P(";
-  for (size_t i = 0; i < side.size(); ++i)
-    s += (i ? ", " : "") + (side[i].axes.empty() ? "None" : layout_str(side[i]));
-  return s + ")";
-}
-
 // What a round moves ("6 rows", "a box of 3x2 rows") and between which blocks.
 std::string round_str(const std::vector<Move>& round, std::span<const Layout> from,
                       std::span<const Layout> to) {
@@ -583,8 +576,8 @@ std::string round_str(const std::vector<Move>& round, std::span<const Layout> fr
     if (from.size() == 1)
       return s + " from the blocks split by " + layout_str(from[0]) +
              " to the blocks split by " + layout_str(to[0]);
-    return s + " from the blocks split as " + axes_str(from) + " to the blocks split as " +
-           axes_str(to);
+    return s + " from the blocks split as " + layouts_str(from) + " to the blocks split as " +
+           layouts_str(to);
   }
   std::string sizes_from, sizes_to;
   for (size_t i = 0; i < from.size(); ++i) {
@@ -596,6 +589,13 @@ std::string round_str(const std::vector<Move>& round, std::span<const Layout> fr
 }
 
 }  // namespace
+
+std::string layouts_str(std::span<const Layout> side) {
+  std::string s = "P(";
+  for (size_t i = 0; i < side.size(); ++i)
+    s += (i ? ", " : "") + (side[i].axes.empty() ? "None" : layout_str(side[i]));
+  return s + ")";
+}
 
 std::optional<std::vector<DimPlan>> plan(std::span<const ShardingRule::Shift> shifts,
                                          std::span<const Shape> operands, const Shape& result,

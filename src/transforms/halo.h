@@ -79,6 +79,9 @@ struct Layout {
   bool operator==(const Layout&) const = default;
 };
 
+// The layouts of a block's dims as a spec, sub-axes in Shardy's form: "P('b':(1)2, 'b':(2)2, 'a')".
+std::string layouts_str(std::span<const Layout> side);
+
 // This device's block, laid out as `from` along `dims` (of `extents` rows), moved to the blocks
 // laid out as `to` without gathering them (padded blocks of two layouts do not nest): each
 // target block is a box of rows, copied from the source blocks that overlap it, the moves

@@ -41,10 +41,14 @@ AxisNames names_of(const AxisList& axes) {
   return axes.size() == 1 ? AxisNames(axes[0]) : AxisNames(axes, true);
 }
 
-// A device's block of a value and how the value is split.
+// A device's block of a value and how the value is split. `kept` is set where the block is laid
+// out otherwise, by sub-axes a reshape gave its dims (one halo::Layout a dim): the ops that keep
+// the factors carry them on, and the first that needs whole axes moves the block to `split`
+// (or to the split it needs) by one relayout.
 struct Local {
   Array value;
   Split split;
+  std::vector<halo::Layout> kept = {};
 };
 
 int64_t nbytes(const Array& x) {
@@ -456,9 +460,13 @@ class Partitioner {
         splits_(std::move(splits)),
         out_(std::move(out)),
         held_(std::move(held)),
-        producer_(global.types.size(), -1) {
-    for (size_t i = 0; i < global.equations.size(); ++i)
+        producer_(global.types.size(), -1),
+        users_(global.types.size()) {
+    for (size_t i = 0; i < global.equations.size(); ++i) {
       for (int v : global.equations[i].outputs) producer_[size_t(v)] = int(i);
+      for (const Atom& a : global.equations[i].inputs)
+        if (!a.is_literal()) users_[size_t(a.var)].push_back(int(i));
+    }
     // An input that arrives unsplit is whole on every device, as a constant is.
     std::vector<bool> whole(global.types.size(), false);
     for (int v : global.invars) {
@@ -518,10 +526,19 @@ class Partitioner {
         outs.push_back(a.literal);
         continue;
       }
-      const Local& x = env_[size_t(a.var)];
+      Local& x = env_[size_t(a.var)];
+      const Shape& shape = global_.type_of(a).shape;
+      if (!x.kept.empty()) {
+        const Split& to = i < out_.size() && out_[i] ? out_[i]->split : x.split;
+        x = Local{
+            settled(x, shape, to,
+                    "output " + std::to_string(i) + " leaves split as " +
+                        ValueSplit{to, {}}.spec().repr() + ", from the sub-axes its reshape kept",
+                    !(i < out_.size() && out_[i])),
+            to};
+      }
       outs.push_back(i < out_.size() && out_[i]
-                         ? moved(x.value, x.split, out_[i]->split, global_.type_of(a).shape,
-                                 out_[i]->cause, false)
+                         ? moved(x.value, x.split, out_[i]->split, shape, out_[i]->cause, false)
                          : x.value);
     }
     return outs;
@@ -809,6 +826,13 @@ class Partitioner {
     return t;
   }
 
+  // Whether an operand of `e` keeps sub-axes.
+  bool keeps_sub_axes(const Equation& e) const {
+    return std::any_of(e.inputs.begin(), e.inputs.end(), [&](const Atom& a) {
+      return !a.is_literal() && !env_[size_t(a.var)].kept.empty();
+    });
+  }
+
   // Runs `e` on blocks split as `in`, giving results split as `out`; false when the primitive
   // cannot run on such blocks (its localized types disagree).
   bool try_local(const Equation& e, const ShardingRule& rule, const std::vector<Split>& in,
@@ -879,6 +903,10 @@ class Partitioner {
     for (const Atom& a : e.inputs) in_types.push_back(global_.type_of(a));
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
+    if (keeps_sub_axes(e)) {
+      if (run_on_kept_layouts(e, rule) || run_on_factor_blocks(e, rule)) return;
+      settle_operands(e, rule);
+    }
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
@@ -1123,45 +1151,104 @@ class Partitioner {
     return {axes, block, div, mod};
   }
 
+  // How many blocks a layout splits its dim into.
+  int64_t blocks_of(const halo::Layout& l) const {
+    return l.mod ? l.mod : product(l.axes) / l.div;
+  }
+
   // The layouts of a reshape's factors (indexed by factor) on the side whose dims are `dims`, of
-  // `shape` split as `split`. A dim of one factor splits it as the dim is split (ceil-sized
-  // blocks, padded at the end). A compound dim split evenly into blocks that are boxes of its
-  // factors (the minor factors whole, a part of one factor, one row of each major one: [2, 2, 6]
-  // merged into [24] split 8 ways is rows i / 4 and (i / 2) % 2 and columns [3 (i % 2),
-  // 3 (i % 2) + 3)) splits each factor by a sub-axis of its axes, as Shardy's 'x':(1)2,
-  // 'x':(2)2 and 'x':(4)2. Nothing when a compound dim's blocks are not such boxes, a size-1
-  // dim is split or a dim is empty.
+  // `shape`, each dim laid out as `layouts` says. A dim of one factor splits it as the dim is
+  // split (ceil-sized blocks, padded at the end). A compound dim split evenly into blocks that
+  // are boxes of its factors (the minor factors whole, a part of one factor, one row of each
+  // major one: [2, 2, 6] merged into [24] split 8 ways is rows i / 4 and (i / 2) % 2 and
+  // columns [3 (i % 2), 3 (i % 2) + 3)) splits each factor by a sub-axis of its axes, as
+  // Shardy's 'x':(1)2, 'x':(2)2 and 'x':(4)2 (a part of the dim's own sub-axis when it has
+  // one). Nothing when a compound dim's blocks are not such boxes, a size-1 dim is split or a
+  // dim is empty.
+  std::optional<std::vector<halo::Layout>> factor_layouts(
+      const ShardingRule& rule, const ShardingRule::Tensor& dims, const Shape& shape,
+      std::span<const halo::Layout> layouts) const {
+    std::vector<halo::Layout> out(rule.factor_sizes.size());
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!split_factors(rule, dims[d], shape[int(d)], layouts[d], out)) return std::nullopt;
+    return out;
+  }
+
+  // factor_layouts of a side split as `split`.
   std::optional<std::vector<halo::Layout>> factor_layouts(const ShardingRule& rule,
                                                           const ShardingRule::Tensor& dims,
                                                           const Shape& shape,
                                                           const Split& split) const {
-    std::vector<halo::Layout> out(rule.factor_sizes.size());
+    return factor_layouts(rule, dims, shape, layouts_of(split, shape));
+  }
+
+  static std::vector<halo::Layout> layouts_of(const Split& split, const Shape& shape) {
+    std::vector<halo::Layout> out;
+    for (int d = 0; d < shape.ndim(); ++d) out.push_back(layout_of(split, shape, d));
+    return out;
+  }
+
+  // The layouts of the factors of one dim (of `n` rows, laid out as `l`) written into `out`;
+  // false when its blocks are not boxes of them (factor_layouts).
+  bool split_factors(const ShardingRule& rule, const ShardingRule::Dim& dim, int64_t n,
+                     const halo::Layout& l, std::vector<halo::Layout>& out) const {
+    const int64_t k = blocks_of(l);
+    if (n == 0) return false;
+    if (dim.empty()) return k == 1;
+    if (dim.size() == 1) {
+      out[size_t(dim[0])] = k > 1 ? l : halo::Layout{{}, n};
+      return true;
+    }
+    if (n % k != 0 || l.block != n / k) return false;
+    auto size = [&](size_t j) { return rule.factor_sizes[size_t(dim[j])]; };
+    // The factor j the block's extent ends in: whole factors minor to it, a part m of it.
+    const int64_t b = n / k;
+    size_t j = dim.size() - 1;
+    int64_t trail = 1;
+    while (j > 0 && b > trail * size(j)) trail *= size(j--);
+    if (b % trail != 0 || size(j) % (b / trail) != 0) return false;
+    const int64_t m = b / trail, parts = size(j) / m;
+    for (size_t t = j + 1; t < dim.size(); ++t) out[size_t(dim[t])] = {{}, size(t)};
+    out[size_t(dim[j])] = sub_axis_layout(l.axes, m, l.div, parts);
+    for (int64_t t = int64_t(j) - 1, div = parts; t >= 0; div *= size(size_t(t--)))
+      out[size_t(dim[size_t(t)])] = sub_axis_layout(l.axes, 1, l.div * div, size(size_t(t)));
+    return true;
+  }
+
+  // The layout of each of `dims` (of `shape`) whose factors are laid out as `factors`: the dim's
+  // blocks are the boxes of its factors' blocks. Nothing when some dim's factors do not make
+  // such boxes (a minor factor split under a major one left whole), or a dim would be padded.
+  std::optional<std::vector<halo::Layout>> dim_layouts(
+      const ShardingRule& rule, const ShardingRule::Tensor& dims, const Shape& shape,
+      const std::vector<halo::Layout>& factors) const {
+    std::vector<halo::Layout> out;
     for (size_t d = 0; d < dims.size(); ++d) {
-      const ShardingRule::Dim& dim = dims[d];
-      const AxisList& axes = split[d];
-      const int64_t k = product(axes), n = shape[int(d)];
-      if (n == 0) return std::nullopt;
-      if (dim.empty()) {
-        if (k > 1) return std::nullopt;
-        continue;
+      const int64_t n = shape[int(d)];
+      AxisList axes;
+      int64_t k = 1, div = 1;
+      bool plain = true, same = true;
+      const AxisList* first = nullptr;
+      for (int f : dims[d]) {
+        const halo::Layout& l = factors[size_t(f)];
+        if (l.axes.empty()) continue;
+        k *= blocks_of(l);
+        div = l.div;
+        plain = plain && l.div == 1 && l.mod == 0;
+        same = same && (!first || *first == l.axes);
+        if (!first) first = &l.axes;
+        axes.insert(axes.end(), l.axes.begin(), l.axes.end());
       }
-      if (dim.size() == 1) {
-        out[size_t(dim[0])] = {k > 1 ? axes : AxisList{}, (n + k - 1) / k};
-        continue;
-      }
+      if (!plain && !same) return std::nullopt;
+      if (!plain) axes = *first;
       if (n % k != 0) return std::nullopt;
-      auto size = [&](size_t j) { return rule.factor_sizes[size_t(dim[j])]; };
-      // The factor j the block's extent ends in: whole factors minor to it, a part m of it.
-      const int64_t b = n / k;
-      size_t j = dim.size() - 1;
-      int64_t trail = 1;
-      while (j > 0 && b > trail * size(j)) trail *= size(j--);
-      if (b % trail != 0 || size(j) % (b / trail) != 0) return std::nullopt;
-      const int64_t m = b / trail, parts = size(j) / m;
-      for (size_t t = j + 1; t < dim.size(); ++t) out[size_t(dim[t])] = {{}, size(t)};
-      out[size_t(dim[j])] = sub_axis_layout(axes, m, 1, parts);
-      for (int64_t t = int64_t(j) - 1, div = parts; t >= 0; div *= size(size_t(t--)))
-        out[size_t(dim[size_t(t)])] = sub_axis_layout(axes, 1, div, size(size_t(t)));
+      const halo::Layout l = axes.empty() ? halo::Layout{{}, n}
+                             : plain      ? halo::Layout{axes, n / k}
+                                          : sub_axis_layout(axes, n / k, div, k);
+      std::vector<halo::Layout> check(factors.size());
+      if (!split_factors(rule, dims[d], n, l, check)) return std::nullopt;
+      for (int f : dims[d])
+        if (!(check[size_t(f)] == factors[size_t(f)])) return std::nullopt;
+      out.push_back(l);
     }
     return out;
   }
@@ -1213,6 +1300,27 @@ class Partitioner {
     return dims;
   }
 
+  // What halo::relayout moves between layouts `from` and `to` (of dims or factors of `extents`
+  // rows): the dims whose layouts differ, with those sharing their axes (moved_factors), and
+  // their layouts and extents.
+  struct LayoutMove {
+    std::vector<int> dims;
+    std::vector<halo::Layout> from, to;
+    std::vector<int64_t> extents;
+  };
+
+  static LayoutMove layout_move(const std::vector<halo::Layout>& from,
+                                const std::vector<halo::Layout>& to,
+                                std::span<const int64_t> extents) {
+    LayoutMove m{moved_factors(from, to), {}, {}, {}};
+    for (int d : m.dims) {
+      m.from.push_back(from[size_t(d)]);
+      m.to.push_back(to[size_t(d)]);
+      m.extents.push_back(extents[size_t(d)]);
+    }
+    return m;
+  }
+
   // The bytes each device sends when `e` runs on the factor splits choose_factors gives: its
   // operands' reshards and its results' moves to their propagated splits.
   int64_t factor_plan_bytes(const Equation& e, const ShardingRule& rule) const {
@@ -1250,26 +1358,25 @@ class Partitioner {
     const AbstractValue& in = global_.type_of(e.inputs[0]);
     const AbstractValue& out = global_.types[size_t(e.outputs[0])];
     const Split& want = splits_[size_t(e.outputs[0])].dims;
-    const auto from = factor_layouts(rule, rule.operands[0], in.shape, x.split);
+    const auto from = x.kept.empty() ? factor_layouts(rule, rule.operands[0], in.shape, x.split)
+                                     : factor_layouts(rule, rule.operands[0], in.shape, x.kept);
     const auto to = factor_layouts(rule, rule.results[0], out.shape, want);
     if (!from || !to) return false;
-    const std::vector<int> dims = moved_factors(*from, *to);
-    std::vector<halo::Layout> source, target;
-    std::vector<int64_t> extents, held, needed;
-    for (int f : dims) {
-      source.push_back((*from)[size_t(f)]);
-      target.push_back((*to)[size_t(f)]);
-      extents.push_back(rule.factor_sizes[size_t(f)]);
-    }
+    const LayoutMove move = layout_move(*from, *to, rule.factor_sizes);
+    std::vector<int64_t> held, needed;
     for (size_t f = 0; f < from->size(); ++f) {
       held.push_back((*from)[f].block);
       needed.push_back((*to)[f].block);
     }
-    AbstractValue block = block_type(in, x.split);
+    AbstractValue block = aval_of(x.value);
     if (block.shape.size() != Shape(held).size()) return false;
     block.shape = Shape(held);
-    const std::optional<int64_t> bytes = halo::relayout_bytes(block, dims, source, target, extents);
-    if (!bytes || *bytes >= factor_plan_bytes(e, rule)) return false;
+    const std::optional<int64_t> bytes =
+        halo::relayout_bytes(block, move.dims, move.from, move.to, move.extents);
+    if (!bytes) return false;
+    const int64_t plan = x.kept.empty() ? factor_plan_bytes(e, rule) : *bytes + 1;
+    if (keep_sub_axes(e, rule, x, *from, std::min(*bytes, plan))) return true;
+    if (*bytes >= plan) return false;
     AbstractValue moved_block = block;
     moved_block.shape = Shape(needed);
     const std::vector<AbstractValue> in_types{moved_block}, out_types{block_type(out, want)};
@@ -1278,15 +1385,172 @@ class Partitioner {
     if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
       return false;
     Array y = lax::reshape(x.value, block.shape);
-    if (!dims.empty())
-      y = halo::relayout(y, dims, source, target, extents,
+    if (!move.dims.empty())
+      y = halo::relayout(y, move.dims, move.from, move.to, move.extents,
                          logged(equation_name(e) + " moves its blocks of the factors " +
                                 Shape(rule.factor_sizes).str() + " from its operand's split " +
-                                ValueSplit{x.split, {}}.spec().repr() + " to its result's " +
+                                split_str(x) + " to its result's " +
                                 ValueSplit{want, {}}.spec().repr()));
     store_results(e, {spmd::bind(*local.primitive, std::vector<Array>{y}, local.params)[0]},
                   {want});
     return true;
+  }
+
+  // How a value's block is split, for explain: its sub-axes where it keeps them.
+  std::string split_str(const Local& x) const {
+    return x.kept.empty() ? ValueSplit{x.split, {}}.spec().repr() : halo::layouts_str(x.kept);
+  }
+
+  // A reshape (operand `x`, its factors laid out as `from`) whose result's dims are boxes of
+  // those factor blocks split by sub-axes, which its propagated split cannot name (Shardy's
+  // 'b':(1)2 and 'b':(2)2 of [2, 6] reshaped from [12] split by 'b'), keeps them: each device
+  // reshapes its block and moves nothing, and the ops after it that keep the factors
+  // (run_on_kept_layouts) run on those blocks up to the first that needs whole axes, where one
+  // relayout moves the block (settled). Taken when the reshape leads through such ops to a
+  // constraint or its operand keeps sub-axes already, the split it would move to (`bytes` each
+  // device sends) costs something, and the relayout from the kept blocks to that split sends no
+  // more.
+  bool keep_sub_axes(const Equation& e, const ShardingRule& rule, const Local& x,
+                     const std::vector<halo::Layout>& from, int64_t bytes) {
+    const int v = e.outputs[0];
+    if (bytes == 0 || (x.kept.empty() && !leads_to_a_constraint(v))) return false;
+    const AbstractValue& out = global_.types[size_t(v)];
+    const auto keep = dim_layouts(rule, rule.results[0], out.shape, from);
+    if (!keep || std::none_of(keep->begin(), keep->end(), [](const halo::Layout& l) {
+          return l.div != 1 || l.mod != 0;
+        }))
+      return false;
+    AbstractValue block = block_type(out, splits_[size_t(v)].dims);
+    for (size_t d = 0; d < keep->size(); ++d) block.shape[int(d)] = (*keep)[d].block;
+    const LayoutMove move =
+        layout_move(*keep, layouts_of(splits_[size_t(v)].dims, out.shape), out.shape.dims());
+    const std::optional<int64_t> settling =
+        halo::relayout_bytes(block, move.dims, move.from, move.to, move.extents);
+    if (!settling || *settling > bytes) return false;
+    const std::vector<AbstractValue> in_types{aval_of(x.value)}, out_types{block};
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
+    if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+      return false;
+    env_[size_t(v)] =
+        Local{spmd::bind(*local.primitive, std::vector<Array>{x.value}, local.params)[0],
+              splits_[size_t(v)].dims, *keep};
+    return true;
+  }
+
+  // Whether `rule` runs on blocks laid out by any layouts of its factors, passing them from its
+  // operands to its results: every dim one factor passed through (elementwise ops, transposes),
+  // or a reshape's factors in order on both sides.
+  static bool passes_layouts(const ShardingRule& rule) {
+    if (!rule.bodies.empty() || !rule.shifts.empty() || fixes_splits(rule)) return false;
+    if (has_compound_dim(rule)) return factors_in_order(rule);
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t)
+          if (dim.size() != 1 || rule.factor_kinds[size_t(dim[0])] != FactorKind::pass_through)
+            return false;
+    return true;
+  }
+
+  // Whether `v` reaches, through equations that pass layouts on, one that fixes its operands'
+  // splits (a constraint): keeping sub-axes then moves the block once, to the split that one
+  // asks for, where moving it to `v`'s propagated split first moved it twice. Toward other
+  // consumers a relayout from sub-axes sends the bytes of the gather it replaces in more
+  // collectives, so the reshape does not keep them.
+  bool leads_to_a_constraint(int v) {
+    if (auto it = leads_.find(v); it != leads_.end()) return it->second;
+    bool leads = false;
+    for (int i : users_[size_t(v)]) {
+      const Equation& u = global_.equations[size_t(i)];
+      const ShardingRule rule = sharding_rule_of(global_, u);
+      if (fixes_splits(rule)) leads = true;
+      if (!leads && passes_layouts(rule))
+        for (int w : u.outputs) leads = leads || leads_to_a_constraint(w);
+      if (leads) break;
+    }
+    return leads_[v] = leads;
+  }
+
+  // An equation that passes layouts on (passes_layouts, not a reshape) whose operands all keep
+  // the same sub-axes for each factor (scalars aside) runs on those blocks and its results keep
+  // them.
+  bool run_on_kept_layouts(const Equation& e, const ShardingRule& rule) {
+    if (has_compound_dim(rule) || !passes_layouts(rule) ||
+        e.inputs.size() != rule.operands.size() || e.outputs.size() != rule.results.size())
+      return false;
+    std::vector<std::optional<halo::Layout>> of(rule.factor_sizes.size());
+    std::vector<Array> args;
+    std::vector<AbstractValue> in_types, out_types;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      const ShardingRule::Tensor& dims = rule.operands[k];
+      args.push_back(a.is_literal() ? a.literal : env_[size_t(a.var)].value);
+      in_types.push_back(aval_of(args.back()));
+      if (dims.empty()) continue;
+      if (a.is_literal() || env_[size_t(a.var)].kept.empty()) return false;
+      const std::vector<halo::Layout>& kept = env_[size_t(a.var)].kept;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        std::optional<halo::Layout>& l = of[size_t(dims[d][0])];
+        if (l && !(*l == kept[d])) return false;
+        l = kept[d];
+      }
+    }
+    std::vector<std::vector<halo::Layout>> kept(e.outputs.size());
+    for (size_t r = 0; r < e.outputs.size(); ++r) {
+      AbstractValue t = global_.types[size_t(e.outputs[r])];
+      t.sharding.reset();
+      for (size_t d = 0; d < rule.results[r].size(); ++d) {
+        const std::optional<halo::Layout>& l = of[size_t(rule.results[r][d][0])];
+        if (!l) return false;
+        kept[r].push_back(*l);
+        t.shape[int(d)] = l->block;
+      }
+      out_types.push_back(t);
+    }
+    if (std::none_of(of.begin(), of.end(), [](const auto& l) { return l.has_value(); }))
+      return false;
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
+    if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+      return false;
+    const std::vector<Array> results = spmd::bind(*local.primitive, args, local.params);
+    for (size_t r = 0; r < e.outputs.size(); ++r)
+      env_[size_t(e.outputs[r])] =
+          Local{results[r], splits_[size_t(e.outputs[r])].dims, std::move(kept[r])};
+    return true;
+  }
+
+  // The block of `x`, which keeps sub-axes, moved to the blocks of split `to` (of a value of
+  // shape `global`) by one relayout.
+  Array settled(const Local& x, const Shape& global, const Split& to, const std::string& cause,
+                bool implicit) {
+    const LayoutMove move = layout_move(x.kept, layouts_of(to, global), global.dims());
+    if (move.dims.empty()) return x.value;
+    return halo::relayout(x.value, move.dims, move.from, move.to, move.extents,
+                          [&](std::string collective, int64_t bytes) {
+                            collectives_.push_back({std::move(collective), cause, bytes, implicit});
+                          });
+  }
+
+  // The operands of `e` that keep sub-axes, moved to the split `e` needs them in (a
+  // constraint's, else their propagated one), before `e` runs as any equation does.
+  void settle_operands(const Equation& e, const ShardingRule& rule) {
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      if (a.is_literal() || env_[size_t(a.var)].kept.empty()) continue;
+      Local& x = env_[size_t(a.var)];
+      const Shape& shape = global_.type_of(a).shape;
+      Split to = x.split;
+      if (fixes_splits(rule) && k < rule.fixed_operands.size()) {
+        to = rule.fixed_operands[k];
+        to.resize(size_t(shape.ndim()));
+        to = with_open_dims(std::move(to), rule, e, k, splits_);
+      }
+      x = Local{settled(x, shape, to,
+                        operand_cause(e, k, to) + ", from the sub-axes its reshape kept",
+                        !fixes_splits(rule)),
+                to};
+    }
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split
@@ -1784,7 +2048,9 @@ class Partitioner {
   std::vector<std::optional<HeldArgument>> held_;
   std::vector<bool> constant_;  // constant expressions, of constants and unsplit inputs
   std::vector<int> producer_;   // the equation defining each variable, or -1
+  std::vector<std::vector<int>> users_;  // the equations reading each variable
   std::unordered_map<int, Array> wholes_;  // whole_of's values
+  std::unordered_map<int, bool> leads_;     // leads_to_a_constraint's answers
 };
 
 bool bodies_keep_padding(const Program& program, const Mesh& mesh,

@@ -2,9 +2,11 @@
 split spans its factors otherwise than the major factor's rows and a part of the next one
 ([2, 2, 6] merged into [24] split 8 ways over 8, 4 x 2 and 2 x 2 x 2 devices, and back; [2, 3, 4]
 and [2, 6, 4] into [6, 4], [12, 4] and back with the axes crossing factor boundaries; gradients
-and chains of reshapes with constraints; reshapes left unconstrained): the values, where the
-results are split, and the collectives of XLA's compiled program with the bytes each device
-sends in them. Shardy splits such dims by sub-axes ('x':(1)2, 'x':(2)2, 'x':(4)2).
+and chains of reshapes with constraints; reshapes left unconstrained; a reshape whose result
+dims are split by sub-axes, followed by elementwise ops, a transpose or another reshape up to a
+constraint): the values, where the results are split, and the collectives of XLA's compiled
+program with the bytes each device sends in them. Shardy splits such dims by sub-axes
+('x':(1)2, 'x':(2)2, 'x':(4)2) and carries them on the values after the reshape.
 For tests/sharding/uneven2_test.cpp (MinorReshapeSubAxes).
 
 Writes tests/goldens/sub_axis_reshape/ in gen_uneven2.py's format (results.txt, values.npz,
@@ -52,6 +54,26 @@ def loss(mesh, shape, before, after):
     return f
 
 
+def chain2(mesh, shape, before, after):
+    """u * 2 split as `before`, reshaped to `shape`, plus 1, at least 2, times 3, split as
+    `after`."""
+    return lambda u: wsc(mesh, *after)(
+        jnp.maximum(wsc(mesh, *before)(u * 2).reshape(shape) + 1, 2.0) * 3)
+
+
+def transposed(mesh, shape, perm, before, after):
+    """u * 2 split as `before`, reshaped to `shape`, plus 1, transposed, split as `after`."""
+    return lambda u: wsc(mesh, *after)(
+        jnp.transpose(wsc(mesh, *before)(u * 2).reshape(shape) + 1, perm))
+
+
+def reshaped_twice(mesh, shape, shape2, before, after):
+    """u * 2 split as `before`, reshaped to `shape`, minus 30, its absolute value, reshaped to
+    `shape2`, split as `after`."""
+    return lambda u: wsc(mesh, *after)(jnp.abs(wsc(mesh, *before)(u * 2).reshape(shape) - 30)
+                                       .reshape(shape2))
+
+
 # (case, function, arguments).
 CASES = [
     # [2, 2, 6] and [24]: three factors, the merged dim split 8 ways.
@@ -88,6 +110,24 @@ CASES = [
     ("t3_chain_m42", chain, (grid(2, 2, 6),)),
     ("auto_t3_merge_2x2x6_m8", unconstrained("m8", (24,), (None, None, "x")), (grid(2, 2, 6),)),
     ("auto_t3_split_24_m8", unconstrained("m8", (2, 2, 6), ("x",)), (grid(24),)),
+    # Sub-axes of the reshape's result carried through the ops after it to the constraint.
+    ("keep_12x4_to_2x6x4_m42", reshaped("m42", (2, 6, 4), ("a", "b"), ("b", None, "a")),
+     (grid(12, 4),)),
+    ("keep_8x8_to_2x4x8_m8", reshaped("m8", (2, 4, 8), ("x", None), (None, None, "x")),
+     (grid(8, 8),)),
+    ("keep_chain2_12x4_m24", chain2("m24", (2, 6, 4), ("b", "a"), ("a", None, "b")),
+     (grid(12, 4),)),
+    ("keep_chain2_8x8_m8", chain2("m8", (2, 4, 8), ("x", None), (None, None, "x")),
+     (grid(8, 8),)),
+    ("keep_transpose_12x4_m24",
+     transposed("m24", (2, 6, 4), (2, 0, 1), ("b", "a"), ("b", "a", None)), (grid(12, 4),)),
+    ("keep_reshape2_12x4_m24",
+     reshaped_twice("m24", (2, 6, 4), (2, 2, 3, 4), ("b", "a"), ("a", None, None, "b")),
+     (grid(12, 4),)),
+    ("keep_8x4_to_2x4x4_m222", reshaped("m222", (2, 4, 4), (AB, "c"), ("c", None, AB)),
+     (grid(8, 4),)),
+    ("grad_keep_12x4_m24", jax.grad(loss("m24", (2, 6, 4), ("b", "a"), ("a", None, "b"))),
+     (grid(12, 4),)),
 ]
 
 

@@ -1541,8 +1541,8 @@ class Partitioner {
       Local& x = env_[size_t(a.var)];
       const Shape& shape = global_.type_of(a).shape;
       Split to = x.split;
-      if (fixes_splits(rule) && k < rule.fixed_operands.size()) {
-        to = rule.fixed_operands[k];
+      if (fixes_splits(rule)) {
+        to = k < rule.fixed_operands.size() ? rule.fixed_operands[k] : Split{};
         to.resize(size_t(shape.ndim()));
         to = with_open_dims(std::move(to), rule, e, k, splits_);
       }

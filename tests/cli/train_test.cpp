@@ -1,7 +1,8 @@
 // `spmd train` on Fashion-MNIST: its first losses equal JAX + optax's for the same
 // initialisation, data order and optimizer; the three meshes (one device, 8-way data parallel,
-// 4x2 data and tensor parallel) agree; a resumed run continues exactly; checkpoints, history and
-// the plot are written; bad options and a missing data set raise clear errors.
+// 4x2 data and tensor parallel) agree; combined collectives meet fewer times with the same losses;
+// a resumed run continues exactly; checkpoints, history and the plot are written; bad options and
+// a missing data set raise clear errors.
 #include "cli/train.h"
 #include "compile/executable.h"
 #include "data/idx_files.h"

@@ -490,7 +490,7 @@ TEST(Processes, CombinedCollectivesWithinAndAcrossProcesses) {
     for (int j = 0; j < 3; ++j) want[6].push_back(xv(lo, 3 * a + j) + xv(hi, 3 * a + j));
     want[7].push_back(2 * (kv(lo, a) + kv(hi, a)));
   }
-  const sp::Shape shapes[] = {{8, 6}, {16}, {32, 6}, {64}, {32, 3}, {16}, {24}, {8}};
+  const sp::Shape shapes[] = {{8, 6}, {16}, {32, 6}, {64}, {16, 3}, {16}, {24}, {8}};
   ASSERT_EQ(got.size(), 8u);
   for (size_t r = 0; r < 8; ++r) {
     SCOPED_TRACE("result " + std::to_string(r));

@@ -876,6 +876,64 @@ Program local_work_before_collectives(const Program& p) {
   return out;
 }
 
+namespace {
+
+// For combine_collectives: the equations of run [begin, end) of `p`, each of whose equations
+// meets its peers, into `out`, an equation of a combinable primitive joining the first earlier
+// one of its run with the same primitive and params whose position none of its operands is
+// computed at or after (it then meets with that one, earlier than it would alone).
+void combine_run(const Program& p, size_t begin, size_t end, std::vector<Equation>& out) {
+  struct Open {
+    size_t placed;  // its index in `out`
+    size_t first;   // the position in `p` of its first equation
+  };
+  std::vector<Open> open;
+  std::unordered_map<int, size_t> defined_at;  // variables computed within the run, by position
+  for (size_t i = begin; i < end; ++i) {
+    const Equation& e = p.equations[i];
+    bool joined = false;
+    if (e.primitive->combinable && e.inputs.size() == 1 && e.outputs.size() == 1) {
+      for (const Open& o : open) {
+        Equation& c = out[o.placed];
+        if (c.primitive != e.primitive || !(c.params == e.params)) continue;
+        const bool ready = std::all_of(e.inputs.begin(), e.inputs.end(), [&](const Atom& a) {
+          if (a.is_literal()) return true;
+          auto at = defined_at.find(a.var);
+          return at == defined_at.end() || at->second < o.first;
+        });
+        if (!ready) continue;
+        c.inputs.push_back(e.inputs[0]);
+        c.outputs.push_back(e.outputs[0]);
+        joined = true;
+        break;
+      }
+      if (!joined) open.push_back(Open{out.size(), i});
+    }
+    if (!joined) out.push_back(e);
+    for (int v : e.outputs) defined_at[v] = i;
+  }
+}
+
+}  // namespace
+
+Program combine_collectives(const Program& p) {
+  for (const Equation& e : p.equations)
+    if (has_effects(e)) return p;
+  Program out = p;
+  out.equations.clear();
+  for (size_t i = 0; i < p.equations.size();) {
+    size_t end = i;
+    while (end < p.equations.size() && meets_peers(p.equations[end])) ++end;
+    if (end == i) {
+      out.equations.push_back(p.equations[i++]);
+      continue;
+    }
+    combine_run(p, i, end, out.equations);
+    i = end;
+  }
+  return out;
+}
+
 Program optimize(const Program& p, const AxisSizes& axes) {
   CurrentTraceScope eager(nullptr);  // folding computes now, even when called inside a trace
   Program q = common_subexpression_elimination(constant_folding(inline_calls(p)));
@@ -884,7 +942,11 @@ Program optimize(const Program& p, const AxisSizes& axes) {
   q = dead_code_elimination(sums_from_all_to_alls(own_blocks_of_collectives(q, axes)));
   // SPMD_FUSION=0 turns fusion off (for comparisons and for isolating a kernel).
   static const bool fuse = env_int("SPMD_FUSION", 0, 1).value_or(1) == 1;
-  return local_work_before_collectives(fuse ? fuse_elementwise(q) : q);
+  q = local_work_before_collectives(fuse ? fuse_elementwise(q) : q);
+  // SPMD_COMBINE_COLLECTIVES=0 leaves every collective its own meeting (read at each compile, so
+  // that a comparison can compile both forms in one process).
+  const bool combine = env_int("SPMD_COMBINE_COLLECTIVES", 0, 1).value_or(1) == 1;
+  return combine ? combine_collectives(q) : q;
 }
 
 }  // namespace spmd

@@ -87,6 +87,13 @@ Program sums_from_all_to_alls(const Program& p);
 // their sequence and every device's program meets its groups in the same order; the values are
 // the same bit for bit. A program with an effectful equation (debug printing) keeps its order.
 Program local_work_before_collectives(const Program& p);
+// Collectives that meet their peers one after another (after local_work_before_collectives, the
+// meetings of a level) and could meet once become one equation of several operands (XLA's
+// collective combiners): equations of one combinable primitive (Primitive::combinable) with
+// equal params, hence over the same group, where none reads what the meetings between them
+// give. The combined equation meets where the first of them did. The values are the same bit
+// for bit. A program with an effectful equation is left as it is.
+Program combine_collectives(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
 // the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).
 Program optimize(const Program& p, const AxisSizes& axes = {});

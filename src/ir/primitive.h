@@ -202,6 +202,11 @@ struct Primitive {
   // A collective whose output element at an index combines the operand's elements at that index
   // on the devices of the group (psum, pmax, pmin): a permutation of dims commutes with it.
   bool per_element_across_devices = false;
+  // Takes several operands with one set of params, each giving the result it gives alone: a
+  // collective of several operands meets its group once for all of them (XLA's combined
+  // collectives). Equations of it that could run together may be combined into one
+  // (compile/passes.h, combine_collectives).
+  bool combinable = false;
   // The named axes an equation communicates over (collectives): under vmap with one of them as
   // its axis name the equation is batched even when no operand is.
   std::function<std::vector<std::string>(const Params&)> axis_names;

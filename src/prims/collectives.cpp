@@ -502,7 +502,46 @@ void all_reduce_over(const char* api, ReduceOp op, const std::vector<std::string
                             a.out[0].data);
 }
 
+// The caller's blocks of a collective of several operands, for the Communicator: each operand's
+// type, data and output (with its buffer, for the primitives that give one for the group).
+std::vector<runtime::Communicator::Block> blocks_of(const KernelArgs& a, bool group_results) {
+  std::vector<runtime::Communicator::Block> blocks;
+  for (size_t k = 0; k < a.in.size(); ++k) {
+    const AbstractValue& in = *a.in[k].aval;
+    runtime::Communicator::Block b{in.dtype, in.shape, a.in[k].data, a.out[k].data};
+    if (group_results) b.result = a.out[k].buffer;
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+// The kernel of one operand, on each operand in turn: a meeting per operand.
+void each_operand(const CpuKernel& kernel, const KernelArgs& a) {
+  for (size_t k = 0; k < a.in.size(); ++k)
+    kernel(KernelArgs{a.in.subspan(k, 1), a.out.subspan(k, 1), a.params});
+}
+
+CpuKernel single_reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op);
+
+// psum, pmax or pmin of several operands over named axes: one meeting for all. Positional axes
+// (a vmapped reduction) reduce each operand on its own.
 CpuKernel reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op) {
+  CpuKernel single = single_reduction_kernel(api, local_op, op);
+  return [api, op, single](const KernelArgs& a) {
+    if (a.in.size() == 1) return single(a);
+    const auto* names = std::get_if<std::vector<std::string>>(&a.params.at("axes"));
+    if (!names) return each_operand(single, a);
+    Participants p = participants(api, *names, read_groups(a.params));
+    std::vector<runtime::Communicator::Block> blocks = blocks_of(a, true);
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      blocks[k].dtype = wire_dtype(blocks[k].dtype);
+      if (a.in[k].buffer) blocks[k].in_owner = *a.in[k].buffer;
+    }
+    p.ctx->comm->all_reduce(api, p.ranks, p.me, op, blocks);
+  };
+}
+
+CpuKernel single_reduction_kernel(const char* api, cpu::ReduceOp local_op, ReduceOp op) {
   return [api, local_op, op](const KernelArgs& a) {
     // Named axes alone, the common case, are read as they are stored (a reduction in a chain
     // of collectives pays for every copy).
@@ -660,7 +699,9 @@ void all_gather_kernel(const KernelArgs& a) {
   const AbstractValue& in = *a.in[0].aval;
   const int axis = int(a.params.get_int("all_gather_dimension"));
   const bool tiled = a.params.get<bool>("tiled");
-  if (a.out[0].buffer)
+  if (a.in.size() > 1)
+    p.ctx->comm->all_gather("all_gather", p.ranks, p.me, axis, tiled, blocks_of(a, true));
+  else if (a.out[0].buffer)
     *a.out[0].buffer = p.ctx->comm->all_gather_shared("all_gather", p.ranks, p.me, in.dtype,
                                                       in.shape, axis, tiled, a.in[0].data);
   else
@@ -671,6 +712,10 @@ void all_gather_kernel(const KernelArgs& a) {
 void reduce_scatter_kernel(const KernelArgs& a) {
   Participants p = participants("psum_scatter", read_names(a.params), read_groups(a.params));
   const AbstractValue& in = *a.in[0].aval;
+  if (a.in.size() > 1)
+    return p.ctx->comm->reduce_scatter("psum_scatter", p.ranks, p.me, ReduceOp::sum,
+                                       int(a.params.get_int("scatter_dimension")),
+                                       blocks_of(a, false));
   p.ctx->comm->reduce_scatter("psum_scatter", p.ranks, p.me, ReduceOp::sum, in.dtype, in.shape,
                               int(a.params.get_int("scatter_dimension")), a.in[0].data,
                               a.out[0].data);
@@ -841,8 +886,11 @@ std::vector<AbstractValue> all_to_all_shape(std::span<const AbstractValue> in, c
 void all_to_all_kernel(const KernelArgs& a) {
   Participants p = participants("all_to_all", read_names(a.params), read_groups(a.params));
   const AbstractValue& in = *a.in[0].aval;
-  p.ctx->comm->all_to_all("all_to_all", p.ranks, p.me, in.dtype, in.shape,
-                          int(a.params.get_int("split_axis")), int(a.params.get_int("concat_axis")),
+  const int split = int(a.params.get_int("split_axis"));
+  const int concat = int(a.params.get_int("concat_axis"));
+  if (a.in.size() > 1)
+    return p.ctx->comm->all_to_all("all_to_all", p.ranks, p.me, split, concat, blocks_of(a, false));
+  p.ctx->comm->all_to_all("all_to_all", p.ranks, p.me, in.dtype, in.shape, split, concat,
                           a.in[0].data, a.out[0].data);
 }
 
@@ -1058,6 +1106,55 @@ void define_ppermute(PrimitiveRegistry& r, const Primitive& all_gather) {
   ppermute.vma_rule = varying_over_names;
 }
 
+// ---- several operands: combined collectives -------------------------------------------------
+// A collective of several operands with one set of params is that many collectives met once
+// (XLA's combined collectives; JAX's psum binds every leaf of a tree this way). compile's
+// combine_collectives makes them from equations of one operand. Each rule is the one operand's,
+// operand by operand.
+void accept_several_operands(Primitive& p) {
+  p.combinable = true;
+  p.shape_rule = [one = p.shape_rule, name = p.name](std::span<const AbstractValue> in,
+                                                      const Params& params) {
+    if (in.size() == 1) return one(in, params);
+    if (in.empty()) throw TypeError("[" + name + "] expects at least one operand, got none");
+    std::vector<AbstractValue> out;
+    for (size_t k = 0; k < in.size(); ++k) out.push_back(one(in.subspan(k, 1), params).at(0));
+    return out;
+  };
+  p.vma_rule = [one = p.vma_rule](std::span<const AbstractValue> in, const Params& params) {
+    if (in.size() == 1) return one(in, params);
+    VmaTypes out;
+    for (size_t k = 0; k < in.size(); ++k) out.push_back(one(in.subspan(k, 1), params).at(0));
+    return out;
+  };
+  p.type_sharding_rule = [one = p.type_sharding_rule](std::span<const AbstractValue> in,
+                                                      std::span<AbstractValue> out,
+                                                      const Params& params) {
+    for (size_t k = 0; k < in.size() && k < out.size(); ++k)
+      one(in.subspan(k, 1), out.subspan(k, 1), params);
+  };
+  p.batch = [one = p.batch](std::span<const Array> args, std::span<const int> dims,
+                            const Params& params, const BatchContext& ctx) {
+    if (args.size() == 1) return one(args, dims, params, ctx);
+    BatchResult out;
+    for (size_t k = 0; k < args.size(); ++k) {
+      BatchResult r = one(args.subspan(k, 1), dims.subspan(k, 1), params, ctx);
+      out.outputs.push_back(r.outputs.at(0));
+      out.dims.push_back(r.dims.at(0));
+    }
+    return out;
+  };
+  if (!p.transpose) return;
+  p.transpose = [one = p.transpose](std::span<const Array> cts, std::span<const LinearInput> in,
+                                    const Params& params) {
+    if (cts.size() == 1) return one(cts, in, params);
+    std::vector<Array> out;
+    for (size_t k = 0; k < cts.size(); ++k)
+      out.push_back(is_zero(cts[k]) ? Array() : one(cts.subspan(k, 1), in.subspan(k, 1), params).at(0));
+    return out;
+  };
+}
+
 }  // namespace
 
 Array collectives::gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
@@ -1123,6 +1220,8 @@ void register_collective_primitives(PrimitiveRegistry& r) {
   define_reduction(r, "pmin", cpu::ReduceOp::min, ReduceOp::min, false);
   const Primitive& all_gather = define_gather_scatter(r);
   define_all_to_all(r);
+  for (const char* name : {"psum", "pmax", "pmin", "all_gather", "reduce_scatter", "all_to_all"})
+    accept_several_operands(r.at(name));
   define_ppermute(r, all_gather);
   collectives::register_axis_primitives(r, psum, all_gather);
 }

@@ -97,11 +97,13 @@ struct Params {
   bool shared = false;  // one result buffer for the group (all_reduce_shared, all_gather_shared)
 };
 
+// A member's share of a meeting: per operand (a combined collective has several, each its own
+// collective of the same kind) its buffers and what it asks for.
 struct Member {
-  const void* in = nullptr;
-  void* out = nullptr;
-  std::unique_ptr<unsigned char[]> staged;  // a copy of `in` for small messages
-  Params params;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::unique_ptr<unsigned char[]> staged;  // a copy of the inputs, back to back, when small
+  std::vector<Params> params;
 };
 
 // One collective on one group: the k-th call of every member. `ready`, `failed` and `done`
@@ -118,7 +120,7 @@ struct Op {
   std::atomic<bool> failed{false};
   std::string error;         // without the "[api] " prefix, which is each thrower's own
   bool peer_failed = false;  // the error is another device's failure (Communicator::abort)
-  std::shared_ptr<Buffer> shared_out;  // the group's one result, when the members share it
+  std::vector<std::shared_ptr<Buffer>> shared_out;  // per operand, the group's one result
   std::mutex piece_mu;                 // guards piece_error
   std::exception_ptr piece_error;      // the first error a piece of the work threw
 
@@ -174,6 +176,23 @@ std::optional<std::string> first_difference(const Params& a, const Params& b) {
   if (a.concat_axis != b.concat_axis) return "concat axis";
   if (a.tiled != b.tiled) return "tiled";
   if (a.perm != b.perm) return "permutation";
+  return std::nullopt;
+}
+
+// The first field in which member `b`'s operands differ from member `a`'s, and the message's
+// words for each side, or nothing.
+struct Difference {
+  std::string field, a, b;
+};
+std::optional<Difference> first_difference(const std::vector<Params>& a,
+                                           const std::vector<Params>& b) {
+  if (a.size() != b.size())
+    return Difference{"number of operands", std::to_string(a.size()), std::to_string(b.size())};
+  for (size_t k = 0; k < a.size(); ++k)
+    if (auto field = first_difference(a[k], b[k])) {
+      const std::string operand = a.size() > 1 ? "operand " + std::to_string(k) + "'s " : "";
+      return Difference{operand + *field, params_str(a[k], *field), params_str(b[k], *field)};
+    }
   return std::nullopt;
 }
 
@@ -586,13 +605,29 @@ struct Communicator::State {
   // The channel of `group`, or of `key` when given (a group's local members meeting on behalf of
   // a group that spans processes have a channel of their own).
   Channel& channel(std::span<const int> group, std::span<const int> key = {});
-  // The rendezvous around `work`: arrival, mismatch check, work, done-reading. With `result`
-  // set, `out` is ignored: the output of `out_bytes` is allocated here and handed back through
-  // `result`, one buffer for the whole group unless the inputs are staged (then each member
-  // writes a buffer of its own).
+  // One operand of a meeting: what the member asks for, its buffers and the work. With
+  // `result` set, `out` is ignored: the output of `out_bytes` is allocated here and handed back
+  // through `result`, one buffer for the whole group unless the inputs are staged (then each
+  // member writes a buffer of its own).
+  struct Part {
+    const Params* params;
+    const void* in;
+    void* out;
+    const Work* work;
+    std::shared_ptr<Buffer>* result = nullptr;
+    size_t out_bytes = 0;
+  };
+  // The rendezvous around the parts' work: arrival, mismatch check, work, done-reading. Several
+  // parts are several collectives of one group met once: their pieces are claimed from one
+  // counter, and they are staged together when their inputs are small together.
+  void run(std::span<const Part> parts, std::span<const int> group, int me,
+           std::span<const int> key = {});
   void run(const Params& p, std::span<const int> group, int me, const void* in, void* out,
            const Work& work, std::shared_ptr<Buffer>* result = nullptr, size_t out_bytes = 0,
-           std::span<const int> key = {});
+           std::span<const int> key = {}) {
+    const Part part{&p, in, out, &work, result, out_bytes};
+    run(std::span<const Part>(&part, 1), group, me, key);
+  }
 
   // Groups with members in other processes (see "Between processes" below).
   std::vector<bool> local;  // per rank: whether this process runs it
@@ -650,6 +685,18 @@ struct Communicator::State {
   // computed from every member's `in_bytes` of input gathered here.
   void run_anywhere(const Params& p, std::span<const int> group, int me, const void* in, void* out,
                     const Work& work, int64_t in_bytes);
+  // Whether `group` has members in other processes (validated when it has).
+  bool spans_processes(const char* api, std::span<const int> group, int me);
+  // What a block of a combined collective asks for, its work, and the size of its output when
+  // the call hands the result back.
+  struct Described {
+    Params params;
+    Work work;
+    size_t out_bytes = 0;
+  };
+  // The blocks of a combined collective met once, each as `describe` gives it.
+  void run_blocks(std::span<const Communicator::Block> blocks, std::span<const int> group, int me,
+                  const std::function<Described(const Communicator::Block&)>& describe);
   void validate_group(const char* api, std::span<const int> group, int me) const;
   std::string missing_message(const Op& op, const Channel& ch, const std::string& head) const;
   std::optional<int> aborted_missing(const Op& op, const Channel& ch) const;
@@ -727,29 +774,52 @@ void Communicator::State::inject_fault(const char* api, std::span<const int> gro
   });
 }
 
-void Communicator::State::run(const Params& p, std::span<const int> group, int me, const void* in,
-                              void* out, const Work& work, std::shared_ptr<Buffer>* result,
-                              size_t out_bytes, std::span<const int> key) {
-  const char* api = p.api.c_str();
+void Communicator::State::run(std::span<const Part> parts, std::span<const int> group, int me,
+                              std::span<const int> key) {
+  const Params& first = *parts[0].params;
+  const char* api = first.api.c_str();
   validate_group(api, group, me);
   if (fault::armed()) inject_fault(api, group, me);
   const int n = int(group.size());
-  const int64_t in_bytes = p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype);
-  const bool staged =
-      work.stage && in != nullptr && p.kind != Kind::barrier && in_bytes <= kStagedBytes;
-  const bool share_out = result && n > 1 && !staged;
-  if (result && !share_out) {
-    *result = Buffer::allocate(out_bytes);
-    out = (*result)->data();
+  const size_t m = parts.size();
+  // The operands' inputs are staged together, back to back, when they are small together.
+  std::vector<int64_t> staged_at(m + 1, 0);
+  bool staged = true;
+  for (size_t k = 0; k < m; ++k) {
+    const Part& part = parts[k];
+    const Params& p = *part.params;
+    staged = staged && part.work->stage && part.in != nullptr && p.kind != Kind::barrier;
+    staged_at[k + 1] = staged_at[k] + (p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype));
+  }
+  staged = staged && staged_at[m] <= kStagedBytes;
+  Member mine;
+  mine.in.resize(m);
+  mine.out.resize(m);
+  std::vector<bool> share_out(m, false);
+  for (size_t k = 0; k < m; ++k) {
+    const Part& part = parts[k];
+    mine.in[k] = part.in;
+    mine.out[k] = part.out;
+    share_out[k] = part.result && n > 1 && !staged;
+    if (part.result && !share_out[k]) {
+      *part.result = Buffer::allocate(part.out_bytes);
+      mine.out[k] = (*part.result)->data();
+    }
   }
   if (n == 1) {
-    if (work.own) work.own({static_cast<const Byte*>(in)}, {static_cast<Byte*>(out)});
+    for (size_t k = 0; k < m; ++k)
+      if (parts[k].work->own)
+        parts[k].work->own({static_cast<const Byte*>(mine.in[k])},
+                           {static_cast<Byte*>(mine.out[k])});
     return;
   }
-  Member mine{in, out, nullptr, p};
+  mine.params.reserve(m);
+  for (const Part& part : parts) mine.params.push_back(*part.params);
   if (staged) {
-    mine.staged.reset(new Byte[size_t(std::max<int64_t>(in_bytes, 1))]);
-    std::memcpy(mine.staged.get(), in, size_t(in_bytes));
+    mine.staged.reset(new Byte[size_t(std::max<int64_t>(staged_at[m], 1))]);
+    for (size_t k = 0; k < m; ++k)
+      std::memcpy(mine.staged.get() + staged_at[k], mine.in[k],
+                  size_t(staged_at[k + 1] - staged_at[k]));
   }
 
   Channel& ch = channel(group, key);
@@ -763,16 +833,15 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   op->arrived_flags[me] = true;
   if (++op->arrived == n) {
     for (int j = 1; j < n && op->error.empty(); ++j) {
-      const Params& a = op->members[0].params;
-      const Params& b = op->members[j].params;
-      if (auto field = first_difference(a, b))
-        op->set_error("collective mismatch: the members disagree on the " + *field + ": device " +
-                      std::to_string(device_ids[group[0]]) + " has " + params_str(a, *field) +
-                      ", device " + std::to_string(device_ids[group[j]]) + " has " +
-                      params_str(b, *field));
+      if (auto d = first_difference(op->members[0].params, op->members[j].params))
+        op->set_error("collective mismatch: the members disagree on the " + d->field +
+                      ": device " + std::to_string(device_ids[group[0]]) + " has " + d->a +
+                      ", device " + std::to_string(device_ids[group[j]]) + " has " + d->b);
     }
     if (op->error.empty()) {
-      if (share_out) op->shared_out = Buffer::allocate(out_bytes);
+      op->shared_out.resize(m);
+      for (size_t k = 0; k < m; ++k)
+        if (share_out[k]) op->shared_out[k] = Buffer::allocate(parts[k].out_bytes);
       op->ready.store(true, std::memory_order_release);
     }
     // Notify after unlocking, so the woken members do not block again on the mutex. Nobody
@@ -815,17 +884,20 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   }
 
   // Everyone arrived and agrees: the published buffers stay valid until every piece is done
-  // (staged inputs live as long as the Op).
-  std::vector<const Byte*> ins(static_cast<size_t>(n));
-  std::vector<Byte*> outs(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) {
-    const Member& m = op->members[j];
-    ins[j] = staged ? m.staged.get() : static_cast<const Byte*>(m.in);
-    outs[j] = static_cast<Byte*>(share_out ? op->shared_out->data() : m.out);
+  // (staged inputs live as long as the Op). ins[k][j] is member j's input of operand k.
+  std::vector<Ins> ins(m, Ins(size_t(n)));
+  std::vector<Outs> outs(m, Outs(size_t(n)));
+  for (size_t k = 0; k < m; ++k) {
+    for (int j = 0; j < n; ++j) {
+      const Member& member = op->members[j];
+      ins[k][j] = staged ? member.staged.get() + staged_at[k]
+                         : static_cast<const Byte*>(member.in[k]);
+      outs[k][j] = static_cast<Byte*>(share_out[k] ? op->shared_out[k]->data() : member.out[k]);
+    }
+    if (share_out[k]) *parts[k].result = op->shared_out[k];
   }
-  if (share_out) *result = op->shared_out;
   if (staged) {
-    work.own(ins, outs);
+    for (size_t k = 0; k < m; ++k) parts[k].work->own(ins[k], outs[k]);
     lock.lock();
     if (++op->departed == n) ch.ops.erase(seq);
     return;
@@ -833,33 +905,43 @@ void Communicator::State::run(const Params& p, std::span<const int> group, int m
   // Claim pieces until none are left; then wait until every claimed piece is finished, after
   // which nobody reads the inputs or writes the outputs any more. The member that finishes the
   // last piece takes the lock before notifying, so a waiter that saw unfinished pieces under
-  // the lock is asleep by then and gets the wakeup.
+  // the lock is asleep by then and gets the wakeup. The operands' pieces are numbered one after
+  // another.
   auto record_error = [&] {
     std::lock_guard elock(op->piece_mu);
     if (!op->piece_error) op->piece_error = std::current_exception();
   };
+  int64_t pieces = 0, afters = 0;
+  for (const Part& part : parts) {
+    pieces += part.work->pieces;
+    afters += part.work->after ? 1 : 0;
+  }
   int64_t done_here = 0;
-  for (int64_t k; (k = op->next_piece.fetch_add(1, std::memory_order_relaxed)) < work.pieces;
+  for (int64_t k; (k = op->next_piece.fetch_add(1, std::memory_order_relaxed)) < pieces;
        ++done_here) {
+    size_t operand = 0;
+    while (k >= parts[operand].work->pieces) k -= parts[operand++].work->pieces;
     try {
-      work.piece(ins, outs, k);
+      parts[operand].work->piece(ins[operand], outs[operand], k);
     } catch (...) {
       record_error();
     }
   }
-  // `after` counts as one more piece, finished by the member that finished the last of the others.
-  const int64_t total = work.pieces + (work.after ? 1 : 0);
+  // An `after` counts as one more piece, run by the member that finished the last of the others.
+  const int64_t total = pieces + afters;
   const bool finished_last =
       done_here > 0 &&
-      op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here == work.pieces;
-  if (finished_last && work.after) {
-    try {
-      work.after(ins, outs);
-    } catch (...) {
-      record_error();
+      op->finished.fetch_add(done_here, std::memory_order_acq_rel) + done_here == pieces;
+  if (finished_last)
+    for (size_t k = 0; k < m; ++k) {
+      if (!parts[k].work->after) continue;
+      try {
+        parts[k].work->after(ins[k], outs[k]);
+      } catch (...) {
+        record_error();
+      }
+      op->finished.fetch_add(1, std::memory_order_acq_rel);
     }
-    op->finished.fetch_add(1, std::memory_order_acq_rel);
-  }
   auto all_finished = [&] { return op->finished.load(std::memory_order_acquire) == total; };
   if (!finished_last && !all_finished()) {
     cpu::poll_until(all_finished, poll) || cpu::yield_until(all_finished, yield);
@@ -1655,21 +1737,23 @@ std::shared_ptr<Buffer> Communicator::all_gather_shared(const char* api, std::sp
   return result;
 }
 
-void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
-                                  DType dtype, const Shape& shape, int dim, const void* in,
-                                  void* out) {
-  const int n = int(group.size());
+namespace {
+
+void check_scatter(const char* api, const Shape& shape, int dim, int n) {
   if (dim < 0 || dim >= shape.ndim())
     throw AxisError(std::string("[") + api + "] scatter dimension " + std::to_string(dim) +
                     " is out of bounds for shape " + shape.str());
   if (n > 0 && shape[dim] % n != 0)
     invalid(api, "scatter dimension " + std::to_string(dim) + " of shape " + shape.str() +
                      " is not divisible by the axis size " + std::to_string(n));
-  Params p{Kind::reduce_scatter, api, op, dtype, shape, dim, 0, false, {}};
+}
+
+// reduce_scatter of `shape` along `dim` (checked). Member j's output is, for each of `outer`
+// leading indices, the j-th of n chunks of a row of the sum. Its elements, member after member,
+// are the units the pieces split.
+Work reduce_scatter_work(ReduceOp op, DType dtype, const Shape& shape, int dim, int n, int me) {
   const int64_t outer = prod(shape, 0, dim);
   const int64_t inner = prod(shape, dim + 1, shape.ndim());
-  // Member j's output is, for each of `outer` leading indices, the j-th of n chunks of a row of
-  // the sum. Its elements, member after member, are the units the pieces split.
   const int64_t row = n > 0 ? shape[dim] * inner : 0, chunk = n > 0 ? row / n : 0;
   const int64_t per_member = outer * chunk, item = itemsize(dtype);
   const bool may_stream = outputs_exceed_cache(shape.size() * item);
@@ -1684,25 +1768,18 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   };
   const int64_t align = std::max<int64_t>(1, 64 / item), total = n * per_member;
   const int64_t pieces = piece_count(total * item, (total + align - 1) / align, n);
-  Work work{pieces,
-            [=](const Ins& ins, const Outs& outs, int64_t k) {
-              auto [b, e] = share(total, int(k), int(pieces), align);
-              reduce_units(ins, outs, b, e);
-            },
-            [=](const Ins& ins, const Outs& outs) {
-              reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
-            }};
-  if (auto c = state_->cross(api, group, me)) {
-    state_->cross_reduce_scatter(p, *c, in, out, State::Scatter{outer, row, chunk});
-    return;
-  }
-  state_->run(p, group, me, in, out, work);
+  return {pieces,
+          [=](const Ins& ins, const Outs& outs, int64_t k) {
+            auto [b, e] = share(total, int(k), int(pieces), align);
+            reduce_units(ins, outs, b, e);
+          },
+          [=](const Ins& ins, const Outs& outs) {
+            reduce_units(ins, outs, me * per_member, (me + 1) * per_member);
+          }};
 }
 
-void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
-                              const Shape& shape, int split_axis, int concat_axis, const void* in,
-                              void* out) {
-  const int n = int(group.size());
+void check_all_to_all(const char* api, const Shape& shape, int split_axis, int concat_axis,
+                      int n) {
   const int nd = shape.ndim();
   if (split_axis < 0 || split_axis >= nd || concat_axis < 0 || concat_axis >= nd)
     throw AxisError(std::string("[") + api + "] split_axis " + std::to_string(split_axis) +
@@ -1711,53 +1788,203 @@ void Communicator::all_to_all(const char* api, std::span<const int> group, int m
   if (n > 0 && shape[split_axis] % n != 0)
     invalid(api, "split axis " + std::to_string(split_axis) + " of shape " + shape.str() +
                      " is not divisible by the axis size " + std::to_string(n));
+}
+
+// all_to_all's blocks: member i's output is chunk i of every member's input, in member order.
+struct AllToAllBlocks {
+  std::vector<int64_t> chunk, src_strides, dst_strides;
+  int64_t item = 0;
+  int split_axis = 0, concat_axis = 0;
+  bool may_stream = false;
+  AllToAllBlocks(DType dtype, const Shape& shape, int split, int concat, int n)
+      : chunk(shape.dims()), item(itemsize(dtype)), split_axis(split), concat_axis(concat) {
+    if (n > 0) chunk[size_t(split)] /= n;
+    std::vector<int64_t> out_dims = chunk;
+    out_dims[size_t(concat)] *= n;
+    src_strides = byte_strides(shape.dims(), item);
+    dst_strides = byte_strides(out_dims, item);
+    may_stream = outputs_exceed_cache(n * shape.size() * item);
+  }
+  const Byte* chunk_of(const Byte* in, int64_t to) const {
+    return in + to * chunk[size_t(split_axis)] * src_strides[size_t(split_axis)];
+  }
+  Byte* place_of(Byte* out, int64_t from) const {
+    return out + from * chunk[size_t(concat_axis)] * dst_strides[size_t(concat_axis)];
+  }
+  // Chunk `to` of member `from`'s input into its place in member `to`'s output.
+  void copy(const Byte* in, int64_t from, int64_t to, Byte* out, bool stream) const {
+    copy_block(chunk_of(in, to), src_strides, place_of(out, from), dst_strides, chunk, item,
+               stream);
+  }
+};
+
+// all_to_all: piece i·n + j copies chunk i of member j's input into member i's output.
+Work all_to_all_work(const AllToAllBlocks& blocks, int n, int me) {
+  return {int64_t(n) * n,
+          [=](const Ins& ins, const Outs& outs, int64_t k) {
+            blocks.copy(ins[k % n], k % n, k / n, outs[k / n], blocks.may_stream);
+          },
+          [=](const Ins& ins, const Outs& outs) {
+            for (int64_t j = 0; j < n; ++j) blocks.copy(ins[j], j, me, outs[me], blocks.may_stream);
+          }};
+}
+
+}  // namespace
+
+void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
+                                  DType dtype, const Shape& shape, int dim, const void* in,
+                                  void* out) {
+  const int n = int(group.size());
+  check_scatter(api, shape, dim, n);
+  Params p{Kind::reduce_scatter, api, op, dtype, shape, dim, 0, false, {}};
+  if (auto c = state_->cross(api, group, me)) {
+    const int64_t outer = prod(shape, 0, dim);
+    const int64_t row = n > 0 ? prod(shape, dim, shape.ndim()) : 0, chunk = n > 0 ? row / n : 0;
+    state_->cross_reduce_scatter(p, *c, in, out, State::Scatter{outer, row, chunk});
+    return;
+  }
+  state_->run(p, group, me, in, out, reduce_scatter_work(op, dtype, shape, dim, n, me));
+}
+
+void Communicator::all_to_all(const char* api, std::span<const int> group, int me, DType dtype,
+                              const Shape& shape, int split_axis, int concat_axis, const void* in,
+                              void* out) {
+  const int n = int(group.size());
+  check_all_to_all(api, shape, split_axis, concat_axis, n);
   Params p{Kind::all_to_all, api, ReduceOp::sum, dtype, shape, split_axis, concat_axis, false, {}};
-  const int64_t item = itemsize(dtype);
-  // Member i's output is chunk i of every member's input, in member order: piece i·n + j
-  // copies chunk i of member j's input into member i's output.
-  std::vector<int64_t> chunk = shape.dims();
-  if (n > 0) chunk[split_axis] /= n;
-  std::vector<int64_t> out_dims = chunk;
-  out_dims[concat_axis] *= n;
-  const auto src_strides = byte_strides(shape.dims(), item);
-  const auto dst_strides = byte_strides(out_dims, item);
-  const bool may_stream = outputs_exceed_cache(n * shape.size() * item);
-  auto copy = [=](const Ins& ins, const Outs& outs, int64_t i, int64_t j) {
-    copy_block(ins[j] + i * chunk[split_axis] * src_strides[split_axis], src_strides,
-               outs[i] + j * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
-               item, may_stream);
-  };
+  const AllToAllBlocks blocks(dtype, shape, split_axis, concat_axis, n);
   if (auto c = state_->cross(api, group, me)) {
     // Between processes a chunk travels alone, packed: row-major in the chunk's own shape.
-    const auto packed_strides = byte_strides(chunk, item);
+    const auto packed_strides = byte_strides(blocks.chunk, blocks.item);
     State::Route route;
-    route.block = item;
-    for (int64_t d : chunk) route.block *= d;
+    route.block = blocks.item;
+    for (int64_t d : blocks.chunk) route.block *= d;
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) route.moves.emplace_back(j, i);
     route.pack = [&](const Byte* from_in, int, int to, Byte* packed) {
-      copy_block(from_in + to * chunk[split_axis] * src_strides[split_axis], src_strides, packed,
-                 packed_strides, chunk, item, false);
+      copy_block(blocks.chunk_of(from_in, to), blocks.src_strides, packed, packed_strides,
+                 blocks.chunk, blocks.item, false);
     };
     route.unpack = [&](const Byte* packed, int from, int, Byte* to_out) {
-      copy_block(packed, packed_strides,
-                 to_out + from * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
-                 item, false);
+      copy_block(packed, packed_strides, blocks.place_of(to_out, from), blocks.dst_strides,
+                 blocks.chunk, blocks.item, false);
     };
     route.move = [&](const Byte* from_in, int from, int to, Byte* to_out) {
-      copy_block(from_in + to * chunk[split_axis] * src_strides[split_axis], src_strides,
-                 to_out + from * chunk[concat_axis] * dst_strides[concat_axis], dst_strides, chunk,
-                 item, may_stream);
+      blocks.copy(from_in, from, to, to_out, blocks.may_stream);
     };
     state_->cross_exchange(p, *c, in, out, route);
     return;
   }
-  Work work{int64_t(n) * n,
-            [=](const Ins& ins, const Outs& outs, int64_t k) { copy(ins, outs, k / n, k % n); },
-            [=](const Ins& ins, const Outs& outs) {
-              for (int64_t j = 0; j < n; ++j) copy(ins, outs, me, j);
-            }};
-  state_->run(p, group, me, in, out, work);
+  state_->run(p, group, me, in, out, all_to_all_work(blocks, n, me));
+}
+
+bool Communicator::State::spans_processes(const char* api, std::span<const int> group, int me) {
+  return any_remote && plan(api, group, me).comm != nullptr;
+}
+
+void Communicator::State::run_blocks(
+    std::span<const Communicator::Block> blocks, std::span<const int> group, int me,
+    const std::function<Described(const Communicator::Block&)>& describe) {
+  std::vector<Described> described;
+  for (const Communicator::Block& b : blocks) described.push_back(describe(b));
+  std::vector<Part> parts;
+  for (size_t k = 0; k < blocks.size(); ++k)
+    parts.push_back(Part{&described[k].params, blocks[k].in, blocks[k].out, &described[k].work,
+                         blocks[k].result, described[k].out_bytes});
+  run(parts, group, me);
+}
+
+namespace {
+
+void check_operands(const char* api, size_t count, bool results_allowed,
+                    std::span<const Communicator::Block> blocks) {
+  if (count == 0) invalid(api, "a combined collective needs at least one operand");
+  if (!results_allowed)
+    for (const Communicator::Block& b : blocks)
+      if (b.result) invalid(api, "this collective writes its results into the callers' buffers");
+}
+
+}  // namespace
+
+void Communicator::all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op,
+                              std::span<const Block> blocks) {
+  check_operands(api, blocks.size(), true, blocks);
+  if (blocks.size() == 1 || state_->spans_processes(api, group, me)) {
+    for (const Block& b : blocks) {
+      if (b.result)
+        *b.result = all_reduce_shared(api, group, me, op, b.dtype, b.shape, b.in, b.in_owner);
+      else
+        all_reduce(api, group, me, op, b.dtype, b.shape, b.in, b.out);
+    }
+    return;
+  }
+  const int n = int(group.size());
+  state_->run_blocks(blocks, group, me, [&](const Block& b) {
+    check_reducible(api, b.dtype);
+    return State::Described{
+        Params{Kind::all_reduce, api, op, b.dtype, b.shape, 0, 0, false, {}, b.result != nullptr},
+        all_reduce_work(op, b.dtype, b.shape.size(), n, me),
+        size_t(b.shape.size() * itemsize(b.dtype))};
+  });
+}
+
+void Communicator::all_gather(const char* api, std::span<const int> group, int me, int axis,
+                              bool tiled, std::span<const Block> blocks) {
+  check_operands(api, blocks.size(), true, blocks);
+  if (blocks.size() == 1 || state_->spans_processes(api, group, me)) {
+    for (const Block& b : blocks) {
+      if (b.result)
+        *b.result = all_gather_shared(api, group, me, b.dtype, b.shape, axis, tiled, b.in);
+      else
+        all_gather(api, group, me, b.dtype, b.shape, axis, tiled, b.in, b.out);
+    }
+    return;
+  }
+  const int n = int(group.size());
+  state_->run_blocks(blocks, group, me, [&](const Block& b) {
+    check_gather_axis(api, b.shape, axis, tiled);
+    const int64_t item = itemsize(b.dtype);
+    return State::Described{Params{Kind::all_gather, api, ReduceOp::sum, b.dtype, b.shape, axis, 0,
+                                   tiled, {}, b.result != nullptr},
+                            all_gather_work(prod(b.shape, 0, axis),
+                                            prod(b.shape, axis, b.shape.ndim()) * item, n, me),
+                            size_t(b.shape.size() * item) * size_t(n)};
+  });
+}
+
+void Communicator::reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op,
+                                  int dim, std::span<const Block> blocks) {
+  check_operands(api, blocks.size(), false, blocks);
+  if (blocks.size() == 1 || state_->spans_processes(api, group, me)) {
+    for (const Block& b : blocks)
+      reduce_scatter(api, group, me, op, b.dtype, b.shape, dim, b.in, b.out);
+    return;
+  }
+  const int n = int(group.size());
+  state_->run_blocks(blocks, group, me, [&](const Block& b) {
+    check_scatter(api, b.shape, dim, n);
+    return State::Described{Params{Kind::reduce_scatter, api, op, b.dtype, b.shape, dim, 0, false, {}},
+                            reduce_scatter_work(op, b.dtype, b.shape, dim, n, me)};
+  });
+}
+
+void Communicator::all_to_all(const char* api, std::span<const int> group, int me, int split_axis,
+                              int concat_axis, std::span<const Block> blocks) {
+  check_operands(api, blocks.size(), false, blocks);
+  if (blocks.size() == 1 || state_->spans_processes(api, group, me)) {
+    for (const Block& b : blocks)
+      all_to_all(api, group, me, b.dtype, b.shape, split_axis, concat_axis, b.in, b.out);
+    return;
+  }
+  const int n = int(group.size());
+  state_->run_blocks(blocks, group, me, [&](const Block& b) {
+    check_all_to_all(api, b.shape, split_axis, concat_axis, n);
+    return State::Described{Params{Kind::all_to_all, api, ReduceOp::sum, b.dtype, b.shape,
+                                   split_axis, concat_axis, false, {}},
+                            all_to_all_work(AllToAllBlocks(b.dtype, b.shape, split_axis,
+                                                           concat_axis, n),
+                                            n, me)};
+  });
 }
 
 void Communicator::permute(const char* api, std::span<const int> group, int me,

@@ -123,6 +123,32 @@ class Communicator {
                std::span<const std::pair<int, int>> perm, DType dtype, const Shape& shape,
                const void* in, void* out);
 
+  // ---- combined collectives: several operands of one kind over one group, met once ----------
+  // Operand k is the caller's block `blocks[k]`, and its result is what the call of one operand
+  // gives (in group order, with the same bits); the members must give the same number of
+  // operands with the same dtypes and shapes. Within this process the operands share one
+  // rendezvous: their work is split into pieces claimed from one counter, and inputs small
+  // together (64 KiB) are copied on arrival together. A group that spans processes runs the
+  // operands one after another.
+  struct Block {
+    DType dtype;
+    Shape shape;
+    const void* in;
+    void* out = nullptr;
+    // all_reduce and all_gather: when set, `out` is ignored and the result is handed back here,
+    // one buffer for the group as all_reduce_shared and all_gather_shared give.
+    std::shared_ptr<Buffer>* result = nullptr;
+    std::shared_ptr<Buffer> in_owner = nullptr;  // as all_reduce_shared's
+  };
+  void all_reduce(const char* api, std::span<const int> group, int me, ReduceOp op,
+                  std::span<const Block> blocks);
+  void all_gather(const char* api, std::span<const int> group, int me, int axis, bool tiled,
+                  std::span<const Block> blocks);
+  void reduce_scatter(const char* api, std::span<const int> group, int me, ReduceOp op, int dim,
+                      std::span<const Block> blocks);
+  void all_to_all(const char* api, std::span<const int> group, int me, int split_axis,
+                  int concat_axis, std::span<const Block> blocks);
+
   // Waits until every member of `group` has arrived (used by debug printing to keep order).
   void barrier(const char* api, std::span<const int> group, int me);
 

@@ -1,10 +1,13 @@
 // `spmd train` on Fashion-MNIST: its first losses equal JAX + optax's for the same
 // initialisation, data order and optimizer; the three meshes (one device, 8-way data parallel,
-// 4x2 data and tensor parallel) agree; a resumed run continues exactly; checkpoints, history and
-// the plot are written; bad options and a missing data set raise clear errors.
+// 4x2 data and tensor parallel) agree; combined collectives meet fewer times with the same losses;
+// a resumed run continues exactly; checkpoints, history and the plot are written; bad options and
+// a missing data set raise clear errors.
 #include "cli/train.h"
+#include "compile/executable.h"
 #include "data/idx_files.h"
 
+#include "support/config_scope.h"
 #include "support/support.h"
 
 #include <spmd/spmd.h>
@@ -122,6 +125,40 @@ TEST(Train, MeshesAgreeUpToReassociation) {
   expect_close(data.step_loss, one.step_loss, 1e-4, "--mesh 8 vs one device");
   expect_close(tensor.step_loss, one.step_loss, 1e-4, "--mesh 4x2 vs one device");
   EXPECT_NEAR(tensor.test_accuracy.at(0), one.test_accuracy.at(0), 2e-3);
+}
+
+// The meetings of a run (every collective equation the devices ran, by the equation profile)
+// and its step losses.
+std::pair<int64_t, std::vector<double>> meetings_and_losses(const TrainOptions& o) {
+  sp::clear_equation_profile();
+  sp::set_equation_profiling(true);
+  TrainHistory h = run(o);
+  sp::set_equation_profiling(false);
+  int64_t meetings = 0;
+  for (const sp::EquationProfileEntry& e : sp::equation_profile()) {
+    const std::string name = e.equation.substr(0, e.equation.find(' '));
+    for (const char* collective : {"psum", "pmax", "pmin", "all_gather", "reduce_scatter",
+                                   "all_to_all", "ppermute", "psum_invariant"})
+      if (name == collective) meetings += e.count;
+  }
+  sp::clear_equation_profile();
+  return {meetings, h.step_loss};
+}
+
+TEST(Train, CombinedCollectivesMeetFewerTimesWithTheSameLosses) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const std::vector<int64_t>& mesh : {std::vector<int64_t>{8}, std::vector<int64_t>{4, 2}}) {
+    const std::string what = mesh.size() == 1 ? "--mesh 8" : "--mesh 4x2";
+    const TrainOptions o = quick(mesh, "combined", 3);
+    const auto [combined, losses] = meetings_and_losses(o);
+    std::pair<int64_t, std::vector<double>> alone;
+    {
+      spmd_test::CompileEnvScope each_alone("SPMD_COMBINE_COLLECTIVES", "0");
+      alone = meetings_and_losses(o);
+    }
+    EXPECT_LT(combined, alone.first) << what;
+    EXPECT_EQ(losses, alone.second) << what;
+  }
 }
 
 TEST(Train, WritesCheckpointsHistoryAndPlotAndEndsWithTheAccuracy) {

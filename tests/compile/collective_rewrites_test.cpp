@@ -1,12 +1,14 @@
 // Passes that rewrite collectives of per-device programs: own_blocks_of_collectives (a device's
 // own block of a psum becomes a psum_scatter, of an all_gather the gathered operand, with the same
-// values bit for bit), sums_from_all_to_alls and local_work_before_collectives.
+// values bit for bit), sums_from_all_to_alls, local_work_before_collectives and
+// combine_collectives.
 #include <gtest/gtest.h>
 #include <spmd/spmd.h>
 
 #include "compile/passes.h"
 #include "ir/program.h"
 #include "prims/primitive.h"
+#include "support/config_scope.h"
 
 #include <algorithm>
 #include <string>
@@ -266,6 +268,143 @@ TEST(LocalWorkBeforeCollectives, ALoopHoldingACollectiveKeepsItsPlace) {
 TEST(LocalWorkBeforeCollectives, AProgramWithAnEffectKeepsItsOrder) {
   const sp::Program before = per_device(mixed_order_shard_map(true), rows(16, 3));
   EXPECT_EQ(order_of(sp::local_work_before_collectives(before)), order_of(before)) << before.str();
+}
+
+// ---- combine_collectives ----------------------------------------------------------------------
+
+// Operand and result counts of the equations of `p` of primitive `name`, in program order.
+std::vector<size_t> operand_counts(const sp::Program& p, const std::string& name) {
+  std::vector<size_t> counts;
+  for (const sp::Equation& e : p.equations) {
+    if (e.primitive->name != name) continue;
+    EXPECT_EQ(e.inputs.size(), e.outputs.size()) << p.str();
+    counts.push_back(e.inputs.size());
+  }
+  return counts;
+}
+
+const sp::Mesh& mesh_8() {
+  static const sp::Mesh mesh = sp::make_mesh({8}, {"d"});
+  return mesh;
+}
+
+// Collectives of every combinable kind over "d", each on operands that are ready at once (the
+// block x: f32[8, 6], k: i32[8] per device), of different shapes and dtypes: three psums, three
+// all_gathers, two psum_scatters and three all_to_alls.
+auto every_kind_shard_map() {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x, const Array& k) {
+    const sp::AllGatherOptions rows{.axis = 0, .tiled = true};
+    return std::make_tuple(
+        sp::psum(x, "d"), sp::psum(k, "d"), sp::psum(sp::sin(x).sum({0}), "d"),
+        sp::all_gather(x, "d", rows), sp::all_gather(k, "d", rows),
+        sp::all_gather(x.reshape({4, 12}) * 2.0f, "d", rows),
+        sp::psum_scatter(x.reshape({48}), "d", {.scatter_dimension = 0, .tiled = true}),
+        sp::psum_scatter(x * 3.0f, "d", {.scatter_dimension = 0, .tiled = true}),
+        sp::all_to_all(x, "d", 0, 0, {.tiled = true}),
+        sp::all_to_all(x.reshape({16, 3}), "d", 0, 0, {.tiled = true}),
+        sp::all_to_all(k, "d", 0, 0, {.tiled = true}));
+  };
+  return sp::shard_map(body, mesh_8(), {P("d"), P("d")},
+                       {P(), P(), P(), P(), P(), P(), P("d"), P("d"), P("d"), P("d"), P("d")},
+                       unchecked);
+}
+
+// Device j's rows i of a device-major global [8·r, c] taken in the order all_to_all gives device
+// i: its block's row i from every device, as global rows i·8 + j.
+Array exchanged_rows(const Array& global, int64_t rows_per_device) {
+  const int64_t cols = global.size() / (8 * rows_per_device);
+  return sp::transpose(global.reshape({8, 8, rows_per_device / 8, cols}), {1, 0, 2, 3})
+      .reshape({8 * rows_per_device, cols});
+}
+
+TEST(CombineCollectives, EveryKindMeetsOnceForAllItsOperandsWithTheHostsValues) {
+  const Array x = rows(64, 6);
+  const Array k = sp::arange(64).astype(sp::int32) * 7 - 100;
+  const sp::Program before = per_device(every_kind_shard_map(), x, k);
+  const sp::Program after = sp::combine_collectives(sp::local_work_before_collectives(before));
+  EXPECT_EQ(operand_counts(after, "psum"), (std::vector<size_t>{3})) << after.str();
+  EXPECT_EQ(operand_counts(after, "all_gather"), (std::vector<size_t>{3})) << after.str();
+  EXPECT_EQ(operand_counts(after, "reduce_scatter"), (std::vector<size_t>{2})) << after.str();
+  EXPECT_EQ(operand_counts(after, "all_to_all"), (std::vector<size_t>{3})) << after.str();
+
+  auto got = sp::jit(every_kind_shard_map())(x, k);
+  std::tuple<Array, Array, Array, Array, Array, Array, Array, Array, Array, Array, Array> alone;
+  {
+    spmd_test::CompileEnvScope alone_each("SPMD_COMBINE_COLLECTIVES", "0");
+    alone = sp::jit(every_kind_shard_map())(x, k);
+  }
+  // The same bits as every collective meeting alone.
+  const std::vector<Array> g = sp::tree_leaves(got), a = sp::tree_leaves(alone);
+  ASSERT_EQ(g.size(), a.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_EQ(g[i].shape(), a[i].shape()) << "result " << i;
+    ASSERT_EQ(g[i].dtype(), a[i].dtype()) << "result " << i;
+    if (g[i].dtype() == sp::int32)
+      EXPECT_EQ(g[i].to_vector<int32_t>(), a[i].to_vector<int32_t>()) << "result " << i;
+    else
+      EXPECT_EQ(g[i].to_vector<float>(), a[i].to_vector<float>()) << "result " << i;
+  }
+  // And the host's values.
+  const Array blocks = x.reshape({8, 8, 6});
+  EXPECT_TRUE(sp::allclose(g[0], blocks.sum({0}), 1e-5, 1e-3)) << g[0];
+  EXPECT_EQ(g[1].to_vector<int32_t>(), k.reshape({8, 8}).sum({0}).to_vector<int32_t>());
+  EXPECT_TRUE(sp::allclose(g[2], sp::sin(x).sum({0}), 1e-5, 1e-3)) << g[2];
+  EXPECT_EQ(g[3].to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(g[4].to_vector<int32_t>(), k.to_vector<int32_t>());
+  EXPECT_EQ(g[5].to_vector<float>(), (x * 2.0f).to_vector<float>());
+  EXPECT_TRUE(sp::allclose(g[6], x.reshape({8, 48}).sum({0}), 1e-5, 1e-3)) << g[6];
+  EXPECT_TRUE(sp::allclose(g[7], (blocks * 3.0f).sum({0}), 1e-5, 1e-3)) << g[7];
+  EXPECT_EQ(g[8].to_vector<float>(), exchanged_rows(x, 8).to_vector<float>());
+  EXPECT_EQ(g[9].to_vector<float>(), exchanged_rows(x.reshape({128, 3}), 16).to_vector<float>());
+  EXPECT_EQ(g[10].to_vector<int32_t>(), exchanged_rows(k.reshape({64, 1}), 8).reshape({64})
+                                            .to_vector<int32_t>());
+}
+
+TEST(CombineCollectives, ACollectiveOfAnotherCollectivesResultMeetsAfterIt) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  const sp::AllGatherOptions rows_of{.axis = 0, .tiled = true};
+  auto body = [=](const Array& x) {
+    Array once = sp::all_gather(x, "d", rows_of);
+    return std::make_tuple(sp::all_gather(once, "d", rows_of), sp::all_gather(x * 2.0f, "d", rows_of));
+  };
+  auto f = sp::shard_map(body, mesh_8(), {P("d")}, {P(), P()}, unchecked);
+  const Array x = rows(16, 3);
+  const sp::Program after =
+      sp::combine_collectives(sp::local_work_before_collectives(per_device(f, x)));
+  // The gather of x · 2 joins the first gather; the gather of that gather's result cannot.
+  EXPECT_EQ(operand_counts(after, "all_gather"), (std::vector<size_t>{2, 1})) << after.str();
+  auto [twice, doubled] = sp::jit(f)(x);
+  EXPECT_EQ(twice.to_vector<float>(), sp::tile(x, {8, 1}).to_vector<float>());
+  EXPECT_EQ(doubled.to_vector<float>(), (x * 2.0f).to_vector<float>());
+}
+
+TEST(CombineCollectives, CollectivesOverDifferentGroupsOrParamsMeetApart) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](const Array& x) {
+    return std::make_tuple(sp::psum(x, "b"), sp::psum(x * 2.0f, "m"),
+                           sp::psum(x * 3.0f, sp::axes("b", "m")),
+                           sp::all_gather(x, "m", {.axis = 0, .tiled = true}),
+                           sp::all_gather(x, "m", {.axis = 1, .tiled = true}));
+  };
+  auto f = sp::shard_map(body, mesh_4x2(), {P("b", "m")},
+                         {P(sp::None, "m"), P("b"), P(), P("b"), P("b")}, unchecked);
+  const Array x = rows(8, 4);
+  const sp::Program after =
+      sp::combine_collectives(sp::local_work_before_collectives(per_device(f, x)));
+  EXPECT_EQ(operand_counts(after, "psum"), (std::vector<size_t>{1, 1, 1})) << after.str();
+  EXPECT_EQ(operand_counts(after, "all_gather"), (std::vector<size_t>{1, 1})) << after.str();
+  auto [over_b, over_m, over_all, rows_m, cols_m] = sp::jit(f)(x);
+  const Array blocks = x.reshape({4, 2, 2, 2}).transpose({0, 2, 1, 3});  // [b, m, 2, 2]
+  EXPECT_TRUE(sp::allclose(over_all, (blocks * 3.0f).sum({0, 1}), 1e-5, 1e-3)) << over_all;
+  EXPECT_EQ(cols_m.to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(rows_m.to_vector<float>(), blocks.reshape({16, 2}).to_vector<float>());
+  EXPECT_TRUE(sp::allclose(over_b, blocks.sum({0}).transpose({1, 0, 2}).reshape({2, 4}), 1e-5,
+                           1e-3))
+      << over_b;
 }
 
 }  // namespace

@@ -446,6 +446,58 @@ TEST(Processes, AllGatherAllToAllAndPsumScatterAcrossProcesses) {
   expect_local_blocks(s, want_s, sp::Shape({8}));
 }
 
+// Collectives of one kind and group whose operands are ready together meet once for all of them
+// (compile's combine_collectives): over "a", whose groups cross the processes, and over "b",
+// whose groups stay within one. Every result against the host's value of each device's block.
+TEST(Processes, CombinedCollectivesWithinAndAcrossProcesses) {
+  sp::Mesh mesh = sp::make_mesh({2, 4}, {"a", "b"});
+  const sp::PartitionSpec each = P(sp::axes("a", "b"));
+  sp::Array x = sp::device_put(sp::arange(48).astype(sp::float32).reshape({8, 6}),
+                               sp::NamedSharding(mesh, each));
+  sp::Array k = sp::device_put(sp::arange(16).astype(sp::int32), sp::NamedSharding(mesh, each));
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  auto body = [](sp::Array v, sp::Array i) {
+    const sp::AllGatherOptions rows{.axis = 0, .tiled = true};
+    const sp::PsumScatterOptions first{.scatter_dimension = 0, .tiled = true};
+    return std::vector<sp::Array>{
+        sp::lax::psum(v, "a"),
+        sp::lax::psum(i, "a"),
+        sp::lax::all_gather(v, "b", rows),
+        sp::lax::all_gather(i, "b", rows),
+        sp::lax::all_to_all(v.reshape({2, 3}), "a", 0, 0, {.tiled = true}),
+        sp::lax::all_to_all(i, "a", 0, 0, {.tiled = true}),
+        sp::lax::psum_scatter(v.reshape({6}), "a", first),
+        sp::lax::psum_scatter(i * 2, "a", first)};
+  };
+  const std::vector<sp::Array> got = sp::shard_map(
+      body, mesh, {each, each}, std::vector<sp::PartitionSpec>(8, each), unchecked)(x, k);
+  // Device d = 4a + b holds row d of x (6d ... 6d + 5) and k's elements 2d, 2d + 1.
+  auto xv = [](int d, int j) { return float(6 * d + j); };
+  auto kv = [](int d, int j) { return float(2 * d + j); };
+  std::vector<std::vector<float>> want(8);
+  for (int d = 0; d < 8; ++d) {
+    const int a = d / 4, b = d % 4, lo = b, hi = 4 + b;  // the devices of d's group over "a"
+    for (int j = 0; j < 6; ++j) want[0].push_back(xv(lo, j) + xv(hi, j));
+    for (int j = 0; j < 2; ++j) want[1].push_back(kv(lo, j) + kv(hi, j));
+    for (int m = 0; m < 4; ++m)
+      for (int j = 0; j < 6; ++j) want[2].push_back(xv(4 * a + m, j));
+    for (int m = 0; m < 4; ++m)
+      for (int j = 0; j < 2; ++j) want[3].push_back(kv(4 * a + m, j));
+    for (int from : {lo, hi})
+      for (int j = 0; j < 3; ++j) want[4].push_back(xv(from, 3 * a + j));
+    for (int from : {lo, hi}) want[5].push_back(kv(from, a));
+    for (int j = 0; j < 3; ++j) want[6].push_back(xv(lo, 3 * a + j) + xv(hi, 3 * a + j));
+    want[7].push_back(2 * (kv(lo, a) + kv(hi, a)));
+  }
+  const sp::Shape shapes[] = {{8, 6}, {16}, {32, 6}, {64}, {16, 3}, {16}, {24}, {8}};
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t r = 0; r < 8; ++r) {
+    SCOPED_TRACE("result " + std::to_string(r));
+    expect_local_blocks(got[r], want[r], shapes[r]);
+  }
+}
+
 TEST(Processes, JitPartitionsAMatmulOverProcesses) {
   sp::Mesh mesh = sp::make_mesh({4, 2}, {"a", "b"});
   sp::Array a = sp::device_put(sp::arange(64).astype(sp::float32).reshape({8, 8}),

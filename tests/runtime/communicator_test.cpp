@@ -612,6 +612,207 @@ TEST(CommunicatorShared, MembersMustAllAskForTheSharedForm) {
       << rejected[0];
 }
 
+// ---- combined collectives: several operands in one meeting ----------------------------------
+
+// Bytes of every dtype, distinct per member and operand.
+std::vector<unsigned char> operand_bytes(DType dtype, int64_t count, int rank, int salt) {
+  std::vector<unsigned char> bytes(size_t(count * itemsize(dtype)));
+  auto fill = [&](auto values) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  };
+  if (dtype == float32) fill(make_data<float>(count, rank, salt));
+  if (dtype == int32) fill(make_data<int32_t>(count, rank, salt));
+  if (dtype == bfloat16) fill(make_data<bfloat16_t>(count, rank, salt));
+  if (dtype == float64) fill(make_data<double>(count, rank, salt));
+  return bytes;
+}
+
+// A combined collective's operands on every member, run once combined and once operand by
+// operand (the calls of one operand, checked against references above), in a launch of 8: each
+// member's results must have the same bits either way. `call(comm, j, blocks)` makes the
+// combined call; `out_count(shape)` is an operand's output size in elements.
+struct CombinedCase {
+  std::vector<int> group;
+  std::vector<std::pair<DType, Shape>> operands;
+  bool group_results = false;  // all_reduce and all_gather: results handed back for the group
+};
+
+using CombinedCall =
+    std::function<void(Communicator&, int me, std::span<const Communicator::Block>)>;
+
+void check_combined(const CombinedCase& c, const CombinedCall& call,
+                    const std::function<int64_t(const Shape&)>& out_count,
+                    const std::string& what) {
+  const int n = int(c.group.size());
+  const size_t m = c.operands.size();
+  // ins[j][k]: member j's operand k; outs[pass][j][k] its output (pass 0 combined, 1 alone).
+  std::vector<std::vector<std::vector<unsigned char>>> ins(static_cast<size_t>(n));
+  std::vector<std::vector<std::vector<unsigned char>>> outs[2];
+  std::vector<std::vector<std::shared_ptr<Buffer>>> results[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    outs[pass].assign(size_t(n), {});
+    results[pass].assign(size_t(n), std::vector<std::shared_ptr<Buffer>>(m));
+  }
+  for (int j = 0; j < n; ++j)
+    for (size_t k = 0; k < m; ++k) {
+      const auto& [dtype, shape] = c.operands[k];
+      ins[j].push_back(operand_bytes(dtype, shape.size(), c.group[j], int(k)));
+      for (int pass = 0; pass < 2; ++pass)
+        outs[pass][j].push_back(
+            std::vector<unsigned char>(size_t(out_count(shape) * itemsize(dtype)), 0xab));
+    }
+  Communicator comm(iota_ids(8));
+  auto errors = run_ranks(n, [&](int j) {
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<Communicator::Block> blocks;
+      for (size_t k = 0; k < m; ++k) {
+        Communicator::Block b{c.operands[k].first, c.operands[k].second, ins[j][k].data(),
+                              outs[pass][j][k].data()};
+        if (c.group_results) b.result = &results[pass][j][k];
+        blocks.push_back(b);
+      }
+      if (pass == 0) {
+        call(comm, j, blocks);
+      } else {
+        for (const Communicator::Block& b : blocks) call(comm, j, {&b, 1});
+      }
+    }
+  });
+  expect_no_errors(errors);
+  auto bytes_of = [&](int pass, int j, size_t k) {
+    if (!c.group_results) return outs[pass][j][k];
+    const auto* data = static_cast<const unsigned char*>(results[pass][j][k]->data());
+    return std::vector<unsigned char>(data, data + results[pass][j][k]->nbytes());
+  };
+  for (int j = 0; j < n; ++j)
+    for (size_t k = 0; k < m; ++k)
+      expect_same_bits(bytes_of(0, j, k), bytes_of(1, j, k),
+                       what + ", member " + std::to_string(j) + ", operand " + std::to_string(k));
+}
+
+// Operands of different dtypes and shapes, small (staged together) and large (one above the
+// staging size: the pieces of all operands claimed from one counter), on a group of 8 and on a
+// subgroup out of rank order.
+std::vector<CombinedCase> combined_cases(const std::function<Shape(int n, int k)>& shape_of,
+                                         bool group_results) {
+  std::vector<CombinedCase> cases;
+  for (const std::vector<int>& group : {iota_ids(8), std::vector<int>{6, 1, 3}}) {
+    const int n = int(group.size());
+    const DType dtypes[] = {float32, int32, bfloat16, float32};
+    for (size_t count : {size_t(2), size_t(3), size_t(4)}) {
+      CombinedCase c{group, {}, group_results};
+      for (size_t k = 0; k < count; ++k) c.operands.emplace_back(dtypes[k], shape_of(n, int(k)));
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+TEST(CommunicatorCombined, AllReduceOfSeveralOperandsGivesEachOperandsBits) {
+  // Operand 3 (count 4) is 80 KiB: above the staging size.
+  auto shape_of = [](int, int k) {
+    const Shape shapes[] = {Shape{3, 37}, Shape{1000}, Shape{5, 7}, Shape{20480}};
+    return shapes[k];
+  };
+  for (bool group_results : {false, true})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max})
+      for (const CombinedCase& c : combined_cases(shape_of, group_results))
+        check_combined(
+            c,
+            [&](Communicator& comm, int me, std::span<const Communicator::Block> blocks) {
+              comm.all_reduce("psum", c.group, me, op, blocks);
+            },
+            [](const Shape& s) { return s.size(); },
+            "all_reduce of " + std::to_string(c.operands.size()) + " over " +
+                std::to_string(c.group.size()) + (group_results ? ", one result" : ""));
+}
+
+TEST(CommunicatorCombined, AllGatherOfSeveralOperandsGivesEachOperandsBits) {
+  auto shape_of = [](int, int k) {
+    const Shape shapes[] = {Shape{3, 5}, Shape{7, 5}, Shape{2, 9}, Shape{6000, 4}};
+    return shapes[k];
+  };
+  for (bool group_results : {false, true})
+    for (bool tiled : {true, false})
+      for (const CombinedCase& c : combined_cases(shape_of, group_results)) {
+        const int64_t n = int64_t(c.group.size());
+        check_combined(
+            c,
+            [&](Communicator& comm, int me, std::span<const Communicator::Block> blocks) {
+              comm.all_gather("all_gather", c.group, me, 1, tiled, blocks);
+            },
+            [&](const Shape& s) { return s.size() * n; },
+            "all_gather of " + std::to_string(c.operands.size()) + " over " +
+                std::to_string(n) + (tiled ? " tiled" : " stacked"));
+      }
+}
+
+TEST(CommunicatorCombined, ReduceScatterOfSeveralOperandsGivesEachOperandsBits) {
+  auto shape_of = [](int n, int k) {
+    const Shape shapes[] = {Shape{3, 2 * n}, Shape{4, n}, Shape{2, 3 * n}, Shape{5, 1200 * n}};
+    return shapes[k];
+  };
+  for (const CombinedCase& c : combined_cases(shape_of, false)) {
+    const int64_t n = int64_t(c.group.size());
+    check_combined(
+        c,
+        [&](Communicator& comm, int me, std::span<const Communicator::Block> blocks) {
+          comm.reduce_scatter("psum_scatter", c.group, me, ReduceOp::sum, 1, blocks);
+        },
+        [&](const Shape& s) { return s.size() / n; },
+        "reduce_scatter of " + std::to_string(c.operands.size()) + " over " + std::to_string(n));
+  }
+}
+
+TEST(CommunicatorCombined, AllToAllOfSeveralOperandsGivesEachOperandsBits) {
+  auto shape_of = [](int n, int k) {
+    const Shape shapes[] = {Shape{2 * n, 3}, Shape{n, 7}, Shape{3 * n, 2}, Shape{64 * n, 320}};
+    return shapes[k];
+  };
+  for (const CombinedCase& c : combined_cases(shape_of, false)) {
+    check_combined(
+        c,
+        [&](Communicator& comm, int me, std::span<const Communicator::Block> blocks) {
+          comm.all_to_all("all_to_all", c.group, me, 0, 1, blocks);
+        },
+        [](const Shape& s) { return s.size(); },
+        "all_to_all of " + std::to_string(c.operands.size()) + " over " +
+            std::to_string(c.group.size()));
+  }
+}
+
+TEST(CommunicatorCombined, MembersMustGiveTheSameOperands) {
+  Communicator comm(iota_ids(2), 20s);
+  std::vector<float> in(8, 1.0f), out(16);
+  auto errors = run_ranks(2, [&](int r) {
+    std::vector<Communicator::Block> blocks(size_t(2 + r),
+                                            Communicator::Block{float32, Shape{4}, in.data(),
+                                                                out.data() + 8 * r});
+    comm.all_reduce("psum", iota_ids(2), r, ReduceOp::sum, blocks);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r].rfind("[psum] ", 0), 0u) << errors[r];
+    EXPECT_NE(errors[r].find("disagree on the number of operands: device 0 has 2, device 1 has 3"),
+              std::string::npos)
+        << errors[r];
+  }
+  errors = run_ranks(2, [&](int r) {
+    const Communicator::Block blocks[] = {
+        {float32, Shape{4}, in.data(), out.data() + 8 * r},
+        {float32, r == 0 ? Shape{4} : Shape{2, 2}, in.data(), out.data() + 8 * r + 4}};
+    comm.all_to_all("all_to_all", iota_ids(2), r, 0, 0, blocks);
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[r].find("disagree on the operand 1's shape"), std::string::npos)
+        << errors[r];
+  auto none = run_ranks(1, [&](int r) {
+    comm.all_gather("all_gather", iota_ids(1), r, 0, true, std::span<const Communicator::Block>());
+  });
+  EXPECT_NE(none[0].find("[all_gather] a combined collective needs at least one operand"),
+            std::string::npos)
+      << none[0];
+}
+
 TEST(CommunicatorGroups, MeshRowsAndColumnsRunConcurrently) {
   // A 2 x 4 mesh: each device alternates psums over its row and its column, 50 times, so the
   // rows' and columns' collectives interleave and the k-th calls must match per group.

@@ -4,6 +4,10 @@
 
 #include <spmd/config.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 namespace spmd_test {
 
 struct X64Scope {
@@ -35,6 +39,28 @@ struct ImplicitReshardingScope {
   ImplicitReshardingScope(const ImplicitReshardingScope&) = delete;
   ImplicitReshardingScope& operator=(const ImplicitReshardingScope&) = delete;
   spmd::config::ImplicitResharding was;
+};
+
+// An environment variable the compile reads (SPMD_COMBINE_COLLECTIVES) set for the scope, from
+// empty compile caches, so that programs compiled inside see it; on exit it is put back as it was
+// and the caches are emptied again.
+struct CompileEnvScope {
+  CompileEnvScope(const char* name, const char* value) : name(name) {
+    if (const char* old = std::getenv(name)) was = old;
+    setenv(name, value, 1);
+    spmd::clear_caches();
+  }
+  ~CompileEnvScope() {
+    if (was)
+      setenv(name, was->c_str(), 1);
+    else
+      unsetenv(name);
+    spmd::clear_caches();
+  }
+  CompileEnvScope(const CompileEnvScope&) = delete;
+  CompileEnvScope& operator=(const CompileEnvScope&) = delete;
+  const char* name;
+  std::optional<std::string> was;
 };
 
 }  // namespace spmd_test

@@ -447,15 +447,17 @@ std::optional<int> argsort(Builder& b, int x) {
 
 // A draw of x's shape from a key (random::key, split or fold_in), constrained half of the time
 // to a random split of the mesh, combined with x: uniform or normal noise added, randint or raw
-// bits added (integers), a bernoulli mask, or a permutation of x along an axis.
+// bits added (integers), a bernoulli mask, a permutation of x along an axis, or noise drawn row by
+// row from a vmapped batch of keys (split on the mesh).
 std::optional<int> random_draw(Builder& b, int x) {
   const Shape s = b.shape(x);
   const uint64_t seed = uint64_t(b.pick(1000));
   const int derive = b.pick(3);
-  std::optional<P> spec;
+  std::optional<P> spec, key_spec;
   if (b.coin(0.5)) spec = b.random_spec(s);
   const bool integer = b.integer();
-  const int kind = b.pick(s.ndim() > 0 ? 4 : 3);
+  const int kind = b.pick(s.ndim() > 0 ? 5 : 3);
+  if (kind == 4 && b.coin(0.7)) key_spec = b.random_spec({s[0], 2});
   return b.add(s, [=](const Env& e, const Ctx& ctx) {
     Array key = sp::random::key(seed);
     if (derive == 1) key = sp::random::split(key, 3)[2];
@@ -476,8 +478,18 @@ std::optional<int> random_draw(Builder& b, int x) {
         const Array mask = constrained_to(sp::random::bernoulli(key, 0.5, s), spec, ctx);
         return sp::where(mask, v, v * 2);
       }
-      default:
+      case 3:
         return sp::random::permutation(key, constrained_to(v, spec, ctx), int(seed % s.ndim()));
+      default: {
+        // One key per row, the keys split on the mesh, each drawing its row.
+        const Array keys = constrained_to(sp::random::split(key, s[0]), key_spec, ctx);
+        const Shape row(std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
+        auto draw = [integer, row](const Array& k) {
+          return integer ? sp::random::randint(k, row, Array(-4), Array(5))
+                         : sp::random::uniform(k, row, sp::float32, Array(-0.5f), 0.5f);
+        };
+        return v + constrained_to(sp::vmap(draw)(keys), spec, ctx);
+      }
     }
   });
 }

@@ -18,10 +18,17 @@
 // global meaning the reference computes without a mesh), einsum, reshard and donated arguments.
 // Its draws never touch the first two runs' programs.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide),
-// from seed F instead of 0 with SPMD_DIFFERENTIAL_FIRST=F; SPMD_DIFFERENTIAL_SEED=S runs only
-// seed S. A failure prints the seed, the mesh, the input
-// shardings and the jaxpr.
+// A fourth run ("more", differential_more_test.cpp) uses meshes over all the devices or some of
+// them in a permuted order, 1-D to 3-D, and adds custom_jvp/custom_vjp functions, nested jit with
+// in_shardings/out_shardings, vmap of grad, indices computed in the program, integer division and
+// bitwise ops, round trips through narrow types, more reductions, argsort and random draws; its
+// draws never touch the first three runs' programs either. A generated cond branches on whether
+// the sum of its operand exceeds 0.01 (floats): a sum of values minus their mean sits at 0 up to
+// rounding, which decided the branch of plain seed 68177.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide,
+// 150 more), from seed F instead of 0 with SPMD_DIFFERENTIAL_FIRST=F; SPMD_DIFFERENTIAL_SEED=S
+// runs only seed S. A failure prints the seed, the mesh, the input shardings and the jaxpr.
 #include "sharding/differential.h"
 
 #include <spmd/spmd.h>

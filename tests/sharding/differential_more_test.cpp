@@ -507,6 +507,13 @@ std::vector<int> permuted(Builder& b, int n) {
 }  // namespace
 
 std::optional<int> more_op(Builder& b, int x) {
+  // A third of the time, x is constrained to a random split first, so that the op meets it.
+  if (b.coin(1.0 / 3)) {
+    const P spec = b.random_spec(b.shape(x));
+    x = b.add(b.shape(x), [=](const Env& e, const Ctx& ctx) {
+      return constrained_to(e[size_t(x)], spec, ctx);
+    });
+  }
   static const OpKind ops[] = {
       custom_jvp_op, custom_vjp_op, vmap_grad, nested_jit, take_along,
       computed_indices, where_select, clamp, iota, triangle,

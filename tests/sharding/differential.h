@@ -59,6 +59,8 @@ class Builder {
   virtual const spmd::Mesh& mesh() const = 0;
   // A valid random spec of the mesh for `shape`.
   virtual spmd::P random_spec(const spmd::Shape& shape) = 0;
+  // A spec splitting dims of `shape` whose mesh axes need not divide them (padded blocks).
+  virtual spmd::P uneven_spec(const spmd::Shape& shape) = 0;
   virtual int fresh_input(const spmd::Shape& s) = 0;
   // An existing value of shape s, or a fresh input.
   virtual int operand_of_shape(const spmd::Shape& s) = 0;

@@ -507,9 +507,10 @@ std::vector<int> permuted(Builder& b, int n) {
 }  // namespace
 
 std::optional<int> more_op(Builder& b, int x) {
-  // A third of the time, x is constrained to a random split first, so that the op meets it.
+  // A third of the time, x is constrained to a random split first (half of those splitting
+  // dims unevenly), so that the op meets it.
   if (b.coin(1.0 / 3)) {
-    const P spec = b.random_spec(b.shape(x));
+    const P spec = b.coin(0.5) ? b.uneven_spec(b.shape(x)) : b.random_spec(b.shape(x));
     x = b.add(b.shape(x), [=](const Env& e, const Ctx& ctx) {
       return constrained_to(e[size_t(x)], spec, ctx);
     });

@@ -320,7 +320,7 @@ class Generator : public Builder {
 
   // A spec whose mesh axes (in random order) split dims of size > 1, preferring dims they do
   // not divide, whose blocks are then padded (ceil-sized, the last ones short or empty).
-  P uneven_spec(const Shape& shape) {
+  P uneven_spec(const Shape& shape) override {
     std::vector<std::vector<std::string>> dims(size_t(shape.ndim()));
     std::vector<int64_t> left = shape.dims();
     std::vector<std::pair<std::string, int64_t>> axes = p_.mesh.shape();

@@ -417,7 +417,9 @@ std::optional<int> reduce(Builder& b, int x) {
   });
 }
 
-// cumprod or cumlogsumexp (floats), cumsum of the low bits (integers), sometimes reversed.
+// cumprod (of x clipped to [-1, 1]) or cumlogsumexp (floats), cumsum of the low bits
+// (integers), sometimes reversed. Products of values past 1 grow past 2^24, where another
+// order rounds them differently by whole units (more seed 15455: the cos of such a product).
 std::optional<int> cumulative(Builder& b, int x) {
   const Shape s = b.shape(x);
   if (s.ndim() == 0) return std::nullopt;
@@ -426,20 +428,20 @@ std::optional<int> cumulative(Builder& b, int x) {
   const int kind = b.integer() ? 2 : b.pick(2);
   return b.add(s, [=](const Env& e, const Ctx&) {
     const Array& v = e[size_t(x)];
-    if (kind == 0) return sp::lax::cumprod(v, axis, reverse);
+    if (kind == 0) return sp::lax::cumprod(sp::clip(v, -1, 1), axis, reverse);
     if (kind == 1) return sp::lax::cumlogsumexp(v, axis, reverse);
     return sp::lax::cumsum(v & 3, axis, reverse);
   });
 }
 
-// argsort along an axis, in the program's dtype.
+// argsort along an axis, in the program's dtype (floats scaled to [0, 1)).
 std::optional<int> argsort(Builder& b, int x) {
   const Shape s = b.shape(x);
   if (s.ndim() == 0) return std::nullopt;
   const int axis = b.pick(s.ndim());
   const sp::DType t = dtype_of(b);
-  return b.add(s, [=](const Env& e, const Ctx&) {
-    return sp::astype(sp::argsort(e[size_t(x)], axis), t);
+  return b.add(s, [=, factor = b.scale(s[axis])](const Env& e, const Ctx&) {
+    return scaled(sp::astype(sp::argsort(e[size_t(x)], axis), t), factor);
   });
 }
 

@@ -232,7 +232,7 @@ class Generator : public Builder {
       p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
     p_.inputs[0].spec = random_spec(p_.inputs[0].shape);  // at least one committed input
     p_.inputs[0].by_in_shardings = false;
-    p_.donate = wide_ && coin(0.2);
+    p_.donate = (wide_ || more_) && coin(0.2);
     return std::move(p_);
   }
 

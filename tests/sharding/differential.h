@@ -32,7 +32,9 @@ using Kernel = std::function<spmd::Array(const Env&, const Ctx&)>;
 // differential_more_test.cpp.
 enum class Mode { plain, uneven, wide, more };
 
-inline bool fits(const spmd::Shape& s) { return s.ndim() <= kMaxRank && s.size() <= kMaxElements; }
+inline bool fits(const spmd::Shape& s) {
+  return s.ndim() <= kMaxRank && s.size() <= kMaxElements;
+}
 
 // The predicate of a generated cond: whether v sums to more than 0 (integers) or 0.01 (floats).
 // Values minus their mean, or copies of one value minus their mean, sum to 0 up to rounding, a

@@ -44,11 +44,15 @@ Array constrained_to(const Array& v, const std::optional<P>& spec, const Ctx& ct
   return sp::with_sharding_constraint(v, sp::NamedSharding(*ctx.mesh, *spec));
 }
 
-sp::DType dtype_of(const Builder& b) { return b.integer() ? sp::int32 : sp::float32; }
+sp::DType dtype_of(const Builder& b) {
+  return b.integer() ? sp::int32 : sp::float32;
+}
 
 // x times a factor from Builder::scale: integer programs' factor is 1, and stays out of their
 // values (an int32 times a float would be a float).
-Array scaled(const Array& x, float factor) { return factor == 1.0f ? x : x * factor; }
+Array scaled(const Array& x, float factor) {
+  return factor == 1.0f ? x : x * factor;
+}
 
 // s with its leading dim dropped or some dim made 1: a shape that broadcasts against s.
 Shape broadcastable(Builder& b, const Shape& s) {
@@ -86,16 +90,15 @@ std::optional<int> custom_vjp_op(Builder& b, int x) {
   const int w = b.operand_of_shape(b.shape(x));
   return b.add(b.shape(x), [=](const Env& e, const Ctx&) {
     using Res = std::tuple<Array, Array>;
-    auto f = sp::custom_vjp(
-        [](const Array& a, const Array& c) { return sp::tanh(a) * c; },
-        [](const Array& a, const Array& c) {
-          const Array t = sp::tanh(a);
-          return std::make_pair(t * c, Res{t, c});
-        },
-        [](const Res& res, const Array& ct) {
-          const auto& [t, c] = res;
-          return std::make_tuple(ct * (1.0f - t * t) * c, ct * t);
-        });
+    auto f = sp::custom_vjp([](const Array& a, const Array& c) { return sp::tanh(a) * c; },
+                            [](const Array& a, const Array& c) {
+                              const Array t = sp::tanh(a);
+                              return std::make_pair(t * c, Res{t, c});
+                            },
+                            [](const Res& res, const Array& ct) {
+                              const auto& [t, c] = res;
+                              return std::make_tuple(ct * (1.0f - t * t) * c, ct * t);
+                            });
     return f(e[size_t(x)], e[size_t(w)]);
   });
 }
@@ -518,10 +521,9 @@ std::optional<int> more_op(Builder& b, int x) {
     });
   }
   static const OpKind ops[] = {
-      custom_jvp_op, custom_vjp_op, vmap_grad, nested_jit, take_along,
-      computed_indices, where_select, clamp, iota, triangle,
-      squeeze, integer_op, convert, reduce, cumulative,
-      argsort, random_draw,
+      custom_jvp_op, custom_vjp_op, vmap_grad,  nested_jit, take_along,  computed_indices,
+      where_select,  clamp,         iota,       triangle,   squeeze,     integer_op,
+      convert,       reduce,        cumulative, argsort,    random_draw,
   };
   return ops[b.pick(int(std::size(ops)))](b, x);
 }

@@ -262,9 +262,7 @@ class Generator : public Builder {
  public:
   int pick(int n) override { return int(std::uniform_int_distribution<int>(0, n - 1)(rng_)); }
   bool coin(double p) override { return std::bernoulli_distribution(p)(rng_); }
-  int64_t random_dim() override {
-    return pick_of<int64_t>({1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 16});
-  }
+  int64_t random_dim() override { return pick_of<int64_t>({1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 16}); }
   bool integer() const override { return p_.integer; }
   const sp::Mesh& mesh() const override { return p_.mesh; }
   void round_trips_through(sp::DType narrow) override {

@@ -136,7 +136,7 @@ std::optional<int> vmap_grad(Builder& b, int x) {
 // out_shardings on the mesh, each half of the time; the body sometimes constrains its value or
 // loops. It adds row sums rather than subtracting them: values minus their mean sum to 0 up to
 // rounding, where a later cond's predicate (the sign of a sum) flips between the unsharded and
-// the partitioned run (more seed 975).
+// the partitioned run.
 std::optional<int> nested_jit(Builder& b, int x) {
   const Shape s = b.shape(x);
   const bool integer = b.integer();
@@ -422,7 +422,7 @@ std::optional<int> reduce(Builder& b, int x) {
 
 // cumprod (of x clipped to [-1, 1]) or cumlogsumexp (floats), cumsum of the low bits
 // (integers), sometimes reversed. Products of values past 1 grow past 2^24, where another
-// order rounds them differently by whole units (more seed 15455: the cos of such a product).
+// order rounds them differently by whole units (the cos of such a product).
 std::optional<int> cumulative(Builder& b, int x) {
   const Shape s = b.shape(x);
   if (s.ndim() == 0) return std::nullopt;

@@ -1304,17 +1304,14 @@ std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& 
 }
 
 // The scale output 0 of a grad program (the sum of every output element) is compared at: the sum
-// of its terms' magnitudes, so that it may differ by 1e-5 of that sum. Summing in another order
-// moves a sum whose terms cancel by 1e-7 of it (1024 terms of order 1 that come to 0.018 moved by
-// 5.5e-5 between the unsharded and the partitioned order: plain seed 51409), and terms that
-// subtract a mean move together by the mean's rounding: 192 terms sin(c - mean(c)), c about 0.84
-// and the terms about 0.12, sum to 0.062, and two units in the last place of the mean (1.2e-7)
-// move that sum by 192 × 1.2e-7 ≈ 2.3e-5 (3.4e-5 seen, 1.5e-6 of the terms' magnitudes: more
-// seed 3835). Where the terms are small beside the mean they subtract, the mean's rounding
-// outweighs them: 1024 terms sin(t - mean(t)), t about 0.7 and the terms about 0.0085, moved by
-// 1.2e-4, two units in the last place of the mean each (1.4e-5 of the terms' magnitudes: more
-// seed 9049); so the scale is at least a tenth of the number of terms, 1e-6 (16 units in the last
-// place of a value of order 1) per term. 1 for other programs.
+// of its terms' magnitudes, and at least a tenth of their number, so that it may differ by 1e-5
+// of the first and 1e-6 per term (16 units in the last place of a value of order 1). Summing in
+// another order moves a sum whose terms cancel by 1e-7 of it (1024 terms of order 1 that come to
+// 0.018 moved by 5.5e-5 between the unsharded and the partitioned order: plain seed 51409), and
+// terms that subtract a mean move together by the mean's rounding: 192 terms sin(c - mean(c)),
+// c about 0.84 and the terms about 0.12, moved by 3.4e-5 (1.5e-6 of their magnitudes), and 1024
+// terms sin(t - mean(t)), t about 0.7 and the terms about 0.0085, by 1.2e-4, two units in the
+// last place of the mean each (1.4e-5 of their magnitudes). 1 for other programs.
 double loss_scale(const Program& p, const std::vector<Array>& args) {
   if (!p.grad || p.batch > 0) return 1;
   double magnitude = 0, terms = 0;

@@ -18,10 +18,19 @@
 // global meaning the reference computes without a mesh), einsum, reshard and donated arguments.
 // Its draws never touch the first two runs' programs.
 //
-// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide),
-// from seed F instead of 0 with SPMD_DIFFERENTIAL_FIRST=F; SPMD_DIFFERENTIAL_SEED=S runs only
-// seed S. A failure prints the seed, the mesh, the input
-// shardings and the jaxpr.
+// A fourth run ("more", differential_more_test.cpp) uses meshes over all the devices or some of
+// them in a permuted order, 1-D to 3-D, and adds custom_jvp/custom_vjp functions, nested jit with
+// in_shardings/out_shardings, vmap of grad, indices computed in the program, integer division and
+// bitwise ops, round trips through narrow types, more reductions, argsort and random draws; its
+// draws never touch the first three runs' programs either. A generated cond branches on whether
+// the sum of its operand exceeds 0.01 (floats): a sum of values minus their mean sits at 0 up to
+// rounding, which decided the branch of plain seed 68177.
+//
+// SPMD_DIFFERENTIAL_PROGRAMS=N runs seeds 0..N-1 (default 300, 100 with uneven splits, 300 wide,
+// 150 more), from seed F instead of 0 with SPMD_DIFFERENTIAL_FIRST=F; SPMD_DIFFERENTIAL_SEED=S
+// runs only seed S. A failure prints the seed, the mesh, the input shardings and the jaxpr.
+#include "sharding/differential.h"
+
 #include <spmd/spmd.h>
 
 #include <gtest/gtest.h>
@@ -44,20 +53,8 @@ using sp::Array;
 using sp::P;
 using sp::Shape;
 
+namespace differential {
 namespace {
-
-constexpr int64_t kMaxElements = 2048;
-constexpr int kMaxRank = 4;
-
-// Where a program runs: the reference has no mesh, so its sharding constraints are no-ops. On a
-// mesh with Explicit axes, ops whose sharding types would clash reshard their operands first.
-struct Ctx {
-  const sp::Mesh* mesh = nullptr;
-  bool explicit_axes = false;
-};
-
-using Env = std::vector<Array>;
-using Kernel = std::function<Array(const Env&, const Ctx&)>;
 
 // One value of a program: an input (the index of the argument) or an op on earlier values.
 struct Node {
@@ -82,6 +79,7 @@ struct Program {
   bool grad = false;          // outputs are (loss, gradients) of the sum of the values above
   std::optional<P> out_spec;  // out_shardings for the first output
   bool donate = false;        // jit donates the arguments
+  double rtol = 1e-5;         // of float values, relative to the reference's scale
   // A vmapped program: the ops are per example, the batch of `batch` examples is mapped (out_axes
   // 0), its dim split over `spmd_axis_name` where the program fixes shardings.
   int64_t batch = 0;
@@ -203,19 +201,18 @@ Array aligned(const Array& b, const Array& a, const Ctx& ctx) {
 
 // ---- the generator: a program is a few ops on fresh inputs, each op kind one function ----------
 
-// plain and uneven: the programs of the first two runs, kept seed for seed. wide: more meshes
-// (size-1 axes, Explicit and mixed axis types), vmapped programs (with and without
-// spmd_axis_name), shard_map with a collective inside the program, einsum, reshard, donation.
-enum class Mode { plain, uneven, wide };
-
-class Generator {
+class Generator : public Builder {
  public:
   // uneven: constraints may split dims unevenly, and the first op is such a constraint.
   Generator(uint64_t seed, Mode mode)
-      : rng_(seed), open_rng_(seed), uneven_(mode == Mode::uneven), wide_(mode == Mode::wide) {}
+      : rng_(seed),
+        open_rng_(seed),
+        uneven_(mode == Mode::uneven),
+        wide_(mode == Mode::wide),
+        more_(mode == Mode::more) {}
 
   Program program() {
-    p_.mesh = wide_ ? wide_mesh() : random_mesh();
+    p_.mesh = wide_ ? wide_mesh() : more_ ? more_mesh(*this) : random_mesh();
     if (wide_) start_wide();
     p_.integer = coin(0.15);
     int steps = coin(0.15) ? 1 : 2 + pick(5);
@@ -230,12 +227,12 @@ class Generator {
     p_.outputs = {x};
     int ops = p_.num_ops();
     if (ops > 1 && coin(0.3)) add_output_other_than(x);
-    p_.grad = !p_.integer && !has_while_ && ops > 0 && p_.batch == 0 && coin(0.25);
+    p_.grad = !p_.integer && !has_while_ && ops > 0 && p_.batch == 0 && coin(more_ ? 0.4 : 0.25);
     if (!p_.grad && p_.batch == 0 && !explicit_ && coin(0.2))
       p_.out_spec = random_spec(p_.nodes[size_t(x)].shape);
     p_.inputs[0].spec = random_spec(p_.inputs[0].shape);  // at least one committed input
     p_.inputs[0].by_in_shardings = false;
-    p_.donate = wide_ && coin(0.2);
+    p_.donate = (wide_ || more_) && coin(0.2);
     return std::move(p_);
   }
 
@@ -246,6 +243,7 @@ class Generator {
     if (uneven_ && coin(0.25)) return uneven_move(x);
     if (explicit_) return explicit_op(x);
     if (wide_ && coin(0.3)) return pick(2) == 0 ? einsum(x) : shard_map_op(x);
+    if (more_ && coin(0.4)) return more_op(*this, x);
     static const Op ops[] = {
         &Generator::unary,        &Generator::binary,        &Generator::dot,
         &Generator::self_dot,     &Generator::reduce,        &Generator::argmax,
@@ -261,13 +259,19 @@ class Generator {
   }
 
   // ---- randomness ----
-  int pick(int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng_)); }
-  bool coin(double p) { return std::bernoulli_distribution(p)(rng_); }
-  template <class T>
-  T pick_of(const std::vector<T>& xs) {
-    return xs[size_t(pick(int(xs.size())))];
+ public:
+  int pick(int n) override { return int(std::uniform_int_distribution<int>(0, n - 1)(rng_)); }
+  bool coin(double p) override { return std::bernoulli_distribution(p)(rng_); }
+  int64_t random_dim() override { return pick_of<int64_t>({1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 16}); }
+  bool integer() const override { return p_.integer; }
+  const sp::Mesh& mesh() const override { return p_.mesh; }
+  void round_trips_through(sp::DType narrow) override {
+    // Two units in the last place of the narrow format: one value that reassociation moved
+    // across a rounding boundary rounds one unit apart.
+    p_.rtol = std::max(p_.rtol, narrow == sp::bfloat16 ? 0x1p-6 : 0x1p-9);
   }
-  int64_t random_dim() { return pick_of<int64_t>({1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 16}); }
+
+ private:
   Shape random_shape() {
     Shape s;
     for (int r = 1 + pick(3); r > 0; --r) s.push_back(random_dim());
@@ -293,7 +297,7 @@ class Generator {
 
   // A valid spec for `shape`: each mesh axis (in random order) splits a dim it divides, or none;
   // several axes on one dim make a tuple, major first.
-  P random_spec(const Shape& shape) {
+  P random_spec(const Shape& shape) override {
     if (shape.ndim() == 0 || coin(0.1)) return P();
     std::vector<std::vector<std::string>> dims(size_t(shape.ndim()));
     std::vector<int64_t> left = shape.dims();
@@ -314,7 +318,7 @@ class Generator {
 
   // A spec whose mesh axes (in random order) split dims of size > 1, preferring dims they do
   // not divide, whose blocks are then padded (ceil-sized, the last ones short or empty).
-  P uneven_spec(const Shape& shape) {
+  P uneven_spec(const Shape& shape) override {
     std::vector<std::vector<std::string>> dims(size_t(shape.ndim()));
     std::vector<int64_t> left = shape.dims();
     std::vector<std::pair<std::string, int64_t>> axes = p_.mesh.shape();
@@ -350,11 +354,10 @@ class Generator {
 
   // ---- program building ----
   // A copy: adding a node may move the others.
-  Shape shape(int v) const { return p_.nodes[size_t(v)].shape; }
+  Shape shape(int v) const override { return p_.nodes[size_t(v)].shape; }
   int pick_value() { return pick(int(p_.nodes.size())); }
-  static bool fits(const Shape& s) { return s.ndim() <= kMaxRank && s.size() <= kMaxElements; }
 
-  int fresh_input(const Shape& s) {
+  int fresh_input(const Shape& s) override {
     int k = int(p_.inputs.size());
     Input in{s, std::nullopt, std::nullopt, false};
     if (p_.batch > 0 && coin(0.85)) {  // vmapped programs: most inputs mapped, on a random dim
@@ -369,12 +372,12 @@ class Generator {
     p_.nodes.push_back({k, {}, s});
     return int(p_.nodes.size()) - 1;
   }
-  int add(Shape s, Kernel k) {
+  int add(Shape s, Kernel k) override {
     p_.nodes.push_back({-1, std::move(k), std::move(s)});
     return int(p_.nodes.size()) - 1;
   }
   // An existing value of shape s, or a fresh input.
-  int operand_of_shape(const Shape& s) {
+  int operand_of_shape(const Shape& s) override {
     std::vector<int> same;
     for (int v = 0; v < int(p_.nodes.size()); ++v)
       if (shape(v) == s) same.push_back(v);
@@ -388,7 +391,7 @@ class Generator {
   }
   // Float values stay of order 1 so that reassociation stays within tolerance: sums are scaled.
   // Kernels run after the generator is gone: they capture the factor, not the generator.
-  float scale(int64_t n) const { return p_.integer ? 1.0f : 1.0f / float(n); }
+  float scale(int64_t n) const override { return p_.integer ? 1.0f : 1.0f / float(n); }
   static Array scaled(const Array& x, float factor) { return factor == 1.0f ? x : x * factor; }
 
   // ---- op kinds ----
@@ -807,7 +810,7 @@ class Generator {
     });
   }
 
-  // lax.cond on the sign of the sum of x, with small branches; the false one sometimes
+  // lax.cond on the sum of x (sum_above_zero), with small branches; the false one sometimes
   // constrains its result's sharding.
   std::optional<int> cond(int x) {
     bool integer = p_.integer;
@@ -823,7 +826,7 @@ class Generator {
         if (!spec || !ctx.mesh) return r;
         return sp::with_sharding_constraint(r, sp::NamedSharding(*ctx.mesh, *spec));
       };
-      return sp::lax::cond(sp::sum(v) > 0, on_true, on_false, v);
+      return sp::lax::cond(sum_above_zero(v), on_true, on_false, v);
     });
   }
 
@@ -1148,7 +1151,7 @@ class Generator {
   }
 
   std::mt19937_64 rng_, open_rng_;
-  bool uneven_, wide_;
+  bool uneven_, wide_, more_;
   bool explicit_ = false;              // the mesh has Explicit axes
   std::vector<std::string> excluded_;  // mesh axes random_spec leaves out
   Program p_;
@@ -1195,9 +1198,9 @@ std::vector<double> host_values(const Array& x) {
   return {i.begin(), i.end()};
 }
 
-// Empty when `got` matches `want`: same shape and dtype, values within rtol 1e-5 of the
-// reference's scale (at least `min_scale`) for floats (reassociation), exact for integers.
-std::string value_mismatch(const Array& want, const Array& got, double min_scale = 1) {
+// Empty when `got` matches `want`: same shape and dtype, values within `rtol` of the reference's
+// scale (at least `min_scale`) for floats (reassociation), exact for integers.
+std::string value_mismatch(const Array& want, const Array& got, double rtol, double min_scale) {
   std::ostringstream os;
   if (want.shape() != got.shape() || want.dtype() != got.dtype()) {
     os << "shape/dtype " << got.shape() << " " << sp::dtype_name(got.dtype()) << ", want "
@@ -1206,11 +1209,13 @@ std::string value_mismatch(const Array& want, const Array& got, double min_scale
   }
   std::vector<double> a = host_values(want), b = host_values(got);
   double scale = min_scale;
-  for (double v : a) scale = std::max(scale, std::abs(v));
-  double tol = want.dtype() == sp::float32 ? 1e-5 * scale : 0;
+  for (double v : a)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  double tol = want.dtype() == sp::float32 ? rtol * scale : 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
-    if (!both_nan && !(std::abs(a[i] - b[i]) <= tol)) {
+    // Infinities match only themselves (a product of values over 2 overflows in both runs).
+    bool same = a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]));
+    if (!same && !(std::abs(a[i] - b[i]) <= tol)) {
       os << "value at flat index " << i << ": " << b[i] << ", want " << a[i] << " (tolerance "
          << tol << ")";
       return os.str();
@@ -1274,6 +1279,7 @@ std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& 
   if (p.out_spec) os << "  out_shardings[0]: " << p.out_spec->repr() << "\n";
   if (p.grad) os << "  value_and_grad of the sum of the outputs\n";
   if (p.donate) os << "  arguments donated\n";
+  if (p.rtol != 1e-5) os << "  float values compared at rtol " << p.rtol << "\n";
   if (p.batch > 0) {
     os << "  vmapped over a batch of " << p.batch;
     if (!p.spmd_axis_name.empty()) os << ", spmd_axis_name " << p.spmd_axis_name[0];
@@ -1297,17 +1303,23 @@ std::string describe(const Program& p, uint64_t seed, const std::vector<Array>& 
   return os.str();
 }
 
-// The scale output 0 of a grad program (the sum of every output element) is compared at: a
-// tenth of the sum of its terms' magnitudes, so that it may differ by 1e-6 of that sum, what
-// summing in another order gives where the terms cancel (a sum of 1024 terms of order 1 that
-// comes to 0.018 moved by 5.5e-5 between the unsharded and the partitioned order: seed 51409).
-// 1 for other programs.
+// The scale output 0 of a grad program (the sum of every output element) is compared at: the sum
+// of its terms' magnitudes, and at least a tenth of their number, so that it may differ by 1e-5
+// of the first and 1e-6 per term (16 units in the last place of a value of order 1). Summing in
+// another order moves a sum whose terms cancel by 1e-7 of it (1024 terms of order 1 that come to
+// 0.018 moved by 5.5e-5 between the unsharded and the partitioned order: plain seed 51409), and
+// terms that subtract a mean move together by the mean's rounding: 192 terms sin(c - mean(c)),
+// c about 0.84 and the terms about 0.12, moved by 3.4e-5 (1.5e-6 of their magnitudes), and 1024
+// terms sin(t - mean(t)), t about 0.7 and the terms about 0.0085, by 1.2e-4, two units in the
+// last place of the mean each (1.4e-5 of their magnitudes). 1 for other programs.
 double loss_scale(const Program& p, const std::vector<Array>& args) {
   if (!p.grad || p.batch > 0) return 1;
-  double magnitude = 0;
-  for (const Array& v : p.values(args, Ctx{}))
+  double magnitude = 0, terms = 0;
+  for (const Array& v : p.values(args, Ctx{})) {
     for (double x : host_values(v)) magnitude += std::abs(x);
-  return std::max(1.0, magnitude / 10);
+    terms += double(v.size());
+  }
+  return std::max({1.0, magnitude, terms / 10});
 }
 
 // Compares each output, and where `placed` checks where it lives; empty when all agree. Output 0
@@ -1316,7 +1328,7 @@ std::string compare(const std::vector<Array>& want, const std::vector<Array>& go
                     const char* how, bool placed, double scale0 = 1) {
   if (want.size() != got.size()) return std::string(how) + ": wrong number of outputs";
   for (size_t i = 0; i < want.size(); ++i) {
-    std::string m = value_mismatch(want[i], got[i], i == 0 ? scale0 : 1);
+    std::string m = value_mismatch(want[i], got[i], p.rtol, i == 0 ? scale0 : 1);
     if (m.empty() && placed)
       m = placement_mismatch(got[i], p.mesh, i == 0 ? p.out_spec : std::nullopt);
     if (!m.empty()) return std::string(how) + " output " + std::to_string(i) + ": " + m;
@@ -1371,7 +1383,8 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v ? std::atoll(v) : fallback;
 }
 
-// Checks the programs of the seeds the environment asks for (`programs` of them by default).
+}  // namespace
+
 void check_programs(Mode mode, int64_t programs) {
   std::vector<uint64_t> seeds;
   if (int64_t s = env_int("SPMD_DIFFERENTIAL_SEED", -1); s >= 0) {
@@ -1395,6 +1408,8 @@ void check_programs(Mode mode, int64_t programs) {
   EXPECT_EQ(failures, 0) << "of " << seeds.size() << " programs\n" << rest;
 }
 
+namespace {
+
 TEST(Differential, RandomProgramsAgreeWithUnshardedResults) {
   if (sp::devices().size() < 8) GTEST_SKIP() << "needs 8 devices (SPMD_CPU_DEVICES=8)";
   check_programs(Mode::plain, 300);
@@ -1411,3 +1426,4 @@ TEST(Differential, WideRandomProgramsAgreeWithUnshardedResults) {
 }
 
 }  // namespace
+}  // namespace differential

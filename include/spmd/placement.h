@@ -114,8 +114,10 @@ Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 
 namespace detail {
-// `mesh` with the axes `axes` (every axis when empty) of type `type`.
-Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type);
+// `mesh` with the axes `axes` (every axis when empty) of type `type`; ShardingError "[api] ..."
+// for an axis the mesh lacks.
+Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type,
+                     const char* api);
 // x laid out on `mesh` (the devices of its own mesh, other axis types) split as `spec`:
 // placed when concrete, resharded when traced (JAX's reshard onto `mesh`). Its type then has
 // its split over the axes Explicit on `mesh`.
@@ -145,7 +147,7 @@ auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
   return [f = std::move(f), axes = std::move(axes),
           out = std::move(out_sharding)](const auto&... args) {
     const Mesh outer = detail::mesh_of(out, "auto_axes");
-    const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Auto);
+    const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Auto, "auto_axes");
     // Axes already Auto: f as it is, as JAX's.
     if (inner == outer) return f(args...);
     auto onto_inner = [&](const Array& x) {
@@ -173,7 +175,7 @@ auto explicit_axes(F f, std::vector<std::string> axes, ShardingTree in_sharding)
   return
       [f = std::move(f), axes = std::move(axes), in = std::move(in_sharding)](const auto&... args) {
         const Mesh outer = detail::mesh_of(in, "explicit_axes");
-        const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Explicit);
+        const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Explicit, "explicit_axes");
         auto all = std::make_tuple(args...);
         auto [leaves, def] = tree_flatten(all);
         const std::vector<NamedSharding> shardings =

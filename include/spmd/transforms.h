@@ -134,6 +134,13 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
                         const std::string& axis_name, const std::vector<std::string>& arg_names,
                         const std::vector<std::string>& spmd_axis_name = {});
 
+// grad's argnums with negative ones counted from the end, as JAX's; raises JAX's TypeError for
+// an index past the arguments, and ValueError unless exactly one argument is named.
+std::vector<int> normalize_argnums(const std::vector<int>& argnums, size_t num_args,
+                                   const std::string& api);
+// Raises JAX's TypeError unless the differentiated output `out` is a single Array.
+void check_single_output(const TreeDef& out, const std::string& api);
+
 template <class T>
 struct IsTuple : std::false_type {};
 template <class... Ts>
@@ -255,6 +262,7 @@ auto grad_impl(F f, GradOptions options) {
                       "got a single output; with .has_aux = true return std::pair(out, aux).");
     ArgsTuple all(args...);
     constexpr size_t n = sizeof...(args);
+    const std::vector<int> argnums = normalize_argnums(options.argnums, n, api);
     // Differentiated arguments as one tree: a tuple of the chosen ones.
     std::vector<Array> leaves;
     std::vector<TreeDef> defs(n);
@@ -263,10 +271,7 @@ auto grad_impl(F f, GradOptions options) {
       ((std::tie(arg_leaves[I], defs[I]) = tree_flatten(std::get<I>(all))), ...);
     }
     (std::make_index_sequence<n>{});
-    for (int a : options.argnums) {
-      if (a < 0 || size_t(a) >= n)
-        throw ValueError("[grad] argnums " + std::to_string(a) +
-                         " is out of range for a function of " + std::to_string(n) + " arguments");
+    for (int a : argnums) {
       leaves.insert(leaves.end(), arg_leaves[size_t(a)].begin(), arg_leaves[size_t(a)].end());
     }
     auto out_def = std::make_shared<TreeDef>();
@@ -277,7 +282,7 @@ auto grad_impl(F f, GradOptions options) {
       size_t offset = 0;
       [&]<size_t... I>(std::index_sequence<I...>) {
         (([&] {
-           for (int a : options.argnums)
+           for (int a : argnums)
              if (size_t(a) == I) {
                size_t k = arg_leaves[I].size();
                std::get<I>(call) = tree_unflatten<std::tuple_element_t<I, ArgsTuple>>(
@@ -292,6 +297,7 @@ auto grad_impl(F f, GradOptions options) {
       if constexpr (kAux) {
         auto [out_leaves, od] = tree_flatten(std::get<0>(result));
         auto [aux_leaves, ad] = tree_flatten(std::get<1>(result));
+        check_single_output(od, api);
         *out_def = od;
         *aux_def = ad;
         *num_out = out_leaves.size();
@@ -299,12 +305,13 @@ auto grad_impl(F f, GradOptions options) {
         return out_leaves;
       } else {
         auto [out_leaves, od] = tree_flatten(result);
+        check_single_output(od, api);
         *out_def = od;
         *num_out = out_leaves.size();
         return out_leaves;
       }
     };
-    GradResult r = value_and_grad(fn, leaves, 0, "grad");
+    GradResult r = value_and_grad(fn, leaves, 0, api.c_str());
     // Gradients, shaped like the differentiated arguments.
     auto grads_of = [&]<size_t I>(std::integral_constant<size_t, I>, size_t& offset) {
       size_t k = arg_leaves[I].size();
@@ -318,14 +325,11 @@ auto grad_impl(F f, GradOptions options) {
         return 0;
       } else {
         using First = std::tuple_element_t<0, ArgsTuple>;
-        if (options.argnums.size() != 1)
-          throw ValueError(
-              "[grad] several argnums: use grad_all or pass the arguments as one tuple");
         size_t offset = 0;
         First out{};
         [&]<size_t... I>(std::index_sequence<I...>) {
           (([&] {
-             if (size_t(options.argnums[0]) == I) {
+             if (size_t(argnums[0]) == I) {
                if constexpr (std::is_same_v<std::tuple_element_t<I, ArgsTuple>, First>)
                  out = grads_of(std::integral_constant<size_t, I>{}, offset);
                else
@@ -477,6 +481,9 @@ struct CustomVjpOptions {
 namespace transform_detail {
 std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
                                    std::span<const Array> args, const CustomVjpOptions& options);
+// JAX's TypeError unless the fwd rule's primal output has the function's tree.
+void check_fwd_tree(const TreeDef& fwd_out, const TreeDef& primal_out,
+                    const CustomVjpOptions& options);
 }  // namespace transform_detail
 
 // custom_vjp(f, fwd, bwd): f with a user-defined reverse-mode derivative, as jax.custom_vjp.
@@ -495,9 +502,11 @@ auto custom_vjp(F f, Fwd fwd, Bwd bwd, CustomVjpOptions options = {}) {
     auto out_def = std::make_shared<TreeDef>();
     auto res_def = std::make_shared<TreeDef>();
     auto primal = transform_detail::flatten_fn<F, std::decay_t<decltype(args)>...>(f, def, out_def);
-    transform_detail::FlatFn fwd_flat = [fwd, def, res_def](std::span<const Array> xs) {
+    transform_detail::FlatFn fwd_flat = [fwd, def, res_def, out_def,
+                                         options](std::span<const Array> xs) {
       auto [out, res] = std::apply(fwd, tree_unflatten<ArgsTuple>(def, xs));
-      std::vector<Array> flat = tree_leaves(out);
+      auto [flat, fwd_out_def] = tree_flatten(out);
+      transform_detail::check_fwd_tree(fwd_out_def, *out_def, options);
       auto [res_leaves, rd] = tree_flatten(res);
       *res_def = rd;
       flat.insert(flat.end(), res_leaves.begin(), res_leaves.end());

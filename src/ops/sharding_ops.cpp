@@ -10,6 +10,7 @@
 #include "prims/primitive.h"
 #include "prims/sharding.h"
 #include "runtime/sharded.h"
+#include "sharding/python_repr.h"
 #include "sharding/type_sharding.h"
 
 #include <algorithm>
@@ -284,7 +285,12 @@ Array reshard(const Array& x, const Sharding& sharding) {
 
 namespace detail {
 
-Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type) {
+Mesh with_axis_types(const Mesh& mesh, const std::vector<std::string>& axes, AxisType type,
+                     const char* api) {
+  for (const std::string& a : axes)
+    if (mesh.axis_position(a) < 0)
+      throw ShardingError(std::string("[") + api + "] axis name '" + a + "' is not in the mesh: " +
+                          python_repr::tuple_of_names(mesh.axis_names()));
   std::vector<AxisType> types = mesh.axis_types();
   for (const std::string& a : mesh.axis_names())
     if (axes.empty() || std::find(axes.begin(), axes.end(), a) != axes.end())

@@ -60,6 +60,13 @@ void check_axis_types(const std::vector<std::string>& names, const std::vector<A
 
 // The first prod(shape) devices, or JAX's error naming `api`.
 std::vector<Device> first_devices(const Shape& shape, const char* api) {
+  // A negative dim would make the product meaningless (two of them even a right-looking one); a
+  // zero is refused by Mesh, naming the axis.
+  for (int64_t d : shape)
+    if (d < 0)
+      throw ShardingError(std::string("[") + api +
+                          "] every mesh axis needs at least one device, got mesh shape " +
+                          shape.str());
   std::vector<Device> all = devices();
   if (int64_t(all.size()) < shape.size())
     throw ShardingError(std::string("[") + api + "] Number of devices " +

@@ -87,6 +87,10 @@ struct NamedSharding::Memo {
 
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
     : mesh_(std::move(mesh)), spec_(std::move(spec)), memo_(std::make_shared<Memo>()) {
+  // An empty Mesh() is a placeholder (get_mesh() outside any mesh): no device can hold a block.
+  if (mesh_.devices().empty())
+    throw ShardingError("[NamedSharding] NamedSharding requires a non-empty mesh. Got " +
+                        mesh_.str());
   spec_.check(mesh_);
 }
 

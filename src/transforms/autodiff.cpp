@@ -368,6 +368,34 @@ Array cotangent_seed(const Array& out, const std::optional<Mesh>& carried) {
 
 }  // namespace
 
+std::vector<int> normalize_argnums(const std::vector<int>& argnums, size_t num_args,
+                                   const std::string& api) {
+  const int n = int(num_args);
+  std::vector<int> out;
+  for (int a : argnums) {
+    if (a >= n || -a > n)
+      throw TypeError("[" + api + "] differentiating with respect to argnums=" +
+                      std::to_string(a) + " requires at least " +
+                      std::to_string(a < 0 ? -a : a + 1) +
+                      " positional arguments to be passed by the caller, but got only " +
+                      std::to_string(n) + " positional arguments.");
+    out.push_back(a < 0 ? a + n : a);
+  }
+  if (out.empty())
+    throw ValueError("[" + api + "] argnums is empty: name the argument to differentiate");
+  if (out.size() > 1)
+    throw ValueError("[" + api +
+                     "] several argnums: use grad_all or pass the arguments as one tuple");
+  return out;
+}
+
+void check_single_output(const TreeDef& out, const std::string& api) {
+  if (out.kind() != TreeDef::Kind::leaf)
+    throw TypeError("[" + api +
+                    "] Gradient only defined for scalar-output functions. Output was " +
+                    out.str() + ", not a single Array.");
+}
+
 GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size_t,
                           const char* api) {
   for (const Array& x : primals)
@@ -394,9 +422,8 @@ GradResult value_and_grad(const FlatFn& fn, std::span<const Array> primals, size
                       "] grad requires real-valued outputs (output dtype that is a sub-dtype of "
                       "np.floating), but got " +
                       std::string(dtype_name(out.dtype())) +
-                      ". For holomorphic differentiation, pass holomorphic=True. For "
-                      "differentiation of non-holomorphic functions involving complex outputs, "
-                      "use jax.vjp directly.");
+                      ". For differentiation of functions with integer outputs, use jax.vjp "
+                      "directly.");
     std::vector<Array> cts(lin.linear->outputs.size());
     cts[0] = cotangent_seed(out, carried_mesh(lin.primal, primals));
     std::vector<Array> grads = transpose_program(*lin.linear, cts);

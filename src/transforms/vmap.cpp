@@ -166,6 +166,8 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
                         const std::vector<Axis>& out_axes, std::optional<int64_t> axis_size,
                         const std::string& axis_name, const std::vector<std::string>& arg_names,
                         const std::vector<std::string>& spmd_axis_name) {
+  if (axis_size && *axis_size < 0)
+    throw ValueError("[vmap] axis_size must be non-negative, got " + std::to_string(*axis_size));
   std::vector<int> dims;
   std::vector<AbstractValue> example;
   int64_t size = axis_size.value_or(-1);
@@ -199,6 +201,7 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
   }
   if (inconsistent) {
     std::string msg = "[vmap] vmap got inconsistent sizes for array axes to be mapped:\n";
+    if (axis_size) msg += "  * the `axis_size` argument was " + std::to_string(*axis_size) + ";\n";
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (dims[i] == kNotBatched) continue;
       msg += "  * one axis had size " + std::to_string(leaves[i].shape()[dims[i]]) + ": axis " +
@@ -246,6 +249,9 @@ std::vector<Array> vmap(const FlatFn& fn, std::span<const Array> leaves,
       continue;
     }
     int nd = outs[i].ndim() + (out_dims[i] == kNotBatched ? 1 : 0);
+    if (*ax.dim < -nd || *ax.dim >= nd)
+      throw ValueError("[vmap] axis " + std::to_string(*ax.dim) +
+                       " is out of bounds for array of dimension " + std::to_string(nd));
     int d = *ax.dim < 0 ? *ax.dim + nd : *ax.dim;
     outs[i] = move_batch_dim(outs[i], out_dims[i], d, ctx);
   }

@@ -476,6 +476,22 @@ std::vector<HostileRow> sharding_rows() {
           "[psum] Found an unbound axis name: z. To fix this, please call psum under "
           "`sp::shard_map`."),
       raises<sp::ShardingError>(
+          "named_sharding_empty_mesh", [] { sp::NamedSharding(sp::Mesh(), P()); },
+          "[NamedSharding] NamedSharding requires a non-empty mesh. Got Mesh()"),
+      raises<sp::ValueError>(
+          "shard_map_empty_mesh", [] { sp::shard_map(same, sp::Mesh(), P(), P())(sp::ones({2})); },
+          "[shard_map] shard_map requires a non-empty mesh. Got Mesh()"),
+      raises<sp::ShardingError>(
+          "make_mesh_negative_dim", [] { sp::make_mesh({-1, 2}, {"x", "y"}); },
+          "[make_mesh] every mesh axis needs at least one device, got mesh shape (-1, 2)"),
+      raises<sp::ShardingError>(
+          "create_device_mesh_two_negative_dims", [] { sp::create_device_mesh({-2, -4}); },
+          "[create_device_mesh] every mesh axis needs at least one device, got mesh shape (-2, -4)"),
+      raises<sp::ShardingError>(
+          "auto_axes_axis_the_mesh_lacks",
+          [] { sp::auto_axes(same, {"z"}, sp::NamedSharding(mesh42(), P("x")))(sp::ones({8})); },
+          "[auto_axes] axis name 'z' is not in the mesh: ('x', 'y')"),
+      raises<sp::ShardingError>(
           "visualize_rank_3", [] { sp::sharding_to_string(sp::ones({2, 2, 2})); },
           "[visualize_sharding] `visualize_sharding` only works for shapes with 1 and 2 "
           "dimensions. Got shape (2, 2, 2); pass VisualizeOptions::dims to draw two of its dims."),
@@ -573,6 +589,21 @@ Array twice(const Array& x) {
   return x * 2.0f;
 }
 
+// A jitted function that calls itself with the arguments it was called with.
+Array jit_calling_itself(const Array& x) {
+  auto self = std::make_shared<std::function<Array(const Array&)>>();
+  auto jitted = sp::jit([self](const Array& y) { return (*self)(y); });
+  *self = [&jitted](const Array& y) { return jitted(y); };
+  return jitted(x);
+}
+
+// sin with a fwd rule whose primal output is `wrong_out` and a bwd rule passing cotangents on.
+std::function<Array(const Array&)> custom_vjp_fwd_of(const Array& wrong_out) {
+  return sp::custom_vjp([](const Array& x) { return sp::sin(x); },
+                        [wrong_out](const Array& x) { return std::make_pair(wrong_out, x); },
+                        [](const Array&, const Array& ct) { return std::make_tuple(ct); });
+}
+
 std::vector<HostileRow> transform_rows() {
   return {
       raises<sp::ValueError>(
@@ -594,6 +625,119 @@ std::vector<HostileRow> transform_rows() {
           "[grad] grad requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
           "np.inexact), but got int32. If you want to use Boolean- or integer-valued inputs, use "
           "vjp or set allow_int to True."),
+      raises<sp::TypeError>(
+          "grad_of_integer_output",
+          [] { sp::grad([](const Array& x) { return sp::sum(x).astype(sp::int32); })(sp::ones({3})); },
+          "[grad] grad requires real-valued outputs (output dtype that is a sub-dtype of "
+          "np.floating), but got int32. For differentiation of functions with integer outputs, use "
+          "jax.vjp directly."),
+      raises<sp::TypeError>(
+          "grad_of_two_outputs",
+          [] { sp::grad([](const Array& x) { return std::vector<Array>{sp::sum(x), sp::sum(x)}; })(sp::ones({3})); },
+          "[grad] Gradient only defined for scalar-output functions. Output was PyTreeDef([*, *]), "
+          "not a single Array."),
+      raises<sp::TypeError>(
+          "value_and_grad_of_no_output",
+          [] { sp::value_and_grad([](const Array&) { return std::vector<Array>{}; })(sp::ones({3})); },
+          "[value_and_grad] Gradient only defined for scalar-output functions. Output was "
+          "PyTreeDef([]), not a single Array."),
+      raises<sp::TypeError>(
+          "grad_argnums_past_the_arguments",
+          [] { sp::grad([](const Array& x) { return sp::sum(x); }, {.argnums = {1}})(sp::ones({3})); },
+          "[grad] differentiating with respect to argnums=1 requires at least 2 positional "
+          "arguments to be passed by the caller, but got only 1 positional arguments."),
+      raises<sp::ValueError>(
+          "vmap_out_axis_out_of_range", [] { sp::vmap(twice, {.out_axes = {2}})(sp::zeros({8, 3})); },
+          "[vmap] axis 2 is out of bounds for array of dimension 2"),
+      raises<sp::ValueError>(
+          "vmap_negative_out_axis_out_of_range", [] { sp::vmap(twice, {.out_axes = {-3}})(sp::zeros({8, 3})); },
+          "[vmap] axis -3 is out of bounds for array of dimension 2"),
+      raises<sp::ValueError>(
+          "vmap_axis_size_disagrees", [] { sp::vmap(twice, {.axis_size = 5})(sp::zeros({4, 3})); },
+          "[vmap] vmap got inconsistent sizes for array axes to be mapped:\n"
+          "  * the `axis_size` argument was 5;\n"
+          "  * one axis had size 4: axis 0 of argument 0 of type float32(4, 3)"),
+      raises<sp::ValueError>(
+          "vmap_negative_axis_size", [] { sp::vmap(twice, {.in_axes = {sp::None}, .axis_size = -1})(sp::zeros({4})); },
+          "[vmap] axis_size must be non-negative, got -1"),
+      raises<sp::ValueError>(
+          "jit_static_argnums_out_of_range", [] { sp::jit(twice, {.static_argnums = {3}})(sp::ones({3})); },
+          "[jit] Jitted function has static_argnums=(3,), but only accepts 1 positional arguments."),
+      raises<sp::ValueError>(
+          "jit_static_argnums_of_an_array", [] { sp::jit(twice, {.static_argnums = {0}})(sp::ones({3})); },
+          "[jit] Non-hashable static arguments are not supported: static_argnums names argument 0, "
+          "which holds an Array of type f32[3]. Arrays are traced; arguments that are not Arrays "
+          "are always static."),
+      raises<sp::RuntimeError>(
+          "jit_calls_itself", [] { jit_calling_itself(sp::ones({3})); },
+          "[jit] Recursively calling jit: the function calls itself with the signature it is being "
+          "traced for, so its trace would never end. Make the value that ends the recursion a "
+          "static argument."),
+      raises<sp::TypeError>(
+          "custom_vjp_fwd_output_shape",
+          [] { sp::grad([](const Array& x) { return sp::sum(custom_vjp_fwd_of(sp::ones({4}))(x)); })(sp::ones({3})); },
+          "[custom_vjp] Custom VJP fwd rule <lambda> for function <lambda> must produce a pair (list "
+          "or tuple of length two) where the first element represents the primal output (equal to "
+          "the output of the custom_vjp-decorated function <lambda>) and the second element "
+          "represents residuals (i.e. values stored from the forward pass for use on the backward "
+          "pass), but instead the fwd rule output's first element had shapes/dtypes of:\n"
+          "    f32[4]\n"
+          "while the custom_vjp-decorated function <lambda> had output shapes/dtypes of:\n"
+          "    f32[3]"),
+      raises<sp::TypeError>(
+          "custom_vjp_fwd_output_tree",
+          [] {
+            auto f = sp::custom_vjp([](const Array& x) { return sp::sin(x); },
+                                    [](const Array& x) { return std::make_pair(std::make_tuple(x, x), x); },
+                                    [](const Array&, const Array& ct) { return std::make_tuple(ct); });
+            sp::grad([&](const Array& x) { return sp::sum(f(x)); })(sp::ones({3}));
+          },
+          "[custom_vjp] Custom VJP fwd rule <lambda> for function <lambda> must produce a pair (list "
+          "or tuple of length two) where the first element represents the primal output (equal to "
+          "the output of the custom_vjp-decorated function <lambda>) and the second element "
+          "represents residuals (i.e. values stored from the forward pass for use on the backward "
+          "pass), but instead the fwd rule output's first element had container/pytree "
+          "structure:\n"
+          "    PyTreeDef((*, *))\n"
+          "while the custom_vjp-decorated function <lambda> had output container/pytree "
+          "structure:\n"
+          "    PyTreeDef(*)."),
+  };
+}
+
+// Loops whose bodies, lengths or bounds do not fit.
+std::vector<HostileRow> control_flow_rows() {
+  namespace lax = sp::lax;
+  using Carry = std::vector<Array>;
+  return {
+      raises<sp::ValueError>(
+          "scan_xs_of_different_lengths",
+          [] { lax::scan([](const Array& c, const std::pair<Array, Array>& x) { return std::make_pair(c, x.first); }, Array(0.f), std::make_pair(sp::ones({5}), sp::ones({4}))); },
+          "[scan] scan got values with different leading axis sizes: 5, 4."),
+      raises<sp::ValueError>(
+          "scan_length_disagrees_with_xs",
+          [] { lax::scan([](const Array& c, const Array& x) { return std::make_pair(c, x); }, Array(0.f), sp::ones({5}), 3); },
+          "[scan] scan got `length` argument of 3 which disagrees with leading axis sizes [5]."),
+      raises<sp::ValueError>(
+          "scan_negative_length",
+          [] { lax::scan([](const Array& c, const std::tuple<>&) { return std::make_pair(c, c); }, Array(0.f), std::tuple<>(), -2); },
+          "[scan] scan got a negative `length` argument: -2."),
+      raises<sp::ResourceExhaustedError>(
+          "scan_of_2_50_steps_keeping_outputs",
+          [] { lax::scan([](const Array& c, const std::tuple<>&) { return std::make_pair(c, c); }, Array(0.f), std::tuple<>(), int64_t(1) << 50); },
+          "[scan] RESOURCE_EXHAUSTED: Out of memory keeping the outputs of 1125899906842624 steps."),
+      raises<sp::TypeError>(
+          "scan_carry_changes_tree",
+          [] { lax::scan([](const Carry& c, const Array& x) { return std::make_pair(Carry{c[0], c[0]}, x); }, Carry{Array(0.f)}, sp::ones({3})); },
+          "[scan] scan body function carry input and carry output must have the same pytree "
+          "structure, but they differ: the input carry is PyTreeDef([*]) but the output carry is "
+          "PyTreeDef([*, *]).\n\nRevise the function so that the carry output has the same pytree "
+          "structure as the carry input."),
+      raises<sp::ValueError>(
+          "fori_loop_bounds_past_int32",
+          [] { lax::fori_loop(int64_t(1) << 31, (int64_t(1) << 31) + 3, [](const Array& i, const Array&) { return i; }, Array(0)); },
+          "[fori_loop] the C++ integer 2147483648 is too large to convert to int32 (enable x64 for "
+          "64-bit integers)"),
   };
 }
 
@@ -685,7 +829,8 @@ std::vector<HostileRow> device_rows() {
 std::vector<HostileRow> all_rows() {
   std::vector<HostileRow> rows;
   for (auto part : {shape_rows, dtype_rows, axis_rows, indexing_rows, matmul_rows, sharding_rows,
-                    file_rows, random_rows, transform_rows, size_rows, device_rows}) {
+                    file_rows, random_rows, transform_rows, control_flow_rows, size_rows,
+                    device_rows}) {
     std::vector<HostileRow> more = part();
     rows.insert(rows.end(), more.begin(), more.end());
   }

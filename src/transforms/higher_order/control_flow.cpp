@@ -2,6 +2,7 @@
 // holding traced sub-programs whose closed-over values are passed as leading operands, as JAX's
 // are. Eager evaluation runs the sub-programs; the jvp, transpose and batching rules transform
 // them.
+#include <spmd/config.h>
 #include <spmd/control_flow.h>
 #include <spmd/error.h>
 #include <spmd/lax.h>
@@ -18,6 +19,7 @@
 #include "transforms/staging.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <sstream>
@@ -160,6 +162,18 @@ void check_carry_types(const char* api, const char* kind, std::span<const Abstra
                   "types.");
 }
 
+// JAX's TypeError for a loop body whose carry out is another tree than its carry in (JAX also
+// spells out the first node where they differ).
+void check_carry_tree(const char* api, const char* kind, const TreeDef& in, const TreeDef& out) {
+  if (in == out) return;
+  throw TypeError(std::string("[") + api + "] " + kind +
+                  " body function carry input and carry output must have the same pytree "
+                  "structure, but they differ: the input carry is " +
+                  in.str() + " but the output carry is " + out.str() +
+                  ".\n\nRevise the function so that the carry output has the same pytree "
+                  "structure as the carry input.");
+}
+
 // The type of one slice of xs along its leading dim, which JAX's Explicit mode needs unsplit.
 AbstractValue scanned_slice(const AbstractValue& x) {
   AbstractValue t = x;
@@ -274,7 +288,14 @@ std::vector<Array> scan_eager(std::span<const Array> args, const Params& p) {
   std::vector<Array> carry(args.begin() + long(nc), args.begin() + long(nc + ncarry));
   std::vector<AbstractValue> out_types = body.out_types();
   size_t ny = out_types.size() - ncarry;
-  std::vector<std::vector<Array>> ys(ny, std::vector<Array>(size_t(length)));
+  std::vector<std::vector<Array>> ys;
+  try {
+    ys.assign(ny, std::vector<Array>(size_t(length)));
+  } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
+    throw ResourceExhaustedError(
+        "[scan] RESOURCE_EXHAUSTED: Out of memory keeping the outputs of " +
+        std::to_string(length) + " steps.");
+  }
   for (int64_t step = 0; step < length; ++step) {
     int64_t i = reverse ? length - 1 - step : step;
     std::vector<Array> in = concat(consts, carry);
@@ -1508,7 +1529,8 @@ std::vector<Array> while_loop(const FlatFn& cond_fn, const FlatFn& body_fn,
                     types_str(pred) + ".");
   auto [body_prog, body_consts] = trace_hoisted(body_fn, types, "while_loop");
   std::vector<AbstractValue> out = body_prog->out_types();
-  if (!(*body_out_def == init_def) || !typematch(out, types))
+  check_carry_tree("while_loop", "while_loop", init_def, *body_out_def);
+  if (!typematch(out, types))
     throw TypeError(
         "[while_loop] body_fun output and input must have identical types: the input carry is " +
         types_str(types) + " but the output carry is " + types_str(out) + ".");
@@ -1597,6 +1619,13 @@ std::vector<Array> bind_scan(ProgramRef body, std::span<const Array> consts,
 }  // namespace
 
 namespace {
+// "5, 4", as JAX joins the leading sizes of xs in scan's errors.
+std::string joined(const std::vector<int64_t>& sizes) {
+  std::string out;
+  for (int64_t n : sizes) out += (out.empty() ? "" : ", ") + std::to_string(n);
+  return out;
+}
+
 // The key paths of a scan's carry leaves; fori_loop's carry is its counter and then the user's
 // (JAX's `loop_carry` pair).
 std::vector<std::string> carry_paths(const char* api, const TreeDef& init_def) {
@@ -1613,24 +1642,35 @@ std::vector<Array> scan(const FlatFn& body, const TreeDef& init_def,
                         std::span<const Array> xs, std::optional<int64_t> length, bool reverse,
                         const char* api) {
   std::string pre = std::string("[") + api + "] ";
+  std::vector<int64_t> sizes;
   for (const Array& x : xs) {
     if (x.ndim() == 0)
       throw ValueError(
           pre + "scan got value with no leading axis to scan over: " + aval_of(x).str() + ".");
-    int64_t n = x.shape()[0];
-    if (length && *length != n)
-      throw ValueError(pre + "scan got `length` argument of " + std::to_string(*length) +
-                       " which disagrees with leading axis sizes " + std::to_string(n) + ".");
-    length = n;
+    sizes.push_back(x.shape()[0]);
   }
-  if (!length) throw ValueError(pre + "scan got no values to scan over and `length` not provided.");
+  const bool same_sizes = std::ranges::all_of(sizes, [&](int64_t n) { return n == sizes[0]; });
+  if (length && !std::ranges::all_of(sizes, [&](int64_t n) { return n == *length; }))
+    throw ValueError(pre + "scan got `length` argument of " + std::to_string(*length) +
+                     " which disagrees with leading axis sizes " +
+                     "[" + joined(sizes) + "]" + ".");
+  if (!same_sizes)
+    throw ValueError(pre + "scan got values with different leading axis sizes: " +
+                     joined(sizes) + ".");
+  if (!length && sizes.empty())
+    throw ValueError(pre + "scan got no values to scan over and `length` not provided.");
+  if (!length) length = sizes[0];
+  if (*length < 0)
+    throw ValueError(pre + "scan got a negative `length` argument: " + std::to_string(*length) +
+                     ".");
   std::vector<AbstractValue> types = types_of(init);
   size_t num_carry = types.size();
   for (const Array& x : xs) types.push_back(scanned_slice(aval_of(x)));
   auto [prog, consts] = trace_hoisted(body, types, api);
   std::vector<AbstractValue> out = prog->out_types();
   std::span<const AbstractValue> in_carry(types.data(), num_carry);
-  if (!(*carry_out_def == init_def) || out.size() < num_carry ||
+  check_carry_tree(api, "scan", init_def, *carry_out_def);
+  if (out.size() < num_carry ||
       !typematch(std::span<const AbstractValue>(out.data(), num_carry), in_carry))
     throw TypeError(
         pre +
@@ -1661,7 +1701,14 @@ std::vector<Array> fori_loop(int64_t lower, int64_t upper, const FlatFn& body,
     *carry_def = *body_out_def;
     return out;
   };
-  std::vector<Array> carry{ops::scalar(double(lower), DType::int32)};
+  // JAX's counter is an int32 unless x64 is on; bounds past it would wrap around.
+  const bool fits = lower >= INT32_MIN && lower <= INT32_MAX && upper >= INT32_MIN &&
+                    upper <= INT32_MAX;
+  if (!fits && !config::x64_enabled())
+    throw ValueError("[fori_loop] the C++ integer " +
+                     std::to_string(lower < INT32_MIN || lower > INT32_MAX ? lower : upper) +
+                     " is too large to convert to int32 (enable x64 for 64-bit integers)");
+  std::vector<Array> carry{ops::scalar(double(lower), fits ? DType::int32 : DType::int64)};
   carry.insert(carry.end(), init.begin(), init.end());
   // The scan's carry tree is the counter plus the user's; compare the user's part only.
   std::vector<Array> out = scan(checked, init_def, carry_def, carry, {},

@@ -42,6 +42,40 @@ const CustomVjpRule& rule_of(const Params& p, const char* key) {
   return *p.get_object<VjpRuleRef>(key);
 }
 
+// The head of JAX's TypeErrors for a fwd rule whose first element is not the function's output.
+std::string fwd_rule_error(const std::string& fwd_name, const std::string& name) {
+  return "[custom_vjp] Custom VJP fwd rule " + fwd_name + " for function " + name +
+         " must produce a pair (list or tuple of length two) where the first element represents "
+         "the primal output (equal to the output of the custom_vjp-decorated function " +
+         name +
+         ") and the second element represents residuals (i.e. values stored from the forward "
+         "pass for use on the backward pass), but instead the fwd rule output's first element "
+         "had ";
+}
+
+// "f32[3]" for one type, "(f32[3], i32[])" for several, as JAX prints a tree of short types.
+std::string short_types(std::span<const AbstractValue> types) {
+  if (types.size() == 1) return types[0].str();
+  std::string out;
+  for (const AbstractValue& t : types) out += (out.empty() ? "" : ", ") + t.str();
+  return "(" + out + ")";
+}
+
+// JAX's check of the fwd rule's primal outputs against the function's (same shapes and dtypes).
+void check_fwd_outputs(std::span<const Array> outs, std::span<const AbstractValue> want,
+                       const CustomVjpRule& rule, const Params& p) {
+  std::vector<AbstractValue> got;
+  for (const Array& x : outs) got.push_back(aval_of(x));
+  bool same = got.size() == want.size();
+  for (size_t i = 0; same && i < got.size(); ++i)
+    same = got[i].shape == want[i].shape && got[i].dtype == want[i].dtype;
+  if (!same)
+    throw TypeError(fwd_rule_error(rule.fwd_name, p.get<std::string>("name")) +
+                    "shapes/dtypes of:\n    " + short_types(got) +
+                    "\nwhile the custom_vjp-decorated function " + p.get<std::string>("name") +
+                    " had output shapes/dtypes of:\n    " + short_types(want));
+}
+
 std::vector<AbstractValue> call_out_types(std::span<const AbstractValue>, const Params& p) {
   return p.get<ProgramRef>("call_jaxpr")->out_types();
 }
@@ -69,6 +103,8 @@ void define_custom_vjp_call(PrimitiveRegistry& r) {
     size_t n_out = p.get<ProgramRef>("call_jaxpr")->outputs.size();
     std::span<const Array> args = primals.subspan(rule.num_consts);
     std::vector<Array> fwd_out = rule.fwd(args);
+    check_fwd_outputs(std::span<const Array>(fwd_out).first(std::min(n_out, fwd_out.size())),
+                      p.get<ProgramRef>("call_jaxpr")->out_types(), rule, p);
     JvpResult result;
     result.primals_out.assign(fwd_out.begin(), fwd_out.begin() + long(n_out));
     std::vector<Array> lin_in(fwd_out.begin() + long(n_out), fwd_out.end());
@@ -137,6 +173,15 @@ void register_custom_vjp_primitives(PrimitiveRegistry& r) {
 }
 
 namespace transform_detail {
+
+void check_fwd_tree(const TreeDef& fwd_out, const TreeDef& primal_out,
+                    const CustomVjpOptions& options) {
+  if (fwd_out == primal_out) return;
+  throw TypeError(fwd_rule_error(options.fwd_name, options.name) +
+                  "container/pytree structure:\n    " + fwd_out.str() +
+                  "\nwhile the custom_vjp-decorated function " + options.name +
+                  " had output container/pytree structure:\n    " + primal_out.str() + ".");
+}
 
 std::vector<Array> custom_vjp_call(const FlatFn& primal, FlatFn fwd, FlatFn bwd,
                                    std::span<const Array> args, const CustomVjpOptions& options) {

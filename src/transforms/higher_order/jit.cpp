@@ -90,6 +90,40 @@ bool contains(const std::vector<int>& xs, int x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
 
+// JAX's check that each of `option`'s indices names one of `n` positional arguments (a negative
+// one counting from the end).
+void check_argnums_range(const std::vector<int>& argnums, int n, const char* option) {
+  for (int a : argnums)
+    if (a >= n || -a > n)
+      throw ValueError(
+          std::string("[jit] Jitted function has ") + option + "=" +
+          dimension_numbers::ints_str(std::vector<int64_t>(argnums.begin(), argnums.end())) +
+          ", but only accepts " + std::to_string(n) + " positional arguments.");
+}
+
+// JAX's check of static_argnums: every index names a positional argument, and none names an
+// Array (spmd traces Arrays and keeps every other argument static, so static_argnums can only
+// restate that).
+void check_static_argnums(const JitOptions& options, const TreeDef& in_def,
+                          std::span<const Array> leaves) {
+  const std::vector<int>& statics = options.static_argnums;
+  if (statics.empty()) return;
+  std::vector<TreeDef> args = in_def.children();
+  const int n = int(args.size());
+  check_argnums_range(statics, n, "static_argnums");
+  size_t first_leaf = 0;
+  for (int i = 0; i < n; ++i) {
+    const size_t num = size_t(args[size_t(i)].num_leaves());
+    if (num > 0 && (contains(statics, i) || contains(statics, i - n)))
+      throw ValueError("[jit] Non-hashable static arguments are not supported: static_argnums "
+                       "names argument " +
+                       std::to_string(i) + ", which holds an Array of type " +
+                       aval_of(leaves[first_leaf]).str() +
+                       ". Arrays are traced; arguments that are not Arrays are always static.");
+    first_leaf += num;
+  }
+}
+
 // Per leaf of the arguments, whether its argument is in donate_argnums (JAX's donation_vector),
 // after JAX's checks: every index names a positional argument (a negative one is accepted and
 // donates nothing, as in JAX) and no donated argument is static.
@@ -99,12 +133,7 @@ std::vector<bool> donation_vector(const JitOptions& options, const TreeDef& in_d
   if (donate.empty()) return std::vector<bool>(size_t(in_def.num_leaves()), false);
   std::vector<TreeDef> args = in_def.children();
   int n = int(args.size());
-  for (int a : donate)
-    if (a >= n || -a > n)
-      throw ValueError(
-          "[jit] Jitted function has donate_argnums=" +
-          dimension_numbers::ints_str(std::vector<int64_t>(donate.begin(), donate.end())) +
-          ", but only accepts " + std::to_string(n) + " positional arguments.");
+  check_argnums_range(donate, n, "donate_argnums");
   for (int i = 0; i < n; ++i) {
     bool d = contains(donate, i);
     if (d && (contains(options.static_argnums, i) ||
@@ -1065,6 +1094,32 @@ std::vector<std::optional<TypeSharding>> argument_meshes(std::span<const Array> 
 
 }  // namespace
 
+namespace {
+
+// The calls this thread is tracing: a function that calls itself with the signature it is being
+// traced for would trace itself forever (JAX's RecursionError "Recursively calling ...").
+struct TracingGuard {
+  static std::vector<std::pair<const JitState*, const SignatureKey*>>& active() {
+    thread_local std::vector<std::pair<const JitState*, const SignatureKey*>> calls;
+    return calls;
+  }
+  TracingGuard(const JitState& state, const SignatureKey& key) {
+    for (const auto& [s, k] : active())
+      if (s == &state && *k == key)
+        throw RuntimeError("[" + state.options.name + "] Recursively calling " +
+                           state.options.name +
+                           ": the function calls itself with the signature it is being traced "
+                           "for, so its trace would never end. Make the value that ends the "
+                           "recursion a static argument.");
+    active().emplace_back(&state, &key);
+  }
+  ~TracingGuard() { active().pop_back(); }
+  TracingGuard(const TracingGuard&) = delete;
+  TracingGuard& operator=(const TracingGuard&) = delete;
+};
+
+}  // namespace
+
 std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<const Array> leaves,
                             const std::function<FlatFn(std::shared_ptr<TreeDef>)>& make_fn,
                             TreeDef* out_def) {
@@ -1076,6 +1131,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   }
   for (const Array& x : leaves)
     if (x.valid() && x.impl()->deleted) concrete_buffer(x, "jit");  // raises JAX's error
+  check_static_argnums(state.options, in_def, leaves);
   std::vector<bool> donated = donation_vector(state.options, in_def);
   std::vector<std::string> axes;
   for (const AxisFrame& f : axis_env())
@@ -1091,6 +1147,7 @@ std::vector<Array> jit_call(JitState& state, const TreeDef& in_def, std::span<co
   bool cached = entry != nullptr;
   if (!entry) {
     auto def = std::make_shared<TreeDef>();
+    const TracingGuard guard(state, key);
     Program traced = trace_to_program(make_fn(def), key.types, "jit", stand_for);
     entry = std::make_shared<CacheEntry>();
     entry->program = std::make_shared<const Program>(hoist_consts(traced, &entry->consts));

@@ -1082,6 +1082,8 @@ PreparedShardMap trace_shard_map(const FlatFn& fn, std::span<const Array> leaves
 
 std::vector<Array> shard_map(const FlatFn& fn, std::span<const Array> leaves,
                              const ShardMapCall& call, const std::shared_ptr<TreeDef>& out_def) {
+  if (call.mesh.devices().empty())
+    throw ValueError("[shard_map] shard_map requires a non-empty mesh. Got " + call.mesh.str());
   // A traced body is reused for the same argument structure and types, unless this call is
   // traced inside another map (its body may then depend on the enclosing axes).
   std::optional<ShardMapCache::Key> key;

@@ -50,6 +50,17 @@ inline constexpr size_t kDefaultCompileCacheSize = 4096;
 void set_compile_cache_size(size_t n);
 size_t compile_cache_size();
 
+// The most MPI communicators of device groups each process keeps between processes (default
+// 256): a launch whose collectives name groups without one makes theirs first, freeing the least
+// recently used others beyond the bound (after the launches already made have finished), and a
+// group met again gets a new one. Open MPI has a finite number of communicator ids, and each
+// costs memory. At least 1; a launch keeps all of its own, even more than the bound. Every
+// process of a job must set the same value at the same point of the program (between the same
+// launches), since the processes make and free communicators together.
+inline constexpr size_t kDefaultMpiCommunicatorLimit = 256;
+void set_mpi_communicator_limit(size_t n);
+size_t mpi_communicator_limit();
+
 }  // namespace spmd::config
 
 namespace spmd {

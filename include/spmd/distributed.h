@@ -44,3 +44,10 @@ bool collective_reads();
 int launched_process_count();
 
 }  // namespace spmd::distributed
+
+namespace spmd::detail {
+// The MPI communicators of device groups this process keeps (at most
+// config::mpi_communicator_limit(), unless one launch needs more); 0 in one process. For tests
+// and diagnostics.
+int live_mpi_communicators();
+}  // namespace spmd::detail

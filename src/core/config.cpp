@@ -27,6 +27,7 @@ int default_threads() {
 }
 std::atomic<int> g_threads{0};  // 0: not set, default_threads()
 std::atomic<size_t> g_compile_cache_size{kDefaultCompileCacheSize};
+std::atomic<size_t> g_mpi_communicator_limit{kDefaultMpiCommunicatorLimit};
 }  // namespace
 
 void set_implicit_resharding(ImplicitResharding mode) {
@@ -65,6 +66,16 @@ void set_compile_cache_size(size_t n) {
 }
 size_t compile_cache_size() {
   return g_compile_cache_size.load(std::memory_order_relaxed);
+}
+
+void set_mpi_communicator_limit(size_t n) {
+  if (n < 1)
+    throw ValueError("[config.set_mpi_communicator_limit] expected a limit of at least 1, got " +
+                     std::to_string(n));
+  g_mpi_communicator_limit = n;
+}
+size_t mpi_communicator_limit() {
+  return g_mpi_communicator_limit.load(std::memory_order_relaxed);
 }
 
 }  // namespace spmd::config

@@ -97,3 +97,11 @@ bool is_initialized() {
 }
 
 }  // namespace spmd::distributed
+
+namespace spmd::detail {
+
+int live_mpi_communicators() {
+  return runtime::mpi::live_groups();
+}
+
+}  // namespace spmd::detail

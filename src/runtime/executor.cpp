@@ -358,6 +358,12 @@ int current_device_id() {
   return t_device;
 }
 
+void wait_for_launches() {
+  if (t_device >= 0)
+    throw std::logic_error("[launch] internal error: a device thread waits for its own launches");
+  this_thread_launches()->wait_none();
+}
+
 std::vector<int> local_ranks_of(std::span<const int> device_ids) {
   check_device_ids(device_ids);
   std::vector<int> local_ranks;

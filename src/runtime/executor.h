@@ -39,6 +39,10 @@ std::shared_future<void> launch(std::span<const int> device_ids, std::span<const
                                 std::function<void(int)> fn, std::shared_ptr<Communicator> comm,
                                 bool* ran_here);
 
+// Waits until every launch the calling thread has made has finished on this process's devices
+// and let go of what it held (its function and Communicator). Not from a device thread.
+void wait_for_launches();
+
 // The id of the device whose worker thread is calling, or -1 on any other thread.
 int current_device_id();
 

@@ -8,7 +8,6 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 #include "runtime/communicator.h"
 #include "runtime/devices.h"
@@ -114,23 +113,19 @@ std::vector<std::vector<int>> subgroup_ids(const Launchable& l,
 }
 
 // Between processes, each group a collective of this launch can run over needs its MPI
-// communicator, which every process makes at the same point of the program: here, before the
-// launch, on the launching thread. Meshes, and axis_index_groups on a mesh, already seen are
-// skipped.
-void prepare_groups(const Launchable& l) {
-  using MeshKey = std::tuple<std::vector<int>, std::vector<std::string>, std::vector<int64_t>>;
-  static std::mutex mu;
-  static std::set<MeshKey> done;
-  static std::set<std::pair<MeshKey, Launchable::IndexGroups>> done_index;
-  std::lock_guard lock(mu);
-  const MeshKey mesh{l.device_ids, l.axis_names, l.axis_sizes};
-  std::vector<std::vector<int>> groups;
-  if (done.insert(mesh).second) groups = mesh_axis_groups(l);
-  for (const Launchable::IndexGroups& index : l.index_groups) {
-    if (!done_index.insert({mesh, index}).second) continue;
+// communicator, which every process makes at the same point of the program: here, before each
+// launch, on the launching thread (with `kept`, l.spare, locked). The set that `l`'s first launch
+// made serves the next ones while none of its communicators has been freed (mpi::use_groups,
+// which marks them used); else it is made again, and the kept Communicator, whose plans between
+// processes may hold a freed one, is dropped. A communicator is freed once this thread's
+// launches made so far have finished: one of them may still be to start a collective on it.
+void prepare_groups(const Launchable& l, Launchable::Spare& kept) {
+  if (kept.groups && mpi::use_groups(*kept.groups)) return;
+  std::vector<std::vector<int>> groups = mesh_axis_groups(l);
+  for (const Launchable::IndexGroups& index : l.index_groups)
     for (std::vector<int>& ids : subgroup_ids(l, index)) groups.push_back(std::move(ids));
-  }
-  if (!groups.empty()) mpi::make_groups(groups, process_of_device);
+  kept.groups = mpi::make_groups(groups, process_of_device, [] { wait_for_launches(); });
+  kept.comm.reset();
 }
 
 // Runs `owning` on one device's blocks, handing it the blocks of the donated arguments: the
@@ -191,11 +186,13 @@ void check_blocks_on_ranks(const ShardedData& out, const std::vector<int>& devic
 }
 
 // The launch's Communicator: the one `l` kept from its last launch when it is unused and waits
-// as long as a new one would (the timeout comes from the environment), else a new one.
+// as long as a new one would (the timeout comes from the environment), else a new one. Between
+// processes, the MPI communicators of the launch's groups are made ready first.
 std::shared_ptr<Communicator> communicator_for(const Launchable& l) {
   std::shared_ptr<Communicator> comm;
   {
     std::lock_guard lock(l.spare->mu);
+    if (mpi::active()) prepare_groups(l, *l.spare);
     comm = std::move(l.spare->comm);
   }
   if (comm && comm->timeout() == default_collective_timeout()) return comm;
@@ -259,10 +256,6 @@ std::vector<Array> run_on_mesh(const Launchable& l, std::span<const Array> args,
     outs.push_back(make_layout(l.out_types[k], l.out_shardings[k]));
     check_blocks_on_ranks(*outs.back(), l.device_ids);
     results.push_back(make_sharded_array(l.out_types[k], outs.back()));
-  }
-  if (mpi::active() && !l.groups_made->load(std::memory_order_acquire)) {
-    prepare_groups(l);
-    l.groups_made->store(true, std::memory_order_release);
   }
   const RankPlan& made = rank_plan(l);
   std::shared_ptr<Communicator> comm = communicator_for(l);

@@ -7,7 +7,6 @@
 
 #include "core/array_impl.h"
 
-#include <atomic>
 #include <compare>
 #include <functional>
 #include <memory>
@@ -20,6 +19,9 @@ namespace spmd::runtime {
 
 class Communicator;
 struct RankPlan;
+namespace mpi {
+struct GroupSet;
+}
 
 // A new, empty RankPlan (made by the first launch of the Launchable that holds it).
 std::shared_ptr<RankPlan> new_rank_plan();
@@ -54,17 +56,17 @@ struct Launchable {
   };
   std::vector<IndexGroups> index_groups;
 
-  // Set once the MPI communicators of its groups exist (run() makes them before its first launch
-  // between processes, on every process alike), so later launches skip the check. Shared by
-  // copies, which launch the same program on the same mesh.
-  std::shared_ptr<std::atomic<bool>> groups_made = std::make_shared<std::atomic<bool>>(false);
-
-  // The Communicator of the last launch between processes that ran to its end on the calling
-  // thread without an error, kept for the next launch, which then finds its plans of the groups
-  // between processes made (see runtime::launch). Shared by copies.
+  // What a launch keeps for the next, shared by copies (which launch the same program on the
+  // same mesh): the Communicator of the last launch between processes that ran to its end on the
+  // calling thread without an error, with its plans of the groups between processes made (see
+  // runtime::launch); and the MPI communicators of the groups its collectives may name, made
+  // before the first launch between processes (on every process alike) and again before a
+  // launch that finds one of them freed (config::mpi_communicator_limit), which then drops the
+  // kept Communicator, whose plans may hold it.
   struct Spare {
     std::mutex mu;
     std::shared_ptr<Communicator> comm;
+    std::shared_ptr<mpi::GroupSet> groups;
   };
   std::shared_ptr<Spare> spare = std::make_shared<Spare>();
 

@@ -1,5 +1,6 @@
 #include "runtime/mpi.h"
 
+#include <spmd/config.h>
 #include <spmd/error.h>
 
 #include "core/buffer.h"
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <thread>
 #include <utility>
@@ -44,9 +46,21 @@ bool active() {
   return false;
 }
 void finalize() {}
-void make_groups(const std::vector<std::vector<int>>&, const std::function<int(int)>&) {}
+struct GroupSet {};
+
+std::shared_ptr<GroupSet> make_groups(const std::vector<std::vector<int>>&,
+                                      const std::function<int(int)>&,
+                                      const std::function<void()>&) {
+  return std::make_shared<GroupSet>();
+}
+bool use_groups(GroupSet&) {
+  return true;
+}
 std::shared_ptr<GroupComm> find_group(const std::vector<int>&) {
   return nullptr;
+}
+int live_groups() {
+  return 0;
 }
 const std::vector<int>& processes(const GroupComm& g) {
   return g.procs;
@@ -80,6 +94,17 @@ struct GroupComm {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> procs;
   int rank = 0;  // this process's rank in `comm`
+  // The bookkeeping of the bound, the same on every process: the order it was made in among all
+  // groups, the clock (State::clock) of the last launch that was handed it, and whether it has
+  // been freed (then `comm` is no longer used, and a set holding it is made again).
+  uint64_t made = 0;
+  std::atomic<uint64_t> last_use{0};
+  std::atomic<bool> freed{false};
+};
+
+struct GroupSet {
+  std::vector<std::shared_ptr<GroupComm>> comms;
+  std::atomic<uint64_t> seen{0};  // the clock when its communicators were last marked used
 };
 
 namespace {
@@ -94,8 +119,17 @@ struct State {
   MPI_Comm failures = MPI_COMM_NULL;  // a duplicate of the world for failure reports
   MPI_Comm reads = MPI_COMM_NULL;     // a duplicate of the world for reads of whole values
 
+  // The communicators of device groups, by the group's device ids. make_mu orders the launching
+  // threads' make_groups (which waits for launches without holding groups_mu, which device
+  // threads take in find_group).
+  std::mutex make_mu;
   std::mutex groups_mu;
   std::map<std::vector<int>, std::shared_ptr<GroupComm>> groups;
+  // Advanced by each make_groups that makes a communicator, the only point where others are
+  // freed: a launch marks its communicators with it, so the least recently used are those with
+  // the lowest mark (by launch order, as finely as the freeing decisions need it).
+  std::atomic<uint64_t> clock{1};
+  uint64_t made = 0;  // communicators made so far
 
   // The report of another process's failure: one receive posted from any process.
   std::mutex fail_mu;
@@ -365,7 +399,10 @@ void finalize() {
   }
   {
     std::lock_guard lock(s.groups_mu);
-    for (auto& [key, g] : s.groups) MPI_Comm_free(&g->comm);
+    for (auto& [key, g] : s.groups) {
+      if (g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+      g->freed.store(true, std::memory_order_release);
+    }
     s.groups.clear();
   }
   MPI_Comm_free(&s.failures);
@@ -373,26 +410,105 @@ void finalize() {
   MPI_Finalize();
 }
 
-void make_groups(const std::vector<std::vector<int>>& groups,
-                 const std::function<int(int)>& process_of) {
-  State& s = state();
-  if (!active()) return;
-  std::lock_guard lock(s.groups_mu);
-  for (const std::vector<int>& group : groups) {
-    if (s.groups.count(group)) continue;
-    std::vector<int> procs = processes_of(group, process_of);
-    if (procs.size() < 2) continue;
-    auto it = std::find(procs.begin(), procs.end(), s.rank);
-    const int color = it == procs.end() ? MPI_UNDEFINED : 0;
-    const int key = it == procs.end() ? 0 : int(it - procs.begin());
-    MPI_Comm comm = MPI_COMM_NULL;
-    check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split");
-    auto g = std::make_shared<GroupComm>();
-    g->comm = comm;
-    g->procs = std::move(procs);
-    g->rank = key;
-    s.groups[group] = std::move(g);
+namespace {
+
+// Marks `comms` used by a launch at `now`.
+void mark_used(const std::vector<std::shared_ptr<GroupComm>>& comms, uint64_t now) {
+  for (const auto& g : comms) g->last_use.store(now, std::memory_order_relaxed);
+}
+
+// The `count` communicators to free before `now`'s launch makes new ones: the least recently
+// used (lowest mark, then the earliest made) of those it does not use itself (marked `now`).
+std::vector<std::vector<int>> least_recently_used(const State& s, size_t count, uint64_t now) {
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, const std::vector<int>*>> unused;
+  for (const auto& [key, g] : s.groups) {
+    const uint64_t used = g->last_use.load(std::memory_order_relaxed);
+    if (used < now) unused.push_back({{used, g->made}, &key});
   }
+  count = std::min(count, unused.size());
+  std::partial_sort(unused.begin(), unused.begin() + std::ptrdiff_t(count), unused.end());
+  std::vector<std::vector<int>> out;
+  for (size_t k = 0; k < count; ++k) out.push_back(*unused[k].second);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<GroupSet> make_groups(const std::vector<std::vector<int>>& groups,
+                                      const std::function<int(int)>& process_of,
+                                      const std::function<void()>& before_free) {
+  State& s = state();
+  auto set = std::make_shared<GroupSet>();
+  if (!active()) return set;
+  std::lock_guard make_lock(s.make_mu);
+  std::vector<std::pair<const std::vector<int>*, std::vector<int>>> missing;  // group, processes
+  {
+    std::lock_guard lock(s.groups_mu);
+    std::set<std::vector<int>> listed;
+    for (const std::vector<int>& group : groups) {
+      if (!listed.insert(group).second) continue;
+      if (auto it = s.groups.find(group); it != s.groups.end()) {
+        set->comms.push_back(it->second);
+        continue;
+      }
+      std::vector<int> procs = processes_of(group, process_of);
+      if (procs.size() >= 2) missing.emplace_back(&group, std::move(procs));
+    }
+  }
+  uint64_t now = s.clock.load(std::memory_order_relaxed);
+  if (!missing.empty()) {
+    now = s.clock.fetch_add(1, std::memory_order_relaxed) + 1;
+    mark_used(set->comms, now);
+    const size_t limit = config::mpi_communicator_limit();
+    std::vector<std::vector<int>> victims;
+    {
+      std::lock_guard lock(s.groups_mu);
+      const size_t wanted = s.groups.size() + missing.size();
+      if (wanted > limit) victims = least_recently_used(s, wanted - limit, now);
+    }
+    if (!victims.empty()) {
+      before_free();
+      for (const std::vector<int>& key : victims) {
+        std::shared_ptr<GroupComm> g;
+        {
+          std::lock_guard lock(s.groups_mu);
+          auto it = s.groups.find(key);
+          g = std::move(it->second);
+          s.groups.erase(it);
+        }
+        g->freed.store(true, std::memory_order_release);
+        if (g->comm != MPI_COMM_NULL) check(MPI_Comm_free(&g->comm), "MPI_Comm_free");
+      }
+    }
+    for (auto& [group, procs] : missing) {
+      auto it = std::find(procs.begin(), procs.end(), s.rank);
+      const int color = it == procs.end() ? MPI_UNDEFINED : 0;
+      const int key = it == procs.end() ? 0 : int(it - procs.begin());
+      MPI_Comm comm = MPI_COMM_NULL;
+      check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split");
+      auto g = std::make_shared<GroupComm>();
+      g->comm = comm;
+      g->procs = std::move(procs);
+      g->rank = key;
+      g->made = ++s.made;
+      set->comms.push_back(g);
+      std::lock_guard lock(s.groups_mu);
+      s.groups[*group] = std::move(g);
+    }
+  }
+  mark_used(set->comms, now);
+  set->seen.store(now, std::memory_order_relaxed);
+  return set;
+}
+
+bool use_groups(GroupSet& set) {
+  const uint64_t now = state().clock.load(std::memory_order_relaxed);
+  if (set.seen.load(std::memory_order_relaxed) == now) return true;
+  for (const auto& g : set.comms)
+    if (g->freed.load(std::memory_order_acquire)) return false;
+  mark_used(set.comms, now);
+  set.seen.store(now, std::memory_order_relaxed);
+  return true;
 }
 
 std::shared_ptr<GroupComm> find_group(const std::vector<int>& group) {
@@ -401,6 +517,12 @@ std::shared_ptr<GroupComm> find_group(const std::vector<int>& group) {
   auto it = s.groups.find(group);
   if (it == s.groups.end() || it->second->comm == MPI_COMM_NULL) return nullptr;
   return it->second;
+}
+
+int live_groups() {
+  State& s = state();
+  std::lock_guard lock(s.groups_mu);
+  return int(s.groups.size());
 }
 
 const std::vector<int>& processes(const GroupComm& g) {

@@ -5,9 +5,12 @@
 // members in instance order), made collectively by every process when a launch first needs it
 // (make_groups, called on the launching thread in launch order, which is the same on every
 // process), so that collectives of different groups run concurrently without mixing, and those
-// of one group meet in call order. Calls are nonblocking and waited on by polling with a growing
-// pause, so a wait can end at a timeout, when a device of this process failed, or when another
-// process reported a failure; MPI's own blocking calls can do none of these.
+// of one group meet in call order. At most config::mpi_communicator_limit() of them live: the
+// least recently used are freed when a launch needs new ones, a decision every process takes
+// alike, since it depends on the order of launches alone. Calls are nonblocking and waited on by
+// polling with a growing pause, so a wait can end at a timeout, when a device of this process
+// failed, or when another process reported a failure; MPI's own blocking calls can do none of
+// these.
 #pragma once
 
 #include <spmd/dtype.h>
@@ -44,13 +47,28 @@ void finalize();
 // A communicator over the processes of one device group, in the group's order of processes.
 struct GroupComm;
 
-// Every process calls this with the same groups in the same order: it makes the communicators
-// of the groups (lists of global device ids in instance order) that span several processes and
-// have none yet. `process_of` maps a global device id to its process.
-void make_groups(const std::vector<std::vector<int>>& groups,
-                 const std::function<int(int)>& process_of);
-// The communicator of a group (global device ids in instance order), or null.
+// The communicators of the groups one launch's collectives may name, made by make_groups.
+struct GroupSet;
+
+// Every process calls this with the same groups in the same order, on the thread that launches,
+// before a launch that needs them: it makes the communicators of the groups (lists of global
+// device ids in instance order) that span several processes and have none yet, and returns the
+// set of all of them. Making some first frees the least recently used others beyond
+// config::mpi_communicator_limit() (never those of `groups`), once `before_free` has returned:
+// it must wait until no launch made so far can still use them. `process_of` maps a global
+// device id to its process.
+std::shared_ptr<GroupSet> make_groups(const std::vector<std::vector<int>>& groups,
+                                      const std::function<int(int)>& process_of,
+                                      const std::function<void()>& before_free);
+// Before each further launch with `set` (on the launching thread, in launch order): marks its
+// communicators used now, or returns false when one of them was freed since (then make the set
+// again).
+bool use_groups(GroupSet& set);
+// The communicator of a group (global device ids in instance order), or null. A launch's
+// communicators stay until it has ended, so its device threads find them here.
 std::shared_ptr<GroupComm> find_group(const std::vector<int>& group);
+// The communicators of groups alive in this process.
+int live_groups();
 // The processes of a group, in the communicator's rank order.
 const std::vector<int>& processes(const GroupComm& g);
 

@@ -1091,6 +1091,135 @@ TEST(Processes, SmallReductionsInPartsSendTheLeadingBlocksReducedToOne) {
   EXPECT_EQ(received, (sp::process_index() == 0 ? 4 * first + rest : rest + first) * 4);
 }
 
+// ---- The bound on the communicators of device groups ---------------------------------------
+
+// Sets config::mpi_communicator_limit for one test, on every process alike.
+class CommunicatorLimit {
+ public:
+  explicit CommunicatorLimit(size_t n) { sp::config::set_mpi_communicator_limit(n); }
+  ~CommunicatorLimit() { sp::config::set_mpi_communicator_limit(saved_); }
+  CommunicatorLimit(const CommunicatorLimit&) = delete;
+  CommunicatorLimit& operator=(const CommunicatorLimit&) = delete;
+
+ private:
+  size_t saved_ = sp::config::mpi_communicator_limit();
+};
+
+size_t live_communicators() {
+  return size_t(sp::detail::live_mpi_communicators());
+}
+
+// A mesh {8} over the devices in the order of `order` (device ids).
+sp::Mesh mesh_over(const std::vector<int>& order) {
+  const std::vector<sp::Device> all = sp::devices();
+  std::vector<sp::Device> devices;
+  for (int id : order) devices.push_back(all[size_t(id)]);
+  return sp::Mesh(devices, {8}, {"i"});
+}
+
+// A psum and a tiled all_gather over a mesh {8} with the devices in the order of `order`: the
+// group of the whole mesh is new for each order. Each device's row is device_rows(cols)'s row of
+// its mesh position, so every block of the psum is the column sums and every block of the
+// gather is the whole value, which needs each block in its mesh position.
+void expect_psum_and_gather(const std::vector<int>& order, int64_t cols) {
+  sp::Mesh mesh = mesh_over(order);
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  auto f = sp::shard_map(
+      [](sp::Array b) {
+        return std::vector<sp::Array>{sp::lax::psum(b, "i"),
+                                      sp::lax::all_gather(b, "i", {.tiled = true})};
+      },
+      mesh, P("i"), P("i"));
+  std::vector<sp::Array> got = f(xa);
+  std::vector<float> sums(static_cast<size_t>(cols), 0.f), want_sum, want_gather;
+  for (int64_t d = 0; d < 8; ++d)
+    for (int64_t j = 0; j < cols; ++j) sums[size_t(j)] += x[size_t(d * cols + j)];
+  for (int d = 0; d < 8; ++d) {
+    want_sum.insert(want_sum.end(), sums.begin(), sums.end());
+    want_gather.insert(want_gather.end(), x.begin(), x.end());
+  }
+  expect_local_blocks(got[0], want_sum, sp::Shape({8, cols}));
+  expect_local_blocks(got[1], want_gather, sp::Shape({64, cols}));
+}
+
+// A psum over `groups` of a mesh {8} in device order, against the sums on the host.
+void expect_grouped_psum(const sp::AxisIndexGroups& groups, int64_t cols) {
+  sp::Mesh mesh = sp::make_mesh({8}, {"i"});
+  const std::vector<float> x = device_rows(cols);
+  sp::Array xa = sp::device_put(sp::array(x, {8, cols}), sp::NamedSharding(mesh, P("i")));
+  auto f = sp::shard_map(
+      [groups](sp::Array b) { return sp::psum(b, "i", {.axis_index_groups = groups}); }, mesh,
+      P("i"), P("i"), {.check_vma = false});
+  const std::vector<float> want = over_devices([&](int d) {
+    std::vector<float> r(size_t(cols), 0.f);
+    for (int g : group_of(groups, d).first)
+      for (int64_t j = 0; j < cols; ++j) r[size_t(j)] += x[size_t(g * cols + j)];
+    return r;
+  });
+  expect_local_blocks(f(xa), want, sp::Shape({8, cols}));
+}
+
+// Pairs of mesh positions {8}: order[0] with order[1], order[2] with order[3], and so on.
+sp::AxisIndexGroups pairs_of(const std::vector<int>& order) {
+  sp::AxisIndexGroups groups;
+  for (size_t k = 0; k < order.size(); k += 2) groups.push_back({order[k], order[k + 1]});
+  return groups;
+}
+
+TEST(GroupCommunicators, ManyDistinctGroupsKeepAtMostTheBound) {
+  // Meshes over 40 orders of the devices, and psums over 40 pairings of the mesh positions, each
+  // naming groups no earlier launch named (with members in both processes), many more than the
+  // bound of 6 communicators: the least recently used are freed before new ones are made, and
+  // every launch gets its values.
+  CommunicatorLimit limit(6);
+  std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int m = 0; m < 40; ++m) {
+    for (int step = 0; step < 997; ++step) std::next_permutation(order.begin(), order.end());
+    expect_psum_and_gather(order, 3);
+    EXPECT_LE(live_communicators(), 6u) << "mesh " << m;
+    expect_grouped_psum(pairs_of(order), 5);
+    EXPECT_LE(live_communicators(), 6u) << "pairing " << m;
+  }
+  EXPECT_EQ(live_communicators(), 6u);
+}
+
+TEST(GroupCommunicators, AProgramCompiledEarlyRunsAgainAfterItsCommunicatorsWereFreed) {
+  // Programs compiled and run first: a psum over the devices {0, 4} (one per process, so each
+  // process runs its launch on the calling thread and keeps the launch's Communicator, with its
+  // plan of the group between processes, for the next launch), and a psum over axis_index_groups
+  // that cross processes: 1 and 5 communicators, the bound of 6. Launches over 6 meshes of other
+  // device orders then free them all, least recently used first; run again, each makes its own
+  // anew (and drops the kept Communicator) and gets its values.
+  CommunicatorLimit limit(6);
+  const std::vector<sp::Device> all = sp::devices();
+  sp::Mesh pair({all[0], all[4]}, {2}, {"a"});
+  auto pair_step = sp::jit(
+      sp::shard_map([](sp::Array b) { return sp::lax::psum(b, "a") + b; }, pair, P("a"), P("a")));
+  std::vector<float> v = {1, 2, 3, -1, 0, 5};
+  sp::Array w = sp::device_put(sp::array(v, {2, 3}), sp::NamedSharding(pair, P("a")));
+  const sp::AxisIndexGroups groups = kCrossingGroups[0];
+  std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int round = 0; round < 3; ++round) {
+    for (int again = 0; again < 2; ++again) {  // the second with the kept Communicator
+      w = pair_step(w);
+      for (size_t j = 0; j < 3; ++j) {
+        const float sum = v[j] + v[3 + j];
+        v[j] += sum;
+        v[3 + j] += sum;
+      }
+      expect_local_blocks(w, v, sp::Shape({2, 3}));
+      expect_grouped_psum(groups, 4);
+    }
+    EXPECT_EQ(live_communicators(), 6u) << "round " << round;
+    for (int m = 0; m < 6; ++m) {
+      std::next_permutation(order.begin(), order.end());
+      expect_psum_and_gather(order, 2);
+      EXPECT_LE(live_communicators(), 6u) << "round " << round << ", mesh " << m;
+    }
+  }
+}
+
 TEST(AnyJob, PsumScatterGivesOneProcesssBitsAndReceivesOnlyTheChunksOfItsDevices) {
   const int64_t n = sp::device_count(), local = sp::local_device_count();
   sp::Mesh mesh = sp::make_mesh({n}, {"i"});

@@ -46,4 +46,22 @@ TEST(DistributedEnv, LaunchedProcessCountReadsTheLauncher) {
   EXPECT_EQ(spmd::distributed::launched_process_count(), spmd::process_count());
 }
 
+TEST(DistributedEnv, MpiCommunicatorLimitTakesSizesFromOne) {
+  EXPECT_EQ(spmd::config::mpi_communicator_limit(), spmd::config::kDefaultMpiCommunicatorLimit);
+  try {
+    spmd::config::set_mpi_communicator_limit(0);
+    FAIL() << "expected an error";
+  } catch (const spmd::ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "[config.set_mpi_communicator_limit] expected a limit of at least 1, got 0");
+  }
+  EXPECT_EQ(spmd::config::mpi_communicator_limit(), spmd::config::kDefaultMpiCommunicatorLimit);
+  // One process keeps none; the processes of a job at most the limit.
+  if (spmd::process_count() == 1)
+    EXPECT_EQ(spmd::detail::live_mpi_communicators(), 0);
+  else
+    EXPECT_LE(size_t(spmd::detail::live_mpi_communicators()),
+              spmd::config::mpi_communicator_limit());
+}
+
 }  // namespace

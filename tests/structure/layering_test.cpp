@@ -28,11 +28,11 @@ const std::vector<std::string> kValueHeaders = {
 
 const Rule kCore = {{"core/"}, kValueHeaders};
 const Rule kIr = {{"core/", "ir/"}, kValueHeaders};
-// Kernels see raw buffers: no Array, only what describes memory, and the core-owned Buffer for
-// scratch space.
+// Kernels see raw buffers: no Array, only what describes memory, the core-owned Buffer for
+// scratch space, and the plain LRU container for their caches.
 const Rule kKernels = {{"backends/"},
                        {"spmd/dtype.h", "spmd/shape.h", "spmd/error.h", "spmd/config.h",
-                        "spmd/lax_types.h", "core/buffer.h"}};
+                        "spmd/lax_types.h", "core/buffer.h", "core/lru.h"}};
 const Rule kValues = {{}, kValueHeaders};
 
 bool allowed(const std::string& path, const Rule& rule) {

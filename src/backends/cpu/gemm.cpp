@@ -11,6 +11,7 @@
 #include "backends/cpu/copy.h"
 #include "backends/cpu/parallel.h"
 #include "core/buffer.h"
+#include "core/lru.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -23,7 +24,6 @@
 #include <mutex>
 #include <numeric>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 namespace spmd::cpu {
@@ -224,19 +224,27 @@ std::shared_ptr<const CachedMatmul> create_matmul(const MatmulKey& key) {
   return out;
 }
 
-// Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache is
-// bounded by starting over when full (shapes in a program are few). Primitives are created
-// under the lock: device threads meeting a new shape at once would otherwise create it in
-// parallel through oneDNN's own primitive cache, whose sharing ThreadSanitizer cannot follow.
+// Primitive creation costs tens of microseconds; repeated shapes reuse it. The cache keeps the
+// kMatmulCacheSize most recently used, so a program meeting many shapes keeps its frequent ones.
+// Primitives are created under the lock: device threads meeting a new shape at once would
+// otherwise create it in parallel through oneDNN's own primitive cache, whose sharing
+// ThreadSanitizer cannot follow.
+constexpr size_t kMatmulCacheSize = 512;
+std::atomic<int64_t> matmuls_created{0};
+
 std::shared_ptr<const CachedMatmul> cached_matmul(const MatmulKey& key) {
+  struct Entry {
+    MatmulKey key;
+    std::shared_ptr<const CachedMatmul> matmul;
+  };
   static std::mutex mu;
-  static std::unordered_map<MatmulKey, std::shared_ptr<const CachedMatmul>, MatmulKeyHash> cache;
+  static LruCache<Entry> cache;
+  const size_t h = MatmulKeyHash()(key);
   std::lock_guard lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  if (Entry* hit = cache.find(h, [&](const Entry& e) { return e.key == key; })) return hit->matmul;
   auto created = create_matmul(key);
-  if (cache.size() >= 512) cache.clear();
-  cache.emplace(key, created);
+  matmuls_created.fetch_add(1, std::memory_order_relaxed);
+  cache.insert(h, Entry{key, created}, kMatmulCacheSize);
   return created;
 }
 
@@ -490,6 +498,10 @@ bool packed_sgemm(const GemmShape& s, const float* a, const float* b, float* c,
 
 PackedGemmCounts packed_gemm_counts() {
   return {unpacked_sightings.load(), parts_packed.load(), packed_products.load()};
+}
+
+int64_t matmul_primitives_created() {
+  return matmuls_created.load(std::memory_order_relaxed);
 }
 
 namespace {

@@ -43,6 +43,11 @@ struct PackedGemmCounts {
 };
 PackedGemmCounts packed_gemm_counts();
 
+// The oneDNN matmul primitives (batched float32, bfloat16) this process has created. They are
+// cached by dtypes, shape and thread count, keeping the 512 most recently used: a shape met
+// again within the last 512 distinct ones creates none.
+int64_t matmul_primitives_created();
+
 // XLA's DotGeneral on row-major buffers. The output holds the batch dims (in lhs_batch order),
 // then lhs free dims, then rhs free dims. As on XLA:CPU, operands of different dtypes (and
 // integer operands of a float or wider result) are first converted to the output dtype; floats

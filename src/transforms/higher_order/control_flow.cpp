@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <new>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -289,12 +290,23 @@ std::vector<Array> scan_eager(std::span<const Array> args, const Params& p) {
   std::vector<AbstractValue> out_types = body.out_types();
   size_t ny = out_types.size() - ncarry;
   std::vector<std::vector<Array>> ys;
+  const auto exhausted = [&] {
+    return ResourceExhaustedError(
+        "[scan] RESOURCE_EXHAUSTED: Out of memory keeping the outputs of " +
+        std::to_string(length) + " steps.");
+  };
+  if (ny > 0 && length > 0) {
+    // Asked for without throwing first: under AddressSanitizer a throwing operator new that
+    // cannot allocate ends the process instead of raising bad_alloc.
+    if (uint64_t(length) > std::vector<Array>().max_size() / ny) throw exhausted();
+    void* probe = ::operator new(size_t(length) * ny * sizeof(Array), std::nothrow);
+    if (probe == nullptr) throw exhausted();
+    ::operator delete(probe);
+  }
   try {
     ys.assign(ny, std::vector<Array>(size_t(length)));
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
-    throw ResourceExhaustedError(
-        "[scan] RESOURCE_EXHAUSTED: Out of memory keeping the outputs of " +
-        std::to_string(length) + " steps.");
+    throw exhausted();
   }
   for (int64_t step = 0; step < length; ++step) {
     int64_t i = reverse ? length - 1 - step : step;

@@ -602,6 +602,7 @@ class Partitioner {
   struct FactorChoice {
     std::vector<AxisList> f;
     bool whole_reduced = false;
+    bool gathered = false;  // the reduced factors whole everywhere (no partial results)
   };
 
   // The factor splits `e` runs with. By default the results' propagated splits for factors they
@@ -613,13 +614,26 @@ class Partitioner {
   // reduced dims are whole over it and each device computes only its own block of the result
   // (a weight gradient over a split batch, wanted split over its rows: the activations
   // all-gathered and the output gradients all_to_all'd, where the partial product is a whole
-  // weight per device). The plan that costs each device fewer bytes is taken (`cost`). With
+  // weight per device). A third plan leaves the reduced factors whole everywhere: the operands
+  // split along them are gathered and no partial result is completed (`x @ y` with x replicated
+  // and y split along the contracted dim, for a result no smaller than y: XLA's choice), taken
+  // only where it also sends fewer bytes than the partial plan, the rendezvous aside. The plan
+  // that costs each device fewer bytes is taken (`cost`; ties keep the first). With
   // `compound`, the results may split the major factor of a compound dim unevenly
   // (major_padded).
   FactorChoice choose_factors(const Equation& e, const ShardingRule& rule,
                               bool compound = false) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
+    // Whether another factor that is not reduced was given axis `a` by an earlier offer (a
+    // result's, or a larger operand's): a later operand does not take it from that factor.
+    auto held_elsewhere = [&](size_t k, const std::string& a) {
+      for (size_t j = 0; j < f.size(); ++j)
+        if (j != k && set[j] && rule.factor_kinds[j] != FactorKind::reduction &&
+            std::find(f[j].begin(), f[j].end(), a) != f[j].end())
+          return true;
+      return false;
+    };
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split, bool uneven) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
@@ -629,6 +643,11 @@ class Partitioner {
                               ? take_major(axes, rule.factor_sizes[k])
                               : take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
+          if (rule.factor_kinds[k] != FactorKind::reduction)
+            mine.erase(std::find_if(mine.begin(), mine.end(),
+                                    [&](const std::string& a) { return held_elsewhere(k, a); }),
+                       mine.end());
+          if (mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
         }
@@ -649,6 +668,21 @@ class Partitioner {
     for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split, false);
     FactorChoice partial{settled(rule, f), false};
     if (!rule.combiner) return partial;
+    std::vector<AxisList> unreduced = partial.f;
+    bool reduced = false;
+    for (size_t k = 0; k < unreduced.size(); ++k)
+      if (rule.factor_kinds[k] == FactorKind::reduction) {
+        reduced = reduced || !unreduced[k].empty();
+        unreduced[k].clear();
+      }
+    if (!reduced) return partial;
+    FactorChoice best = partial;
+    int64_t best_cost = cost(e, rule, partial.f);
+    auto consider = [&](FactorChoice plan) {
+      if (plan.f == best.f) return;
+      const int64_t c = cost(e, rule, plan.f);
+      if (c < best_cost) best = std::move(plan), best_cost = c;
+    };
     bool given_away = false;
     for (size_t k = 0; k < f.size(); ++k) {
       if (rule.factor_kinds[k] != FactorKind::reduction) continue;
@@ -658,10 +692,10 @@ class Partitioner {
       given_away = given_away || given != f[k].end();
       f[k].erase(given, f[k].end());
     }
-    if (!given_away) return partial;
-    FactorChoice whole{settled(rule, f), true};
-    if (whole.f == partial.f || cost(e, rule, whole.f) >= cost(e, rule, partial.f)) return partial;
-    return whole;
+    if (given_away) consider(FactorChoice{settled(rule, f), true});
+    FactorChoice gathered{settled(rule, std::move(unreduced)), true, true};
+    if (cost(e, rule, gathered.f, 0) < cost(e, rule, partial.f, 0)) consider(std::move(gathered));
+    return best;
   }
 
   // Offered factor splits with the factors that cannot be split cleared, made consistent.
@@ -677,17 +711,18 @@ class Partitioner {
 
   // What running `e` with factor splits `f` costs each device, in bytes: those its operands'
   // reshards send, those of the result blocks it computes, and those sent to complete the
-  // results and move them to their propagated splits, with kRendezvousBytes more for each
-  // collective. The plans choose_factors weighs do the same arithmetic; they differ in what they
-  // send and in the size of the results each device writes (a partial result is the whole of
-  // the dims the reduced axes do not split).
-  int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f) const {
+  // results and move them to their propagated splits, with `per_collective` (kRendezvousBytes
+  // unless given) more for each collective. The plans choose_factors weighs do the same
+  // arithmetic; they differ in what they send and in the size of the results each device writes
+  // (a partial result is the whole of the dims the reduced axes do not split).
+  int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f,
+               int64_t per_collective = kRendezvousBytes) const {
     int64_t bytes = 0;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
       if (e.inputs[k].is_literal()) continue;
       const Local& x = env_[size_t(e.inputs[k].var)];
       bytes += reshard_cost(aval_of(x.value), x.split, join(rule.operands[k], f),
-                            global_.type_of(e.inputs[k]).shape);
+                            global_.type_of(e.inputs[k]).shape, per_collective);
     }
     AxisList partial;
     for (size_t k = 0; k < f.size(); ++k)
@@ -701,14 +736,14 @@ class Partitioner {
       const int64_t n = product(partial), size = block.nbytes();
       bytes += size;
       if (partial.empty()) {
-        bytes += reshard_cost(block, out, want, type.shape);
+        bytes += reshard_cost(block, out, want, type.shape, per_collective);
       } else if (std::optional<ScatterPlan> plan = scatter_plan(e, r, partial, out, block.shape)) {
         const int64_t s = product(plan->scatter), rest = n / s, sliced = size / plan->sliced;
-        bytes += kRendezvousBytes + sliced * (s - 1) / s;
-        if (rest > 1) bytes += kRendezvousBytes + 2 * (sliced / s) * (rest - 1) / rest;
+        bytes += per_collective + sliced * (s - 1) / s;
+        if (rest > 1) bytes += per_collective + 2 * (sliced / s) * (rest - 1) / rest;
       } else {
-        bytes +=
-            kRendezvousBytes + 2 * size * (n - 1) / n + reshard_cost(block, out, want, type.shape);
+        bytes += per_collective + 2 * size * (n - 1) / n +
+                 reshard_cost(block, out, want, type.shape, per_collective);
       }
     }
     return bytes;
@@ -939,9 +974,11 @@ class Partitioner {
     // Operands moved so that a result is computed where it is wanted split are part of the
     // equation, as the reduce-scatter they replace would be.
     const std::string why =
-        choice.whole_reduced ? ": its reduced dims are whole where its result is split over their "
-                               "axes, in place of a reduce-scatter of partial results"
-                             : "";
+        choice.gathered        ? ": its reduced dims are gathered, which sends fewer bytes than "
+                                 "completing partial results"
+        : choice.whole_reduced ? ": its reduced dims are whole where its result is split over "
+                                 "their axes, in place of a reduce-scatter of partial results"
+                               : "";
     std::vector<Array> results;
     if (!try_local(e, rule, in, out, !fixes_splits(rule) && !choice.whole_reduced, results, why)) {
       in.clear();

@@ -940,8 +940,20 @@ class Partitioner {
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (keeps_sub_axes(e)) {
       if (run_on_kept_layouts(e, rule) || run_on_factor_blocks(e, rule)) return;
-      settle_operands(e, rule);
+      // An operand moved to a constraint's split for `e` keeps its sub-axes for its other uses
+      // (and the program's outputs), which expect its blocks as they are or in its own split.
+      std::vector<std::pair<int, Local>> kept = settle_operands(e, rule);
+      run_settled(e, rule, in_types, out_types);
+      for (auto& [v, x] : kept) env_[size_t(v)] = std::move(x);
+      return;
     }
+    run_settled(e, rule, in_types, out_types);
+  }
+
+  // `e` on operands none of which keeps sub-axes.
+  void run_settled(const Equation& e, const ShardingRule& rule,
+                   const std::vector<AbstractValue>& in_types,
+                   const std::vector<AbstractValue>& out_types) {
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
@@ -1570,8 +1582,10 @@ class Partitioner {
   }
 
   // The operands of `e` that keep sub-axes, moved to the split `e` needs them in (a
-  // constraint's, else their propagated one), before `e` runs as any equation does.
-  void settle_operands(const Equation& e, const ShardingRule& rule) {
+  // constraint's, else their propagated one), before `e` runs as any equation does. Returns
+  // those moved to a split other than their own, as they were.
+  std::vector<std::pair<int, Local>> settle_operands(const Equation& e, const ShardingRule& rule) {
+    std::vector<std::pair<int, Local>> elsewhere;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       if (a.is_literal() || env_[size_t(a.var)].kept.empty()) continue;
@@ -1583,11 +1597,13 @@ class Partitioner {
         to.resize(size_t(shape.ndim()));
         to = with_open_dims(std::move(to), rule, e, k, splits_);
       }
+      if (to != x.split) elsewhere.emplace_back(a.var, x);
       x = Local{settled(x, shape, to,
                         operand_cause(e, k, to) + ", from the sub-axes its reshape kept",
                         !fixes_splits(rule)),
                 to};
     }
+    return elsewhere;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

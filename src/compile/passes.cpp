@@ -848,32 +848,55 @@ bool meets_peers(const Equation& e) {
 
 }  // namespace
 
-Program local_work_before_collectives(const Program& p) {
-  for (const Equation& e : p.equations)
-    if (has_effects(e)) return p;
-  // A value's level: how many meetings lie on the way to it (at least, for a collective, that of
-  // the collective before it, so that the collectives keep their sequence). An equation runs in
-  // its level: the collectives of a level first, then the work that reads them.
+namespace {
+
+// A value's level: how many meetings lie on the way to it (at least, for a collective, that of
+// the collective before it, so that the collectives keep their sequence). An equation runs in
+// its level: the collectives of a level first, then the work that reads them.
+std::vector<int> meeting_levels(const Program& p, const std::vector<bool>& meets) {
   std::vector<int> level(p.types.size(), 0);
-  std::vector<int> key(p.equations.size());
+  std::vector<int> at(p.equations.size());
   int last_meeting = 0;
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& e = p.equations[i];
     int in = 0;
     for (const Atom& a : e.inputs)
       if (!a.is_literal()) in = std::max(in, level[size_t(a.var)]);
-    const bool meets = meets_peers(e);
-    const int here = meets ? (last_meeting = std::max(in + 1, last_meeting)) : in;
+    const int here = meets[i] ? (last_meeting = std::max(in + 1, last_meeting)) : in;
     for (int v : e.outputs) level[size_t(v)] = here;
-    key[i] = 2 * here + (meets ? 0 : 1);
+    at[i] = here;
   }
+  return at;
+}
+
+// The equations of `p` ordered by level (each equation's level in `at`): a level's meetings
+// first, then its local work, each in program order.
+Program ordered_by_level(const Program& p, const std::vector<bool>& meets,
+                         const std::vector<int>& at) {
   std::vector<size_t> order(p.equations.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
+  auto key = [&](size_t i) { return 2 * at[i] + (meets[i] ? 0 : 1); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return key(a) < key(b); });
   Program out = p;
   out.equations.clear();
   for (size_t i : order) out.equations.push_back(p.equations[i]);
   return out;
+}
+
+std::vector<bool> meetings_of(const Program& p) {
+  std::vector<bool> meets(p.equations.size());
+  for (size_t i = 0; i < meets.size(); ++i) meets[i] = meets_peers(p.equations[i]);
+  return meets;
+}
+
+}  // namespace
+
+Program local_work_before_collectives(const Program& p) {
+  for (const Equation& e : p.equations)
+    if (has_effects(e)) return p;
+  const std::vector<bool> meets = meetings_of(p);
+  return ordered_by_level(p, meets, meeting_levels(p, meets));
 }
 
 namespace {
@@ -916,9 +939,66 @@ void combine_run(const Program& p, size_t begin, size_t end, std::vector<Equatio
 
 }  // namespace
 
-Program combine_collectives(const Program& p) {
-  for (const Equation& e : p.equations)
-    if (has_effects(e)) return p;
+namespace {
+
+// For combine_collectives: a combinable collective whose results nothing needs before a later
+// level holding a collective of the same primitive and params (a later one in program order)
+// moves to that level, the work that reads it with it, so that the two can meet once (a bias's
+// gradient psum_scatter'd in the level before its weight's). The latest level a collective can
+// wait for: the level before the first meeting that reads it (directly or through local work),
+// the last level for results only the program's outputs read. The meetings keep their levels
+// otherwise; the program is unchanged when nothing can wait.
+Program collectives_wait_for_alike(const Program& p) {
+  const size_t n = p.equations.size();
+  const std::vector<bool> meets = meetings_of(p);
+  std::vector<int> at = meeting_levels(p, meets);
+  const int last = n == 0 ? 0 : *std::max_element(at.begin(), at.end());
+  // need[v]: the latest level at which variable v can be computed (for a collective's result:
+  // the latest level of that collective).
+  std::vector<int> need(p.types.size(), last);
+  bool moved = false;
+  for (size_t i = n; i-- > 0;) {
+    const Equation& e = p.equations[i];
+    int latest = last;
+    for (int v : e.outputs) latest = std::min(latest, need[size_t(v)]);
+    if (meets[i] && e.primitive->combinable) {
+      int target = at[i];
+      for (size_t j = i + 1; j < n; ++j) {
+        const Equation& d = p.equations[j];
+        if (at[j] > target && at[j] <= latest && d.primitive == e.primitive && d.params == e.params)
+          target = at[j];
+      }
+      if (target != at[i]) {
+        at[i] = target;
+        moved = true;
+      }
+    }
+    // What this equation reads is needed a level earlier when it meets, else at its level.
+    const int by = meets[i] ? at[i] - 1 : latest;
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) need[size_t(a.var)] = std::min(need[size_t(a.var)], by);
+  }
+  if (!moved) return p;
+  // Local work runs in the level of its latest operand, the meetings where they were placed.
+  std::vector<int> level(p.types.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Equation& e = p.equations[i];
+    if (!meets[i]) {
+      at[i] = 0;
+      for (const Atom& a : e.inputs)
+        if (!a.is_literal()) at[i] = std::max(at[i], level[size_t(a.var)]);
+    }
+    for (int v : e.outputs) level[size_t(v)] = at[i];
+  }
+  return ordered_by_level(p, meets, at);
+}
+
+}  // namespace
+
+Program combine_collectives(const Program& leveled) {
+  for (const Equation& e : leveled.equations)
+    if (has_effects(e)) return leveled;
+  const Program p = collectives_wait_for_alike(leveled);
   Program out = p;
   out.equations.clear();
   for (size_t i = 0; i < p.equations.size();) {

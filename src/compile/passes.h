@@ -91,8 +91,10 @@ Program local_work_before_collectives(const Program& p);
 // meetings of a level) and could meet once become one equation of several operands (XLA's
 // collective combiners): equations of one combinable primitive (Primitive::combinable) with
 // equal params, hence over the same group, where none reads what the meetings between them
-// give. The combined equation meets where the first of them did. The values are the same bit
-// for bit. A program with an effectful equation is left as it is.
+// give. The combined equation meets where the first of them did. A collective whose results no
+// meeting needs before a later level holding one like it (a bias's gradient psum_scatter'd a
+// level before its weight's) first waits for that level, with the work that reads it. The values
+// are the same bit for bit. A program with an effectful equation is left as it is.
 Program combine_collectives(const Program& p);
 // All of the above and elementwise fusion (fusion.h), in an order that lets each expose work for
 // the next. `axes`: the mesh axes of a per-device program (own_blocks_of_collectives).

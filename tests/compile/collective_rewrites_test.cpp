@@ -381,6 +381,62 @@ TEST(CombineCollectives, ACollectiveOfAnotherCollectivesResultMeetsAfterIt) {
   EXPECT_EQ(doubled.to_vector<float>(), (x * 2.0f).to_vector<float>());
 }
 
+// A psum_scatter whose result only local work reads waits for the psum_scatter like it a level
+// later (the one of a gathered value), and they meet once; the work that reads it moves with it.
+auto waiting_scatter_shard_map(bool gather_the_early_one) {
+  sp::ShardMapOptions unchecked;
+  unchecked.check_vma = false;
+  const sp::AllGatherOptions rows_of{.axis = 0, .tiled = true};
+  const sp::PsumScatterOptions scatter_rows{.scatter_dimension = 0, .tiled = true};
+  auto body = [=](const Array& x) {
+    Array early = sp::psum_scatter(x * 3.0f, "d", scatter_rows);
+    Array late = sp::psum_scatter(sp::sin(sp::all_gather(x, "d", rows_of)), "d", scatter_rows);
+    Array read = gather_the_early_one ? sp::all_gather(early, "d", rows_of) : early + 1.0f;
+    return std::make_tuple(read, late);
+  };
+  return sp::shard_map(body, mesh_8(), {P("d")}, {gather_the_early_one ? P() : P("d"), P("d")},
+                       unchecked);
+}
+
+TEST(CombineCollectives, AScatterThatNothingNeedsEarlyMeetsWithTheNextLikeIt) {
+  const Array x = rows(64, 6);
+  const sp::Program before = per_device(waiting_scatter_shard_map(false), x);
+  const sp::Program leveled = sp::local_work_before_collectives(before);
+  ASSERT_EQ(operand_counts(leveled, "reduce_scatter"), (std::vector<size_t>{1, 1})) << leveled.str();
+  const sp::Program after = sp::combine_collectives(leveled);
+  EXPECT_EQ(operand_counts(after, "reduce_scatter"), (std::vector<size_t>{2})) << after.str();
+  // The add that reads the early scatter's result comes after the meeting.
+  const std::vector<std::string> order = order_of(after);
+  EXPECT_LT(std::find(order.begin(), order.end(), "reduce_scatter"),
+            std::find(order.begin(), order.end(), "add"))
+      << after.str();
+
+  auto [read, late] = sp::jit(waiting_scatter_shard_map(false))(x);
+  Array read_alone, late_alone;
+  {
+    spmd_test::CompileEnvScope alone_each("SPMD_COMBINE_COLLECTIVES", "0");
+    std::tie(read_alone, late_alone) = sp::jit(waiting_scatter_shard_map(false))(x);
+  }
+  EXPECT_EQ(read.to_vector<float>(), read_alone.to_vector<float>());
+  EXPECT_EQ(late.to_vector<float>(), late_alone.to_vector<float>());
+  EXPECT_TRUE(sp::allclose(read, (x.reshape({8, 8, 6}) * 3.0f).sum({0}) + 1.0f, 1e-5, 1e-2))
+      << read;
+  EXPECT_TRUE(sp::allclose(late, sp::sin(x) * 8.0f, 1e-5, 1e-4)) << late;
+}
+
+// The same early psum_scatter read by a meeting of the level before the late one's stays where
+// it was: waiting would hold that meeting back.
+TEST(CombineCollectives, AScatterAMeetingReadsMeetsBeforeThatMeeting) {
+  const Array x = rows(64, 6);
+  const sp::Program after = sp::combine_collectives(
+      sp::local_work_before_collectives(per_device(waiting_scatter_shard_map(true), x)));
+  EXPECT_EQ(operand_counts(after, "reduce_scatter"), (std::vector<size_t>{1, 1})) << after.str();
+  auto [gathered, late] = sp::jit(waiting_scatter_shard_map(true))(x);
+  EXPECT_TRUE(sp::allclose(gathered, (x.reshape({8, 8, 6}) * 3.0f).sum({0}), 1e-5, 1e-2))
+      << gathered;
+  EXPECT_TRUE(sp::allclose(late, sp::sin(x) * 8.0f, 1e-5, 1e-4)) << late;
+}
+
 TEST(CombineCollectives, CollectivesOverDifferentGroupsOrParamsMeetApart) {
   sp::ShardMapOptions unchecked;
   unchecked.check_vma = false;

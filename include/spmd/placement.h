@@ -52,7 +52,8 @@ T device_put(const T& tree, const ShardingTree& shardings) {
 // under jit or make_jaxpr a sharding_constraint equation per leaf, which jit's partitioning
 // honours; with no trace the leaves are placed as device_put places them (committed results).
 // `shardings` is a prefix of the tree; every leaf needs a sharding, a spec may not be longer than
-// its leaf's rank, and placed leaves must divide evenly (JAX's errors).
+// its leaf's rank, and placed leaves must divide evenly (JAX's errors); a leaf committed to other
+// devices than its sharding's raises JAX's "Received incompatible devices" (device_put moves it).
 template <class T>
 T with_sharding_constraint(const T& x, const ShardingTree& shardings) {
   auto [leaves, def] = tree_flatten(x);
@@ -106,10 +107,12 @@ Array copy(const Array& x);
 
 // jax.sharding.reshard: x laid out by a NamedSharding whose spec names only Explicit axes (else
 // JAX's ValueError naming the axis and its type); its type then carries that sharding (traced:
-// JAX's `reshard` equation). On a mesh
-// without Explicit axes (P() only) x is returned as it is, as JAX's Auto mode leaves the layout to
-// the partitioner. Other shardings raise TypeError. A PartitionSpec is over the mesh in context
-// (sp::use_mesh); without one it raises JAX's ValueError.
+// JAX's `reshard` equation). On a mesh without Explicit axes (P() only) x is returned as it is,
+// as JAX's Auto mode leaves the layout to the partitioner. Other shardings raise TypeError. A
+// concrete x committed to other devices than the sharding's (another set or order) raises JAX's
+// "Received incompatible devices" ValueError, as JAX's jit over the target mesh does;
+// device_put moves it. A PartitionSpec is over the mesh in context (sp::use_mesh); without one
+// it raises JAX's ValueError.
 Array reshard(const Array& x, const Sharding& sharding);
 Array reshard(const Array& x, const PartitionSpec& spec);
 

@@ -297,6 +297,10 @@ void recover_user_shardings(std::vector<Array>& results,
         k < out_shardings.size() ? out_shardings[k] : nullptr;
     if (given && equal_shardings(given, data->sharding))
       data->sharding = given;
+    else if (given)
+      // An out_sharding over the program's devices on another mesh than its own, which no
+      // split of that mesh lays out: its blocks are copied there after the launch.
+      results[k] = place_concrete(results[k], given);
     else if (!given && model && results[k].ndim() == model_ndim &&
              equal_shardings(model, data->sharding))
       data->sharding = model;

@@ -79,7 +79,9 @@ std::shared_ptr<const Compiled> compile_primitive(const Primitive& p, const Para
 // a mesh in context); null otherwise. Read it before the call: donation deletes arguments.
 std::shared_ptr<const Sharding> result_model(
     std::span<const Array> args, std::span<const std::shared_ptr<const Sharding>> in_shardings);
-// A result `out_shardings` names keeps that sharding as given ("P('a', None)"); one laid out as
+// A result `out_shardings` names keeps that sharding as given ("P('a', None)"), its blocks
+// copied to it when the program's mesh could not lay them out so (an out_sharding on another
+// mesh over the same devices); one laid out as
 // `model` with `model_ndim` dims takes `model`; the others keep the spec read back from the
 // program, without trailing Nones ("P('a',)").
 void recover_user_shardings(std::vector<Array>& results,

@@ -10,6 +10,7 @@
 #include "sharding/param_traits.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -21,7 +22,10 @@ namespace {
 // One thing that asks for devices: a committed argument, an in/out sharding or a constraint.
 struct Request {
   std::shared_ptr<const Sharding> sharding;
-  std::string what;         // "argument x of add with shape float32[16,16]"
+  // How JAX's message names it before its device ids: "argument x of add with shape
+  // float32[16,16] and", "explicit output sharding", "sharding_constraint inside jit"; empty for
+  // an in_sharding, which JAX names by the first argument on its devices.
+  std::string what;
   bool in_program = false;  // a sharding_constraint or shard_map of the program
 };
 
@@ -44,11 +48,16 @@ std::string typed_shape(const AbstractValue& t) {
   return s + "]";
 }
 
-[[noreturn]] void incompatible(const std::string& api, const Request& a, const Request& b) {
-  throw ShardingError("[" + api + "] Received incompatible devices for jitted computation. Got " +
-                      a.what + " and with device ids " + ids_text(a.sharding->device_list()) +
-                      " on platform CPU and " + b.what + " and with device ids " +
-                      ids_text(b.sharding->device_list()) + " on platform CPU");
+// JAX's DeviceAssignmentMismatch text of a request: `what` and its devices. JAX counts an
+// in_sharding as an argument's sharding and names the first argument on the same devices, else
+// the kind itself (ARG_SHARDING).
+std::string mismatch_text(const Request& r, const std::function<std::string(size_t)>& arg_text,
+                          std::span<const Array> args) {
+  std::string what = r.what;
+  for (size_t i = 0; what.empty() && i < args.size(); ++i)
+    if (args[i].sharding()->device_list() == r.sharding->device_list()) what = arg_text(i) + " and";
+  if (what.empty()) what = "ARG_SHARDING";
+  return what + " with device ids " + ids_text(r.sharding->device_list()) + " on platform CPU";
 }
 
 // Whether a and b split a `shape` array into the same blocks in the same device positions, as
@@ -94,7 +103,7 @@ void add_constraints(const Program& given, std::vector<Request>& requests) {
     const ShardingRule rule = sharding_rule_of(program, e);
     if (std::optional<Mesh> mesh = fixed_mesh(rule))
       requests.push_back({std::make_shared<NamedSharding>(*mesh, PartitionSpec()),
-                          "a sharding in " + e.primitive->name, true});
+                          e.primitive->name + " inside jit", true});
     for (const ShardingRule::Body& body : rule.bodies) add_constraints(*body.program, requests);
   }
 }
@@ -278,7 +287,7 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
                                const std::string& api, std::span<const std::string> arg_names,
                                bool committed_binds, size_t num_constants) {
   std::vector<Request> requests;
-  auto arg_text = [&](size_t i) {
+  const std::function<std::string(size_t)> arg_text = [&](size_t i) {
     std::string name = i < arg_names.size() ? arg_names[i] : "args[" + std::to_string(i) + "]";
     return "argument " + name + " of " + api + " with shape " + typed_shape(aval_of(args[i]));
   };
@@ -292,17 +301,21 @@ std::optional<Placement> place(const Program& program, std::span<const Array> ar
     if (i < in_shardings.size() && in_shardings[i])
       check_in_sharding(*in_shardings[i], args[i]);
     else
-      requests.push_back({args[i].sharding(), arg_text(i)});
+      requests.push_back({args[i].sharding(), arg_text(i) + " and"});
   }
   for (size_t i = 0; i < in_shardings.size(); ++i)
-    if (in_shardings[i]) requests.push_back({in_shardings[i], "in_shardings of " + api});
+    if (in_shardings[i]) requests.push_back({in_shardings[i], ""});
   for (size_t i = 0; i < out_shardings.size(); ++i)
-    if (out_shardings[i]) requests.push_back({out_shardings[i], "out_shardings of " + api});
+    if (out_shardings[i]) requests.push_back({out_shardings[i], "explicit output sharding"});
   add_constraints(program, requests);
   if (requests.empty()) return std::nullopt;
+  const std::span<const Array> named_args = args.subspan(std::min(num_constants, args.size()));
+  auto named_arg_text = [&](size_t i) { return arg_text(i + args.size() - named_args.size()); };
   for (size_t i = 1; i < requests.size(); ++i)
     if (requests[i].sharding->device_list() != requests[0].sharding->device_list())
-      incompatible(api, requests[0], requests[i]);
+      throw ShardingError("[" + api + "] Received incompatible devices for jitted computation. Got " +
+                          mismatch_text(requests[0], named_arg_text, named_args) + " and " +
+                          mismatch_text(requests[i], named_arg_text, named_args));
 
   // The program's own meshes name the axes its constraints and shard_maps use; arguments on
   // the same devices under other axis names are resharded to it.

@@ -48,6 +48,25 @@ void refuse_unconstrained_put(const Sharding* sharding) {
                    " to be None or mesh axes; UNCONSTRAINED is for with_sharding_constraint");
 }
 
+std::string ids_text(const std::vector<Device>& devices) {
+  std::string s = "[";
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? ", " : "") + std::to_string(devices[i].id);
+  return s + "]";
+}
+
+// Eagerly, JAX's with_sharding_constraint is a jit of the identity with the sharding as its
+// out_shardings, which refuses an array committed to other devices (device_put moves it).
+void check_constraint_devices(const Array& x, const Sharding& sharding) {
+  if (!is_concrete(x) || !x.committed() || x.sharding()->device_list() == sharding.device_list())
+    return;
+  throw ValueError(
+      "[with_sharding_constraint] Received incompatible devices for jitted computation. Got "
+      "argument x of with_sharding_constraint with shape " +
+      aval_of(x).typeof_str() + " and with device ids " + ids_text(x.sharding()->device_list()) +
+      " on platform CPU and explicit output sharding with device ids " +
+      ids_text(sharding.device_list()) + " on platform CPU");
+}
+
 }  // namespace
 
 std::vector<Array> device_put(std::span<const Array> leaves, const TreeDef& def,
@@ -71,7 +90,10 @@ std::vector<Array> with_sharding_constraint(std::span<const Array> leaves, const
       throw ValueError(
           "[with_sharding_constraint] One of with_sharding_constraint arguments got sharding "
           "None which is not allowed. Please only pass `jax.sharding.Sharding` instances.");
-  for (size_t i = 0; i < leaves.size(); ++i) check_constraint_rank(leaves[i], *per_leaf[i]);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    check_constraint_rank(leaves[i], *per_leaf[i]);
+    check_constraint_devices(leaves[i], *per_leaf[i]);
+  }
   std::vector<Array> out;
   for (size_t i = 0; i < leaves.size(); ++i)
     out.push_back(sharding_constraint(leaves[i], per_leaf[i]));
@@ -135,19 +157,14 @@ std::ostream& operator<<(std::ostream& os, const ArrayType& type) {
 
 namespace {
 
-std::string ids_text(const std::vector<Device>& devices) {
-  std::string s = "[";
-  for (size_t i = 0; i < devices.size(); ++i) s += (i ? ", " : "") + std::to_string(devices[i].id);
-  return s + "]";
-}
+using placement_detail::ids_text;
 
-// JAX's reshard is a jit over the target's mesh, which refuses an array on its devices in
-// another order as any jit does (device_put moves it).
-void check_same_device_order(const Array& x, const NamedSharding& target) {
+// JAX's reshard is a jit over the target's mesh, which refuses an array committed to other
+// devices (another set, or the same in another order) as any jit does: device_put moves it.
+void check_same_devices(const Array& x, const NamedSharding& target) {
   const std::vector<Device>& have = x.sharding()->device_list();
   const std::vector<Device>& want = target.device_list();
-  if (have == want || !std::is_permutation(have.begin(), have.end(), want.begin(), want.end()))
-    return;
+  if (!x.committed() || have == want) return;
   throw ValueError(
       "[reshard] Received incompatible devices for jitted computation. Got argument "
       "args[0] of reshard with shape " +
@@ -273,14 +290,17 @@ Array reshard(const Array& x, const Sharding& sharding) {
                                                               : "Sharding") +
         "'>");
   ops::require_explicit_axes("reshard", *named);
+  if (is_concrete(x)) check_same_devices(x, *named);
   // Auto mode leaves the layout to the partitioner.
   if (!named->mesh().has_explicit_axes()) return x;
   named->check_shape(x.shape(), "reshard");
   // Traced, JAX's reshard primitive, whose sharding becomes the result's type.
   if (!is_concrete(x))
     return reshard_to(x, *type_sharding_of(*named, x.ndim()), object_param(named->mesh()));
-  if (x.committed()) check_same_device_order(x, *named);
-  return spmd::device_put(x, sharding);
+  // The result's sharding is its type's: a spec entry per dim, as JAX prints it.
+  std::vector<PartitionSpec::Entry> entries = named->spec().entries();
+  entries.resize(size_t(std::max<int>(x.ndim(), int(entries.size()))));
+  return spmd::device_put(x, NamedSharding(named->mesh(), PartitionSpec(std::move(entries))));
 }
 
 namespace detail {

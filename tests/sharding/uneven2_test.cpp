@@ -162,11 +162,21 @@ void expect_results_are_jaxs(const std::vector<Case>& cases, const std::string& 
 
 // Each device sends no more bytes than in XLA's compiled program (the goldens in `dir`), and
 // gathers nothing where XLA gathers nothing (an output leaving with its uneven dims gathered may
-// be gathered where XLA all-reduces zero-padded blocks, its way of gathering them).
-void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::string& dir) {
+// be gathered where XLA all-reduces zero-padded blocks, its way of gathering them). The cases
+// named in `beyond` are known to send more (docs/ARCHITECTURE.md, Known gaps): they must still
+// be recorded, and must still send more, so that the list shrinks as they are fixed.
+void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::string& dir,
+                                   const std::vector<std::string>& beyond = {}) {
   const auto hlo = spmd_test::golden_blocks(dir + "/hlo.txt");
   for (const Case& c : cases) {
     ASSERT_TRUE(hlo.count(c.name)) << "no golden case " << c.name;
+    if (std::find(beyond.begin(), beyond.end(), c.name) != beyond.end()) {
+      const std::string text = sp::jit(c.f).explain(c.args);
+      EXPECT_GT(bytes_moved(account(text)), xla_bytes(hlo.at(c.name)))
+          << c.name << " sends no more than XLA now: take it off the list\n"
+          << text;
+      continue;
+    }
     const std::string text = sp::jit(c.f).explain(c.args);
     const std::vector<Sent> sent = account(text);
     EXPECT_LE(bytes_moved(sent), xla_bytes(hlo.at(c.name))) << c.name << "\n" << text;
@@ -473,6 +483,17 @@ Fn reshaped_twice(std::string mesh, sp::Shape shape, sp::Shape shape2, P before,
   };
 }
 
+// [12, 4] split P('b', 'a') on 2 x 4, reshaped to [2, 6, 4] (its 2 and 6 split by the sub-axes
+// 'b':(1)2 and 'b':(2)2), plus 1.
+Array sub_axis_base(const Array& u) {
+  return constrain(u * 2, "m24", P("b", "a")).reshape({2, 6, 4}) + 1;
+}
+
+// The cases whose sub-axes run into a reduction, a dot or the output: `g` of sub_axis_base(u).
+Fn of_base(std::function<Array(const Array&)> g) {
+  return [g](const std::vector<Array>& u) { return g(sub_axis_base(u[0])); };
+}
+
 std::vector<Case> sub_axis_cases() {
   const auto ab = sp::axes("a", "b");
   const auto abc = sp::axes("a", "b", "c");
@@ -549,6 +570,49 @@ std::vector<Case> sub_axis_cases() {
       {"grad_keep_12x4_m24",
        grad_of("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
        {grid({12, 4})}},
+      {"kred_sum2_12x4_m24", of_base([](const Array& y) {
+         return constrain(sp::sum(y, {2}), "m24", P("a", sp::None));
+       }),
+       {grid({12, 4})}},
+      {"kred_sum1_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::sum(y, {1}), "m24", P("a", "b")); }),
+       {grid({12, 4})}},
+      {"kred_sum1_out_12x4_m24", of_base([](const Array& y) { return sp::sum(y, {1}); }),
+       {grid({12, 4})}},
+      {"kred_sum_all_12x4_m24", of_base([](const Array& y) { return sp::sum(y); }),
+       {grid({12, 4})}},
+      {"kred_max2_12x4_m24", of_base([](const Array& y) {
+         return constrain(sp::max(y, {2}), "m24", P("a", sp::None));
+       }),
+       {grid({12, 4})}},
+      {"kred_grad_sum2_12x4_m24",
+       [](const std::vector<Array>& u) {
+         return sp::grad([](const Array& x) {
+           const Array s = constrain(sp::sum(sub_axis_base(x), {2}), "m24", P("a", sp::None));
+           return sp::sum(s * s);
+         })(u[0]);
+       },
+       {grid({12, 4})}},
+      {"kred_sum1_8x4_m222",
+       [ab](const std::vector<Array>& u) {
+         const Array y = constrain(u[0] * 2, "m222", P(ab, "c")).reshape({2, 4, 4}) + 1;
+         return constrain(sp::sum(y, {1}), "m222", P("c", sp::None));
+       },
+       {grid({8, 4})}},
+      {"kdot_out_12x4_m24",
+       of_base([](const Array& y) { return sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7); }),
+       {grid({12, 4})}},
+      {"kdot_12x4_m24", of_base([](const Array& y) {
+         return constrain(sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7), "m24",
+                          P("a", sp::None, sp::None));
+       }),
+       {grid({12, 4})}},
+      {"kout_12x4_m24", of_base([](const Array& y) { return y; }), {grid({12, 4})}},
+      {"kmixed_12x4_m24", of_base([](const Array& y) {
+         const P p("a", sp::None, "b");
+         return constrain(y * constrain(sp::ones({2, 6, 4}) * 2, "m24", p), "m24", p);
+       }),
+       {grid({12, 4})}},
   };
 }
 
@@ -556,8 +620,16 @@ TEST(MinorReshapeSubAxes, ResultsAndSplitsAreJaxs) {
   expect_results_are_jaxs(sub_axis_cases(), "sub_axis_reshape");
 }
 
+// The cases whose sub-axes run into a reduction or a dot and still send more than XLA (each
+// device's bytes, spmd against XLA): kred_sum2 96/36, kred_sum1 76/12, kred_sum1_out 72/16,
+// kred_sum_all 76/12, kred_max2 96/36, kred_grad_sum2 120/48, kdot_out 216/144.
+const std::vector<std::string> kSubAxesBeyondXla = {
+    "kred_sum2_12x4_m24",    "kred_sum1_12x4_m24", "kred_sum1_out_12x4_m24",
+    "kred_sum_all_12x4_m24", "kred_max2_12x4_m24", "kred_grad_sum2_12x4_m24",
+    "kdot_out_12x4_m24"};
+
 TEST(MinorReshapeSubAxes, ExplainSendsNoMoreBytesThanXla) {
-  expect_no_more_bytes_than_xla(sub_axis_cases(), "sub_axis_reshape");
+  expect_no_more_bytes_than_xla(sub_axis_cases(), "sub_axis_reshape", kSubAxesBeyondXla);
 }
 
 // [12, 4] split P('b', 'a') on 2 x 4 reshaped to [2, 6, 4], plus 1, constrained to

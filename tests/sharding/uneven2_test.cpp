@@ -620,13 +620,10 @@ TEST(MinorReshapeSubAxes, ResultsAndSplitsAreJaxs) {
   expect_results_are_jaxs(sub_axis_cases(), "sub_axis_reshape");
 }
 
-// The cases whose sub-axes run into a reduction or a dot and still send more than XLA (each
-// device's bytes, spmd against XLA): kred_sum2 96/36, kred_sum1 76/12, kred_sum1_out 72/16,
-// kred_sum_all 76/12, kred_max2 96/36, kred_grad_sum2 120/48, kdot_out 216/144.
-const std::vector<std::string> kSubAxesBeyondXla = {
-    "kred_sum2_12x4_m24",    "kred_sum1_12x4_m24", "kred_sum1_out_12x4_m24",
-    "kred_sum_all_12x4_m24", "kred_max2_12x4_m24", "kred_grad_sum2_12x4_m24",
-    "kdot_out_12x4_m24"};
+// The cases that send more than XLA (each device's bytes, spmd against XLA): the gradient of a
+// sum of kept sub-axes, 60/48, where XLA moves the cotangent of the [2, 6] sum before broadcasting
+// it back to [2, 6, 4] and spmd moves it after (docs/ARCHITECTURE.md, Known gaps).
+const std::vector<std::string> kSubAxesBeyondXla = {"kred_grad_sum2_12x4_m24"};
 
 TEST(MinorReshapeSubAxes, ExplainSendsNoMoreBytesThanXla) {
   expect_no_more_bytes_than_xla(sub_axis_cases(), "sub_axis_reshape", kSubAxesBeyondXla);

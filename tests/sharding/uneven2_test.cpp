@@ -649,6 +649,28 @@ TEST(MinorReshapeSubAxes, AReshapesSubAxesAreKeptUpToTheConstraint) {
   EXPECT_LE(bytes_moved(sent), 24) << text;
 }
 
+// The [2, 6, 4] of x_12x4_to_2x6x4_m24 (its 2 and 6 split by 'b':(1)2 and 'b':(2)2, its 4 by
+// 'a') summed over its 6 and constrained to P('a', 'b'): each device sums its 3 rows, and a
+// psum over 'b' in groups of the two devices holding the two blocks of the 6 completes the sum
+// (8 bytes); one round moves the [1, 2] results to P('a', 'b') (4 bytes). XLA's all-reduce and
+// collective-permute send 12; moving the sub-axes to whole axes before the sum sent 76.
+TEST(MinorReshapeSubAxes, ASumOfKeptSubAxesCompletesOverTheirGroups) {
+  const Case c = case_named(sub_axis_cases(), "kred_sum1_12x4_m24");
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 2u) << text;
+  EXPECT_NE(sent[0].line.find("psum over 'b' in groups of 2: psum completes the partial results "
+                              "of reduce_sum"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sent[0].bytes, 8) << text;
+  EXPECT_NE(sent[1].line.find("from the blocks split as P('b':(1)2, 'a') to the blocks split as "
+                              "P('a', 'b')"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(bytes_moved(sent), 12) << text;
+}
+
 // [2, 2, 6] split on its 6 over 8 devices (blocks of 1, the last two padding) merged into [24]
 // split 8 ways: block i is rows i / 4 and (i / 2) % 2 and columns [3 (i % 2), 3 (i % 2) + 3),
 // the sub-axes 'x':(1)2, 'x':(2)2 and 'x':(4)2 of the factors. Each device lacks 2 or 3 elements,
@@ -746,9 +768,10 @@ TEST(MinorReshapeSubAxesSweep, ReshapesAgreeWithTheUnsplitProgram) {
 
 // Reshapes as in the sweep above followed by ops that keep the reshape's sub-axes (an
 // elementwise op reading the reshaped value twice, a transpose, a reshape back) and then by what
-// needs whole axes (a constraint, a sum, the output itself): each agrees with the unsplit
-// program exactly, and 6 of the 300 keep sub-axes up to a constraint (`explain` names the
-// relayout from them).
+// needs whole axes (a constraint, the output itself) or reduces them (a sum over the first dim, a
+// max over the last constrained, a sum of all, a dot with a constant, the output): each agrees
+// with the unsplit program exactly (the dots to rounding); 20 of the 400 keep sub-axes up to a
+// constraint or the output and 18 reduce kept blocks where they are (`explain` names both).
 TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
   const std::vector<sp::Shape> sources = {{24}, {12, 2}, {8, 3}, {6, 4}, {2, 12}};
   const std::vector<sp::Shape> shapes = {{2, 12},   {4, 6},    {2, 2, 6}, {2, 6, 2},
@@ -756,8 +779,8 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
   const std::vector<MeshAxes> meshes = {{"m8", {"x"}}, {"m42", {"a", "b"}}, {"m24", {"a", "b"}}};
   Draws draw{777};
   auto spec = [&](const MeshAxes& m, int rank) { return draw.spec(m, rank); };
-  int kept = 0;
-  for (int i = 0; i < 300; ++i) {
+  int kept = 0, reduced = 0;
+  for (int i = 0; i < 400; ++i) {
     const MeshAxes& m = meshes[draw(meshes.size())];
     const sp::Shape from = sources[draw(sources.size())], to = shapes[draw(shapes.size())];
     // Half of the operands have every axis on their first dim, which a reshape splitting it
@@ -769,33 +792,45 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
       before = P(entries);
     }
     const bool transpose = draw(2) == 1;
-    const uint64_t end = draw(4);
-    const P after = spec(m, end == 0 || transpose ? to.ndim() : from.ndim());
+    const uint64_t end = draw(7);
+    const int rank = to.ndim();
+    const P after = spec(m, end == 4 ? rank - 1 : end == 0 || transpose ? rank : from.ndim());
+    const sp::Shape zs = transpose ? sp::Shape(std::vector<int64_t>(to.dims().rbegin(), to.dims().rend())) : to;
+    const Array w = sp::arange(float(zs[rank - 1] * 3)).reshape({zs[rank - 1], 3}) / 7;
     const std::string mesh = m.mesh;
+    auto finish = [&](const Array& z, bool whole) {
+      if (end == 0) return whole ? z : constrain(z, mesh, after);
+      if (end == 1) return sp::sum(z, {0});
+      if (end == 2) return z;
+      if (end == 3) return whole ? z.reshape(transpose ? to : from)
+                                 : constrain(z.reshape(transpose ? to : from), mesh, after);
+      if (end == 4) return whole ? sp::max(z, {rank - 1}) : constrain(sp::max(z, {rank - 1}), mesh, after);
+      if (end == 5) return sp::sum(z);
+      return sp::matmul(z, w);
+    };
     auto f = [&](const std::vector<Array>& u) {
       const Array y = constrain(u[0] * 2, mesh, before).reshape(to);
       Array z = (y + 1) * y;
       if (transpose) z = sp::transpose(z);
-      if (end == 0) return constrain(z, mesh, after);
-      if (end == 1) return sp::sum(z, {0});
-      if (end == 2) return z;
-      return constrain(z.reshape(transpose ? to : from), mesh, after);
+      return finish(z, false);
     };
     const Array x = grid(from);
     const Array y = (x * 2).reshape(to);
     Array want = (y + 1) * y;
     if (transpose) want = sp::transpose(want);
-    if (end == 1) want = sp::sum(want, {0});
-    if (end == 3) want = want.reshape(transpose ? to : from);
+    want = finish(want, true);
     const Array got = sp::jit(f)(std::vector<Array>{x});
-    EXPECT_TRUE(sp::array_equal(got, want))
+    EXPECT_TRUE(end == 6 ? sp::allclose(got, want, 1e-6, 0) : sp::array_equal(got, want))
         << m.mesh << " " << from.str() << " " << before << " to " << to.str() << " then "
         << (transpose ? "transposed, " : "") << end << " " << after << "\n"
-        << got;
-    kept += sp::jit(f).explain(std::vector<Array>{x}).find("from the sub-axes its reshape kept") !=
-            std::string::npos;
+        << got << "\n" << want;
+    const std::string text = sp::jit(f).explain(std::vector<Array>{x});
+    kept += text.find("from the sub-axes its reshape kept") != std::string::npos;
+    reduced += text.find("over the blocks of its reduced dims its operand's sub-axes split") !=
+               std::string::npos;
   }
-  EXPECT_GE(kept, 6);
+  EXPECT_GE(kept, 20);
+  EXPECT_GE(reduced, 18);
 }
 
 // Reshards between even splits whose axes change dims or order (tools/goldens/gen_even_reshard.py).

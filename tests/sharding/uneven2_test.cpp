@@ -444,7 +444,9 @@ TEST(MinorReshapeSweep, MergesAndSplitsAgreeWithTheUnsplitProgram) {
 // Reshapes whose compound dim has three or more factors, or whose split spans factors otherwise
 // than the major factor's rows and a part of the next one (tools/goldens/gen_sub_axis_reshape.py):
 // [2, 2, 6] and [24] split 8 ways over 8, 4 x 2 and 2 x 2 x 2 devices, [2, 3, 4] and [2, 6, 4]
-// into [6, 4], [12, 4] and back, gradients and a chain of reshapes with constraints.
+// into [6, 4], [12, 4] and back, gradients and a chain of reshapes with constraints, and a
+// reshape's sub-axes kept into elementwise ops, transposes, reshapes, sums, a max, dots and the
+// output.
 
 // The gradient of the sum of squares of u split as `before`, reshaped to `shape` split as `after`.
 Fn grad_of(std::string mesh, sp::Shape shape, P before, P after) {

@@ -604,6 +604,7 @@ class Partitioner {
   struct FactorChoice {
     std::vector<AxisList> f;
     bool whole_reduced = false;
+    bool gathered = false;  // the reduced factors whole everywhere (no partial results)
   };
 
   // The factor splits `e` runs with. By default the results' propagated splits for factors they
@@ -615,13 +616,26 @@ class Partitioner {
   // reduced dims are whole over it and each device computes only its own block of the result
   // (a weight gradient over a split batch, wanted split over its rows: the activations
   // all-gathered and the output gradients all_to_all'd, where the partial product is a whole
-  // weight per device). The plan that costs each device fewer bytes is taken (`cost`). With
+  // weight per device). A third plan leaves the reduced factors whole everywhere: the operands
+  // split along them are gathered and no partial result is completed (`x @ y` with x replicated
+  // and y split along the contracted dim, for a result no smaller than y: XLA's choice), taken
+  // only where it also sends fewer bytes than the partial plan, the rendezvous aside. The plan
+  // that costs each device fewer bytes is taken (`cost`; ties keep the first). With
   // `compound`, the results may split the major factor of a compound dim unevenly
   // (major_padded).
   FactorChoice choose_factors(const Equation& e, const ShardingRule& rule,
                               bool compound = false) const {
     std::vector<AxisList> f(size_t(rule.num_factors()));
     std::vector<bool> set(f.size(), false);
+    // Whether another factor that is not reduced was given axis `a` by an earlier offer (a
+    // result's, or a larger operand's): a later operand does not take it from that factor.
+    auto held_elsewhere = [&](size_t k, const std::string& a) {
+      for (size_t j = 0; j < f.size(); ++j)
+        if (j != k && set[j] && rule.factor_kinds[j] != FactorKind::reduction &&
+            std::find(f[j].begin(), f[j].end(), a) != f[j].end())
+          return true;
+      return false;
+    };
     auto offer = [&](const ShardingRule::Tensor& dims, const Split& split, bool uneven) {
       for (size_t d = 0; d < dims.size() && d < split.size(); ++d) {
         AxisList axes = split[d];
@@ -631,6 +645,11 @@ class Partitioner {
                               ? take_major(axes, rule.factor_sizes[k])
                               : take_factor(axes, rule.factor_sizes[k], rule.pads(factor));
           if (set[k] || mine.empty()) continue;
+          if (rule.factor_kinds[k] != FactorKind::reduction)
+            mine.erase(std::find_if(mine.begin(), mine.end(),
+                                    [&](const std::string& a) { return held_elsewhere(k, a); }),
+                       mine.end());
+          if (mine.empty()) continue;
           f[k] = std::move(mine);
           set[k] = true;
         }
@@ -651,6 +670,21 @@ class Partitioner {
     for (size_t k : order) offer(rule.operands[k], env_[size_t(e.inputs[k].var)].split, false);
     FactorChoice partial{settled(rule, f), false};
     if (!rule.combiner) return partial;
+    std::vector<AxisList> unreduced = partial.f;
+    bool reduced = false;
+    for (size_t k = 0; k < unreduced.size(); ++k)
+      if (rule.factor_kinds[k] == FactorKind::reduction) {
+        reduced = reduced || !unreduced[k].empty();
+        unreduced[k].clear();
+      }
+    if (!reduced) return partial;
+    FactorChoice best = partial;
+    int64_t best_cost = cost(e, rule, partial.f);
+    auto consider = [&](FactorChoice plan) {
+      if (plan.f == best.f) return;
+      const int64_t c = cost(e, rule, plan.f);
+      if (c < best_cost) best = std::move(plan), best_cost = c;
+    };
     bool given_away = false;
     for (size_t k = 0; k < f.size(); ++k) {
       if (rule.factor_kinds[k] != FactorKind::reduction) continue;
@@ -660,10 +694,10 @@ class Partitioner {
       given_away = given_away || given != f[k].end();
       f[k].erase(given, f[k].end());
     }
-    if (!given_away) return partial;
-    FactorChoice whole{settled(rule, f), true};
-    if (whole.f == partial.f || cost(e, rule, whole.f) >= cost(e, rule, partial.f)) return partial;
-    return whole;
+    if (given_away) consider(FactorChoice{settled(rule, f), true});
+    FactorChoice gathered{settled(rule, std::move(unreduced)), true, true};
+    if (cost(e, rule, gathered.f, 0) < cost(e, rule, partial.f, 0)) consider(std::move(gathered));
+    return best;
   }
 
   // Offered factor splits with the factors that cannot be split cleared, made consistent.
@@ -679,21 +713,20 @@ class Partitioner {
 
   // What running `e` with factor splits `f` costs each device, in bytes: those its operands'
   // reshards send, those of the result blocks it computes, and those sent to complete the
-  // results and move them to their propagated splits, with kRendezvousBytes more for each
-  // collective. The plans choose_factors weighs do the same arithmetic; they differ in what they
-  // send and in the size of the results each device writes (a partial result is the whole of
-  // the dims the reduced axes do not split). With `sent_only`, only the bytes the collectives
-  // send.
+  // results and move them to their propagated splits, with `per_collective` (kRendezvousBytes
+  // unless given) more for each collective. The plans choose_factors weighs do the same
+  // arithmetic; they differ in what they send and in the size of the results each device writes
+  // (a partial result is the whole of the dims the reduced axes do not split), which `writes`
+  // leaves out when false.
   int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f,
-               bool sent_only = false) const {
-    const int64_t per_collective = sent_only ? 0 : kRendezvousBytes;
+               int64_t per_collective = kRendezvousBytes, bool writes = true) const {
     int64_t bytes = 0;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
       if (e.inputs[k].is_literal()) continue;
       // An operand that keeps sub-axes counted as moved to its split first.
       const Local& x = env_[size_t(e.inputs[k].var)];
-      const AbstractValue held = x.kept.empty() ? aval_of(x.value)
-                                                : block_type(global_.type_of(e.inputs[k]), x.split);
+      const AbstractValue held =
+          x.kept.empty() ? aval_of(x.value) : block_type(global_.type_of(e.inputs[k]), x.split);
       bytes += reshard_cost(held, x.split, join(rule.operands[k], f),
                             global_.type_of(e.inputs[k]).shape, per_collective);
     }
@@ -707,7 +740,7 @@ class Partitioner {
       Split out = join(rule.results[r], f);
       const AbstractValue block = block_type(type, out);
       const int64_t n = product(partial), size = block.nbytes();
-      if (!sent_only) bytes += size;
+      if (writes) bytes += size;
       if (partial.empty()) {
         bytes += reshard_cost(block, out, want, type.shape, per_collective);
       } else if (std::optional<ScatterPlan> plan = scatter_plan(e, r, partial, out, block.shape)) {
@@ -715,9 +748,8 @@ class Partitioner {
         bytes += per_collective + sliced * (s - 1) / s;
         if (rest > 1) bytes += per_collective + 2 * (sliced / s) * (rest - 1) / rest;
       } else {
-        bytes +=
-            per_collective + 2 * size * (n - 1) / n +
-            reshard_cost(block, out, want, type.shape, per_collective);
+        bytes += per_collective + 2 * size * (n - 1) / n +
+                 reshard_cost(block, out, want, type.shape, per_collective);
       }
     }
     return bytes;
@@ -916,8 +948,20 @@ class Partitioner {
       if (run_on_kept_layouts(e, rule) || reduce_on_kept_layouts(e, rule) ||
           run_on_factor_blocks(e, rule))
         return;
-      settle_operands(e, rule);
+      // An operand moved to a constraint's split for `e` keeps its sub-axes for its other uses
+      // (and the program's outputs), which expect its blocks as they are or in its own split.
+      std::vector<std::pair<int, Local>> kept = settle_operands(e, rule);
+      run_settled(e, rule, in_types, out_types);
+      for (auto& [v, x] : kept) env_[size_t(v)] = std::move(x);
+      return;
     }
+    run_settled(e, rule, in_types, out_types);
+  }
+
+  // `e` on operands none of which keeps sub-axes.
+  void run_settled(const Equation& e, const ShardingRule& rule,
+                   const std::vector<AbstractValue>& in_types,
+                   const std::vector<AbstractValue>& out_types) {
     if (!rule.bodies.empty()) return run_with_bodies(e, rule);
     if (!rule.shifts.empty() && run_on_whole_constant(e, rule)) return;
     if (!rule.shifts.empty() && run_with_halos(e, rule)) return;
@@ -950,9 +994,11 @@ class Partitioner {
     // Operands moved so that a result is computed where it is wanted split are part of the
     // equation, as the reduce-scatter they replace would be.
     const std::string why =
-        choice.whole_reduced ? ": its reduced dims are whole where its result is split over their "
-                               "axes, in place of a reduce-scatter of partial results"
-                             : "";
+        choice.gathered        ? ": its reduced dims are gathered, which sends fewer bytes than "
+                                 "completing partial results"
+        : choice.whole_reduced ? ": its reduced dims are whole where its result is split over "
+                                 "their axes, in place of a reduce-scatter of partial results"
+                               : "";
     std::vector<Array> results;
     if (!try_local(e, rule, in, out, !fixes_splits(rule) && !choice.whole_reduced, results, why)) {
       in.clear();
@@ -1581,8 +1627,8 @@ class Partitioner {
     const std::optional<int64_t> out_bytes =
         halo::relayout_bytes(block, out.dims, out.from, out.to, out.extents);
     const int64_t combining = 2 * block.nbytes() * (blocks - 1) / blocks;
-    if (!out_bytes ||
-        bytes + combining + *out_bytes >= settling + cost(e, rule, choose_factors(e, rule).f, true))
+    if (!out_bytes || bytes + combining + *out_bytes >=
+                          settling + cost(e, rule, choose_factors(e, rule).f, 0, false))
       return false;
     std::vector<AbstractValue> in_types;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
@@ -1745,8 +1791,10 @@ class Partitioner {
   }
 
   // The operands of `e` that keep sub-axes, moved to the split `e` needs them in (a
-  // constraint's, else their propagated one), before `e` runs as any equation does.
-  void settle_operands(const Equation& e, const ShardingRule& rule) {
+  // constraint's, else their propagated one), before `e` runs as any equation does. Returns
+  // those moved to a split other than their own, as they were.
+  std::vector<std::pair<int, Local>> settle_operands(const Equation& e, const ShardingRule& rule) {
+    std::vector<std::pair<int, Local>> elsewhere;
     for (size_t k = 0; k < e.inputs.size(); ++k) {
       const Atom& a = e.inputs[k];
       if (a.is_literal() || env_[size_t(a.var)].kept.empty()) continue;
@@ -1758,11 +1806,13 @@ class Partitioner {
         to.resize(size_t(shape.ndim()));
         to = with_open_dims(std::move(to), rule, e, k, splits_);
       }
+      if (to != x.split) elsewhere.emplace_back(a.var, x);
       x = Local{settled(x, shape, to,
                         operand_cause(e, k, to) + ", from the sub-axes its reshape kept",
                         !fixes_splits(rule)),
                 to};
     }
+    return elsewhere;
   }
 
   // An equation that moves data along dims at affine indices (slice, pad, rev) keeps them split

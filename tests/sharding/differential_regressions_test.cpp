@@ -68,6 +68,29 @@ TEST(DifferentialRegressions, GatheredAndSplitAgainTwiceKeepsTheOwnBlock) {
             (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 2, 4, 6, 8, 10, 12, 14, 16}));
 }
 
+// Seed 161001 of the "more" run: [8] split P(('y', 'x')) reshaped to [4, 2] keeps the sub-axes of
+// its split ('y' and 'x':(1)2 on the 4, 'x':(2)2 on the 2) for the two constraints it feeds; the
+// first moved it to P(None, 'y') for good, so the second use and the output P('y') read those
+// blocks as theirs (the output came out transposed before).
+TEST(DifferentialRegressions, AKeptReshapeConstrainedTwiceAndReturnedKeepsItsBlocks) {
+  if (!enough_devices()) GTEST_SKIP() << "needs 8 devices";
+  const sp::Mesh mesh = sp::make_mesh({4, 2}, {"x", "y"});
+  auto constrain = [&](const Array& v, const P& spec) {
+    return sp::with_sharding_constraint(v, sp::NamedSharding(mesh, spec));
+  };
+  auto f = [&](const Array& a) {
+    const Array d = (constrain(a, P(sp::axes("y", "x"))) * 2).reshape({4, 2});
+    const Array g = sp::concatenate({constrain(d, P(None, "y")), constrain(d + 1, P(None, "y"))}, 1);
+    return std::vector<Array>{g, d};
+  };
+  const std::vector<Array> out =
+      sp::jit(f)(sp::device_put(sp::arange(8.0f), sp::NamedSharding(mesh, P("y"))));
+  EXPECT_EQ(sp::device_get(out[1]).to_vector<float>(),
+            (std::vector<float>{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(sp::device_get(out[0]).to_vector<float>(),
+            (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15}));
+}
+
 // Seed 16416 of the wide run: an uncommitted value resharded to two shardings on an Explicit mesh
 // (one feeding a batched dot_general, one a comparison); the reshards' cotangents go back to its
 // untyped sharding, unsplit, and add (add_any raised "incompatible shardings for broadcasting"

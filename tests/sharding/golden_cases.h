@@ -35,6 +35,18 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return split(text, '\n');
 }
 
+// The bytes each device sends in the collectives `explain`'s account lists (its lines ending
+// "; each device sends <n> bytes"), summed: what XLA's hlo goldens count for the same kinds.
+inline int64_t bytes_sent(const std::string& explained) {
+  const std::string marker = "; each device sends ";
+  int64_t total = 0;
+  for (const std::string& line : lines_of(explained)) {
+    const size_t at = line.find(marker);
+    if (at != std::string::npos) total += std::stoll(line.substr(at + marker.size()));
+  }
+  return total;
+}
+
 // "8,2" → (8, 2); "-" → ().
 inline sp::Shape decode_shape(const std::string& code) {
   sp::Shape shape;

@@ -394,3 +394,48 @@ TEST_F(PartitionGaps, AnArgumentNoSplitOfTheMeshHoldsListsItsBlockCopies) {
 }
 
 }  // namespace
+
+namespace {
+
+// x replicated times y split along the contracted dim, for a replicated result no larger than y:
+// gathering y (3/4 of its 1 KiB) sends half of what completing the partial products does (a
+// psum of the 1 KiB result, 2 · 3/4 of it), so the partitioner gathers, as XLA does.
+TEST_F(PartitionGaps, AContractedSplitIsGatheredWhereThatSendsLess) {
+  const Array y = put(mesh, x16 / 256, P("a"));
+  const Array x = put(mesh, x16, P());
+  auto f = sp::jit([](const Array& a, const Array& b) { return sp::matmul(a, b); },
+                   {.out_shardings = sp::NamedSharding(mesh, P())});
+  const std::string text = f.explain(x, y);
+  EXPECT_NE(text.find("1. all_gather over 'a' along dim 0: operand 1 of dot_general (equation 0) "
+                      "is needed split as P(): its reduced dims are gathered, which sends fewer "
+                      "bytes than completing partial results; each device sends 768 bytes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, "psum"), 0u) << text;
+  EXPECT_TRUE(spmd_test::arrays_close(f(x, y), sp::matmul(x16, x16 / 256), 0, 0));
+  // Where y is larger than the result, the psum of the [4, 64] partial products (2 · 3/4 of
+  // 1 KiB) sends less than gathering the [16, 64] y (3/4 of 4 KiB): the partial plan stays.
+  const Array wide = put(mesh, sp::arange(1024.0f).reshape({16, 64}) / 1024, P("a"));
+  const Array thin = put(mesh, sp::arange(64.0f).reshape({4, 16}), P());
+  const std::string kept = f.explain(thin, wide);
+  EXPECT_NE(kept.find("psum over 'a'"), std::string::npos) << kept;
+  EXPECT_EQ(count(kept, "all_gather"), 0u) << kept;
+}
+
+// x split P(None, 'a') plus y split P('a'), the sum wanted as x is split: y moves (one all_to_all),
+// where taking the rows' split from y moved x and then the sum back.
+TEST_F(PartitionGaps, AnOperandDoesNotTakeAnAxisTheResultGivesAnotherDim) {
+  const Array x = put(mesh, x16, P(None, "a"));
+  const Array y = put(mesh, x16 * 3, P("a"));
+  auto f = sp::jit([](const Array& a, const Array& b) { return a + b; });
+  const std::string text = f.explain(x, y);
+  EXPECT_EQ(count(text, "each device sends"), 1u) << text;
+  EXPECT_NE(text.find("operand 1 of add (equation 0) is needed split as P(None, 'a')"),
+            std::string::npos)
+      << text;
+  const Array sum = f(x, y);
+  EXPECT_EQ(sum.sharding()->repr(), sp::NamedSharding(mesh, P(None, "a")).repr());
+  EXPECT_TRUE(spmd_test::arrays_close(sum, x16 * 4, 0, 0));
+}
+
+}  // namespace

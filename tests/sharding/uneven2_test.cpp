@@ -554,11 +554,14 @@ std::vector<Case> sub_axis_cases() {
       {"keep_12x4_to_2x6x4_m42",
        reshaped("m42", {2, 6, 4}, P("a", "b"), P("b", none, "a")),
        {grid({12, 4})}},
-      {"keep_8x8_to_2x4x8_m8", reshaped("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
+      {"keep_8x8_to_2x4x8_m8",
+       reshaped("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
        {grid({8, 8})}},
-      {"keep_chain2_12x4_m24", chain2("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
+      {"keep_chain2_12x4_m24",
+       chain2("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
        {grid({12, 4})}},
-      {"keep_chain2_8x8_m8", chain2("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
+      {"keep_chain2_8x8_m8",
+       chain2("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
        {grid({8, 8})}},
       {"keep_transpose_12x4_m24",
        transposed("m24", {2, 6, 4}, {2, 0, 1}, P("b", "a"), P("b", "a", none)),
@@ -572,20 +575,20 @@ std::vector<Case> sub_axis_cases() {
       {"grad_keep_12x4_m24",
        grad_of("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
        {grid({12, 4})}},
-      {"kred_sum2_12x4_m24", of_base([](const Array& y) {
-         return constrain(sp::sum(y, {2}), "m24", P("a", sp::None));
-       }),
+      {"kred_sum2_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::sum(y, {2}), "m24", P("a", sp::None)); }),
        {grid({12, 4})}},
       {"kred_sum1_12x4_m24",
        of_base([](const Array& y) { return constrain(sp::sum(y, {1}), "m24", P("a", "b")); }),
        {grid({12, 4})}},
-      {"kred_sum1_out_12x4_m24", of_base([](const Array& y) { return sp::sum(y, {1}); }),
+      {"kred_sum1_out_12x4_m24",
+       of_base([](const Array& y) { return sp::sum(y, {1}); }),
        {grid({12, 4})}},
-      {"kred_sum_all_12x4_m24", of_base([](const Array& y) { return sp::sum(y); }),
+      {"kred_sum_all_12x4_m24",
+       of_base([](const Array& y) { return sp::sum(y); }),
        {grid({12, 4})}},
-      {"kred_max2_12x4_m24", of_base([](const Array& y) {
-         return constrain(sp::max(y, {2}), "m24", P("a", sp::None));
-       }),
+      {"kred_max2_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::max(y, {2}), "m24", P("a", sp::None)); }),
        {grid({12, 4})}},
       {"kred_grad_sum2_12x4_m24",
        [](const std::vector<Array>& u) {
@@ -602,15 +605,19 @@ std::vector<Case> sub_axis_cases() {
        },
        {grid({8, 4})}},
       {"kdot_out_12x4_m24",
-       of_base([](const Array& y) { return sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7); }),
+       of_base([](const Array& y) {
+         return sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7);
+       }),
        {grid({12, 4})}},
-      {"kdot_12x4_m24", of_base([](const Array& y) {
+      {"kdot_12x4_m24",
+       of_base([](const Array& y) {
          return constrain(sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7), "m24",
                           P("a", sp::None, sp::None));
        }),
        {grid({12, 4})}},
       {"kout_12x4_m24", of_base([](const Array& y) { return y; }), {grid({12, 4})}},
-      {"kmixed_12x4_m24", of_base([](const Array& y) {
+      {"kmixed_12x4_m24",
+       of_base([](const Array& y) {
          const P p("a", sp::None, "b");
          return constrain(y * constrain(sp::ones({2, 6, 4}) * 2, "m24", p), "m24", p);
        }),
@@ -797,16 +804,19 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
     const uint64_t end = draw(7);
     const int rank = to.ndim();
     const P after = spec(m, end == 4 ? rank - 1 : end == 0 || transpose ? rank : from.ndim());
-    const sp::Shape zs = transpose ? sp::Shape(std::vector<int64_t>(to.dims().rbegin(), to.dims().rend())) : to;
+    const sp::Shape zs =
+        transpose ? sp::Shape(std::vector<int64_t>(to.dims().rbegin(), to.dims().rend())) : to;
     const Array w = sp::arange(float(zs[rank - 1] * 3)).reshape({zs[rank - 1], 3}) / 7;
     const std::string mesh = m.mesh;
     auto finish = [&](const Array& z, bool whole) {
       if (end == 0) return whole ? z : constrain(z, mesh, after);
       if (end == 1) return sp::sum(z, {0});
       if (end == 2) return z;
-      if (end == 3) return whole ? z.reshape(transpose ? to : from)
-                                 : constrain(z.reshape(transpose ? to : from), mesh, after);
-      if (end == 4) return whole ? sp::max(z, {rank - 1}) : constrain(sp::max(z, {rank - 1}), mesh, after);
+      if (end == 3)
+        return whole ? z.reshape(transpose ? to : from)
+                     : constrain(z.reshape(transpose ? to : from), mesh, after);
+      if (end == 4)
+        return whole ? sp::max(z, {rank - 1}) : constrain(sp::max(z, {rank - 1}), mesh, after);
       if (end == 5) return sp::sum(z);
       return sp::matmul(z, w);
     };
@@ -825,7 +835,8 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
     EXPECT_TRUE(end == 6 ? sp::allclose(got, want, 1e-6, 0) : sp::array_equal(got, want))
         << m.mesh << " " << from.str() << " " << before << " to " << to.str() << " then "
         << (transpose ? "transposed, " : "") << end << " " << after << "\n"
-        << got << "\n" << want;
+        << got << "\n"
+        << want;
     const std::string text = sp::jit(f).explain(std::vector<Array>{x});
     kept += text.find("from the sub-axes its reshape kept") != std::string::npos;
     reduced += text.find("over the blocks of its reduced dims its operand's sub-axes split") !=

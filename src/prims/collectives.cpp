@@ -1167,9 +1167,10 @@ Array collectives::gather_over_tuple(const Primitive& all_gather, const Array& x
 }
 
 Array collectives::reduce_over(const Primitive& reduction, const Array& x,
-                               const std::vector<std::string>& axes) {
+                               const std::vector<std::string>& axes,
+                               const std::optional<AxisIndexGroups>& groups) {
   const std::vector<ReduceAxis> names(axes.begin(), axes.end());
-  const Params params{{"axes", axes_param(names)}, {"axis_index_groups", groups_param({})}};
+  const Params params{{"axes", axes_param(names)}, {"axis_index_groups", groups_param(groups)}};
   return spmd::bind(reduction, std::span<const Array>(&x, 1), params).front();
 }
 

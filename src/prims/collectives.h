@@ -101,9 +101,10 @@ Array gather_over_tuple(const Primitive& all_gather, const Array& x, int d,
 
 // psum, pmax and pmin, for the sharding rules of other families whose partial results they
 // complete (dot_general, reduce_sum, reduce_max, reduce_min). Only once the registry is built.
-// `reduction` (psum, pmax or pmin, a sharding rule's combiner) of x over the named axes, bound
-// as the partitioner emits it.
-Array reduce_over(const Primitive& reduction, const Array& x, const std::vector<std::string>& axes);
+// `reduction` (psum, pmax or pmin, a sharding rule's combiner) of x over the named axes (within
+// each of `groups` when given), bound as the partitioner emits it.
+Array reduce_over(const Primitive& reduction, const Array& x, const std::vector<std::string>& axes,
+                  const std::optional<AxisIndexGroups>& groups = std::nullopt);
 // The reduce-scatter form of `reduction` over the named axes: x's dim `dim` is cut into as many
 // chunks as the axes have instances, and instance i keeps the reduction of every instance's
 // chunk i (a tiled psum_scatter for a sum).

@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -714,14 +716,18 @@ class Partitioner {
   // results and move them to their propagated splits, with `per_collective` (kRendezvousBytes
   // unless given) more for each collective. The plans choose_factors weighs do the same
   // arithmetic; they differ in what they send and in the size of the results each device writes
-  // (a partial result is the whole of the dims the reduced axes do not split).
+  // (a partial result is the whole of the dims the reduced axes do not split), which `writes`
+  // leaves out when false.
   int64_t cost(const Equation& e, const ShardingRule& rule, const std::vector<AxisList>& f,
-               int64_t per_collective = kRendezvousBytes) const {
+               int64_t per_collective = kRendezvousBytes, bool writes = true) const {
     int64_t bytes = 0;
     for (size_t k = 0; k < e.inputs.size() && k < rule.operands.size(); ++k) {
       if (e.inputs[k].is_literal()) continue;
+      // An operand that keeps sub-axes counted as moved to its split first.
       const Local& x = env_[size_t(e.inputs[k].var)];
-      bytes += reshard_cost(aval_of(x.value), x.split, join(rule.operands[k], f),
+      const AbstractValue held =
+          x.kept.empty() ? aval_of(x.value) : block_type(global_.type_of(e.inputs[k]), x.split);
+      bytes += reshard_cost(held, x.split, join(rule.operands[k], f),
                             global_.type_of(e.inputs[k]).shape, per_collective);
     }
     AxisList partial;
@@ -734,7 +740,7 @@ class Partitioner {
       Split out = join(rule.results[r], f);
       const AbstractValue block = block_type(type, out);
       const int64_t n = product(partial), size = block.nbytes();
-      bytes += size;
+      if (writes) bytes += size;
       if (partial.empty()) {
         bytes += reshard_cost(block, out, want, type.shape, per_collective);
       } else if (std::optional<ScatterPlan> plan = scatter_plan(e, r, partial, out, block.shape)) {
@@ -939,7 +945,9 @@ class Partitioner {
     for (int v : e.outputs) out_types.push_back(global_.types[size_t(v)]);
     const ShardingRule rule = sharding_rule_of(global_, e);
     if (keeps_sub_axes(e)) {
-      if (run_on_kept_layouts(e, rule) || run_on_factor_blocks(e, rule)) return;
+      if (run_on_kept_layouts(e, rule) || reduce_on_kept_layouts(e, rule) ||
+          run_on_factor_blocks(e, rule))
+        return;
       // An operand moved to a constraint's split for `e` keeps its sub-axes for its other uses
       // (and the program's outputs), which expect its blocks as they are or in its own split.
       std::vector<std::pair<int, Local>> kept = settle_operands(e, rule);
@@ -1502,8 +1510,9 @@ class Partitioner {
   }
 
   // Whether `v` reaches, through equations that pass layouts on, one that fixes its operands'
-  // splits (a constraint): keeping sub-axes then moves the block once, to the split that one
-  // asks for, where moving it to `v`'s propagated split first moved it twice. Toward other
+  // splits (a constraint) or a reduction: keeping sub-axes then moves the block once, to the
+  // split the constraint asks for, or reduces it first (reduce_on_kept_layouts) and moves the
+  // smaller result, where moving it to `v`'s propagated split first moved it twice. Toward other
   // consumers a relayout from sub-axes sends the bytes of the gather it replaces in more
   // collectives, so the reshape does not keep them.
   bool leads_to_a_constraint(int v) {
@@ -1512,12 +1521,212 @@ class Partitioner {
     for (int i : users_[size_t(v)]) {
       const Equation& u = global_.equations[size_t(i)];
       const ShardingRule rule = sharding_rule_of(global_, u);
-      if (fixes_splits(rule)) leads = true;
+      if (fixes_splits(rule) || reduces_on_layouts(rule)) leads = true;
       if (!leads && passes_layouts(rule))
         for (int w : u.outputs) leads = leads || leads_to_a_constraint(w);
       if (leads) break;
     }
     return leads_[v] = leads;
+  }
+
+  // Whether `rule` reduces factors that the combiner completes (a sum, max or min, a dot), every
+  // dim one factor that it reduces or passes through.
+  static bool reduces_on_layouts(const ShardingRule& rule) {
+    if (!rule.combiner || !rule.bodies.empty() || !rule.shifts.empty() || fixes_splits(rule) ||
+        rule.results.size() != 1)
+      return false;
+    for (const std::vector<ShardingRule::Tensor>* side : {&rule.operands, &rule.results})
+      for (const ShardingRule::Tensor& t : *side)
+        for (const ShardingRule::Dim& dim : t)
+          if (dim.size() != 1) return false;
+    return std::any_of(rule.factor_kinds.begin(), rule.factor_kinds.end(),
+                       [](FactorKind k) { return k == FactorKind::reduction; }) &&
+           std::all_of(rule.factor_kinds.begin(), rule.factor_kinds.end(), [](FactorKind k) {
+             return k == FactorKind::reduction || k == FactorKind::pass_through;
+           });
+  }
+
+  // A sum, max, min or dot (reduces_on_layouts) with an operand that keeps sub-axes runs on its
+  // blocks: the other operands are moved to the same layouts of the factors they share with it
+  // (slicing a whole operand sends nothing; their other dims must be whole), each device reduces
+  // its block of the reduced dims, and the combiner completes the partial results over only the
+  // devices that hold different blocks of those dims and the same blocks of the others
+  // (reduction_groups: axis_index_groups over the axes of the reduced dims' layouts). The
+  // result keeps the layouts of its dims, so the equation after it that needs whole axes moves
+  // the smaller result once. Taken when that sends fewer bytes than moving the kept operands to
+  // their propagated splits and running the equation on those.
+  bool reduce_on_kept_layouts(const Equation& e, const ShardingRule& rule) {
+    if (!reduces_on_layouts(rule) || e.inputs.size() != rule.operands.size() ||
+        e.outputs.size() != 1)
+      return false;
+    std::vector<std::optional<halo::Layout>> of(rule.factor_sizes.size());
+    int64_t settling = 0;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      if (a.is_literal() || env_[size_t(a.var)].kept.empty()) continue;
+      const Local& x = env_[size_t(a.var)];
+      const Shape& shape = global_.type_of(a).shape;
+      for (size_t d = 0; d < rule.operands[k].size(); ++d) {
+        std::optional<halo::Layout>& l = of[size_t(rule.operands[k][d][0])];
+        if (l && !(*l == x.kept[d])) return false;
+        l = x.kept[d];
+      }
+      const LayoutMove in = layout_move(x.kept, layouts_of(x.split, shape), shape.dims());
+      const std::optional<int64_t> bytes =
+          halo::relayout_bytes(aval_of(x.value), in.dims, in.from, in.to, in.extents);
+      if (!bytes) return false;
+      settling += *bytes;
+    }
+    // The other operands' moves to those layouts (their dims of factors no kept operand holds
+    // whole, taken as they are).
+    std::vector<LayoutMove> moves(e.inputs.size());
+    int64_t bytes = 0;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      if (a.is_literal() || !env_[size_t(a.var)].kept.empty()) continue;
+      const Local& x = env_[size_t(a.var)];
+      const Shape& shape = global_.type_of(a).shape;
+      const std::vector<halo::Layout> from = layouts_of(x.split, shape);
+      std::vector<halo::Layout> to;
+      for (size_t d = 0; d < rule.operands[k].size(); ++d) {
+        std::optional<halo::Layout>& l = of[size_t(rule.operands[k][d][0])];
+        if (!l) {
+          if (!x.split[d].empty()) return false;
+          l = from[d];
+        }
+        to.push_back(*l);
+      }
+      moves[k] = layout_move(from, to, shape.dims());
+      const std::optional<int64_t> sent = halo::relayout_bytes(
+          aval_of(x.value), moves[k].dims, moves[k].from, moves[k].to, moves[k].extents);
+      if (!sent) return false;
+      bytes += *sent;
+    }
+    std::vector<halo::Layout> reduced;
+    int64_t blocks = 1;
+    for (size_t f = 0; f < of.size(); ++f) {
+      if (rule.factor_kinds[f] != FactorKind::reduction) continue;
+      if (!of[f] || rule.factor_sizes[f] % of[f]->block != 0) return false;
+      blocks *= rule.factor_sizes[f] / of[f]->block;
+      reduced.push_back(*of[f]);
+    }
+    const int v = e.outputs[0];
+    AbstractValue block = global_.types[size_t(v)];
+    block.sharding.reset();
+    std::vector<halo::Layout> kept;
+    for (size_t d = 0; d < rule.results[0].size(); ++d) {
+      if (!of[size_t(rule.results[0][d][0])]) return false;
+      kept.push_back(*of[size_t(rule.results[0][d][0])]);
+      block.shape[int(d)] = kept.back().block;
+    }
+    const std::optional<ReductionGroups> groups = reduction_groups(reduced, kept, blocks);
+    if (!groups) return false;
+    const Split& want = splits_[size_t(v)].dims;
+    const Shape& shape = global_.types[size_t(v)].shape;
+    const LayoutMove out = layout_move(kept, layouts_of(want, shape), shape.dims());
+    const std::optional<int64_t> out_bytes =
+        halo::relayout_bytes(block, out.dims, out.from, out.to, out.extents);
+    const int64_t combining = 2 * block.nbytes() * (blocks - 1) / blocks;
+    if (!out_bytes || bytes + combining + *out_bytes >=
+                          settling + cost(e, rule, choose_factors(e, rule).f, 0, false))
+      return false;
+    std::vector<AbstractValue> in_types;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      in_types.push_back(a.is_literal() ? aval_of(a.literal) : aval_of(env_[size_t(a.var)].value));
+      for (size_t i = 0; i < moves[k].dims.size(); ++i)
+        in_types.back().shape[moves[k].dims[i]] = moves[k].to[i].block;
+    }
+    const std::vector<AbstractValue> out_types{block};
+    LocalEquation local{e.primitive, without_out_sharding(e.params)};
+    if (e.primitive->localize) local = e.primitive->localize(local.params, in_types, out_types);
+    if (!local.primitive || !types_match(*local.primitive, in_types, local.params, out_types))
+      return false;
+    std::vector<Array> args;
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      const Atom& a = e.inputs[k];
+      args.push_back(a.is_literal() ? a.literal : env_[size_t(a.var)].value);
+      if (!moves[k].dims.empty())
+        args.back() = halo::relayout(
+            args.back(), moves[k].dims, moves[k].from, moves[k].to, moves[k].extents,
+            logged(operand_cause(e, k, env_[size_t(a.var)].split) + ", in the layouts " +
+                   halo::layouts_str(moves[k].to) + " its other operands' sub-axes give"));
+    }
+    Array r = spmd::bind(*local.primitive, args, local.params)[0];
+    if (blocks > 1) {
+      collectives_.push_back(
+          {rule.combiner->name + " over " + names_of(groups->axes).repr() +
+               (groups->groups ? " in groups of " + std::to_string(blocks) : ""),
+           rule.combiner->name + " completes the partial results of " + equation_name(e) +
+               " over the blocks of its reduced dims its operand's sub-axes split",
+           combining, false});
+      r = collectives::reduce_over(*rule.combiner, r, groups->axes, groups->groups);
+    }
+    env_[size_t(v)] = Local{r, want, out.dims.empty() ? std::vector<halo::Layout>{} : kept};
+    return true;
+  }
+
+  // The axes a reduction on kept layouts completes its partial results over, and the groups of
+  // their indices (none when it is all of them) whose devices hold the same blocks of the
+  // result and each a different block of the reduced dims.
+  struct ReductionGroups {
+    AxisList axes;
+    std::optional<AxisIndexGroups> groups;
+  };
+
+  // The groups for reduced dims laid out as `reduced` (`blocks` blocks of them in all) and result
+  // dims laid out as `kept`: every device's block indices computed from its mesh coordinates;
+  // nothing when the devices that hold the same result blocks do not hold each block of the
+  // reduced dims exactly once, or the groups differ along the other axes.
+  std::optional<ReductionGroups> reduction_groups(const std::vector<halo::Layout>& reduced,
+                                                  const std::vector<halo::Layout>& kept,
+                                                  int64_t blocks) const {
+    ReductionGroups g;
+    for (const halo::Layout& l : reduced)
+      for (const std::string& a : l.axes)
+        if (std::find(g.axes.begin(), g.axes.end(), a) == g.axes.end()) g.axes.push_back(a);
+    std::sort(g.axes.begin(), g.axes.end(), [&](const std::string& a, const std::string& b) {
+      return mesh_.axis_position(a) < mesh_.axis_position(b);
+    });
+    if (blocks == 1) return g;
+    const AxisList& all = mesh_.axis_names();
+    AxisList others;
+    for (const std::string& a : all)
+      if (std::find(g.axes.begin(), g.axes.end(), a) == g.axes.end()) others.push_back(a);
+    // Per (result blocks, index along the other axes): the indices along g.axes and the blocks
+    // of the reduced dims of its devices.
+    std::map<std::vector<int64_t>, std::vector<std::pair<int, std::vector<int64_t>>>> members;
+    std::unordered_map<std::string, int64_t> at;
+    for (int64_t device = 0; device < product(all); ++device) {
+      for (size_t i = all.size(), rest = size_t(device); i-- > 0;) {
+        at[all[i]] = int64_t(rest) % mesh_.axis_size(all[i]);
+        rest /= size_t(mesh_.axis_size(all[i]));
+      }
+      auto index = [&](const AxisList& axes) {
+        int64_t i = 0;
+        for (const std::string& a : axes) i = i * mesh_.axis_size(a) + at[a];
+        return i;
+      };
+      std::vector<int64_t> key, red;
+      for (const halo::Layout& l : kept) key.push_back(l.index_of(index(l.axes)));
+      key.push_back(index(others));
+      for (const halo::Layout& l : reduced) red.push_back(l.index_of(index(l.axes)));
+      members[key].emplace_back(int(index(g.axes)), red);
+    }
+    std::set<std::vector<int>> found;
+    for (auto& [key, m] : members) {
+      if (int64_t(m.size()) != blocks) return std::nullopt;
+      std::sort(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      for (size_t i = 1; i < m.size(); ++i)
+        if (m[i].second == m[i - 1].second) return std::nullopt;
+      std::vector<int> group;
+      for (const auto& [t, red] : m) group.push_back(t);
+      std::sort(group.begin(), group.end());
+      found.insert(group);
+    }
+    if (int64_t(found.size()) * blocks != product(g.axes)) return std::nullopt;
+    if (found.size() > 1) g.groups = AxisIndexGroups(found.begin(), found.end());
+    return g;
   }
 
   // An equation that passes layouts on (passes_layouts, not a reshape) whose operands all keep

@@ -401,8 +401,6 @@ const std::map<std::string, int64_t>& more_than_xla() {
       {"slice_m222_01", 512},
       // A pad's halo exchanges one distance per ppermute (4 rounds); XLA's 2 rounds pair them.
       {"pad_m8_01", 512},
-      // A reshape into sub-axes before a reduction gathers its operand.
-      {"prog_m8_04", 896},
       // The out_sharding does not reach back through the add: the sum is moved after it.
       {"prog_m8_05", 224},
   };

@@ -162,11 +162,21 @@ void expect_results_are_jaxs(const std::vector<Case>& cases, const std::string& 
 
 // Each device sends no more bytes than in XLA's compiled program (the goldens in `dir`), and
 // gathers nothing where XLA gathers nothing (an output leaving with its uneven dims gathered may
-// be gathered where XLA all-reduces zero-padded blocks, its way of gathering them).
-void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::string& dir) {
+// be gathered where XLA all-reduces zero-padded blocks, its way of gathering them). The cases
+// named in `beyond` are known to send more (docs/ARCHITECTURE.md, Known gaps): they must still
+// be recorded, and must still send more, so that the list shrinks as they are fixed.
+void expect_no_more_bytes_than_xla(const std::vector<Case>& cases, const std::string& dir,
+                                   const std::vector<std::string>& beyond = {}) {
   const auto hlo = spmd_test::golden_blocks(dir + "/hlo.txt");
   for (const Case& c : cases) {
     ASSERT_TRUE(hlo.count(c.name)) << "no golden case " << c.name;
+    if (std::find(beyond.begin(), beyond.end(), c.name) != beyond.end()) {
+      const std::string text = sp::jit(c.f).explain(c.args);
+      EXPECT_GT(bytes_moved(account(text)), xla_bytes(hlo.at(c.name)))
+          << c.name << " sends no more than XLA now: take it off the list\n"
+          << text;
+      continue;
+    }
     const std::string text = sp::jit(c.f).explain(c.args);
     const std::vector<Sent> sent = account(text);
     EXPECT_LE(bytes_moved(sent), xla_bytes(hlo.at(c.name))) << c.name << "\n" << text;
@@ -434,7 +444,9 @@ TEST(MinorReshapeSweep, MergesAndSplitsAgreeWithTheUnsplitProgram) {
 // Reshapes whose compound dim has three or more factors, or whose split spans factors otherwise
 // than the major factor's rows and a part of the next one (tools/goldens/gen_sub_axis_reshape.py):
 // [2, 2, 6] and [24] split 8 ways over 8, 4 x 2 and 2 x 2 x 2 devices, [2, 3, 4] and [2, 6, 4]
-// into [6, 4], [12, 4] and back, gradients and a chain of reshapes with constraints.
+// into [6, 4], [12, 4] and back, gradients and a chain of reshapes with constraints, and a
+// reshape's sub-axes kept into elementwise ops, transposes, reshapes, sums, a max, dots and the
+// output.
 
 // The gradient of the sum of squares of u split as `before`, reshaped to `shape` split as `after`.
 Fn grad_of(std::string mesh, sp::Shape shape, P before, P after) {
@@ -471,6 +483,17 @@ Fn reshaped_twice(std::string mesh, sp::Shape shape, sp::Shape shape2, P before,
         sp::abs(constrain(u[0] * 2, mesh, before).reshape(shape) - 30).reshape(shape2), mesh,
         after);
   };
+}
+
+// [12, 4] split P('b', 'a') on 2 x 4, reshaped to [2, 6, 4] (its 2 and 6 split by the sub-axes
+// 'b':(1)2 and 'b':(2)2), plus 1.
+Array sub_axis_base(const Array& u) {
+  return constrain(u * 2, "m24", P("b", "a")).reshape({2, 6, 4}) + 1;
+}
+
+// The cases whose sub-axes run into a reduction, a dot or the output: `g` of sub_axis_base(u).
+Fn of_base(std::function<Array(const Array&)> g) {
+  return [g](const std::vector<Array>& u) { return g(sub_axis_base(u[0])); };
 }
 
 std::vector<Case> sub_axis_cases() {
@@ -531,11 +554,14 @@ std::vector<Case> sub_axis_cases() {
       {"keep_12x4_to_2x6x4_m42",
        reshaped("m42", {2, 6, 4}, P("a", "b"), P("b", none, "a")),
        {grid({12, 4})}},
-      {"keep_8x8_to_2x4x8_m8", reshaped("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
+      {"keep_8x8_to_2x4x8_m8",
+       reshaped("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
        {grid({8, 8})}},
-      {"keep_chain2_12x4_m24", chain2("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
+      {"keep_chain2_12x4_m24",
+       chain2("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
        {grid({12, 4})}},
-      {"keep_chain2_8x8_m8", chain2("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
+      {"keep_chain2_8x8_m8",
+       chain2("m8", {2, 4, 8}, P("x", none), P(none, none, "x")),
        {grid({8, 8})}},
       {"keep_transpose_12x4_m24",
        transposed("m24", {2, 6, 4}, {2, 0, 1}, P("b", "a"), P("b", "a", none)),
@@ -549,6 +575,53 @@ std::vector<Case> sub_axis_cases() {
       {"grad_keep_12x4_m24",
        grad_of("m24", {2, 6, 4}, P("b", "a"), P("a", none, "b")),
        {grid({12, 4})}},
+      {"kred_sum2_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::sum(y, {2}), "m24", P("a", sp::None)); }),
+       {grid({12, 4})}},
+      {"kred_sum1_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::sum(y, {1}), "m24", P("a", "b")); }),
+       {grid({12, 4})}},
+      {"kred_sum1_out_12x4_m24",
+       of_base([](const Array& y) { return sp::sum(y, {1}); }),
+       {grid({12, 4})}},
+      {"kred_sum_all_12x4_m24",
+       of_base([](const Array& y) { return sp::sum(y); }),
+       {grid({12, 4})}},
+      {"kred_max2_12x4_m24",
+       of_base([](const Array& y) { return constrain(sp::max(y, {2}), "m24", P("a", sp::None)); }),
+       {grid({12, 4})}},
+      {"kred_grad_sum2_12x4_m24",
+       [](const std::vector<Array>& u) {
+         return sp::grad([](const Array& x) {
+           const Array s = constrain(sp::sum(sub_axis_base(x), {2}), "m24", P("a", sp::None));
+           return sp::sum(s * s);
+         })(u[0]);
+       },
+       {grid({12, 4})}},
+      {"kred_sum1_8x4_m222",
+       [ab](const std::vector<Array>& u) {
+         const Array y = constrain(u[0] * 2, "m222", P(ab, "c")).reshape({2, 4, 4}) + 1;
+         return constrain(sp::sum(y, {1}), "m222", P("c", sp::None));
+       },
+       {grid({8, 4})}},
+      {"kdot_out_12x4_m24",
+       of_base([](const Array& y) {
+         return sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7);
+       }),
+       {grid({12, 4})}},
+      {"kdot_12x4_m24",
+       of_base([](const Array& y) {
+         return constrain(sp::matmul(y, sp::arange(12.0f).reshape({4, 3}) / 7), "m24",
+                          P("a", sp::None, sp::None));
+       }),
+       {grid({12, 4})}},
+      {"kout_12x4_m24", of_base([](const Array& y) { return y; }), {grid({12, 4})}},
+      {"kmixed_12x4_m24",
+       of_base([](const Array& y) {
+         const P p("a", sp::None, "b");
+         return constrain(y * constrain(sp::ones({2, 6, 4}) * 2, "m24", p), "m24", p);
+       }),
+       {grid({12, 4})}},
   };
 }
 
@@ -556,8 +629,13 @@ TEST(MinorReshapeSubAxes, ResultsAndSplitsAreJaxs) {
   expect_results_are_jaxs(sub_axis_cases(), "sub_axis_reshape");
 }
 
+// The cases that send more than XLA (each device's bytes, spmd against XLA): the gradient of a
+// sum of kept sub-axes, 60/48, where XLA moves the cotangent of the [2, 6] sum before broadcasting
+// it back to [2, 6, 4] and spmd moves it after (docs/ARCHITECTURE.md, Known gaps).
+const std::vector<std::string> kSubAxesBeyondXla = {"kred_grad_sum2_12x4_m24"};
+
 TEST(MinorReshapeSubAxes, ExplainSendsNoMoreBytesThanXla) {
-  expect_no_more_bytes_than_xla(sub_axis_cases(), "sub_axis_reshape");
+  expect_no_more_bytes_than_xla(sub_axis_cases(), "sub_axis_reshape", kSubAxesBeyondXla);
 }
 
 // [12, 4] split P('b', 'a') on 2 x 4 reshaped to [2, 6, 4], plus 1, constrained to
@@ -578,6 +656,28 @@ TEST(MinorReshapeSubAxes, AReshapesSubAxesAreKeptUpToTheConstraint) {
     EXPECT_NE(s.line.find("operand 0 of sharding_constraint"), std::string::npos) << text;
   }
   EXPECT_LE(bytes_moved(sent), 24) << text;
+}
+
+// The [2, 6, 4] of x_12x4_to_2x6x4_m24 (its 2 and 6 split by 'b':(1)2 and 'b':(2)2, its 4 by
+// 'a') summed over its 6 and constrained to P('a', 'b'): each device sums its 3 rows, and a
+// psum over 'b' in groups of the two devices holding the two blocks of the 6 completes the sum
+// (8 bytes); one round moves the [1, 2] results to P('a', 'b') (4 bytes). XLA's all-reduce and
+// collective-permute send 12; moving the sub-axes to whole axes before the sum sent 76.
+TEST(MinorReshapeSubAxes, ASumOfKeptSubAxesCompletesOverTheirGroups) {
+  const Case c = case_named(sub_axis_cases(), "kred_sum1_12x4_m24");
+  const std::string text = sp::jit(c.f).explain(c.args);
+  const std::vector<Sent> sent = account(text);
+  ASSERT_EQ(sent.size(), 2u) << text;
+  EXPECT_NE(sent[0].line.find("psum over 'b' in groups of 2: psum completes the partial results "
+                              "of reduce_sum"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sent[0].bytes, 8) << text;
+  EXPECT_NE(sent[1].line.find("from the blocks split as P('b':(1)2, 'a') to the blocks split as "
+                              "P('a', 'b')"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(bytes_moved(sent), 12) << text;
 }
 
 // [2, 2, 6] split on its 6 over 8 devices (blocks of 1, the last two padding) merged into [24]
@@ -677,9 +777,10 @@ TEST(MinorReshapeSubAxesSweep, ReshapesAgreeWithTheUnsplitProgram) {
 
 // Reshapes as in the sweep above followed by ops that keep the reshape's sub-axes (an
 // elementwise op reading the reshaped value twice, a transpose, a reshape back) and then by what
-// needs whole axes (a constraint, a sum, the output itself): each agrees with the unsplit
-// program exactly, and 6 of the 300 keep sub-axes up to a constraint (`explain` names the
-// relayout from them).
+// needs whole axes (a constraint, the output itself) or reduces them (a sum over the first dim, a
+// max over the last constrained, a sum of all, a dot with a constant, the output): each agrees
+// with the unsplit program exactly (the dots to rounding); 20 of the 400 keep sub-axes up to a
+// constraint or the output and 18 reduce kept blocks where they are (`explain` names both).
 TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
   const std::vector<sp::Shape> sources = {{24}, {12, 2}, {8, 3}, {6, 4}, {2, 12}};
   const std::vector<sp::Shape> shapes = {{2, 12},   {4, 6},    {2, 2, 6}, {2, 6, 2},
@@ -687,8 +788,8 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
   const std::vector<MeshAxes> meshes = {{"m8", {"x"}}, {"m42", {"a", "b"}}, {"m24", {"a", "b"}}};
   Draws draw{777};
   auto spec = [&](const MeshAxes& m, int rank) { return draw.spec(m, rank); };
-  int kept = 0;
-  for (int i = 0; i < 300; ++i) {
+  int kept = 0, reduced = 0;
+  for (int i = 0; i < 400; ++i) {
     const MeshAxes& m = meshes[draw(meshes.size())];
     const sp::Shape from = sources[draw(sources.size())], to = shapes[draw(shapes.size())];
     // Half of the operands have every axis on their first dim, which a reshape splitting it
@@ -700,33 +801,49 @@ TEST(MinorReshapeSubAxesSweep, KeptSubAxesAgreeWithTheUnsplitProgram) {
       before = P(entries);
     }
     const bool transpose = draw(2) == 1;
-    const uint64_t end = draw(4);
-    const P after = spec(m, end == 0 || transpose ? to.ndim() : from.ndim());
+    const uint64_t end = draw(7);
+    const int rank = to.ndim();
+    const P after = spec(m, end == 4 ? rank - 1 : end == 0 || transpose ? rank : from.ndim());
+    const sp::Shape zs =
+        transpose ? sp::Shape(std::vector<int64_t>(to.dims().rbegin(), to.dims().rend())) : to;
+    const Array w = sp::arange(float(zs[rank - 1] * 3)).reshape({zs[rank - 1], 3}) / 7;
     const std::string mesh = m.mesh;
+    auto finish = [&](const Array& z, bool whole) {
+      if (end == 0) return whole ? z : constrain(z, mesh, after);
+      if (end == 1) return sp::sum(z, {0});
+      if (end == 2) return z;
+      if (end == 3)
+        return whole ? z.reshape(transpose ? to : from)
+                     : constrain(z.reshape(transpose ? to : from), mesh, after);
+      if (end == 4)
+        return whole ? sp::max(z, {rank - 1}) : constrain(sp::max(z, {rank - 1}), mesh, after);
+      if (end == 5) return sp::sum(z);
+      return sp::matmul(z, w);
+    };
     auto f = [&](const std::vector<Array>& u) {
       const Array y = constrain(u[0] * 2, mesh, before).reshape(to);
       Array z = (y + 1) * y;
       if (transpose) z = sp::transpose(z);
-      if (end == 0) return constrain(z, mesh, after);
-      if (end == 1) return sp::sum(z, {0});
-      if (end == 2) return z;
-      return constrain(z.reshape(transpose ? to : from), mesh, after);
+      return finish(z, false);
     };
     const Array x = grid(from);
     const Array y = (x * 2).reshape(to);
     Array want = (y + 1) * y;
     if (transpose) want = sp::transpose(want);
-    if (end == 1) want = sp::sum(want, {0});
-    if (end == 3) want = want.reshape(transpose ? to : from);
+    want = finish(want, true);
     const Array got = sp::jit(f)(std::vector<Array>{x});
-    EXPECT_TRUE(sp::array_equal(got, want))
+    EXPECT_TRUE(end == 6 ? sp::allclose(got, want, 1e-6, 0) : sp::array_equal(got, want))
         << m.mesh << " " << from.str() << " " << before << " to " << to.str() << " then "
         << (transpose ? "transposed, " : "") << end << " " << after << "\n"
-        << got;
-    kept += sp::jit(f).explain(std::vector<Array>{x}).find("from the sub-axes its reshape kept") !=
-            std::string::npos;
+        << got << "\n"
+        << want;
+    const std::string text = sp::jit(f).explain(std::vector<Array>{x});
+    kept += text.find("from the sub-axes its reshape kept") != std::string::npos;
+    reduced += text.find("over the blocks of its reduced dims its operand's sub-axes split") !=
+               std::string::npos;
   }
-  EXPECT_GE(kept, 6);
+  EXPECT_GE(kept, 20);
+  EXPECT_GE(reduced, 18);
 }
 
 // Reshards between even splits whose axes change dims or order (tools/goldens/gen_even_reshard.py).

@@ -4,7 +4,7 @@ split spans its factors otherwise than the major factor's rows and a part of the
 and [2, 6, 4] into [6, 4], [12, 4] and back with the axes crossing factor boundaries; gradients
 and chains of reshapes with constraints; reshapes left unconstrained; a reshape whose result
 dims are split by sub-axes, followed by elementwise ops, a transpose or another reshape up to a
-constraint): the values, where the results are split, and the collectives of XLA's compiled
+constraint, or into a reduction, a dot or the output): the values, where the results are split, and the collectives of XLA's compiled
 program with the bytes each device sends in them. Shardy splits such dims by sub-axes
 ('x':(1)2, 'x':(2)2, 'x':(4)2) and carries them on the values after the reshape.
 For tests/sharding/uneven2_test.cpp (MinorReshapeSubAxes).
@@ -74,6 +74,26 @@ def reshaped_twice(mesh, shape, shape2, before, after):
                                        .reshape(shape2))
 
 
+def base(u):
+    """[12, 4] split P('b', 'a') on 2 x 4, reshaped to [2, 6, 4] (its 2 and 6 split by the
+    sub-axes 'b':(1)2 and 'b':(2)2), plus 1."""
+    return wsc("m24", "b", "a")(u * 2).reshape(2, 6, 4) + 1
+
+
+def base222(u):
+    """[8, 4] split P(('a', 'b'), 'c') on 2 x 2 x 2, reshaped to [2, 4, 4] (its 2 and 4 split by
+    'a' and 'b'... as sub-axes of the tuple), plus 1."""
+    return wsc("m222", AB, "c")(u * 2).reshape(2, 4, 4) + 1
+
+
+W = jnp.arange(12, dtype=jnp.float32).reshape(4, 3) / 7
+
+
+def grad_red(u):
+    """The gradient of the sum of squares of base(u) summed over its 4, split P('a', None)."""
+    return jax.grad(lambda x: jnp.sum(wsc("m24", "a", None)(base(x).sum(axis=2)) ** 2))(u)
+
+
 # (case, function, arguments).
 CASES = [
     # [2, 2, 6] and [24]: three factors, the merged dim split 8 ways.
@@ -127,6 +147,21 @@ CASES = [
     ("keep_8x4_to_2x4x4_m222", reshaped("m222", (2, 4, 4), (AB, "c"), ("c", None, AB)),
      (grid(8, 4),)),
     ("grad_keep_12x4_m24", jax.grad(loss("m24", (2, 6, 4), ("b", "a"), ("a", None, "b"))),
+     (grid(12, 4),)),
+    # Sub-axes kept into a reduction, a dot or the output.
+    ("kred_sum2_12x4_m24", lambda u: wsc("m24", "a", None)(base(u).sum(axis=2)), (grid(12, 4),)),
+    ("kred_sum1_12x4_m24", lambda u: wsc("m24", "a", "b")(base(u).sum(axis=1)), (grid(12, 4),)),
+    ("kred_sum1_out_12x4_m24", lambda u: base(u).sum(axis=1), (grid(12, 4),)),
+    ("kred_sum_all_12x4_m24", lambda u: base(u).sum(), (grid(12, 4),)),
+    ("kred_max2_12x4_m24", lambda u: wsc("m24", "a", None)(base(u).max(axis=2)), (grid(12, 4),)),
+    ("kred_grad_sum2_12x4_m24", grad_red, (grid(12, 4),)),
+    ("kred_sum1_8x4_m222", lambda u: wsc("m222", "c", None)(base222(u).sum(axis=1)),
+     (grid(8, 4),)),
+    ("kdot_out_12x4_m24", lambda u: base(u) @ W, (grid(12, 4),)),
+    ("kdot_12x4_m24", lambda u: wsc("m24", "a", None, None)(base(u) @ W), (grid(12, 4),)),
+    ("kout_12x4_m24", base, (grid(12, 4),)),
+    ("kmixed_12x4_m24",
+     lambda u: wsc("m24", "a", None, "b")(base(u) * wsc("m24", "a", None, "b")(jnp.ones((2, 6, 4)) * 2)),
      (grid(12, 4),)),
 ]
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -19,6 +20,7 @@ namespace spmd {
 struct ArrayImpl;
 class Sharding;
 struct Shard;
+class IndexUpdate;
 
 template <class T>
 concept Scalar =
@@ -97,6 +99,11 @@ class Array {
   Array swapaxes(int a, int b) const;
   // x[i]: the sub-array at index i of axis 0 (negative i counts from the end).
   Array operator[](int64_t i) const;
+  // x.at[...] (jax.Array.at): indexed reads and updates, each index an integer, sp::slice(...),
+  // sp::Ellipsis or an integer Array, e.g. x.at(1, sp::slice(0, 3)).set(v) for x.at[1, 0:3],
+  // x.at(sp::slice(), idx).add(1.0) for x.at[:, idx], x.at(idx).get(). See IndexUpdate below.
+  template <class... Indices>
+  IndexUpdate at(const Indices&... indices) const;
 
   // Blocks until the value is computed on every device holding it; an error raised while
   // computing it (on any device) is rethrown here.
@@ -127,6 +134,74 @@ class Array {
   const ArrayImpl& checked() const;
   std::shared_ptr<ArrayImpl> impl_;
 };
+
+// ---- indexed updates (x.at[...]) -------------------------------------------------------------
+// Python's slice start:stop:step as an index of one axis; unset bounds (std::nullopt) run to the
+// ends as in Python and negative bounds count from the end.
+struct IndexSlice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+// sp::slice() is Python's `:`, sp::slice(1, 3) `1:3`, sp::slice(std::nullopt, std::nullopt, -1)
+// `::-1`.
+inline IndexSlice slice(std::optional<int64_t> start = std::nullopt,
+                        std::optional<int64_t> stop = std::nullopt, int64_t step = 1) {
+  return IndexSlice{start, stop, step};
+}
+// Python's `...`: as many `:` as the other indices leave axes.
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex Ellipsis{};
+
+// One index of x.at(...): an integer (static), a slice, an ellipsis or an integer array
+// (NumPy's advanced indexing; several arrays broadcast together).
+struct AtIndex {
+  enum class Kind { integer, slice, ellipsis, array };
+  Kind kind;
+  int64_t integer = 0;
+  IndexSlice slice;
+  Array array;
+  template <std::integral T>
+  requires(!std::is_same_v<T, bool>) AtIndex(T i) : kind(Kind::integer), integer(int64_t(i)) {}
+  AtIndex(const IndexSlice& s) : kind(Kind::slice), slice(s) {}
+  AtIndex(EllipsisIndex) : kind(Kind::ellipsis) {}
+  AtIndex(const Array& a) : kind(Kind::array), array(a) {}
+};
+
+// JAX's mode, indices_are_sorted and unique_indices arguments of the .at[] methods. mode ""
+// is JAX's default: updates out of bounds are dropped ("drop" / "fill"), reads are clamped
+// ("clip" / "promise_in_bounds"); "clip" clamps updates too, "fill" fills reads with fill_value
+// (NaN, the minimum signed or maximum unsigned integer, or true when unset).
+struct AtOptions {
+  std::string mode;
+  bool indices_are_sorted = false;
+  bool unique_indices = false;
+  std::optional<double> fill_value;
+};
+
+// x.at(...): what JAX's x.at[...] returns. Each method returns a new array; `v` broadcasts to
+// the indexed shape as NumPy broadcasts (a C++ scalar is weakly typed), and the result keeps x's
+// dtype. With repeated indices, add and mul accumulate, min and max combine, and set keeps one
+// of the updates (which one is unspecified in JAX; here the last).
+class IndexUpdate {
+ public:
+  IndexUpdate(Array x, std::vector<AtIndex> indices)
+      : x_(std::move(x)), indices_(std::move(indices)) {}
+  Array get(const AtOptions& options = {}) const;
+  Array set(const Array& v, const AtOptions& options = {}) const;
+  Array add(const Array& v, const AtOptions& options = {}) const;
+  Array mul(const Array& v, const AtOptions& options = {}) const;
+  Array min(const Array& v, const AtOptions& options = {}) const;
+  Array max(const Array& v, const AtOptions& options = {}) const;
+
+ private:
+  Array x_;
+  std::vector<AtIndex> indices_;
+};
+
+template <class... Indices>
+IndexUpdate Array::at(const Indices&... indices) const {
+  return IndexUpdate(*this, std::vector<AtIndex>{AtIndex(indices)...});
+}
 
 // NumPy's str(x): "[0 1 4 9]", "[0.         0.16666667 0.33333334 0.5       ]".
 std::ostream& operator<<(std::ostream& os, const Array& x);

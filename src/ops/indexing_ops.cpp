@@ -71,14 +71,6 @@ bool check_bounds(const char* api, const Array& indices, int axis, int64_t size)
   return negative;
 }
 
-// where(i < 0, i + size, i), as jnp's index normalisation. Narrow signed indices are widened
-// first so that the sum cannot overflow.
-Array wrap_negative(const Array& indices, int64_t size) {
-  Array idx = indices;
-  if (itemsize(idx.dtype()) < 4) idx = ops::convert(idx, int32);
-  return where(less(idx, 0), add(idx, Array(static_cast<long long>(size))), idx);
-}
-
 void require_integer_indices(const char* api, const Array& indices) {
   if (!is_integer(indices.dtype()))
     throw TypeError(ops::prefix(api) + "indices must have an integer type, got " +
@@ -195,7 +187,7 @@ Array take(const Array& x, const Array& indices, std::optional<int> axis) {
     throw IndexError("[take] cannot do a non-empty take from an empty axis");
   if (indices.size() == 0) return zeros_of(Shape(out_shape), a);
 
-  Array idx = negative ? wrap_negative(indices, n) : indices;
+  Array idx = negative ? ops::wrap_negative(indices, n) : indices;
   std::vector<int64_t> idx_shape = idx.shape().dims(), bdims;
   for (int i = 0; i < q; ++i) bdims.push_back(i);
   idx_shape.push_back(1);
@@ -229,7 +221,7 @@ Array take_along_axis(const Array& x, const Array& indices, int axis) {
   const bool negative = check_bounds("take_along_axis", indices, dim, n);
   if (n == 0 || out_shape.size() == 0) return zeros_of(out_shape, x);
 
-  Array idx = negative ? wrap_negative(indices, n) : indices;
+  Array idx = negative ? ops::wrap_negative(indices, n) : indices;
 
   std::vector<int64_t> gather_shape;
   for (int i = 0; i < rank; ++i)

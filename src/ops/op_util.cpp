@@ -4,6 +4,7 @@
 #include "core/trace.h"
 
 #include <spmd/lax.h>
+#include <spmd/ops.h>
 
 #include "backends/cpu/convert.h"
 
@@ -127,6 +128,12 @@ Array broadcast_to(const char* api, const Array& x, const Shape& shape) {
   std::vector<int64_t> bdims;
   for (int i = 0; i < s.ndim(); ++i) bdims.push_back(shape.ndim() - s.ndim() + i);
   return lax::broadcast_in_dim(x, shape, bdims);
+}
+
+Array wrap_negative(const Array& indices, int64_t size) {
+  Array idx = indices;
+  if (itemsize(idx.dtype()) < 4) idx = convert(idx, int32);
+  return where(less(idx, 0), add(idx, Array(static_cast<long long>(size))), idx);
 }
 
 int canonicalize_axis(const char* api, int axis, int ndim) {

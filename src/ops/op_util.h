@@ -66,6 +66,10 @@ Array broadcast_to(const char* api, const Array& x, const Shape& shape);
 // `api` when two operands split a dim differently.
 std::vector<Array> broadcast_arrays(const char* api, const std::vector<Array>& xs);
 
+// where(i < 0, i + size, i), as jnp's index normalisation. Narrow signed indices are widened
+// first so that the sum cannot overflow.
+Array wrap_negative(const Array& indices, int64_t size);
+
 // Validated, non-negative, sorted axes; empty `axes` means all of them. Duplicates raise.
 std::vector<int64_t> canonicalize_axes(const char* api, const Axes& axes, int ndim);
 int canonicalize_axis(const char* api, int axis, int ndim);

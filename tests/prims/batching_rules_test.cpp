@@ -438,8 +438,8 @@ void add_indexing_cases(std::vector<Case>& cases) {
       {"dynamic_update_slice", {{{5, 6}}, {{5, 6}}, start, start}, {}, {{kN, 0, 0, kN}}});
 }
 
-// scatter-add's params (with its update computation) as the scatter family binds them.
-sp::Params scatter_add_params();
+// A scatter primitive's params (with its update computation) as the scatter family binds them.
+sp::Params scatter_params(const std::string& name);
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
@@ -448,10 +448,10 @@ std::vector<Case> all_cases() {
   add_reduction_cases(cases);
   add_shape_cases(cases);
   add_indexing_cases(cases);
-  if (sp::primitive_registry().find("scatter-add"))
-    cases.push_back({"scatter-add",
+  for (const char* name : {"scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max"})
+    cases.push_back({name,
                      {{{5, 3}}, {{2, 1}, sp::int32, -1, 5}, {{2, 3}}},
-                     scatter_add_params(),
+                     scatter_params(name),
                      {{0, kN, kN}, {kN, kN, 0}, {kN, 0, 0}, {1, kN, 2}, {0, 1, kN}}});
   return cases;
 }
@@ -546,11 +546,11 @@ class RecordingTrace : public sp::Trace {
   const char* transformation_name() const override { return "record"; }
 };
 
-sp::Params scatter_add_params() {
+sp::Params scatter_params(const std::string& name) {
   auto trace = std::make_shared<RecordingTrace>();
   sp::CurrentTraceScope scope(trace.get());
-  sp::scatter_add(sp::zeros({5, 3}), sp::zeros({2, 1}, sp::int32), sp::zeros({2, 3}),
-                  sp::cpu::ScatterDims{{1}, {0}, {0}, {}, {}}, false, false, "fill");
+  sp::scatter(name, sp::zeros({5, 3}), sp::zeros({2, 1}, sp::int32), sp::zeros({2, 3}),
+              sp::cpu::ScatterDims{{1}, {0}, {0}, {}, {}}, false, false, "fill");
   return trace->last_params;
 }
 

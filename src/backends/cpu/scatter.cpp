@@ -1,6 +1,6 @@
-// scatter-add on the host: the element offsets of one update window are computed once, then each
-// index vector places that window in the operand. Windows run in order on one thread, so
-// repeated indices accumulate deterministically.
+// XLA's scatter on the host: the element offsets of one update window are computed once, then
+// each index vector places that window in the operand. Windows run in order on one thread, so
+// repeated indices combine deterministically (the last update wins for a plain scatter).
 #include "backends/cpu/scatter.h"
 
 #include "backends/cpu/convert.h"
@@ -72,17 +72,35 @@ ScatterPlan plan_scatter(const Shape& operand_shape, const Shape& updates_shape,
 }
 
 template <class T>
-T add(T a, T b) {
-  if constexpr (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>) {
-    return T(float(a) + float(b));
+constexpr bool kHalf = std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>;
+
+// The combiners as lax's add, mul, min and max compute them: integers wrap, and min and max
+// propagate NaN.
+template <class T>
+T combine_values(ScatterCombine c, T a, T b) {
+  if constexpr (kHalf<T>) {
+    return T(combine_values(c, float(a), float(b)));
   } else {
-    return wrapping_add(a, b);
+    switch (c) {
+      case ScatterCombine::set:
+        return b;
+      case ScatterCombine::add:
+        return wrapping_add(a, b);
+      case ScatterCombine::mul:
+        return wrapping_mul(a, b);
+      case ScatterCombine::min:
+        return (a != a || a < b) ? a : b;
+      case ScatterCombine::max:
+        return (a != a || a > b) ? a : b;
+    }
+    return b;
   }
 }
 
 template <class T>
-void scatter_typed(const int64_t* indices, const T* updates, T* out, const Shape& operand_shape,
-                   const ScatterPlan& p, const ScatterDims& g, int64_t index_len, bool clip) {
+void scatter_typed(ScatterCombine c, const int64_t* indices, const T* updates, T* out,
+                   const Shape& operand_shape, const ScatterPlan& p, const ScatterDims& g,
+                   int64_t index_len, bool clip) {
   const auto os = operand_shape.strides();
   const size_t rank = size_t(operand_shape.ndim());
   std::vector<int64_t> start(rank);
@@ -106,16 +124,17 @@ void scatter_typed(const int64_t* indices, const T* updates, T* out, const Shape
     for (size_t k = 0; k < coord.size(); ++k) ubase += coord[k] * p.scatter_us[k];
     for (size_t e = 0; e < p.operand_offset.size(); ++e) {
       T& dst = out[base + p.operand_offset[e]];
-      dst = add(dst, updates[ubase + p.update_offset[e]]);
+      dst = combine_values(c, dst, updates[ubase + p.update_offset[e]]);
     }
   });
 }
 
 }  // namespace
 
-void scatter_add(const void* operand, const Shape& operand_shape, DType dtype, const void* indices,
-                 const Shape& indices_shape, DType index_dtype, const void* updates,
-                 const Shape& updates_shape, const ScatterDims& dims, bool clip, void* out) {
+void scatter(ScatterCombine combine, const void* operand, const Shape& operand_shape, DType dtype,
+             const void* indices, const Shape& indices_shape, DType index_dtype,
+             const void* updates, const Shape& updates_shape, const ScatterDims& dims, bool clip,
+             void* out) {
   std::memcpy(out, operand, size_t(operand_shape.size() * itemsize(dtype)));
   if (updates_shape.size() == 0) return;
   const ScatterPlan plan = plan_scatter(operand_shape, updates_shape, dims);
@@ -124,8 +143,8 @@ void scatter_add(const void* operand, const Shape& operand_shape, DType dtype, c
   const int64_t index_len = indices_shape[indices_shape.ndim() - 1];
   dispatch_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    scatter_typed(idx.data(), static_cast<const T*>(updates), static_cast<T*>(out), operand_shape,
-                  plan, dims, index_len, clip);
+    scatter_typed(combine, idx.data(), static_cast<const T*>(updates), static_cast<T*>(out),
+                  operand_shape, plan, dims, index_len, clip);
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/error.h>
 #include <spmd/ops.h>
 #include <spmd/tree.h>
 
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -93,6 +95,10 @@ R run_cond(const char* api, const Array& index, std::tuple<Fs...> fs, const Ops&
 template <class TrueFn, class FalseFn, class... Ops>
 auto cond(const Array& pred, TrueFn true_fn, FalseFn false_fn, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<TrueFn&, const Ops&...>>;
+  constexpr const char* expected = "true_fun and false_fun arguments should be callable";
+  if (!spmd::detail::is_callable(true_fn)) spmd::detail::raise_not_callable("cond", expected, "an empty true_fun");
+  if (!spmd::detail::is_callable(false_fn))
+    spmd::detail::raise_not_callable("cond", expected, "an empty false_fun");
   // The program's branches are ordered by index: false first.
   return control_flow_detail::run_cond<R>("cond", control_flow_detail::cond_index(pred),
                                           std::make_tuple(std::move(false_fn), std::move(true_fn)),
@@ -104,6 +110,10 @@ template <class F, class... Ops>
 auto switch_(const Array& index, const std::vector<F>& branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const F&, const Ops&...>>;
   namespace d = control_flow_detail;
+  for (size_t k = 0; k < branches.size(); ++k)
+    if (!spmd::detail::is_callable(branches[k]))
+      spmd::detail::raise_not_callable("switch", "branches argument should be a sequence of callables",
+                                 "an empty function at index " + std::to_string(k));
   Array i = d::switch_index(index, branches.size());
   auto [leaves, in_def] = tree_flatten(std::make_tuple(operands...));
   std::vector<d::FlatFn> fns;
@@ -122,6 +132,11 @@ auto switch_(const Array& index, const std::vector<F>& branches, const Ops&... o
 template <class CondFn, class BodyFn, class T>
 T while_loop(CondFn cond_fn, BodyFn body_fn, const T& init) {
   namespace d = control_flow_detail;
+  constexpr const char* expected = "body_fun and cond_fun arguments should be callable";
+  if (!spmd::detail::is_callable(cond_fn))
+    spmd::detail::raise_not_callable("while_loop", expected, "an empty cond_fun");
+  if (!spmd::detail::is_callable(body_fn))
+    spmd::detail::raise_not_callable("while_loop", expected, "an empty body_fun");
   auto [leaves, def] = tree_flatten(init);
   auto cond_def = std::make_shared<TreeDef>();
   auto body_def = std::make_shared<TreeDef>();
@@ -135,6 +150,7 @@ T while_loop(CondFn cond_fn, BodyFn body_fn, const T& init) {
 template <class BodyFn, class T>
 T fori_loop(int64_t lower, int64_t upper, BodyFn body, const T& init) {
   namespace d = control_flow_detail;
+  check_callable(body, "fori_loop", "body_fun argument should be callable");
   auto [leaves, def] = tree_flatten(init);
   auto out_def = std::make_shared<TreeDef>();
   d::FlatFn fn = [body = std::move(body), def, out_def](std::span<const Array> in) {
@@ -150,6 +166,7 @@ T fori_loop(int64_t lower, int64_t upper, BodyFn body, const T& init) {
 // Differentiable in forward mode only.
 template <class BodyFn, class T>
 T fori_loop(const Array& lower, const Array& upper, BodyFn body, const T& init) {
+  check_callable(body, "fori_loop", "body_fun argument should be callable");
   using Carry = std::tuple<Array, Array, T>;
   Carry out = while_loop(
       [](const Carry& c) { return std::get<0>(c) < std::get<1>(c); },
@@ -169,6 +186,7 @@ auto scan(F f, const C& init, const X& xs, std::optional<int64_t> length = std::
   using Out = std::decay_t<std::invoke_result_t<F&, const C&, const X&>>;
   using Y = std::decay_t<typename Out::second_type>;
   namespace d = control_flow_detail;
+  check_callable(f, "scan", "f argument should be a callable");
   auto [init_leaves, init_def] = tree_flatten(init);
   auto [xs_leaves, xs_def] = tree_flatten(xs);
   auto carry_def = std::make_shared<TreeDef>();

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace spmd {
 
@@ -77,5 +78,24 @@ class NameError : public Error {
 class KeyError : public Error {
   using Error::Error;
 };
+
+namespace detail {
+// False for an empty std::function or a null function pointer, true for any other callable.
+template <class F>
+bool is_callable(const F& f) {
+  if constexpr (std::is_constructible_v<bool, const F&>) return static_cast<bool>(f);
+  return true;
+}
+// Throws TypeError "[api] <expected>, got <got>".
+[[noreturn]] void raise_not_callable(const char* api, const char* expected, const std::string& got);
+}  // namespace detail
+
+// JAX's TypeError for a function argument that cannot be called: "[jit] Expected a callable
+// value, got an empty function".
+template <class F>
+void check_callable(const F& f, const char* api,
+                    const char* expected = "Expected a callable value") {
+  if (!detail::is_callable(f)) detail::raise_not_callable(api, expected, "an empty function");
+}
 
 }  // namespace spmd

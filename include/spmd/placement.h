@@ -175,26 +175,26 @@ auto auto_axes(F f, std::vector<std::string> axes, ShardingTree out_sharding) {
 // mesh in context.
 template <class F>
 auto explicit_axes(F f, std::vector<std::string> axes, ShardingTree in_sharding) {
-  return
-      [f = std::move(f), axes = std::move(axes), in = std::move(in_sharding)](const auto&... args) {
-        const Mesh outer = detail::mesh_of(in, "explicit_axes");
-        const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Explicit, "explicit_axes");
-        auto all = std::make_tuple(args...);
-        auto [leaves, def] = tree_flatten(all);
-        const std::vector<NamedSharding> shardings =
-            detail::reshard_shardings(in, def, "explicit_axes");
-        for (size_t i = 0; i < leaves.size(); ++i)
-          leaves[i] = detail::onto_mesh(leaves[i], inner, shardings[i].spec());
-        auto out = [&] {
-          MeshScope scope(inner);
-          return std::apply(f, tree_unflatten<decltype(all)>(def, leaves));
-        }();
-        return tree_map(
-            [&](const Array& o) {
-              return detail::onto_mesh(o, outer, detail::explicit_spec_on(o, outer));
-            },
-            out);
-      };
+  return [f = std::move(f), axes = std::move(axes),
+          in = std::move(in_sharding)](const auto&... args) {
+    const Mesh outer = detail::mesh_of(in, "explicit_axes");
+    const Mesh inner = detail::with_axis_types(outer, axes, AxisType::Explicit, "explicit_axes");
+    auto all = std::make_tuple(args...);
+    auto [leaves, def] = tree_flatten(all);
+    const std::vector<NamedSharding> shardings =
+        detail::reshard_shardings(in, def, "explicit_axes");
+    for (size_t i = 0; i < leaves.size(); ++i)
+      leaves[i] = detail::onto_mesh(leaves[i], inner, shardings[i].spec());
+    auto out = [&] {
+      MeshScope scope(inner);
+      return std::apply(f, tree_unflatten<decltype(all)>(def, leaves));
+    }();
+    return tree_map(
+        [&](const Array& o) {
+          return detail::onto_mesh(o, outer, detail::explicit_spec_on(o, outer));
+        },
+        out);
+  };
 }
 
 // The whole value of x as an uncommitted array, as jax.device_get brings it to the host: it moves

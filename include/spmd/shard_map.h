@@ -4,6 +4,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/error.h>
 #include <spmd/sharding.h>
 #include <spmd/transforms.h>
 #include <spmd/tree.h>
@@ -90,6 +91,7 @@ std::vector<Array> pmap(JitState& state, const TreeDef& in_def, std::span<const 
 template <class F>
 auto shard_map(F f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                ShardMapOptions options = {}) {
+  check_callable(f, "shard_map");
   auto cache = transform_detail::new_shard_map_cache();
   return [f, mesh, in_specs, out_specs, options, cache](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
@@ -104,6 +106,7 @@ auto shard_map(F f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
 
 template <class F>
 auto pmap(F f, PmapOptions options = {}) {
+  check_callable(f, "pmap");
   auto state = transform_detail::new_pmap_state();
   return [f, options, state](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;

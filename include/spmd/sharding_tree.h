@@ -40,12 +40,15 @@ class ShardingTree {
   bool is_spec() const { return spec_ != nullptr; }
   const std::shared_ptr<const PartitionSpec>& spec() const { return spec_; }
   const std::vector<ShardingTree>& children() const { return children_; }
+  // The deepest a tree may nest lists; deeper ones raise ValueError where they are built.
+  static constexpr int kMaxDepth = 1000;
 
  private:
   std::shared_ptr<const Sharding> sharding_;
   std::shared_ptr<const PartitionSpec> spec_;
   std::vector<ShardingTree> children_;
   bool has_children_ = false;
+  int depth_ = 0;  // levels of lists below this node
 };
 
 // The sharding of every Array leaf of `value`, in flattening order; null where the prefix is

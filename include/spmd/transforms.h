@@ -159,6 +159,7 @@ struct IsOutAux<std::tuple<A, B>> : std::true_type {};
 // ---- make_jaxpr ----
 template <class F>
 auto make_jaxpr(F f) {
+  check_callable(f, "make_jaxpr");
   return [f](const auto&... args) {
     auto [leaves, def] = tree_flatten(std::make_tuple(args...));
     auto out_def = std::make_shared<TreeDef>();
@@ -231,6 +232,7 @@ class Jitted {
 
 template <class F>
 Jitted<F> jit(F f, JitOptions options = {}) {
+  check_callable(f, "jit");
   return Jitted<F>(std::move(f), std::move(options));
 }
 
@@ -247,6 +249,7 @@ namespace transform_detail {
 // returns a pair (out, aux), the result carries aux too (has_aux).
 template <bool WithValue, class F>
 auto grad_impl(F f, GradOptions options) {
+  check_callable(f, WithValue ? "value_and_grad" : "grad");
   return [f, options](const auto&... args) {
     using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
     using R = std::decay_t<decltype(std::apply(f, std::declval<ArgsTuple&>()))>;
@@ -384,6 +387,7 @@ auto value_and_grad(F f, GradOptions options = {}) {
 // primals and tangents tuples (or single Arrays) of the same structure.
 template <class F, class P>
 auto jvp(F f, const P& primals, const P& tangents) {
+  check_callable(f, "jvp");
   auto [p_leaves, p_def] = tree_flatten(primals);
   auto [t_leaves, t_def] = tree_flatten(tangents);
   if (!(p_def == t_def))
@@ -419,6 +423,7 @@ auto jvp(F f, const P& primals, const P& tangents) {
 template <class F, class... Args>
 auto vjp(F f, const Args&... primals) {
   using R = std::decay_t<std::invoke_result_t<F, const Args&...>>;
+  check_callable(f, "vjp");
   auto [leaves, def] = tree_flatten(std::make_tuple(primals...));
   auto out_def = std::make_shared<TreeDef>();
   auto fn = transform_detail::flatten_fn<F, Args...>(f, def, out_def);
@@ -451,6 +456,8 @@ std::vector<Array> custom_jvp_call(const FlatFn& primal, FlatFn jvp, std::span<c
 // rule computes its primal output by calling the function, as JAX's rules do.
 template <class F, class Jvp>
 auto custom_jvp(F f, Jvp jvp, CustomJvpOptions options = {}) {
+  check_callable(f, "custom_jvp");
+  check_callable(jvp, "custom_jvp");
   return [f, jvp, options](const auto&... args) {
     using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
@@ -493,6 +500,9 @@ void check_fwd_tree(const TreeDef& fwd_out, const TreeDef& primal_out,
 // under grad it stays in the forward computation when fwd calls the function, as in JAX.
 template <class F, class Fwd, class Bwd>
 auto custom_vjp(F f, Fwd fwd, Bwd bwd, CustomVjpOptions options = {}) {
+  check_callable(f, "custom_vjp");
+  check_callable(fwd, "custom_vjp");
+  check_callable(bwd, "custom_vjp");
   return [f, fwd, bwd, options](const auto&... args) {
     using ArgsTuple = std::tuple<std::decay_t<decltype(args)>...>;
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
@@ -535,6 +545,7 @@ Array jacobian(const FlatFn& fn, const Array& x, bool forward);
 
 template <class F>
 auto jacfwd(F f) {
+  check_callable(f, "jacfwd");
   return [f](const Array& x) {
     return transform_detail::jacobian(
         [&](std::span<const Array> xs) { return std::vector<Array>{f(xs[0])}; }, x, true);
@@ -542,6 +553,7 @@ auto jacfwd(F f) {
 }
 template <class F>
 auto jacrev(F f) {
+  check_callable(f, "jacrev");
   return [f](const Array& x) {
     return transform_detail::jacobian(
         [&](std::span<const Array> xs) { return std::vector<Array>{f(xs[0])}; }, x, false);
@@ -555,6 +567,7 @@ auto hessian(F f) {
 // ---- vmap ----
 template <class F>
 auto vmap(F f, VmapOptions options = {}) {
+  check_callable(f, "vmap");
   return [f, options](const auto&... args) {
     using R = std::decay_t<std::invoke_result_t<const F&, const decltype(args)&...>>;
     constexpr size_t n = sizeof...(args);

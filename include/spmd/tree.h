@@ -5,6 +5,7 @@
 #pragma once
 
 #include <spmd/array.h>
+#include <spmd/error.h>
 #include <spmd/ordered_dict.h>
 
 #include <array>
@@ -467,6 +468,7 @@ TreeDef tree_structure(const T& tree) {
 // which must have the same structure, static leaves included), rebuilt as a T.
 template <class F, class T, class... Rest>
 T tree_map(F&& f, const T& tree, const Rest&... rest) {
+  check_callable(f, "tree_map");
   auto [leaves, def] = tree_flatten(tree);
   auto leaves_of = [&def](const auto& other, size_t arg_index) {
     auto [other_leaves, other_def] = tree_flatten(other);

@@ -580,14 +580,15 @@ bool plain_collective(const Equation& e) {
 }
 
 // The psum_scatter that gives each device the block `slice` takes of psum `sum`'s result.
-Equation scatter_of(const Equation& sum, const Equation& slice, const std::vector<std::string>& names,
-                    int64_t devices, int dim) {
+Equation scatter_of(const Equation& sum, const Equation& slice,
+                    const std::vector<std::string>& names, int64_t devices, int dim) {
   Params params{{"axis_index_groups", collectives::groups_param(std::nullopt)},
                 {"axis_name", collectives::tuple_param(names)},
                 {"axis_size", devices},
                 {"scatter_dimension", int64_t(dim)},
                 {"tiled", true}};
-  return Equation{&collectives::reduce_scatter_primitive(), std::move(params), sum.inputs, slice.outputs};
+  return Equation{&collectives::reduce_scatter_primitive(), std::move(params), sum.inputs,
+                  slice.outputs};
 }
 
 }  // namespace
@@ -610,8 +611,10 @@ Program own_blocks_of_collectives(const Program& p, const AxisSizes& axes) {
     const int from = producer[size_t(slice.inputs[0].var)];
     if (from < 0 || !plain_collective(p.equations[size_t(from)])) continue;
     const Equation& c = p.equations[size_t(from)];
-    const bool sum = c.primitive == &collectives::psum_primitive() && readers[size_t(slice.inputs[0].var)] == 1;
-    const bool gather = c.primitive == &collectives::all_gather_primitive() && c.params.get<bool>("tiled");
+    const bool sum =
+        c.primitive == &collectives::psum_primitive() && readers[size_t(slice.inputs[0].var)] == 1;
+    const bool gather =
+        c.primitive == &collectives::all_gather_primitive() && c.params.get<bool>("tiled");
     if (!sum && !gather) continue;
     const std::vector<std::string> names =
         sum ? collectives::named_axes(collectives::read_axes(c.params))
@@ -647,7 +650,8 @@ std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<s
                                     int64_t split) {
   for (size_t i = 0; i < p.equations.size(); ++i) {
     const Equation& t = p.equations[i];
-    if (t.primitive != &collectives::all_to_all_primitive() || !plain_collective(t) || t.inputs[0].var != x)
+    if (t.primitive != &collectives::all_to_all_primitive() || !plain_collective(t) ||
+        t.inputs[0].var != x)
       continue;
     if (t.params.get<bool>("tiled") && t.params.get_int("split_axis") == split &&
         t.params.get_int("concat_axis") == 0 && collectives::read_names(t.params) == names)
@@ -660,7 +664,8 @@ std::optional<size_t> all_to_all_of(const Program& p, int x, const std::vector<s
 // psum_scatter `r`'s result (see there), or nullopt.
 std::optional<size_t> all_to_all_for(const Program& p, std::span<const int> producer,
                                      const Equation& r) {
-  if (r.primitive != &collectives::reduce_scatter_primitive() || !plain_collective(r) || !r.params.get<bool>("tiled"))
+  if (r.primitive != &collectives::reduce_scatter_primitive() || !plain_collective(r) ||
+      !r.params.get<bool>("tiled"))
     return std::nullopt;
   const int from = producer[size_t(r.inputs[0].var)];
   if (from < 0) return std::nullopt;
@@ -774,7 +779,8 @@ class ConstantSplitter {
     } else {
       const Equation& e = p_.equations[size_t(producer_[size_t(v)])];
       Equation c{e.primitive, e.params, {}, {}};
-      for (const Atom& a : e.inputs) c.inputs.push_back(a.is_literal() ? a : Atom::of_var(copy(a.var, copies)));
+      for (const Atom& a : e.inputs)
+        c.inputs.push_back(a.is_literal() ? a : Atom::of_var(copy(a.var, copies)));
       fresh = out_.new_var(p_.types[size_t(v)]);
       c.outputs = {fresh};
       out_.equations.push_back(std::move(c));

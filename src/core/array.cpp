@@ -181,14 +181,15 @@ const Array& Array::block_until_ready() const {
 }
 
 std::string str(const Array& x) {
+  const void* data = host_data(x, "print");  // raises for an empty handle
   const ArrayImpl& impl = *x.impl();
-  return format_array_str(host_data(x, "print"), impl.aval.dtype, impl.aval.shape);
+  return format_array_str(data, impl.aval.dtype, impl.aval.shape);
 }
 
 std::string repr(const Array& x) {
+  const void* data = host_data(x, "repr");
   const ArrayImpl& impl = *x.impl();
-  return format_array_repr(host_data(x, "repr"), impl.aval.dtype, impl.aval.shape,
-                           impl.aval.weak_type);
+  return format_array_repr(data, impl.aval.dtype, impl.aval.shape, impl.aval.weak_type);
 }
 
 std::string numpy_repr(const std::vector<double>& values, const Shape& shape) {

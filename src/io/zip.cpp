@@ -264,6 +264,12 @@ void Origin::fail(const std::string& message) const {
 
 File::File(const std::string& path, const char* mode, const char* api)
     : origin_{api, "'" + path + "'"} {
+  // The C library would stop the name at the first NUL and open another file (Python raises).
+  if (path.find('\0') != std::string::npos) {
+    std::string shown;
+    for (char c : path) shown += c ? std::string(1, c) : std::string("\\0");
+    throw ValueError(std::string("[") + api + "] '" + shown + "': embedded null byte");
+  }
   bool reading = mode[0] == 'r';
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) origin_.fail("is a directory");

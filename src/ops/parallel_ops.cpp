@@ -177,6 +177,7 @@ Array all_to_all(const Array& x, const AxisNames& name, int split_axis, int conc
 
 // For a tuple, the index over the product of the axes, minor name fastest (as JAX composes it).
 Array axis_index(const AxisNames& name) {
+  check_distinct(name.names(), "axis_index");
   if (!name.is_tuple() && name.size() == 1)
     return ops::apply("axis_index", std::vector<Array>{}, Params{{"axis_name", name.names()[0]}});
   Array index = ops::scalar(0, int32, true);

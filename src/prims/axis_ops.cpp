@@ -200,7 +200,7 @@ const Primitive& define_pvary(PrimitiveRegistry& r, const Primitive& psum) {
 // ---- psum_invariant: psum typed varying -> invariant; transposes to pvary -------------------
 std::vector<AbstractValue> psum_invariant_shape(std::span<const AbstractValue> in,
                                                 const Params& p) {
-  for (const std::string& a : read_names(p, "axes")) axis_size_of(a, "psum");
+  axes_size(read_names(p, "axes"), "psum");
   return {in[0]};
 }
 

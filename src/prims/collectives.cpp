@@ -206,7 +206,15 @@ int64_t axis_size_of(const std::string& name, const char* api) {
   throw NameError(prefix(api) + "unbound axis name: " + name);
 }
 
+void check_distinct(const std::vector<std::string>& names, const char* api) {
+  for (auto it = names.begin(); it != names.end(); ++it)
+    if (std::find(names.begin(), it, *it) != it)
+      throw ValueError(prefix(api) + "repeated axis in `axis_name` argument, got " +
+                       tuple_repr(names));
+}
+
 int64_t axes_size(const std::vector<std::string>& names, const char* api) {
+  check_distinct(names, api);
   int64_t n = 1;
   for (const auto& name : names) n *= axis_size_of(name, api);
   return n;
@@ -221,6 +229,7 @@ std::vector<std::string> communicating_axes(const Params& params) {
 namespace collectives {
 
 void check_bound(const std::vector<std::string>& names, const char* api) {
+  check_distinct(names, api);
   for (const auto& name : names) {
     if (find_axis(name)) continue;
     const runtime::LaunchContext* ctx = runtime::current_launch();
@@ -656,7 +665,7 @@ Primitive& define_reduction(PrimitiveRegistry& r, const char* name, cpu::ReduceO
 std::vector<AbstractValue> all_gather_shape(std::span<const AbstractValue> in, const Params& p) {
   const AbstractValue& x = in[0];
   std::vector<std::string> names = read_names(p);
-  for (const auto& n : names) axis_size_of(n, "all_gather");
+  axes_size(names, "all_gather");
   check_equal_groups(read_groups(p), "all_gather");
   const int64_t n = p.get_int("axis_size");
   const bool tiled = p.get<bool>("tiled");
@@ -673,7 +682,7 @@ std::vector<AbstractValue> all_gather_shape(std::span<const AbstractValue> in, c
 std::vector<AbstractValue> reduce_scatter_shape(std::span<const AbstractValue> in,
                                                 const Params& p) {
   const AbstractValue& x = in[0];
-  for (const auto& n : read_names(p)) axis_size_of(n, "psum_scatter");
+  axes_size(read_names(p), "psum_scatter");
   check_equal_groups(read_groups(p), "psum_scatter");
   const int64_t n = p.get_int("axis_size");
   int d = checked_dim(p.get_int("scatter_dimension"), x.shape.ndim(), "psum_scatter");

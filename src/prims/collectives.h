@@ -49,6 +49,10 @@ const Perm& read_perm(const Params& p);
 // The size of a named axis: from the axis environment while tracing, else from the device launch
 // running the caller. NameError "[api] unbound axis name: i" when neither binds it.
 int64_t axis_size_of(const std::string& name, const char* api);
+// ValueError "[api] repeated axis in `axis_name` argument, got ('i', 'i')" (JAX's numpy error
+// for a name given twice).
+void check_distinct(const std::vector<std::string>& names, const char* api);
+// The product of the named axes' sizes; the names must be distinct.
 int64_t axes_size(const std::vector<std::string>& names, const char* api);
 
 // The named axes a collective's params say it communicates over (Primitive::axis_names).

@@ -14,6 +14,7 @@
 #include "sharding/type_sharding.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -744,12 +745,20 @@ std::vector<AbstractValue> pad_rule(std::span<const AbstractValue> in, const Par
       throw ValueError("[pad] interior padding must be nonnegative, got " +
                        std::to_string(c.interior) + " for dimension " + std::to_string(d));
     const int64_t n = x.shape[d];
-    const int64_t size = c.low + c.high + n + std::max<int64_t>(0, n - 1) * c.interior;
-    if (size < 0)
+    // In 128 bits: padding near 2^62 on both sides overflows int64.
+    const __int128 wide =
+        __int128(c.low) + c.high + n + __int128(std::max<int64_t>(0, n - 1)) * c.interior;
+    if (wide > INT64_MAX)
+      throw ValueError("[pad] array is too big; dimension " + std::to_string(d) +
+                       " after padding has more than 2^63 - 1 elements, got padding (low=" +
+                       std::to_string(c.low) + ", high=" + std::to_string(c.high) + ", interior=" +
+                       std::to_string(c.interior) + ") of operand shape " + x.shape.str());
+    if (wide < 0)
       throw ShapeError("[pad] dimension size after padding is not at least 0, got " +
-                       std::to_string(size) + " for dimension " + std::to_string(d) +
-                       " of operand shape " + x.shape.str());
-    dims.push_back(size);
+                       (wide < INT64_MIN ? "less than -2^63" : std::to_string(int64_t(wide))) +
+                       " for dimension " + std::to_string(d) + " of operand shape " +
+                       x.shape.str());
+    dims.push_back(int64_t(wide));
   }
   return one(Shape(dims), x, x.weak_type && v.weak_type);
 }

@@ -789,7 +789,8 @@ void Communicator::State::run(std::span<const Part> parts, std::span<const int> 
     const Part& part = parts[k];
     const Params& p = *part.params;
     staged = staged && part.work->stage && part.in != nullptr && p.kind != Kind::barrier;
-    staged_at[k + 1] = staged_at[k] + (p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype));
+    staged_at[k + 1] =
+        staged_at[k] + (p.kind == Kind::barrier ? 0 : p.shape.size() * itemsize(p.dtype));
   }
   staged = staged && staged_at[m] <= kStagedBytes;
   Member mine;
@@ -1963,8 +1964,9 @@ void Communicator::reduce_scatter(const char* api, std::span<const int> group, i
   const int n = int(group.size());
   state_->run_blocks(blocks, group, me, [&](const Block& b) {
     check_scatter(api, b.shape, dim, n);
-    return State::Described{Params{Kind::reduce_scatter, api, op, b.dtype, b.shape, dim, 0, false, {}},
-                            reduce_scatter_work(op, b.dtype, b.shape, dim, n, me)};
+    return State::Described{
+        Params{Kind::reduce_scatter, api, op, b.dtype, b.shape, dim, 0, false, {}},
+        reduce_scatter_work(op, b.dtype, b.shape, dim, n, me)};
   });
 }
 

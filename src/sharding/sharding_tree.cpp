@@ -7,6 +7,8 @@
 
 #include "sharding/context_mesh.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 namespace spmd {
@@ -20,9 +22,16 @@ ShardingTree::ShardingTree(std::shared_ptr<const Sharding> sharding)
 ShardingTree::ShardingTree(const PartitionSpec& spec)
     : spec_(std::make_shared<PartitionSpec>(spec)) {}
 ShardingTree::ShardingTree(std::initializer_list<ShardingTree> children)
-    : children_(children), has_children_(true) {}
+    : ShardingTree(std::vector<ShardingTree>(children)) {}
 ShardingTree::ShardingTree(std::vector<ShardingTree> children)
-    : children_(std::move(children)), has_children_(true) {}
+    : children_(std::move(children)), has_children_(true) {
+  for (const ShardingTree& c : children_) depth_ = std::max(depth_, c.depth_ + 1);
+  // Copying, reading and destroying a tree recurse once per level; Python stops at its
+  // recursion limit of 1000 where JAX would.
+  if (depth_ > kMaxDepth)
+    throw ValueError("[ShardingTree] expected a tree nested at most " + std::to_string(kMaxDepth) +
+                     " levels deep, got " + std::to_string(depth_) + " levels");
+}
 
 namespace {
 

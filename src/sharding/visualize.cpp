@@ -295,6 +295,20 @@ uint32_t text_colour(uint32_t bg) {
   return luminance > 186 ? 0x000000 : 0xffffff;
 }
 
+// Widths below one column draw nothing, and a base height of 10·scale lines must be a number
+// of lines (JAX raises converting a NaN or an unbounded scale to an integer).
+void check_options(const VisualizeOptions& options) {
+  if (options.max_width < 1)
+    throw ValueError("[visualize_sharding] expected max_width of at least 1, got " +
+                     std::to_string(options.max_width));
+  if (!(std::abs(options.scale) <= 1e17)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", options.scale);
+    throw ValueError("[visualize_sharding] expected a finite scale of at most 1e17, got " +
+                     std::string(got));
+  }
+}
+
 // The two dims drawn: (0) or (0, 1), or the caller's choice for higher ranks.
 std::vector<int> drawn_dims(const Shape& shape, const VisualizeOptions& options) {
   if (options.dims) {
@@ -363,6 +377,7 @@ Cell make_cell(std::string label, int64_t width, int64_t height, bool use_color)
 
 std::string sharding_to_string(const Shape& shape, const Sharding& sharding,
                                const VisualizeOptions& options) {
+  check_options(options);
   const std::vector<int> dims = drawn_dims(shape, options);
   for (int d : dims)
     if (shape[d] == 0)

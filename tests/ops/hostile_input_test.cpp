@@ -9,6 +9,7 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -65,6 +66,21 @@ Array psum_over_z(const Array& x) {
 }
 void shard_map_on_mesh42(Array (*body)(const Array&), const P& in, const P& out, const Array& x) {
   sp::shard_map(body, mesh42(), in, out)(x);
+}
+
+using UnaryFn = std::function<Array(const Array&)>;
+Array psum_over_x_twice(const Array& x) {
+  return sp::psum(x, sp::axes("x", "x"));
+}
+Array all_gather_over_y_x_y(const Array& x) {
+  return sp::all_gather(x, sp::axes("y", "x", "y"));
+}
+Array times_axis_index_x_x(const Array& x) {
+  return x * sp::axis_index(sp::axes("x", "x"));
+}
+std::string visualize_8_by_4(sp::VisualizeOptions options) {
+  return sp::sharding_to_string(sp::Shape({8, 4}), sp::NamedSharding(mesh42(), P("x", "y")),
+                                options);
 }
 
 // The tables are laid out by hand, one row in three lines: clang-format 14 spreads a lambda whose
@@ -824,13 +840,98 @@ std::vector<HostileRow> device_rows() {
   };
 }
 
+// JAX raises TypeError for a function that is not callable ("Expected a callable value, got
+// None", "lax.switch: branches argument should be a sequence of callables."); an empty
+// std::function or a null function pointer threw std::bad_function_call or crashed.
+std::vector<HostileRow> callable_rows() {
+  namespace lax = sp::lax;
+  return {
+      raises<sp::TypeError>(
+          "switch_with_an_empty_branch", [] { lax::switch_(Array(1), std::vector<UnaryFn>{same, nullptr}, sp::ones({2})); },
+          "[switch] branches argument should be a sequence of callables, got an empty function at index 1"),
+      raises<sp::TypeError>(
+          "switch_with_a_null_function_pointer", [] { lax::switch_(Array(0), std::vector<Array (*)(const Array&)>{nullptr}, sp::ones({2})); },
+          "[switch] branches argument should be a sequence of callables, got an empty function at index 0"),
+      raises<sp::TypeError>(
+          "cond_with_an_empty_false_fun", [] { lax::cond(Array(true), same, UnaryFn(), sp::ones({2})); },
+          "[cond] true_fun and false_fun arguments should be callable, got an empty false_fun"),
+      raises<sp::TypeError>(
+          "while_loop_with_an_empty_body", [] { lax::while_loop([](const Array& c) { return c < 3; }, UnaryFn(), Array(0)); },
+          "[while_loop] body_fun and cond_fun arguments should be callable, got an empty body_fun"),
+      raises<sp::TypeError>(
+          "fori_loop_with_an_empty_body", [] { lax::fori_loop(0, 3, std::function<Array(const Array&, const Array&)>(), Array(0)); },
+          "[fori_loop] body_fun argument should be callable, got an empty function"),
+      raises<sp::TypeError>(
+          "scan_with_an_empty_body", [] { lax::scan(std::function<std::pair<Array, Array>(const Array&, const Array&)>(), Array(0.f), sp::ones({3})); },
+          "[scan] f argument should be a callable, got an empty function"),
+      raises<sp::TypeError>(
+          "jit_of_an_empty_function", [] { sp::jit(UnaryFn()); },
+          "[jit] Expected a callable value, got an empty function"),
+      raises<sp::TypeError>(
+          "grad_of_an_empty_function", [] { sp::grad(UnaryFn()); },
+          "[grad] Expected a callable value, got an empty function"),
+      raises<sp::TypeError>(
+          "vmap_of_an_empty_function", [] { sp::vmap(UnaryFn()); },
+          "[vmap] Expected a callable value, got an empty function"),
+      raises<sp::TypeError>(
+          "shard_map_of_an_empty_function", [] { sp::shard_map(UnaryFn(), mesh42(), P("x"), P("x")); },
+          "[shard_map] Expected a callable value, got an empty function"),
+      raises<sp::TypeError>(
+          "tree_map_of_an_empty_function", [] { sp::tree_map(UnaryFn(), std::vector<Array>{sp::ones({2})}); },
+          "[tree_map] Expected a callable value, got an empty function"),
+  };
+}
+
+// Other calls that crashed or answered silently: an axis name given twice (JAX: "repeated axis
+// in `source` argument", NumPy's error from its moveaxis), a visualisation width that draws
+// nothing or a scale that is not a number of lines, padding past int64, printing an empty handle
+// and sharding trees nested past Python's recursion limit; file names with a NUL, which the C
+// library cut short (Python: "ValueError: embedded null byte").
+std::vector<HostileRow> misuse_rows() {
+  return {
+      raises<sp::ValueError>(
+          "psum_over_an_axis_named_twice", [] { shard_map_on_mesh42(psum_over_x_twice, P("x"), P(), sp::ones({8})); },
+          "[psum] repeated axis in `axis_name` argument, got ('x', 'x')"),
+      raises<sp::ValueError>(
+          "all_gather_over_an_axis_named_twice", [] { shard_map_on_mesh42(all_gather_over_y_x_y, P("x"), P(), sp::ones({8})); },
+          "[all_gather] repeated axis in `axis_name` argument, got ('y', 'x', 'y')"),
+      raises<sp::ValueError>(
+          "axis_index_of_an_axis_named_twice", [] { shard_map_on_mesh42(times_axis_index_x_x, P("x"), P("x"), sp::ones({8})); },
+          "[axis_index] repeated axis in `axis_name` argument, got ('x', 'x')"),
+      raises<sp::ValueError>(
+          "visualize_max_width_0", [] { visualize_8_by_4({.max_width = 0}); },
+          "[visualize_sharding] expected max_width of at least 1, got 0"),
+      raises<sp::ValueError>(
+          "visualize_max_width_negative", [] { visualize_8_by_4({.max_width = -5}); },
+          "[visualize_sharding] expected max_width of at least 1, got -5"),
+      raises<sp::ValueError>(
+          "visualize_scale_nan", [] { visualize_8_by_4({.scale = std::nan("")}); },
+          "[visualize_sharding] expected a finite scale of at most 1e17, got nan"),
+      raises<sp::ValueError>(
+          "pad_past_int64", [] { sp::pad(sp::ones({4}), {{int64_t(1) << 62, int64_t(1) << 62}}); },
+          "[pad] array is too big; dimension 0 after padding has more than 2^63 - 1 elements, got padding (low=4611686018427387904, high=4611686018427387904, interior=0) of operand shape (4,)"),
+      raises<sp::ValueError>(
+          "save_npy_to_a_name_with_a_nul", [] { sp::save_npy(file(std::string("a\0b.npy", 7)), sp::ones({2})); },
+          "[save_npy] '" + file("a\\0b.npy") + "': embedded null byte"),
+      raises<sp::ValueError>(
+          "load_safetensors_from_a_name_with_a_nul", [] { sp::load_safetensors(std::string("good\0.npy", 9)); },
+          "[load_safetensors] 'good\\0.npy': embedded null byte"),
+      raises<sp::ValueError>(
+          "print_an_empty_array", [] { sp::str(Array()); },
+          "[print] use of an empty Array handle"),
+      raises<sp::ValueError>(
+          "sharding_tree_1001_levels_deep", [] { sp::ShardingTree t = sp::NamedSharding(mesh42(), P()); for (int k = 0; k < 1001; ++k) t = sp::ShardingTree({t}); },
+          "[ShardingTree] expected a tree nested at most 1000 levels deep, got 1001 levels"),
+  };
+}
+
 // clang-format on
 
 std::vector<HostileRow> all_rows() {
   std::vector<HostileRow> rows;
   for (auto part : {shape_rows, dtype_rows, axis_rows, indexing_rows, matmul_rows, sharding_rows,
                     file_rows, random_rows, transform_rows, control_flow_rows, size_rows,
-                    device_rows}) {
+                    device_rows, callable_rows, misuse_rows}) {
     std::vector<HostileRow> more = part();
     rows.insert(rows.end(), more.begin(), more.end());
   }

@@ -100,7 +100,7 @@ size_t hash_value(const ParamValue& v) {
             for (int64_t i : *list) hash_combine(h, std::hash<int64_t>{}(i));
         } else if constexpr (std::is_same_v<T, std::vector<lax::PadConfig>>) {
           for (const auto& p : x)
-            hash_combine(h, std::hash<int64_t>{}(p.low * 31 + p.high * 7 + p.interior));
+            for (int64_t i : {p.low, p.high, p.interior}) hash_combine(h, std::hash<int64_t>{}(i));
         } else if constexpr (std::is_same_v<T, ProgramRef>) {
           hash_combine(h, x ? x->hash() : 0);
         } else if constexpr (std::is_same_v<T, std::vector<ProgramRef>>) {

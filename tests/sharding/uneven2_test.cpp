@@ -156,7 +156,10 @@ void expect_results_are_jaxs(const std::vector<Case>& cases, const std::string& 
     const Array y = sp::jit(c.f)(c.args);
     ASSERT_TRUE(blocks.count(c.name)) << "no golden case " << c.name;
     EXPECT_EQ(placed({y}), blocks.at(c.name)) << c.name;
-    EXPECT_TRUE(spmd_test::arrays_close(y, values.at(c.name + "/0"), 0, 0)) << c.name;
+    // A product's sums may round in another order per kernel (1 ulp between builds); the rest
+    // moves or adds the same elements in the same order.
+    const double rtol = c.name.find("dot") == std::string::npos ? 0 : 1e-6;
+    EXPECT_TRUE(spmd_test::arrays_close(y, values.at(c.name + "/0"), rtol, 0)) << c.name;
   }
 }
 
